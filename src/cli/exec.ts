@@ -1,0 +1,149 @@
+/**
+ * `codemode exec`: runs one program on a sidecar and prints each result as one JSON
+ * line (the seed's shape). With `--tools FILE.mjs` it is a small gateway: it opens a
+ * run with those tools and `--allow`/`--deny` policy, runs each nested call's handler,
+ * and answers with BridgeCallback. Exit status is 0 whenever a result came back.
+ */
+import { readFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { ToolOrigin, ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
+import { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
+import { createClient } from "../protocol/grpc-service.js";
+import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
+import { newId } from "../shared/ids.js";
+import { loadToolsModule, type CliTool } from "./tools-module.js";
+
+const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javascript|typescript]
+                     [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
+                     [--tools FILE.mjs] [--allow PATTERN]... [--deny PATTERN]...`;
+
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+const SOURCE = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
+const ORIGIN = { core: ToolOrigin.CORE, bundled_plugin: ToolOrigin.BUNDLED_PLUGIN, external_plugin: ToolOrigin.EXTERNAL_PLUGIN } as const;
+
+function errorOf(err: unknown): { name: string; message: string } {
+  if (err instanceof Error) return { name: err.name || "Error", message: err.message };
+  return { name: "Error", message: typeof err === "string" ? err : JSON.stringify(err) ?? String(err) };
+}
+
+export async function runExec(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        code: { type: "string" },
+        language: { type: "string" },
+        sandbox: { type: "string", default: DEFAULT_SANDBOX_ADDRESS },
+        orchestrator: { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
+        "timeout-ms": { type: "string" },
+        tools: { type: "string" },
+        allow: { type: "string", multiple: true },
+        deny: { type: "string", multiple: true },
+      },
+      strict: true,
+    });
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${USAGE}`);
+  }
+  const { values, positionals } = parsed;
+  let code: string;
+  if (values.code !== undefined) {
+    if (positionals.length > 0) throw new UsageError(`give --code or a file, not both\n${USAGE}`);
+    code = values.code;
+  } else if (positionals.length === 1) {
+    code = positionals[0] === "-" ? await readStdin() : await readFile(positionals[0]!, "utf8");
+  } else {
+    throw new UsageError(USAGE);
+  }
+  parseHostPort(values.sandbox, "--sandbox");
+  parseHostPort(values.orchestrator, "--orchestrator");
+  let timeoutMs: number | undefined;
+  if (values["timeout-ms"] !== undefined) {
+    timeoutMs = Number(values["timeout-ms"]);
+    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new UsageError(`--timeout-ms must be a positive integer, got ${JSON.stringify(values["timeout-ms"])}`);
+  }
+
+  const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", runId: newId("run", 8) };
+  const tools: CliTool[] = values.tools ? await loadToolsModule(values.tools) : [];
+  const handlers = new Map<string, CliTool>();
+  if (values.tools || values.allow || values.deny) {
+    const control = createClient(Control, values.orchestrator);
+    try {
+      await control.openRun({
+        scope,
+        catalog: {
+          case: "tools",
+          value: {
+            tools: tools.map((t) => ({
+              name: t.name,
+              label: t.label ?? "",
+              description: t.description,
+              parametersJson: JSON.stringify(t.parameters),
+              source: SOURCE[t.source],
+              sourceName: t.owner,
+              origin: t.origin ? ORIGIN[t.origin] : ToolOrigin.UNSPECIFIED,
+            })),
+          },
+        },
+        policy: { allow: values.allow ?? [], deny: values.deny ?? [], allowNone: false },
+        config: timeoutMs !== undefined ? { timeoutMs } : {},
+      });
+    } finally {
+      control.close();
+    }
+    for (const t of tools) handlers.set(`${t.source}\0${t.owner}\0${t.name}`, t);
+  }
+
+  const sandbox = createClient(Sandbox, values.sandbox);
+  try {
+    const answer = async (callId: string, tool: CliTool | undefined, inputJson: string) => {
+      let outcome: { case: "resultJson"; value: string } | { case: "error"; value: { name: string; message: string } };
+      try {
+        if (!tool) throw new Error("this gateway has no handler for the tool");
+        const value = await tool.handler(JSON.parse(inputJson) as unknown);
+        outcome = { case: "resultJson", value: JSON.stringify(value === undefined ? null : value) };
+      } catch (err) {
+        outcome = { case: "error", value: errorOf(err) };
+      }
+      try {
+        await sandbox.bridgeCallback({ scope, callId, outcome });
+      } catch (err) {
+        process.stderr.write(`codemode exec: could not answer tool call ${callId}: ${(err as Error).message}\n`);
+      }
+    };
+    const stream = sandbox.exec({
+      scope,
+      execCallId: newId("call", 8),
+      code,
+      ...(values.language !== undefined ? { language: values.language } : {}),
+      config: timeoutMs !== undefined ? { timeoutMs } : {},
+    });
+    let printed = false;
+    for await (const ev of stream) {
+      if (ev.event.case === "toolCall") {
+        const c = ev.event.value;
+        const sourceName = c.source === ToolSource.MCP ? "mcp" : c.source === ToolSource.CLIENT ? "client" : "openclaw";
+        void answer(c.callId, handlers.get(`${sourceName}\0${c.sourceName}\0${c.toolName}`), c.inputJson);
+      } else if (ev.event.case === "result") {
+        process.stdout.write(`${ev.event.value.modelJson}\n`);
+        printed = true;
+      }
+    }
+    if (!printed) throw new Error("the sandbox closed the stream without a result");
+    return 0;
+  } finally {
+    sandbox.close();
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * The `codemode` command: only reads argv, dispatches, and maps failures to exit codes
+ * (2 for usage errors, 1 for anything else). Each subcommand lives in its own module.
+ */
+import { runExec, UsageError } from "./exec.js";
+import { runOrchestrator, runSandbox, runStart } from "./serve.js";
+
+const HELP = `codemode: a code-mode runtime for AI agents
+
+  codemode start          orchestrator + sandbox on localhost (in-memory state)
+  codemode sandbox        a sandbox sidecar (--sandbox-address, --orchestrator-address)
+  codemode orchestrator   the orchestrator (--orchestrator-address)
+  codemode exec           run a program: --code STRING | FILE | -
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "start":
+      await runStart(rest);
+      return -1;
+    case "sandbox":
+      await runSandbox(rest);
+      return -1;
+    case "orchestrator":
+      await runOrchestrator(rest);
+      return -1;
+    case "exec":
+      return runExec(rest);
+    case undefined:
+    case "help":
+    case "--help":
+    case "-h":
+      process.stdout.write(HELP);
+      return 0;
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(command)}\n${HELP}`);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (err: unknown) => {
+    const usage = err instanceof UsageError || (err as { code?: string })?.code?.startsWith("ERR_PARSE_ARGS");
+    process.stderr.write(`codemode: ${(err as Error)?.message ?? String(err)}\n`);
+    process.exitCode = usage ? 2 : 1;
+  },
+);

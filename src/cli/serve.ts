@@ -1,0 +1,88 @@
+/** `codemode start | sandbox | orchestrator`: reads flags, starts processes, wires signals. */
+import { parseArgs } from "node:util";
+import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
+import { createLogger } from "../shared/logger.js";
+import { startOrchestrator } from "../orchestrator/server.js";
+import { startSandbox } from "../sandbox/server.js";
+import { onShutdown } from "./signals.js";
+
+function intFlag(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+const poolFlags = {
+  threads: { type: "string" },
+  "execs-per-worker": { type: "string" },
+} as const;
+
+export async function runStart(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      "sandbox-address": { type: "string", default: DEFAULT_SANDBOX_ADDRESS },
+      "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
+      ...poolFlags,
+    },
+    strict: true,
+  });
+  const sandboxAt = parseHostPort(values["sandbox-address"], "--sandbox-address");
+  const orchestratorAt = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
+  const log = createLogger("codemode");
+  const orchestrator = await startOrchestrator({ listen: orchestratorAt, log: log.child({ process: "orchestrator" }) });
+  const threads = intFlag(values.threads, "--threads");
+  const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
+  const sandbox = await startSandbox({
+    listen: sandboxAt,
+    orchestrator: orchestrator.address,
+    log: log.child({ process: "sandbox" }),
+    ...(threads !== undefined ? { threads } : {}),
+    ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
+  });
+  process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address}\n`);
+  onShutdown(log, async () => {
+    await sandbox.close();
+    await orchestrator.close();
+  });
+}
+
+export async function runSandbox(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      "sandbox-address": { type: "string", default: DEFAULT_SANDBOX_ADDRESS },
+      "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
+      ...poolFlags,
+    },
+    strict: true,
+  });
+  const listen = parseHostPort(values["sandbox-address"], "--sandbox-address");
+  parseHostPort(values["orchestrator-address"], "--orchestrator-address");
+  const log = createLogger("codemode-sandbox");
+  const threads = intFlag(values.threads, "--threads");
+  const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
+  const sandbox = await startSandbox({
+    listen,
+    orchestrator: values["orchestrator-address"],
+    log,
+    ...(threads !== undefined ? { threads } : {}),
+    ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
+  });
+  process.stdout.write(`ready sandbox=${sandbox.address}\n`);
+  onShutdown(log, () => sandbox.close());
+}
+
+export async function runOrchestrator(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS } },
+    strict: true,
+  });
+  const listen = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
+  const log = createLogger("codemode-orchestrator");
+  const orchestrator = await startOrchestrator({ listen, log });
+  process.stdout.write(`ready orchestrator=${orchestrator.address}\n`);
+  onShutdown(log, () => orchestrator.close());
+}

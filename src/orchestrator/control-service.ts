@@ -1,0 +1,98 @@
+/**
+ * The gateway-facing Control service: PutCatalog, OpenRun, DescribeSurface,
+ * GetTrajectory, CloseRun. Config errors and unknown catalogs are INVALID_ARGUMENT /
+ * NOT_FOUND with the key and value named; nothing is half-applied.
+ */
+import type { RunScope } from "../gen/codemode/common/v1/common_pb.js";
+import type { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
+import type { ServiceHandlers } from "../protocol/grpc-service.js";
+import { ServiceError } from "../protocol/service-error.js";
+import { ConfigError, parseCodeModeConfig } from "../shared/config.js";
+import { configLayerFromWire } from "../shared/config-wire.js";
+import type { Logger } from "../shared/logger.js";
+import { buildView, sourceCounts, viewVersion } from "./catalog/catalog-view.js";
+import type { CatalogStore } from "./catalog/catalog-store.js";
+import { describeSurface } from "./surface.js";
+import type { OpenRun, RunRegistry, Scope } from "./runs.js";
+
+export function requireScope(s: RunScope | undefined): Scope {
+  if (!s || !s.runId.trim()) throw new ServiceError("invalid_argument", "scope.run_id is required");
+  return { agentId: s.agentId, sessionId: s.sessionId, sessionKey: s.sessionKey, runId: s.runId };
+}
+
+export function surfaceOf(run: OpenRun) {
+  const config = parseCodeModeConfig(run.config);
+  const s = describeSurface(config, run.view, run.disableTools);
+  const counts = sourceCounts(run.view);
+  return {
+    codeModeActive: s.active,
+    inactiveReason: s.inactiveReason,
+    tools: s.tools.map((t) => ({ name: t.name, description: t.description, inputSchemaJson: JSON.stringify(t.inputSchema) })),
+    toolsJson: s.toolsJson,
+    serializedBytes: s.serializedBytes,
+    catalogSize: run.view.length,
+    sources: { openclaw: counts.core, mcp: counts.mcp, client: counts.client },
+  };
+}
+
+export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; log: Logger }): ServiceHandlers<typeof Control.method> {
+  const { catalogs, runs, log } = deps;
+  return {
+    async putCatalog(req) {
+      const { id, tools } = catalogs.put(req.tools);
+      return { catalogId: id, toolCount: tools.length };
+    },
+    async openRun(req) {
+      const scope = requireScope(req.scope);
+      const layer = configLayerFromWire(req.config);
+      let config;
+      try {
+        config = parseCodeModeConfig(layer);
+      } catch (err) {
+        if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
+        throw err;
+      }
+      let catalogId: string;
+      if (req.catalog.case === "catalogId") {
+        catalogId = req.catalog.value;
+        if (!catalogs.get(catalogId)) throw new ServiceError("not_found", `catalog ${catalogId} is not stored; send it with PutCatalog first`);
+      } else {
+        catalogId = catalogs.put(req.catalog.value?.tools ?? []).id;
+      }
+      const rules = { allow: [...(req.policy?.allow ?? [])], deny: [...(req.policy?.deny ?? [])], allowNone: req.policy?.allowNone ?? false };
+      const view = buildView(catalogs.get(catalogId)!, rules, config.coreSourceName);
+      const run: OpenRun = {
+        scope,
+        catalogId,
+        rules,
+        config: layer,
+        disableTools: req.disableTools,
+        view,
+        viewVersion: viewVersion(catalogId, rules, config.coreSourceName),
+        counters: runs.get(scope)?.counters ?? { search: 0, describe: 0, call: 0 },
+        trajectory: runs.get(scope)?.trajectory ?? [],
+        openedAtMs: Date.now(),
+      };
+      runs.open(run);
+      log.info({ runId: scope.runId, sessionId: scope.sessionId, catalogId, visible: view.length }, "run opened");
+      return { catalogId, surface: surfaceOf(run) };
+    },
+    async describeSurface(req) {
+      const scope = requireScope(req.scope);
+      const run = runs.get(scope);
+      if (!run) throw new ServiceError("not_found", "no run is open for this scope; call OpenRun first");
+      return { surface: surfaceOf(run) };
+    },
+    async getTrajectory(req) {
+      const scope = requireScope(req.scope);
+      const run = runs.get(scope);
+      if (!run) throw new ServiceError("not_found", "no run is open for this scope");
+      return { steps: run.trajectory.map((s) => ({ ...s, startedAtMs: BigInt(s.startedAtMs), nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: BigInt(n.startedAtMs) })) })) };
+    },
+    async closeRun(req) {
+      const scope = requireScope(req.scope);
+      runs.close(scope);
+      return {};
+    },
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * The SidecarLink service: sidecars attach (a standing bidi stream carrying hello and
+ * heartbeats, logged as they come and go), resolve a run's config and catalog view
+ * (entries are resent only when the view's version changed), and record each exec/wait
+ * segment's trajectory and counters.
+ */
+import type { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { ServiceHandlers } from "../protocol/grpc-service.js";
+import { parseCodeModeConfig } from "../shared/config.js";
+import { configLayerToWire } from "../shared/config-wire.js";
+import type { Logger } from "../shared/logger.js";
+import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import { requireScope, surfaceOf } from "./control-service.js";
+import type { RunRegistry } from "./runs.js";
+
+const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
+
+export type AttachedSidecar = { sidecarId: string; address: string; peer: string; attachedAtMs: number; lastSeenMs: number };
+
+export function linkHandlers(deps: { runs: RunRegistry; orchestratorId: string; log: Logger; sidecars: Map<string, AttachedSidecar> }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
+  const { runs, log, sidecars } = deps;
+  return {
+    async attach(stream) {
+      let id: string | undefined;
+      try {
+        for await (const msg of stream.messages) {
+          if (msg.message.case === "hello") {
+            id = msg.message.value.sidecarId;
+            sidecars.set(id, { sidecarId: id, address: msg.message.value.address, peer: stream.peer, attachedAtMs: Date.now(), lastSeenMs: Date.now() });
+            log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer }, "sidecar attached");
+            stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId } } });
+          } else if (msg.message.case === "heartbeat") {
+            const s = id ? sidecars.get(id) : undefined;
+            if (s) s.lastSeenMs = Date.now();
+            stream.send({ message: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()) } } });
+          }
+        }
+      } catch (err) {
+        if (!stream.signal.aborted) log.warn({ err, sidecarId: id }, "sidecar link failed");
+      } finally {
+        if (id) {
+          sidecars.delete(id);
+          log.info({ sidecarId: id }, "sidecar detached");
+        }
+      }
+    },
+    async resolveRun(req) {
+      const scope = requireScope(req.scope);
+      const run = runs.get(scope);
+      if (!run) return { found: false };
+      const surface = surfaceOf(run);
+      const include = req.knownCatalogVersion !== run.viewVersion;
+      return {
+        found: true,
+        config: configLayerToWire(parseCodeModeConfig(run.config)),
+        catalogVersion: run.viewVersion,
+        entriesIncluded: include,
+        entries: include ? run.view.map((e) => ({ ...e, source: SOURCE_ENUM[e.source] })) : [],
+        searchCount: run.counters.search,
+        describeCount: run.counters.describe,
+        callCount: run.counters.call,
+        codeModeActive: surface.codeModeActive,
+        inactiveReason: surface.inactiveReason,
+      };
+    },
+    async recordSegment(req) {
+      const scope = requireScope(req.scope);
+      const s = req.step;
+      if (!s) return {};
+      runs.record(
+        scope,
+        {
+          kind: s.kind,
+          callId: s.callId,
+          codeModeRunId: s.codeModeRunId,
+          status: s.status,
+          errorCode: s.errorCode,
+          startedAtMs: Number(s.startedAtMs),
+          durationMs: s.durationMs,
+          nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: Number(n.startedAtMs) })),
+        },
+        { search: req.searchDelta, describe: req.describeDelta, call: req.callDelta },
+      );
+      return {};
+    },
+  };
+}

@@ -1,0 +1,235 @@
+/**
+ * Serves and calls gRPC services typed from their protobuf-es descriptors, so no
+ * handler or client is written per method. Handlers are async functions; a thrown
+ * ServiceError becomes its gRPC status, anything else becomes INTERNAL (logged, never
+ * leaked to the caller).
+ */
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import type { Logger } from "../shared/logger.js";
+import { ServiceError, fromGrpcStatus } from "./service-error.js";
+
+type In<M> = M extends { input: infer I extends DescMessage } ? MessageShape<I> : never;
+type OutDesc<M> = M extends { output: infer O extends DescMessage } ? O : never;
+type OutInit<M> = MessageInitShape<OutDesc<M>>;
+type Out<M> = MessageShape<OutDesc<M>>;
+
+/** Context every handler gets: the call's cancellation and the peer. */
+export type CallContext = { signal: AbortSignal; peer: string; metadata: grpc.Metadata };
+
+export type ServerStream<M> = { send(message: OutInit<M>): boolean; signal: AbortSignal };
+
+export type BidiStream<M> = {
+  /** Messages from the peer; ends when the peer half-closes. */
+  messages: AsyncIterable<In<M>>;
+  send(message: OutInit<M>): boolean;
+  signal: AbortSignal;
+  peer: string;
+};
+
+export type ServiceHandlers<S extends GenServiceMethods> = {
+  [K in keyof S]: S[K]["methodKind"] extends "unary"
+    ? (request: In<S[K]>, ctx: CallContext) => Promise<OutInit<S[K]>>
+    : S[K]["methodKind"] extends "server_streaming"
+      ? (request: In<S[K]>, stream: ServerStream<S[K]>, ctx: CallContext) => Promise<void>
+      : S[K]["methodKind"] extends "bidi_streaming"
+        ? (stream: BidiStream<S[K]>) => Promise<void>
+        : never;
+};
+
+export function serviceDefinition<S extends GenServiceMethods>(service: GenService<S>): grpc.ServiceDefinition {
+  const def: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const method of service.methods) {
+    def[method.localName] = {
+      path: `/${service.typeName}/${method.name}`,
+      requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
+      responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
+      requestSerialize: (m: unknown) => Buffer.from(toBinary(method.input, m as MessageShape<DescMessage>)),
+      requestDeserialize: (b: Buffer) => fromBinary(method.input, b),
+      responseSerialize: (m: unknown) => Buffer.from(toBinary(method.output, m as MessageShape<DescMessage>)),
+      responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
+    };
+  }
+  return def as grpc.ServiceDefinition;
+}
+
+function toStatus(err: unknown, log: Logger, method: string): Partial<grpc.StatusObject> {
+  if (err instanceof ServiceError) return { code: err.grpcStatus, details: err.message };
+  log.error({ err, method }, "handler failed");
+  return { code: grpc.status.INTERNAL, details: "internal error" };
+}
+
+function callSignal(call: { cancelled: boolean; on(event: string, fn: () => void): unknown }): AbortSignal {
+  const ac = new AbortController();
+  if (call.cancelled) ac.abort();
+  call.on("cancelled", () => ac.abort());
+  call.on("close", () => ac.abort());
+  return ac.signal;
+}
+
+/** Adds a typed implementation of `service` to `server`. */
+export function addService<S extends GenServiceMethods>(
+  server: grpc.Server,
+  service: GenService<S>,
+  handlers: Partial<ServiceHandlers<S>>,
+  log: Logger,
+): void {
+  const impl: grpc.UntypedServiceImplementation = {};
+  for (const method of service.methods) {
+    const handler = (handlers as Record<string, unknown>)[method.localName] as ((...a: unknown[]) => Promise<unknown>) | undefined;
+    const name = `${service.typeName}/${method.name}`;
+    if (!handler) {
+      impl[method.localName] = (call: { emit?: unknown }, cb?: grpc.sendUnaryData<unknown>) => {
+        const e = { code: grpc.status.UNIMPLEMENTED, details: `${name} is not implemented yet` };
+        if (cb) cb(e);
+        else (call as grpc.ServerWritableStream<unknown, unknown>).emit("error", e);
+      };
+      continue;
+    }
+    switch (method.methodKind) {
+      case "unary":
+        impl[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+          const ctx = { signal: callSignal(call), peer: call.getPeer(), metadata: call.metadata };
+          handler(call.request, ctx).then(
+            (res) => cb(null, create(method.output, res as MessageInitShape<DescMessage>)),
+            (err: unknown) => cb(toStatus(err, log, name)),
+          );
+        };
+        break;
+      case "server_streaming":
+        impl[method.localName] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
+          const signal = callSignal(call);
+          const stream = {
+            signal,
+            send: (m: unknown) => (signal.aborted ? false : call.write(create(method.output, m as MessageInitShape<DescMessage>))),
+          };
+          handler(call.request, stream, { signal, peer: call.getPeer(), metadata: call.metadata }).then(
+            () => call.end(),
+            (err: unknown) => {
+              if (!signal.aborted) call.emit("error", toStatus(err, log, name));
+            },
+          );
+        };
+        break;
+      case "bidi_streaming":
+        impl[method.localName] = (call: grpc.ServerDuplexStream<unknown, unknown>) => {
+          const signal = callSignal(call);
+          const stream = {
+            messages: call as AsyncIterable<unknown>,
+            signal,
+            peer: call.getPeer(),
+            send: (m: unknown) => (signal.aborted ? false : call.write(create(method.output, m as MessageInitShape<DescMessage>))),
+          };
+          handler(stream).then(
+            () => call.end(),
+            (err: unknown) => {
+              if (!signal.aborted) call.emit("error", toStatus(err, log, name));
+            },
+          );
+        };
+        break;
+      default:
+        throw new Error(`${name}: ${method.methodKind} methods are not supported`);
+    }
+  }
+  server.addService(serviceDefinition(service), impl);
+}
+
+export type UnaryMethod<M> = (request: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>, options?: { signal?: AbortSignal; deadlineMs?: number }) => Promise<Out<M>>;
+export type ServerStreamMethod<M> = (request: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>, options?: { signal?: AbortSignal }) => AsyncIterable<Out<M>>;
+export type BidiMethod<M> = (options?: { signal?: AbortSignal }) => {
+  send(message: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>): void;
+  end(): void;
+  messages: AsyncIterable<Out<M>>;
+  call: grpc.ClientDuplexStream<unknown, unknown>;
+};
+
+export type ServiceClient<S extends GenServiceMethods> = {
+  [K in keyof S]: S[K]["methodKind"] extends "unary"
+    ? UnaryMethod<S[K]>
+    : S[K]["methodKind"] extends "server_streaming"
+      ? ServerStreamMethod<S[K]>
+      : S[K]["methodKind"] extends "bidi_streaming"
+        ? BidiMethod<S[K]>
+        : never;
+} & { close(): void; channel: grpc.Client };
+
+const clientCtors = new WeakMap<object, grpc.ServiceClientConstructor>();
+
+/** A typed client for `service` at `address`. Errors are rebuilt as ServiceErrors. */
+export function createClient<S extends GenServiceMethods>(
+  service: GenService<S>,
+  address: string,
+  options: grpc.ClientOptions = {},
+): ServiceClient<S> {
+  let Ctor = clientCtors.get(service);
+  if (!Ctor) {
+    Ctor = grpc.makeGenericClientConstructor(serviceDefinition(service), service.name);
+    clientCtors.set(service, Ctor);
+  }
+  const raw = new Ctor(address, grpc.credentials.createInsecure(), options) as unknown as Record<string, (...a: unknown[]) => unknown> & grpc.Client;
+  const out: Record<string, unknown> = { close: () => raw.close(), channel: raw };
+  for (const method of service.methods) {
+    const fn = raw[method.localName]!.bind(raw);
+    if (method.methodKind === "unary") {
+      out[method.localName] = (req: MessageInitShape<DescMessage>, opts: { signal?: AbortSignal; deadlineMs?: number } = {}) =>
+        new Promise((resolve, reject) => {
+          const callOpts: grpc.CallOptions = opts.deadlineMs ? { deadline: Date.now() + opts.deadlineMs } : {};
+          const call = fn(create(method.input, req), new grpc.Metadata(), callOpts, (err: grpc.ServiceError | null, res: unknown) =>
+            err ? reject(fromGrpcStatus(err.code, err.details || err.message)) : resolve(res),
+          ) as grpc.ClientUnaryCall;
+          opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+        });
+    } else if (method.methodKind === "server_streaming") {
+      out[method.localName] = (req: MessageInitShape<DescMessage>, opts: { signal?: AbortSignal } = {}) => {
+        const call = fn(create(method.input, req)) as grpc.ClientReadableStream<unknown>;
+        opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+        return rethrowing(call as AsyncIterable<unknown>);
+      };
+    } else if (method.methodKind === "bidi_streaming") {
+      out[method.localName] = (opts: { signal?: AbortSignal } = {}) => {
+        const call = fn() as grpc.ClientDuplexStream<unknown, unknown>;
+        opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+        return {
+          call,
+          send: (m: MessageInitShape<DescMessage>) => call.write(create(method.input, m)),
+          end: () => call.end(),
+          messages: rethrowing(call as AsyncIterable<unknown>),
+        };
+      };
+    }
+  }
+  return out as ServiceClient<S>;
+}
+
+async function* rethrowing<T>(source: AsyncIterable<T>): AsyncIterable<T> {
+  try {
+    yield* source;
+  } catch (err) {
+    const e = err as Partial<grpc.ServiceError>;
+    if (typeof e.code === "number") throw fromGrpcStatus(e.code, e.details || e.message || "");
+    throw err;
+  }
+}
+
+/** Binds `server` to `address` ("host:port", port 0 allowed) and resolves the bound port. */
+export function bindServer(server: grpc.Server, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+  });
+}
+
+/** Stops accepting calls and waits up to `graceMs` for running calls, then forces. */
+export function shutdownServer(server: grpc.Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, graceMs);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,74 @@
+/**
+ * Nested tool calls this sidecar has sent to a gateway, and what became of them, so
+ * BridgeCallback can answer misuse precisely: an unknown id (NOT_FOUND), another
+ * scope's call (PERMISSION_DENIED), a second answer (ALREADY_EXISTS), or an answer
+ * after its exec ended (FAILED_PRECONDITION). Settled and ended ids are remembered for a
+ * while (bounded), then forgotten.
+ */
+import { ServiceError } from "../protocol/service-error.js";
+import type { PlainError } from "./task-protocol.js";
+
+export type LiveCall = {
+  callId: string;
+  scopeKey: string;
+  toolId: string;
+  toolName: string;
+  parentCallId: string;
+  startedAtMs: number;
+  deliver(answer: { ok: true; json: string } | { ok: false; error: PlainError }): void;
+  /** Filled when answered. */
+  outcome?: { ok: boolean; errorMessage: string; durationMs: number };
+};
+
+type Gone = { scopeKey: string; why: "answered" | "ended" };
+
+const REMEMBER = 50_000;
+
+export class CallRegistry {
+  private readonly live = new Map<string, LiveCall>();
+  private readonly gone = new Map<string, Gone>();
+
+  add(call: LiveCall): void {
+    this.live.set(call.callId, call);
+  }
+
+  get liveCount(): number {
+    return this.live.size;
+  }
+
+  private forget(callId: string, gone: Gone): void {
+    this.gone.set(callId, gone);
+    if (this.gone.size > REMEMBER) {
+      const first = this.gone.keys().next().value;
+      if (first !== undefined) this.gone.delete(first);
+    }
+  }
+
+  /** Applies a gateway's answer, or throws the ServiceError that explains why not. */
+  answer(callId: string, scopeKey: string, answer: { ok: true; json: string } | { ok: false; error: PlainError }): LiveCall {
+    const call = this.live.get(callId);
+    if (!call) {
+      const gone = this.gone.get(callId);
+      if (!gone) throw new ServiceError("not_found", `no nested tool call with id ${callId} is known to this sidecar`);
+      if (gone.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
+      if (gone.why === "answered") throw new ServiceError("already_exists", `tool call ${callId} was already answered`);
+      throw new ServiceError("failed_precondition", `the exec that made tool call ${callId} already ended; the answer was dropped`);
+    }
+    if (call.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
+    this.live.delete(callId);
+    this.forget(callId, { scopeKey, why: "answered" });
+    call.outcome = { ok: answer.ok, errorMessage: answer.ok ? "" : answer.error.message, durationMs: Date.now() - call.startedAtMs };
+    call.deliver(answer);
+    return call;
+  }
+
+  /** The exec ended: its unanswered calls can no longer be delivered. */
+  endAll(calls: Iterable<LiveCall>): void {
+    for (const c of calls) {
+      if (this.live.get(c.callId) === c) {
+        this.live.delete(c.callId);
+        this.forget(c.callId, { scopeKey: c.scopeKey, why: "ended" });
+      }
+    }
+  }
+}

@@ -1,0 +1,207 @@
+/**
+ * The sidecar's piscina pool of QuickJS workers, and the host's own wall-clock kill.
+ *
+ * Each exec is a task with its own MessagePort (output, tool calls and the outcome
+ * stream over it, in order). A worker hosts several tasks at once, because a VM that
+ * awaits tool results does not use its thread. A native loop that ignores QuickJS's
+ * interrupt handler blocks its thread, so the host watches every started task: past
+ * its deadline plus a grace period the worker thread is terminated, piscina starts a
+ * replacement, the runaway run fails with `timeout`, and any task that was queued on
+ * that thread but had not started is submitted again, so no other run fails.
+ */
+import { MessageChannel, type MessagePort } from "node:worker_threads";
+import { readFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
+import { Piscina } from "piscina";
+import type { Logger } from "../shared/logger.js";
+import type { ExecTask, MainMessage, PlainError, TaskCounters, TaskOutcome, WorkerMessage } from "./task-protocol.js";
+
+export type PoolOptions = {
+  threads?: number;
+  /** Execs one worker hosts at once (VMs awaiting tools do not use the thread). */
+  execsPerWorker?: number;
+  log: Logger;
+};
+
+export type ExecEvents = {
+  onOutput(kind: "text" | "json", data: string): void;
+  onToolCall(callId: string, toolId: string, inputJson: string): void;
+  onRequest(reqId: string, op: "search" | "describe" | "api_list" | "api_read", payloadJson: string): void;
+  onYield(callId: string, reason: string): void;
+};
+
+export type ExecHandle = {
+  /** Settles with the outcome; never rejects. */
+  outcome: Promise<TaskOutcome>;
+  answer(callId: string, result: { ok: true; json: string } | { ok: false; error: PlainError }): void;
+  cancel(reason: string): void;
+};
+
+/** Grace past the deadline before the host stops trusting the interrupt handler. */
+export function killGraceMs(timeoutMs: number): number {
+  return Math.max(500, Math.round(timeoutMs / 2));
+}
+
+const WORKER_FILE = fileURLToPath(new URL("./worker/worker.js", import.meta.url));
+/** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
+const WORKER_STACK_MB = 16;
+
+type Submission = Omit<ExecTask, "kind" | "port">;
+
+export class SandboxPool {
+  private readonly piscina: Piscina;
+  private readonly log: Logger;
+  private closed = false;
+  readonly threads: number;
+
+  private constructor(piscina: Piscina, threads: number, log: Logger) {
+    this.piscina = piscina;
+    this.threads = threads;
+    this.log = log;
+  }
+
+  static async create(options: PoolOptions): Promise<SandboxPool> {
+    const bytes = await readFile(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm")));
+    const wasmModule = await WebAssembly.compile(bytes);
+    const threads = Math.max(1, options.threads ?? availableParallelism());
+    const piscina = new Piscina({
+      filename: WORKER_FILE,
+      minThreads: threads,
+      maxThreads: threads,
+      idleTimeout: Number.MAX_SAFE_INTEGER,
+      concurrentTasksPerWorker: Math.max(1, options.execsPerWorker ?? 8),
+      workerData: { wasmModule },
+      resourceLimits: { stackSizeMb: WORKER_STACK_MB },
+      // Guest code runs in workers; keep the process's environment out of them.
+      env: {},
+      atomics: "disabled",
+    });
+    piscina.on("error", (err: unknown) => options.log.error({ err }, "pool worker error"));
+    return new SandboxPool(piscina, threads, options.log);
+  }
+
+  get utilization(): number {
+    return this.piscina.utilization;
+  }
+
+  exec(submission: Submission, events: ExecEvents): ExecHandle {
+    let resolveOutcome!: (o: TaskOutcome) => void;
+    const outcome = new Promise<TaskOutcome>((r) => (resolveOutcome = r));
+    let port: MessagePort | undefined;
+    let finished = false;
+    let cancelledReason: string | undefined;
+    const backlog: MainMessage[] = [];
+    const zero = (): TaskCounters => ({ search: 0, describe: 0, call: 0 });
+    const finish = (o: TaskOutcome) => {
+      if (finished) return;
+      finished = true;
+      port?.close();
+      resolveOutcome(o);
+    };
+
+    const attempt = (tries: number) => {
+      const channel = new MessageChannel();
+      port = channel.port1;
+      let threadId: number | undefined;
+      let started = false;
+      let killTimer: NodeJS.Timeout | undefined;
+      const startTimer = setTimeout(() => {
+        if (!started) finish({ status: "failed", error: "no sandbox worker became free in time.", code: "runtime_unavailable", outputBytes: submission.outputBytesUsed, counters: zero() });
+      }, submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs));
+      startTimer.unref();
+
+      channel.port1.on("message", (m: WorkerMessage) => {
+        switch (m.t) {
+          case "started":
+            started = true;
+            threadId = m.threadId;
+            clearTimeout(startTimer);
+            for (const b of backlog.splice(0)) channel.port1.postMessage(b);
+            killTimer = setTimeout(() => {
+              if (finished) return;
+              this.log.warn({ threadId, timeoutMs: submission.limits.timeoutMs }, "guest ignored its deadline; terminating its worker thread");
+              finish({
+                status: "failed",
+                error: `code mode exec timed out after ${submission.limits.timeoutMs} ms (the sandbox stopped a loop that ignored interrupts).`,
+                code: "timeout",
+                outputBytes: submission.outputBytesUsed,
+                counters: zero(),
+              });
+              this.terminateThread(threadId);
+            }, submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs));
+            killTimer.unref();
+            break;
+          case "output":
+            if (!finished) events.onOutput(m.kind, m.data);
+            break;
+          case "call":
+            if (!finished) events.onToolCall(m.callId, m.toolId, m.inputJson);
+            break;
+          case "request":
+            if (!finished) events.onRequest(m.reqId, m.op, m.payloadJson);
+            break;
+          case "yield":
+            if (!finished) events.onYield(m.callId, m.reason);
+            break;
+          case "done":
+            clearTimeout(killTimer);
+            finish(m.outcome);
+            break;
+        }
+      });
+
+      const task: ExecTask = { kind: "exec", port: channel.port2, ...submission };
+      this.piscina.run(task, { transferList: [channel.port2] }).then(
+        () => undefined,
+        (err: unknown) => {
+          clearTimeout(startTimer);
+          clearTimeout(killTimer);
+          if (finished) return;
+          if (!started && !this.closed && tries < 3) {
+            // The thread died (another run's loop) before this task began: run it elsewhere.
+            this.log.info({ tries }, "resubmitting an exec whose worker was replaced before it started");
+            channel.port1.close();
+            attempt(tries + 1);
+            return;
+          }
+          const reason = this.closed ? "the sandbox is shutting down" : (err as Error)?.message ?? String(err);
+          finish({
+            status: "failed",
+            error: `the QuickJS worker running this exec stopped: ${reason}`,
+            code: "runtime_unavailable",
+            outputBytes: submission.outputBytesUsed,
+            counters: zero(),
+          });
+        },
+      );
+    };
+    attempt(0);
+
+    const send = (m: MainMessage) => {
+      if (finished || !port) return;
+      port.postMessage(m);
+    };
+    return {
+      outcome,
+      answer: (callId, result) =>
+        send(result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error }),
+      cancel: (reason) => {
+        if (cancelledReason !== undefined) return;
+        cancelledReason = reason;
+        send({ t: "cancel", reason });
+        backlog.push({ t: "cancel", reason });
+      },
+    };
+  }
+
+  private terminateThread(threadId: number | undefined): void {
+    const worker = this.piscina.threads.find((w) => w.threadId === threadId);
+    if (worker) void worker.terminate();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.piscina.destroy();
+  }
+}

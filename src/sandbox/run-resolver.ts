@@ -1,0 +1,65 @@
+/**
+ * Resolves a scope to its run at the orchestrator (config layer, catalog view,
+ * counters) and keeps catalog views by version, so a catalog crosses the link once per
+ * change, not once per exec. A scope with no open run gets an empty catalog: the exec
+ * still runs (ad-hoc), with only the request's config.
+ */
+import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import type { RecordSegmentRequestSchema } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { CodeModeConfigInput } from "../shared/config.js";
+import { configLayerFromWire } from "../shared/config-wire.js";
+import { RunCatalog } from "./catalog/run-catalog.js";
+import type { OrchestratorLink } from "./orchestrator-link.js";
+
+export type ResolvedRun = {
+  found: boolean;
+  active: boolean;
+  inactiveReason: string;
+  configLayer: Partial<CodeModeConfigInput> | undefined;
+  catalog: RunCatalog | undefined;
+  counters: { search: number; describe: number; call: number };
+};
+
+type Scope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
+
+const SOURCE_NAME = { [ToolSource.UNSPECIFIED]: "openclaw", [ToolSource.OPENCLAW]: "openclaw", [ToolSource.MCP]: "mcp", [ToolSource.CLIENT]: "client" } as const;
+const MAX_VIEWS = 256;
+const RESOLVE_DEADLINE_MS = 5_000;
+
+export class RunResolver {
+  private readonly views = new Map<string, RunCatalog>();
+  private readonly lastVersion = new Map<string, string>();
+
+  constructor(private readonly link: OrchestratorLink) {}
+
+  async resolve(scope: Scope): Promise<ResolvedRun> {
+    const key = JSON.stringify(scope);
+    const known = this.lastVersion.get(key) ?? "";
+    const res = await this.link.client.resolveRun({ scope, knownCatalogVersion: this.views.has(known) ? known : "" }, { deadlineMs: RESOLVE_DEADLINE_MS });
+    if (!res.found) return { found: false, active: true, inactiveReason: "", configLayer: undefined, catalog: undefined, counters: { search: 0, describe: 0, call: 0 } };
+    let catalog = this.views.get(res.catalogVersion);
+    if (!catalog || res.entriesIncluded) {
+      catalog = new RunCatalog(
+        res.catalogVersion,
+        res.entries.map((e) => ({ id: e.id, name: e.name, label: e.label, description: e.description, source: SOURCE_NAME[e.source] ?? "openclaw", sourceName: e.sourceName, parametersJson: e.parametersJson })),
+      );
+      this.views.set(res.catalogVersion, catalog);
+      if (this.views.size > MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
+    }
+    this.lastVersion.set(key, res.catalogVersion);
+    if (this.lastVersion.size > 10_000) this.lastVersion.delete(this.lastVersion.keys().next().value!);
+    return {
+      found: true,
+      active: res.codeModeActive,
+      inactiveReason: res.inactiveReason,
+      configLayer: configLayerFromWire(res.config),
+      catalog,
+      counters: { search: res.searchCount, describe: res.describeCount, call: res.callCount },
+    };
+  }
+
+  async record(scope: Scope, segment: { step: NonNullable<MessageInitShape<typeof RecordSegmentRequestSchema>["step"]>; searchDelta: number; describeDelta: number; callDelta: number }): Promise<void> {
+    await this.link.client.recordSegment({ scope, ...segment }, { deadlineMs: RESOLVE_DEADLINE_MS });
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Turns source into QuickJS bytecode in a per-worker "compiler" VM that has eval and
+ * never runs guest code. Guest VMs are created without the EVAL intrinsic, so `eval`
+ * and `Function("...")` fail inside them at the engine level, yet they still run the
+ * bytecode compiled here. A compiler VM that failed in a way that could have left it
+ * damaged is replaced before the next compile.
+ */
+import { QuickJS, EvalFlags, type JSException } from "quickjs-wasi";
+import { STACK_BYTES } from "./vm-options.js";
+
+export type CompileError = { message: string; line: number; column: number };
+
+let compilerVm: QuickJS | undefined;
+
+async function compiler(wasm: WebAssembly.Module): Promise<QuickJS> {
+  if (!compilerVm) compilerVm = await QuickJS.create({ wasm, maxStackSize: STACK_BYTES, timezoneOffset: 0 });
+  return compilerVm;
+}
+
+function discard(): void {
+  try {
+    compilerVm?.dispose();
+  } catch {
+    // a trapped instance may fail to dispose; it is dropped either way
+  }
+  compilerVm = undefined;
+}
+
+/** Compiles a classic script. On a syntax error, reports its message and 1-based location. */
+export async function compileScript(
+  wasm: WebAssembly.Module,
+  source: string,
+  filename: string,
+): Promise<{ ok: true; bytecode: Uint8Array } | { ok: false; error: CompileError }> {
+  const vm = await compiler(wasm);
+  try {
+    return { ok: true, bytecode: vm.compile(source, filename) };
+  } catch {
+    // compile() drops the location; a COMPILE_ONLY eval reports it in the stack.
+  }
+  try {
+    vm.evalCode(source, filename, EvalFlags.COMPILE_ONLY).dispose();
+    return { ok: false, error: { message: "SyntaxError: could not compile", line: 1, column: 1 } };
+  } catch (err) {
+    const e = err as JSException & { name?: string; message?: string; stack?: string };
+    const loc = /:(\d+):(\d+)/.exec(String(e.stack ?? ""));
+    const error = {
+      message: `${e.name ?? "SyntaxError"}: ${e.message ?? "could not compile"}`,
+      line: loc ? Number(loc[1]) : 1,
+      column: loc ? Number(loc[2]) : 1,
+    };
+    if (typeof e.dispose === "function") e.dispose();
+    if (!(err instanceof Error) || !/SyntaxError|RangeError/.test(error.message)) discard();
+    return { ok: false, error };
+  }
+}
+
+/** Drops the compiler VM (after a WASM trap anywhere in this worker, to be safe). */
+export function resetCompiler(): void {
+  discard();
+}

@@ -1,0 +1,24 @@
+/**
+ * Options every guest VM is created with: no eval, UTC, a QuickJS stack guard well
+ * inside the WASM stack (so deep recursion is a catchable RangeError, not a trap), and
+ * the run's memory limit.
+ */
+import { Intrinsics, MAX_STACK_SIZE, type QuickJSOptions } from "quickjs-wasi";
+
+/** Half of the largest supported guard: room for native frames between checks. */
+export const STACK_BYTES = Math.floor(MAX_STACK_SIZE / 2);
+
+/** Everything but eval/Function-from-string. */
+export const GUEST_INTRINSICS = Intrinsics.ALL & ~Intrinsics.EVAL;
+
+export function guestVmOptions(wasm: WebAssembly.Module, memoryLimitBytes: number, interrupt: () => boolean): QuickJSOptions {
+  return {
+    wasm,
+    memoryLimit: memoryLimitBytes,
+    maxStackSize: STACK_BYTES,
+    intrinsics: GUEST_INTRINSICS,
+    timezoneOffset: 0,
+    interruptHandler: interrupt,
+    // No clock skew tricks: the guest sees real UTC time; randomness from the host.
+  };
+}

@@ -1,0 +1,19 @@
+/** `host:port` parsing for listen and dial addresses (port 0 means "pick one"). */
+
+export type HostPort = { host: string; port: number };
+
+export const DEFAULT_SANDBOX_ADDRESS = "127.0.0.1:7300";
+export const DEFAULT_ORCHESTRATOR_ADDRESS = "127.0.0.1:7301";
+
+export function parseHostPort(value: string, flag: string): HostPort {
+  const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(value.trim());
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || !m[1] || port > 65535) {
+    throw new Error(`${flag} must be HOST:PORT (port 0-65535), got ${JSON.stringify(value)}`);
+  }
+  return { host: m[1], port };
+}
+
+export function formatHostPort({ host, port }: HostPort): string {
+  return `${host}:${port}`;
+}

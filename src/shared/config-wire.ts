@@ -1,0 +1,29 @@
+/** Converts the wire CodeModeConfig (all fields optional) into a config layer, and back. */
+import type { CodeModeConfig as WireConfig } from "../gen/codemode/common/v1/common_pb.js";
+import type { CodeModeConfigInput } from "./config.js";
+
+export function configLayerFromWire(c: WireConfig | undefined): Partial<CodeModeConfigInput> {
+  if (!c) return {};
+  const out: Record<string, unknown> = {};
+  if (c.enabled !== undefined) out.enabled = c.enabled;
+  if (c.timeoutMs !== undefined) out.timeoutMs = c.timeoutMs;
+  if (c.memoryLimitBytes !== undefined) out.memoryLimitBytes = Number(c.memoryLimitBytes);
+  if (c.maxOutputBytes !== undefined) out.maxOutputBytes = Number(c.maxOutputBytes);
+  if (c.maxSnapshotBytes !== undefined) out.maxSnapshotBytes = Number(c.maxSnapshotBytes);
+  if (c.maxPendingToolCalls !== undefined) out.maxPendingToolCalls = c.maxPendingToolCalls;
+  if (c.snapshotTtlSeconds !== undefined) out.snapshotTtlSeconds = c.snapshotTtlSeconds;
+  if (c.searchDefaultLimit !== undefined) out.searchDefaultLimit = c.searchDefaultLimit;
+  if (c.maxSearchLimit !== undefined) out.maxSearchLimit = c.maxSearchLimit;
+  if (c.languages.length > 0) out.languages = [...c.languages];
+  if (c.coreSourceName !== undefined) out.coreSourceName = c.coreSourceName;
+  return out as Partial<CodeModeConfigInput>;
+}
+
+export function configLayerToWire(layer: Partial<CodeModeConfigInput>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...layer };
+  for (const k of ["memoryLimitBytes", "maxOutputBytes", "maxSnapshotBytes"] as const) {
+    if (typeof layer[k] === "number") out[k] = BigInt(Math.trunc(layer[k]));
+  }
+  if (layer.languages) out.languages = [...layer.languages];
+  return out;
+}

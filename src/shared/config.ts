@@ -1,0 +1,96 @@
+/**
+ * The code-mode config (the seed's `tools.codeMode`): one zod schema declares every
+ * default and clamp, and `parseCodeModeConfig` is the only place config is parsed.
+ * Numbers outside a range are clamped, as the seed specifies; values of the wrong type
+ * are refused with an error that names the key and the bad value.
+ */
+import { z } from "zod";
+
+export const LANGUAGES = ["javascript", "typescript"] as const;
+export type Language = (typeof LANGUAGES)[number];
+
+/** Seed defaults and clamps, in one table the README mirrors. */
+export const LIMITS = {
+  timeoutMs: { default: 10_000, min: 100, max: 60_000 },
+  memoryLimitBytes: { default: 67_108_864, min: 1_048_576, max: 1_073_741_824 },
+  maxOutputBytes: { default: 65_536, min: 1_024, max: 10_485_760 },
+  maxSnapshotBytes: { default: 10_485_760, min: 1_024, max: 268_435_456 },
+  maxPendingToolCalls: { default: 16, min: 1, max: 128 },
+  snapshotTtlSeconds: { default: 900, min: 1, max: 86_400 },
+  maxSearchLimit: { default: 50, min: 1, max: 50 },
+  searchDefaultLimit: { default: 8, min: 1, max: 50 },
+} as const;
+
+type LimitKey = keyof typeof LIMITS;
+
+const clamped = (key: LimitKey) => {
+  const { default: dflt, min, max } = LIMITS[key];
+  return z
+    .number({ error: (issue) => `${key} must be a number, got ${describe(issue.input)}` })
+    .finite({ error: `${key} must be finite` })
+    .transform((n) => Math.min(max, Math.max(min, Math.trunc(n))))
+    .default(dflt);
+};
+
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (value === undefined) return "undefined";
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+const schema = z
+  .object({
+    enabled: z.boolean({ error: (i) => `enabled must be a boolean, got ${describe(i.input)}` }).default(true),
+    runtime: z.literal("quickjs-wasi", { error: (i) => `runtime must be "quickjs-wasi", got ${describe(i.input)}` }).default("quickjs-wasi"),
+    mode: z.literal("only", { error: (i) => `mode must be "only", got ${describe(i.input)}` }).default("only"),
+    languages: z
+      .array(z.enum(LANGUAGES, { error: (i) => `languages may contain only "javascript" and "typescript", got ${describe(i.input)}` }))
+      .min(1, { error: "languages must name at least one language" })
+      .transform((list) => LANGUAGES.filter((l) => list.includes(l)))
+      .default([...LANGUAGES]),
+    timeoutMs: clamped("timeoutMs"),
+    memoryLimitBytes: clamped("memoryLimitBytes"),
+    maxOutputBytes: clamped("maxOutputBytes"),
+    maxSnapshotBytes: clamped("maxSnapshotBytes"),
+    maxPendingToolCalls: clamped("maxPendingToolCalls"),
+    snapshotTtlSeconds: clamped("snapshotTtlSeconds"),
+    searchDefaultLimit: clamped("searchDefaultLimit"),
+    maxSearchLimit: clamped("maxSearchLimit"),
+    /** First id segment of gateway-owned tools; the seed's literal by default. */
+    coreSourceName: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/, { error: (i) => `coreSourceName must be a plain name, got ${describe(i.input)}` })
+      .default("openclaw"),
+  })
+  .strict()
+  .transform((c) => ({ ...c, searchDefaultLimit: Math.min(c.searchDefaultLimit, c.maxSearchLimit) }));
+
+export type CodeModeConfig = Readonly<z.output<typeof schema>>;
+export type CodeModeConfigInput = z.input<typeof schema>;
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Parses layered partial configs (later layers win) into one frozen, clamped config. */
+export function parseCodeModeConfig(...layers: Array<Partial<Record<string, unknown>> | undefined>): CodeModeConfig {
+  const merged: Record<string, unknown> = {};
+  for (const layer of layers) {
+    if (!layer) continue;
+    for (const [k, v] of Object.entries(layer)) if (v !== undefined) merged[k] = v;
+  }
+  const parsed = schema.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? issue.path.join(".") : "config";
+    const msg = issue?.message ?? "invalid config";
+    throw new ConfigError(msg.startsWith(String(issue?.path[0] ?? "\0")) ? msg : `${where}: ${msg}`);
+  }
+  return Object.freeze({ ...parsed.data, languages: Object.freeze([...parsed.data.languages]) }) as CodeModeConfig;
+}
+
+export const DEFAULT_CONFIG: CodeModeConfig = parseCodeModeConfig();
