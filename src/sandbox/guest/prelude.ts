@@ -115,7 +115,8 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
 
   const waiting = create(null);
   function request(op, payload) {
-    const id = hostAsync(op, toJsonText(payload));
+    let id;
+    try { id = hostAsync(op, toJsonText(payload)); } catch (e) { return PromiseCtor.reject(e); }
     return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
   }
   function deliver(id, ok, json) {

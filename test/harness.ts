@@ -1,0 +1,104 @@
+/**
+ * Starts the real product for tests: `codemode start` (or the two processes apart) as
+ * child processes on 127.0.0.1 port 0, parses their ready lines, hands out typed gRPC
+ * clients, and stops them with SIGTERM, checking they exit 0.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
+import { Sandbox, type ExecEvent, type ExecRequest } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+import type { Result } from "../src/gen/codemode/common/v1/common_pb.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ExecRequestSchema } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+
+export const BIN = fileURLToPath(new URL("../bin/codemode.js", import.meta.url));
+
+export type Proc = { child: ChildProcess; ready: Record<string, string>; stderr: string[]; stop(): Promise<number | null> };
+
+export async function spawnCodemode(args: string[], env: Record<string, string> = {}): Promise<Proc> {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
+  const stderr: string[] = [];
+  createInterface({ input: child.stderr! }).on("line", (l) => stderr.push(l));
+  const lines = createInterface({ input: child.stdout! });
+  const ready = await new Promise<Record<string, string>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ready line from codemode ${args.join(" ")}\n${stderr.join("\n")}`)), 30_000);
+    lines.on("line", (line) => {
+      if (!line.startsWith("ready ")) return;
+      clearTimeout(timer);
+      resolve(Object.fromEntries(line.slice(6).split(" ").map((kv) => kv.split("=") as [string, string])));
+    });
+    child.once("exit", (code) => reject(new Error(`codemode ${args.join(" ")} exited ${code}\n${stderr.join("\n")}`)));
+  });
+  return {
+    child,
+    ready,
+    stderr,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill("SIGTERM");
+      const [code] = (await once(child, "exit")) as [number | null];
+      return code;
+    },
+  };
+}
+
+export type Stack = {
+  proc: Proc;
+  sandboxAddress: string;
+  orchestratorAddress: string;
+  sandbox: ServiceClient<typeof Sandbox.method>;
+  control: ServiceClient<typeof Control.method>;
+  stop(): Promise<number | null>;
+};
+
+export async function startStack(extra: string[] = []): Promise<Stack> {
+  const proc = await spawnCodemode(["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extra]);
+  const sandboxAddress = proc.ready.sandbox!;
+  const orchestratorAddress = proc.ready.orchestrator!;
+  const sandbox = createClient(Sandbox, sandboxAddress);
+  const control = createClient(Control, orchestratorAddress);
+  return {
+    proc,
+    sandboxAddress,
+    orchestratorAddress,
+    sandbox,
+    control,
+    async stop() {
+      sandbox.close();
+      control.close();
+      return proc.stop();
+    },
+  };
+}
+
+let seq = 0;
+export function scope(prefix = "t") {
+  seq++;
+  return { agentId: `${prefix}-agent`, sessionId: `${prefix}-session-${seq}`, sessionKey: `${prefix}-key`, runId: `${prefix}-run-${seq}-${Date.now()}` };
+}
+
+export type Model = { status: string; value?: unknown; error?: string; code?: string; output?: unknown[]; telemetry: Record<string, unknown>; runId?: string; reason?: string; pendingToolCalls?: unknown[] };
+
+export type ExecOutcome = { result: Result; model: Model; events: ExecEvent[] };
+
+/** Runs an exec to its end. `onToolCall` may answer nested calls (it gets the client). */
+export async function execute(
+  stack: Stack,
+  request: Partial<MessageInitShape<typeof ExecRequestSchema>>,
+  onToolCall?: (call: Extract<ExecEvent["event"], { case: "toolCall" }>["value"]) => void,
+): Promise<ExecOutcome> {
+  const events: ExecEvent[] = [];
+  let result: Result | undefined;
+  for await (const ev of stack.sandbox.exec({ scope: scope(), ...request } as MessageInitShape<typeof ExecRequestSchema>)) {
+    events.push(ev);
+    if (ev.event.case === "toolCall") onToolCall?.(ev.event.value);
+    if (ev.event.case === "result") result = ev.event.value;
+  }
+  if (!result) throw new Error("no result");
+  return { result, model: JSON.parse(result.modelJson) as Model, events };
+}
+
+export type { ExecRequest };
