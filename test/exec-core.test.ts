@@ -207,7 +207,7 @@ describe("limits", () => {
   });
 
   it("output stops at maxOutputBytes with output_limit_exceeded", async () => {
-    const { model } = await execute(stack, { code: "for (let i = 0; i < 1000; i++) text('x'.repeat(100)); return 1", config: { maxOutputBytes: 2048 } });
+    const { model } = await execute(stack, { code: "for (let i = 0; i < 1000; i++) text('x'.repeat(100)); return 1", config: { maxOutputBytes: 2048n } });
     expect(model).toMatchObject({ status: "failed", code: "output_limit_exceeded" });
     const bytes = (model.output as Array<{ text: string }>).reduce((n, o) => n + o.text.length, 0);
     expect(bytes).toBeLessThanOrEqual(2048);
@@ -215,12 +215,12 @@ describe("limits", () => {
   });
 
   it("a returned value larger than maxOutputBytes is output_limit_exceeded", async () => {
-    const { model } = await execute(stack, { code: "return 'y'.repeat(5000)", config: { maxOutputBytes: 1024 } });
+    const { model } = await execute(stack, { code: "return 'y'.repeat(5000)", config: { maxOutputBytes: 1024n } });
     expect(model).toMatchObject({ status: "failed", code: "output_limit_exceeded" });
   });
 
   it("the memory limit holds", async () => {
-    const { model } = await execute(stack, { code: "const a = []; for (;;) a.push('z'.repeat(65536) + a.length); ", config: { memoryLimitBytes: 4 * 1024 * 1024 } });
+    const { model } = await execute(stack, { code: "const a = []; for (;;) a.push('z'.repeat(65536) + a.length); ", config: { memoryLimitBytes: 4n * 1024n * 1024n } });
     expect(model.status).toBe("failed");
     expect(model.error).toMatch(/out of memory/);
     await stillServing();

@@ -1,0 +1,73 @@
+/**
+ * The `codemode` command as a user runs it: `exec` with --code, a file and stdin,
+ * `--tools` as a small gateway with `--allow`/`--deny`, exit statuses, and usage errors.
+ */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BIN, startStack, type Stack } from "./harness.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack();
+});
+afterAll(async () => {
+  expect(await stack.stop()).toBe(0);
+});
+
+function cli(args: string[], input?: string) {
+  const r = spawnSync(process.execPath, [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, ...args], { cwd: root, input, encoding: "utf8", timeout: 30_000 });
+  const lines = r.stdout.trim().split("\n").filter(Boolean);
+  return { status: r.status, stderr: r.stderr, results: lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+describe("codemode exec", () => {
+  it("--code prints one completed result with value 2 and exits 0", () => {
+    const r = cli(["--code", "return 1+1"]);
+    expect(r.status).toBe(0);
+    expect(r.results).toHaveLength(1);
+    expect(r.results[0]).toMatchObject({ status: "completed", value: 2 });
+  });
+  it("exits 0 for a failed result too", () => {
+    const r = cli(["--timeout-ms", "300", "--code", "while(true){}"]);
+    expect(r.status).toBe(0);
+    expect(r.results[0]).toMatchObject({ status: "failed", code: "timeout" });
+  });
+  it("reads a file, and stdin with -", () => {
+    expect(cli(["examples/notes.ts", "--language", "typescript", "--tools", "examples/tools.mjs"]).results[0]).toMatchObject({
+      status: "completed",
+      value: [{ key: "welcome" }, { key: "todo", text: "ship code mode" }],
+      output: [{ type: "text", text: "skipped missing: no note named missing" }],
+    });
+    expect(cli(["-"], "return 'from stdin'").results[0]).toMatchObject({ value: "from stdin" });
+  });
+  it("--tools: search, describe and call complete in one exec", () => {
+    const r = cli(["--tools", "examples/tools.mjs", "examples/search-describe-call.js"]);
+    expect(r.results[0]).toMatchObject({ status: "completed", value: { city: "Lisbon" }, telemetry: { searchCount: 1, describeCount: 1, callCount: 1 } });
+  });
+  it("--tools: 16 parallel calls complete", () => {
+    const r = cli(["--tools", "examples/tools.mjs", "examples/parallel.js"]);
+    expect(r.results[0]).toMatchObject({ status: "completed", value: 1240 });
+  });
+  it("--deny: a denied tool cannot be found or called by id", () => {
+    const code = `const found = (await tools.search("dangerous delete everything")).map((t) => t.id);
+      try { await tools.call("openclaw:core:delete_everything", {}); return "called" } catch (e) { return { found, error: e.message } }`;
+    const r = cli(["--tools", "examples/tools.mjs", "--deny", "delete_*", "--code", code]);
+    expect(r.results[0]).toMatchObject({ status: "completed" });
+    const v = r.results[0]!.value as { found: string[]; error: string };
+    expect(v.found).not.toContain("openclaw:core:delete_everything");
+    expect(v.error).toMatch(/unknown tool id/);
+  });
+  it("usage errors exit 2 with a message", () => {
+    const r = cli([]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/usage: codemode exec/);
+    expect(cli(["--timeout-ms", "soon", "--code", "1"]).status).toBe(2);
+  });
+  it("an unreachable sandbox exits 1", () => {
+    const r = spawnSync(process.execPath, [BIN, "exec", "--sandbox", "127.0.0.1:1", "--code", "return 1"], { encoding: "utf8", timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/codemode:/);
+  });
+});
