@@ -1,0 +1,26 @@
+# One image, two processes: `codemode sandbox` and `codemode orchestrator` (or `codemode start`).
+# Multi-stage: build with dev dependencies, ship production dependencies and dist/ only.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY tsconfig.json buf.yaml buf.gen.yaml ./
+COPY proto ./proto
+COPY src ./src
+RUN npm run build && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY bin ./bin
+COPY proto ./proto
+USER node
+EXPOSE 7300 7301
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/codemode.js"]
+# Override with: sandbox --sandbox-address 0.0.0.0:7300 --orchestrator-address orchestrator:7301
+#            or: orchestrator --orchestrator-address 0.0.0.0:7301
+CMD ["start", "--sandbox-address", "0.0.0.0:7300", "--orchestrator-address", "0.0.0.0:7301"]
