@@ -209,9 +209,11 @@ describe("limits", () => {
   it("output stops at maxOutputBytes with output_limit_exceeded", async () => {
     const { model } = await execute(stack, { code: "for (let i = 0; i < 1000; i++) text('x'.repeat(100)); return 1", config: { maxOutputBytes: 2048n } });
     expect(model).toMatchObject({ status: "failed", code: "output_limit_exceeded" });
-    const bytes = (model.output as Array<{ text: string }>).reduce((n, o) => n + o.text.length, 0);
-    expect(bytes).toBeLessThanOrEqual(2048);
-    expect(bytes).toBeGreaterThan(1900);
+    // Each item is charged its text plus a fixed 32-byte overhead.
+    const items = model.output as Array<{ text: string }>;
+    const charged = items.reduce((n, o) => n + o.text.length + 32, 0);
+    expect(charged).toBeLessThanOrEqual(2048);
+    expect(charged).toBeGreaterThan(2048 - 132);
   });
 
   it("a returned value larger than maxOutputBytes is output_limit_exceeded", async () => {
@@ -235,5 +237,32 @@ describe("limits", () => {
   it("reports the wire error code enum alongside the model shape", async () => {
     const { result } = await execute(stack, { code: "while(true){}", config: { timeoutMs: 200 } });
     expect(result.code).toBe(ErrorCode.TIMEOUT);
+  });
+});
+
+/** Reproductions from the red-team review, one per defended weakness. */
+describe("security regressions", () => {
+  it("an inherited toJSON that nulls request payloads fails nothing but the guest's own calls", async () => {
+    const { model } = await execute(stack, { code: "Object.prototype.toJSON = function () { return null }; const r = await tools.search('x'); let d = ''; try { await tools.describe('x') } catch (e) { d = e.name } return [r, d]" });
+    expect(model.status).toBe("completed");
+    await stillServing();
+  });
+
+  it("dynamic import() after a context the tokenizer misreads is still refused", async () => {
+    const { model } = await execute(stack, { code: 'const o = {}; const p = o?.return / 2;\nreturn await import("x").then(() => "loaded", (e) => "err " + e)' });
+    expect(model).toMatchObject({ status: "failed", code: "invalid_input" });
+    expect(model.error).toMatch(/could not verify/);
+  });
+
+  it("empty output items still count toward maxOutputBytes", async () => {
+    const { model } = await execute(stack, { code: "for (;;) text('')", config: { timeoutMs: 2000 } });
+    expect(model).toMatchObject({ status: "failed", code: "output_limit_exceeded" });
+    expect((model.output as unknown[]).length).toBeLessThanOrEqual(65536 / 32);
+  });
+
+  it("a returned value whose getter throws fails with the guest's own error", async () => {
+    const { model } = await execute(stack, { code: "return { get x() { throw new Error('getter') } }" });
+    expect(model.status).toBe("failed");
+    expect(model.error).toMatch(/^Error: getter/);
   });
 });

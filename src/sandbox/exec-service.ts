@@ -23,6 +23,23 @@ import type { TaskOutcome } from "./task-protocol.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
+/** Longest search query (characters) the catalog ranks; longer queries are cut. */
+const MAX_QUERY_CHARS = 256;
+
+type RequestPayload = { query: string; limit: number | null; id: string; path: string };
+
+/** A guest request payload, read defensively: guest code can make it any JSON value. */
+function requestPayload(json: string): RequestPayload {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    raw = null;
+  }
+  const o = raw !== null && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
+  const str = (v: unknown) => (typeof v === "string" ? v : "");
+  return { query: str(o.query), limit: typeof o.limit === "number" ? o.limit : null, id: str(o.id), path: str(o.path) };
+}
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
 type Scope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
@@ -175,20 +192,20 @@ export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<
             });
           },
           onRequest(reqId, op, payloadJson) {
-            const payload = JSON.parse(payloadJson) as { query?: string; limit?: number | null; id?: string; prefix?: string; path?: string };
+            const payload = requestPayload(payloadJson);
             if (op === "search") {
               counters.search++;
               const requested = typeof payload.limit === "number" && Number.isFinite(payload.limit) ? Math.trunc(payload.limit) : config.searchDefaultLimit;
               const limit = Math.min(config.maxSearchLimit, Math.max(1, requested));
-              handle.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(String(payload.query ?? ""), limit) : []) });
+              handle.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit) : []) });
             } else if (op === "describe") {
               counters.describe++;
-              const d = catalog ? catalog.describe(String(payload.id ?? "")) : { ok: false as const, name: "ToolNotFound", message: "this run has no tool catalog." };
+              const d = catalog ? catalog.describe(payload.id) : { ok: false as const, name: "ToolNotFound", message: "this run has no tool catalog." };
               handle.answer(reqId, d.ok ? { ok: true, json: JSON.stringify(d.value) } : { ok: false, error: { name: d.name, message: d.message } });
             } else if (op === "api_list") {
               handle.answer(reqId, { ok: true, json: "[]" });
             } else {
-              handle.answer(reqId, { ok: false, error: { name: "NotFound", message: `no API file at ${JSON.stringify(payload.path ?? "")}` } });
+              handle.answer(reqId, { ok: false, error: { name: "NotFound", message: `no API file at ${JSON.stringify(payload.path.slice(0, MAX_QUERY_CHARS))}` } });
             }
           },
           onYield(callId) {

@@ -112,6 +112,13 @@ export class SandboxPool {
       startTimer.unref();
 
       channel.port1.on("message", (m: WorkerMessage) => {
+        try {
+          this.onWorkerMessage(m, events, finished);
+        } catch (err) {
+          this.log.error({ err, message: m.t }, "handling a worker message failed; the exec is failed, the sidecar keeps serving");
+          finish({ status: "failed", error: "internal: the sidecar could not handle a request from the program.", code: "internal_error", outputBytes: submission.outputBytesUsed, counters: zero() });
+          return;
+        }
         switch (m.t) {
           case "started":
             started = true;
@@ -131,18 +138,6 @@ export class SandboxPool {
               this.terminateThread(threadId);
             }, submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs));
             killTimer.unref();
-            break;
-          case "output":
-            if (!finished) events.onOutput(m.kind, m.data);
-            break;
-          case "call":
-            if (!finished) events.onToolCall(m.callId, m.toolId, m.inputJson);
-            break;
-          case "request":
-            if (!finished) events.onRequest(m.reqId, m.op, m.payloadJson);
-            break;
-          case "yield":
-            if (!finished) events.onYield(m.callId, m.reason);
             break;
           case "done":
             clearTimeout(killTimer);
@@ -193,6 +188,15 @@ export class SandboxPool {
         backlog.push({ t: "cancel", reason });
       },
     };
+  }
+
+  /** Forwards a worker's streamed events (not the lifecycle ones) to the exec's handlers. */
+  private onWorkerMessage(m: WorkerMessage, events: ExecEvents, finished: boolean): void {
+    if (finished) return;
+    if (m.t === "output") events.onOutput(m.kind, m.data);
+    else if (m.t === "call") events.onToolCall(m.callId, m.toolId, m.inputJson);
+    else if (m.t === "request") events.onRequest(m.reqId, m.op, m.payloadJson);
+    else if (m.t === "yield") events.onYield(m.callId, m.reason);
   }
 
   private terminateThread(threadId: number | undefined): void {

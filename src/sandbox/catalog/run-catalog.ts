@@ -120,11 +120,12 @@ export class RunCatalog {
         message: `\`${id}\` is a code-mode control tool and cannot be called from guest code.${shell ? ` To run the ${id} tool of the catalog, call its id: ${shell.id}.` : ""}`,
       };
     }
-    const suggestions = this.suggest(id);
+    const shown = id.length > 200 ? `${id.slice(0, 200)}…` : id;
+    const suggestions = id.length <= 200 ? this.suggest(id) : [];
     return {
       ok: false,
       name: "ToolNotFound",
-      message: `unknown tool id ${JSON.stringify(id)}.${suggestions.length > 0 ? ` Did you mean: ${suggestions.join(", ")}?` : " Use tools.search(query) to find tool ids."}`,
+      message: `unknown tool id ${JSON.stringify(shown)}.${suggestions.length > 0 ? ` Did you mean: ${suggestions.join(", ")}?` : " Use tools.search(query) to find tool ids."}`,
     };
   }
 

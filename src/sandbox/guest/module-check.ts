@@ -5,9 +5,16 @@
  * and template text apart from code), so `important`, `"import x"` or `obj.import` are
  * not refused. Deeply nested source cannot overflow it: tokenizing does not recurse.
  */
-import { tokenizer, tokTypes, type Token } from "acorn";
+import { parse, tokenizer, tokTypes, type Token } from "acorn";
 
 export type ModuleAccess = { pattern: string; line: number; column: number };
+
+/**
+ * The checker could not read the program. Either it is a syntax error (the compiler
+ * reports it) or it is valid JavaScript the checker misreads; the caller refuses the
+ * latter, so the check fails closed.
+ */
+export const UNVERIFIABLE = "unverifiable";
 
 /** Globals whose mere use means "load a module" in some runtime. */
 const LOADER_NAMES = new Set(["require", "importScripts", "createRequire", "__non_webpack_require__", "__webpack_require__"]);
@@ -49,8 +56,46 @@ export function findModuleAccess(source: string): ModuleAccess | undefined {
     }
     if (pendingImport) return at(pendingImport, "import");
   } catch {
-    // A tokenizer error is a syntax error; the compiler reports it with its location.
-    return undefined;
+    // The tokenizer alone can misread `/` after some tokens (e.g. `o?.return / 2`) as a
+    // regex. Fall back to a full parse, which knows the context.
+    return findInTree(source);
+  }
+  return undefined;
+}
+
+type Node = { type: string; loc?: { start: { line: number; column: number } }; [key: string]: unknown };
+
+/** Walks the AST iteratively (no recursion) for module access. Fails closed. */
+function findInTree(source: string): ModuleAccess | undefined {
+  let root: Node;
+  try {
+    // Parsed as the VM runs it: the body of an async function (line numbers unchanged).
+    root = parse(`(async function () {${source}\n})`, { ecmaVersion: "latest", sourceType: "script", locations: true }) as unknown as Node;
+  } catch (err) {
+    // A plain syntax error is reported by the compiler with its location; anything the
+    // checker cannot read otherwise (e.g. nesting too deep for the parser) is refused.
+    const loc = (err as { loc?: { line: number; column: number } }).loc;
+    return { pattern: UNVERIFIABLE, line: loc?.line ?? 1, column: (loc?.column ?? 0) + 1 };
+  }
+  const at = (n: Node, pattern: string): ModuleAccess => ({ pattern, line: n.loc?.start.line ?? 1, column: (n.loc?.start.column ?? 0) + 1 });
+  const stack: Node[] = [root];
+  while (stack.length > 0) {
+    const n = stack.pop()!;
+    if (n.type === "ImportExpression") return at(n, "import()");
+    if (n.type === "ImportDeclaration") return at(n, "import");
+    if (n.type === "MetaProperty" && (n.meta as Node | undefined)?.["name"] === "import") return at(n, "import.meta");
+    if (n.type.startsWith("Export")) return at(n, "export");
+    if (n.type === "CallExpression") {
+      const callee = n.callee as Node;
+      const name = callee.type === "Identifier" ? callee["name"] : callee.type === "MemberExpression" ? (callee.property as Node)["name"] : undefined;
+      if (name === "require") return at(n, "require()");
+    }
+    if (n.type === "Identifier" && LOADER_NAMES.has(String(n["name"])) && n["name"] !== "require") return at(n, String(n["name"]));
+    for (const value of Object.values(n)) {
+      if (Array.isArray(value)) {
+        for (const v of value) if (v && typeof v === "object" && typeof (v as Node).type === "string") stack.push(v as Node);
+      } else if (value && typeof value === "object" && typeof (value as Node).type === "string") stack.push(value as Node);
+    }
   }
   return undefined;
 }

@@ -181,7 +181,11 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     let p;
     try { p = cell(); } catch (e) { hostSync("error", errorJson(e)); return; }
     PromiseCtor.resolve(p).then(
-      (v) => { hostSync("result", toJsonText(v)); },
+      (v) => {
+        let text;
+        try { text = toJsonText(v); } catch (e) { hostSync("error", errorJson(e)); return; }
+        hostSync("result", text);
+      },
       (e) => { hostSync("error", errorJson(e)); },
     );
   }

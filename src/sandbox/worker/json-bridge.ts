@@ -5,8 +5,11 @@
  * reach.
  */
 
-/** Largest JSON text accepted across the bridge in one value. */
-export const MAX_BRIDGE_BYTES = 8 * 1024 * 1024;
+/**
+ * Largest JSON text accepted across the bridge in one value: below gRPC's default
+ * 4 MiB message limit, so a tool input always reaches the gateway.
+ */
+export const MAX_BRIDGE_BYTES = 3 * 1024 * 1024;
 export const MAX_BRIDGE_DEPTH = 128;
 
 export class BridgeValueError extends Error {

@@ -21,6 +21,12 @@ type Fatal = { code: ErrorCodeName | undefined; message: string };
 
 let preludeBytecode: Uint8Array | undefined;
 
+/**
+ * Each output item is charged this much on top of its text, so empty items cannot
+ * grow a result without bound (the wire and model forms wrap every item).
+ */
+export const OUTPUT_ITEM_OVERHEAD_BYTES = 32;
+
 /** An error for the guest: name and message only, no host stack. */
 function guestError(name: string, message: string): Error {
   const e = new Error(message);
@@ -101,7 +107,7 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   const bootJson = `{"allTools":${task.catalog.allToolsJson},"convenience":${JSON.stringify(task.catalog.convenience)}}`;
 
   const record = (kind: "text" | "json", data: string) => {
-    const bytes = Buffer.byteLength(data, "utf8");
+    const bytes = Buffer.byteLength(data, "utf8") + OUTPUT_ITEM_OVERHEAD_BYTES;
     if (outputBytes + bytes > task.limits.maxOutputBytes) {
       fatal = { code: "output_limit_exceeded", message: `code mode output exceeded maxOutputBytes (${task.limits.maxOutputBytes} bytes).` };
       throw guestError("RangeError", fatal.message);
@@ -144,10 +150,10 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
       const payloadJson = argH?.isString ? argH.toString() : "null";
       const callId = `c_${randomBytes(9).toString("base64url")}`;
       const payload = parseBridgeJson(payloadJson, "tool input") as Record<string, unknown> | null;
+      if (pending.size >= task.limits.maxPendingToolCalls) {
+        throw guestError("RangeError", `too many pending tool calls (maxPendingToolCalls is ${task.limits.maxPendingToolCalls}).`);
+      }
       if (op === "call") {
-        if (pending.size >= task.limits.maxPendingToolCalls) {
-          throw guestError("RangeError", `too many pending tool calls (maxPendingToolCalls is ${task.limits.maxPendingToolCalls}).`);
-        }
         const id = String(payload?.id ?? "");
         counters.call++;
         pending.add(callId);

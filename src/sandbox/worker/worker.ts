@@ -6,7 +6,10 @@
 import { isMainThread, threadId, workerData } from "node:worker_threads";
 import type { ExecTask, TaskCounters, TaskOutcome, WorkerMessage } from "../task-protocol.js";
 import { checkExecInput } from "../guest/exec-input.js";
-import { findModuleAccess } from "../guest/module-check.js";
+import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/module-check.js";
+import { CELL_FILENAME, wrapCell } from "../guest/prelude.js";
+import { compileScript } from "./compiler.js";
+import { cellPosition } from "./vm-session.js";
 import { transformTypeScript } from "../guest/ts-transform.js";
 import { runExecSession } from "./vm-session.js";
 
@@ -24,16 +27,31 @@ async function prepare(task: ExecTask): Promise<{ ok: true; source: string } | {
   const checked = checkExecInput({ code: task.source, language: task.language }, [task.language]);
   if (!checked.ok) return invalid(checked.error);
   let source = task.source;
+  // The model's TypeScript is checked best-effort before the transform (which drops
+  // unused imports silently); what runs is always checked after it.
   const before = findModuleAccess(source);
-  if (before) return invalid(moduleMessage(before));
+  if (before && !(before.pattern === UNVERIFIABLE && task.language === "typescript")) return refuseOrReport(before, source, invalid);
   if (task.language === "typescript") {
     const out = await transformTypeScript(source);
     if (!out.ok) return invalid(`${out.error} (line ${out.line}, column ${out.column})`);
     source = out.code;
     const after = findModuleAccess(source);
-    if (after) return invalid(moduleMessage(after));
+    if (after) return refuseOrReport(after, source, invalid);
   }
   return { ok: true, source };
+}
+
+/** Module access is refused; an unreadable program is a syntax error or refused. */
+async function refuseOrReport(found: ModuleAccess, source: string, invalid: (e: string) => { ok: false; outcome: TaskOutcome }) {
+  if (found.pattern !== UNVERIFIABLE) return invalid(moduleMessage(found));
+  const compiled = await compileScript(wasm, wrapCell(source), CELL_FILENAME);
+  if (!compiled.ok) {
+    const pos = cellPosition(compiled.error.line, compiled.error.column);
+    return invalid(`${compiled.error.message} (line ${pos.line}, column ${pos.column})`);
+  }
+  return invalid(
+    `exec could not verify that the program has no module access (the checker cannot read it near line ${found.line}, column ${found.column}); rewrite that expression.`,
+  );
 }
 
 function moduleMessage(found: { pattern: string; line: number; column: number }): string {
