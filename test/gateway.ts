@@ -3,7 +3,8 @@
  * runs execs on the sidecar, and answers each nested tool call with BridgeCallback from
  * a handler table (a handler may delay, throw, or return any JSON value).
  */
-import { ToolOrigin, ToolSource, type RunScope } from "../src/gen/codemode/common/v1/common_pb.js";
+import type { RunScope } from "../src/gen/codemode/common/v1/common_pb.js";
+import { toWireTool } from "../src/shared/tool-wire.js";
 import type { ToolCallRequested } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { execute, scope as newScope, type ExecOutcome, type Stack } from "./harness.js";
 
@@ -18,9 +19,6 @@ export type TestTool = {
   handler?: (input: unknown, call: ToolCallRequested) => unknown;
 };
 
-const SOURCE = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
-const ORIGIN = { core: ToolOrigin.CORE, bundled_plugin: ToolOrigin.BUNDLED_PLUGIN, external_plugin: ToolOrigin.EXTERNAL_PLUGIN } as const;
-
 export async function openRun(stack: Stack, tools: TestTool[], policy: { allow?: string[]; deny?: string[]; allowNone?: boolean } = {}, extra: { disableTools?: boolean; config?: Record<string, unknown> } = {}) {
   const scope = newScope("gw");
   const res = await stack.control.openRun({
@@ -28,15 +26,7 @@ export async function openRun(stack: Stack, tools: TestTool[], policy: { allow?:
     catalog: {
       case: "tools",
       value: {
-        tools: tools.map((t) => ({
-          name: t.name,
-          label: t.label ?? "",
-          description: t.description ?? `${t.name} tool`,
-          parametersJson: JSON.stringify(t.parameters ?? { type: "object", properties: {} }),
-          source: SOURCE[t.source ?? "openclaw"],
-          sourceName: t.owner ?? "",
-          origin: t.origin ? ORIGIN[t.origin] : ToolOrigin.UNSPECIFIED,
-        })),
+        tools: tools.map(toWireTool),
       },
     },
     policy: { allow: policy.allow ?? [], deny: policy.deny ?? [], allowNone: policy.allowNone ?? false },

@@ -6,12 +6,13 @@
  */
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { ToolOrigin, ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient } from "../protocol/grpc-service.js";
 import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
+import { toWireTool } from "../shared/tool-wire.js";
 import { loadToolsModule, type CliTool } from "./tools-module.js";
 
 const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javascript|typescript]
@@ -27,9 +28,6 @@ async function readStdin(): Promise<string> {
   for await (const c of process.stdin) chunks.push(c as Buffer);
   return Buffer.concat(chunks).toString("utf8");
 }
-
-const SOURCE = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
-const ORIGIN = { core: ToolOrigin.CORE, bundled_plugin: ToolOrigin.BUNDLED_PLUGIN, external_plugin: ToolOrigin.EXTERNAL_PLUGIN } as const;
 
 function errorOf(err: unknown): { name: string; message: string } {
   if (err instanceof Error) return { name: err.name || "Error", message: err.message };
@@ -86,15 +84,7 @@ export async function runExec(argv: string[]): Promise<number> {
         catalog: {
           case: "tools",
           value: {
-            tools: tools.map((t) => ({
-              name: t.name,
-              label: t.label ?? "",
-              description: t.description,
-              parametersJson: JSON.stringify(t.parameters),
-              source: SOURCE[t.source],
-              sourceName: t.owner,
-              origin: t.origin ? ORIGIN[t.origin] : ToolOrigin.UNSPECIFIED,
-            })),
+            tools: tools.map(toWireTool),
           },
         },
         policy: { allow: values.allow ?? [], deny: values.deny ?? [], allowNone: false },

@@ -222,8 +222,6 @@ export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<
         stream.signal.removeEventListener("abort", onAbort);
         calls.endAll(myCalls);
       }
-      counters.search = Math.max(counters.search, outcome.counters.search);
-      counters.describe = Math.max(counters.describe, outcome.counters.describe);
       if (outcome.status === "completed") finish({ status: "completed", valueJson: outcome.valueJson }, outcome.outputBytes);
       else finish({ status: "failed", error: outcome.error, code: outcome.code }, outcome.outputBytes);
     },

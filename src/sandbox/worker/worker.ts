@@ -5,7 +5,6 @@
  */
 import { isMainThread, threadId, workerData } from "node:worker_threads";
 import type { ExecTask, TaskCounters, TaskOutcome, WorkerMessage } from "../task-protocol.js";
-import { checkExecInput } from "../guest/exec-input.js";
 import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/module-check.js";
 import { CELL_FILENAME, wrapCell } from "../guest/prelude.js";
 import { compileScript } from "./compiler.js";
@@ -24,8 +23,6 @@ async function prepare(task: ExecTask): Promise<{ ok: true; source: string } | {
     ok: false,
     outcome: { status: "failed", error, code: "invalid_input", outputBytes: task.outputBytesUsed, counters: zero() },
   });
-  const checked = checkExecInput({ code: task.source, language: task.language }, [task.language]);
-  if (!checked.ok) return invalid(checked.error);
   let source = task.source;
   // The model's TypeScript is checked best-effort before the transform (which drops
   // unused imports silently); what runs is always checked after it.
