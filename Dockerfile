@@ -22,5 +22,6 @@ USER node
 EXPOSE 7300 7301
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/codemode.js"]
 # Override with: sandbox --sandbox-address 0.0.0.0:7300 --orchestrator-address orchestrator:7301
-#            or: orchestrator --orchestrator-address 0.0.0.0:7301
+#                (every sidecar replica with the same CODEMODE_SNAPSHOT_KEY secret, >= 32 chars)
+#            or: orchestrator --orchestrator-address 0.0.0.0:7301 --store redis://redis:6379
 CMD ["start", "--sandbox-address", "0.0.0.0:7300", "--orchestrator-address", "0.0.0.0:7301"]

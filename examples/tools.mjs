@@ -40,6 +40,15 @@ export default [
     },
   },
   {
+    name: "build_report",
+    description: "Build a report; takes about 1.5 s (longer than a short timeoutMs, to show wait)",
+    parameters: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
+    handler: async ({ topic }) => {
+      await sleep(1500);
+      return { topic, pages: 3 };
+    },
+  },
+  {
     name: "delete_everything",
     description: "A dangerous tool: try it with --deny 'delete_*'",
     handler: async () => ({ deleted: "everything" }),

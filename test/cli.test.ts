@@ -29,6 +29,16 @@ describe("codemode exec", () => {
     expect(r.results).toHaveLength(1);
     expect(r.results[0]).toMatchObject({ status: "completed", value: 2 });
   });
+  it("follows a waiting result with wait calls, printing each result, until the slow tool's answer completes the run", () => {
+    const r = cli(["--tools", "examples/tools.mjs", "--timeout-ms", "500", "examples/slow-tool.js"]);
+    expect(r.status).toBe(0);
+    expect(r.results.length).toBeGreaterThanOrEqual(2);
+    const [first, ...rest] = r.results;
+    expect(first).toMatchObject({ status: "waiting", reason: "pending_tools", output: [{ type: "text", text: "asking for the report" }] });
+    expect((first!.telemetry as { snapshotBytes: number }).snapshotBytes).toBeGreaterThan(0);
+    expect(rest.slice(0, -1).every((x) => x.status === "waiting" && x.runId === first!.runId)).toBe(true);
+    expect(rest.at(-1)).toMatchObject({ status: "completed", value: { topic: "code mode", pages: 3 }, output: [{ type: "text", text: "the report has 3 pages" }] });
+  });
   it("exits 0 for a failed result too", () => {
     const r = cli(["--timeout-ms", "300", "--code", "while(true){}"]);
     expect(r.status).toBe(0);

@@ -19,7 +19,7 @@ export type TestTool = {
   handler?: (input: unknown, call: ToolCallRequested) => unknown;
 };
 
-export async function openRun(stack: Stack, tools: TestTool[], policy: { allow?: string[]; deny?: string[]; allowNone?: boolean } = {}, extra: { disableTools?: boolean; config?: Record<string, unknown> } = {}) {
+export async function openRun(stack: Pick<Stack, "control">, tools: TestTool[], policy: { allow?: string[]; deny?: string[]; allowNone?: boolean } = {}, extra: { disableTools?: boolean; config?: Record<string, unknown> } = {}) {
   const scope = newScope("gw");
   const res = await stack.control.openRun({
     scope,

@@ -84,21 +84,89 @@ export type Model = { status: string; value?: unknown; error?: string; code?: st
 
 export type ExecOutcome = { result: Result; model: Model; events: ExecEvent[] };
 
-/** Runs an exec to its end. `onToolCall` may answer nested calls (it gets the client). */
-export async function execute(
-  stack: Stack,
-  request: Partial<MessageInitShape<typeof ExecRequestSchema>>,
-  onToolCall?: (call: Extract<ExecEvent["event"], { case: "toolCall" }>["value"]) => void,
-): Promise<ExecOutcome> {
+export type ToolCallEvent = Extract<ExecEvent["event"], { case: "toolCall" }>["value"];
+
+/** Reads an exec or wait stream to its Result. */
+export async function collectStream(stream: AsyncIterable<ExecEvent>, onToolCall?: (call: ToolCallEvent) => void): Promise<ExecOutcome> {
   const events: ExecEvent[] = [];
   let result: Result | undefined;
-  for await (const ev of stack.sandbox.exec({ scope: scope(), ...request } as MessageInitShape<typeof ExecRequestSchema>)) {
+  for await (const ev of stream) {
     events.push(ev);
     if (ev.event.case === "toolCall") onToolCall?.(ev.event.value);
     if (ev.event.case === "result") result = ev.event.value;
   }
   if (!result) throw new Error("no result");
   return { result, model: JSON.parse(result.modelJson) as Model, events };
+}
+
+/** Runs an exec to its end. `onToolCall` may answer nested calls (it gets the client). */
+export async function execute(
+  stack: { sandbox: ServiceClient<typeof Sandbox.method> },
+  request: Partial<MessageInitShape<typeof ExecRequestSchema>>,
+  onToolCall?: (call: ToolCallEvent) => void,
+): Promise<ExecOutcome> {
+  return collectStream(stack.sandbox.exec({ scope: scope(), ...request } as MessageInitShape<typeof ExecRequestSchema>), onToolCall);
+}
+
+/** Runs a wait to its end. */
+export async function waitFor(
+  sandbox: ServiceClient<typeof Sandbox.method>,
+  request: { scope: ReturnType<typeof scope>; runId: string; signal?: AbortSignal },
+  onToolCall?: (call: ToolCallEvent) => void,
+): Promise<ExecOutcome> {
+  const { signal, ...req } = request;
+  return collectStream(sandbox.wait({ ...req, waitCallId: `wait-${Date.now()}` }, signal ? { signal } : {}), onToolCall);
+}
+
+/** One snapshot key for every sidecar of a cluster, so any of them can resume any run. */
+export const SHARED_SNAPSHOT_KEY = "test-snapshot-key-0123456789abcdef0123456789";
+
+export type Cluster = {
+  orchestrator: Proc;
+  orchestratorAddress: string;
+  sidecars: Array<{ proc: Proc; address: string; sandbox: ServiceClient<typeof Sandbox.method> }>;
+  control: ServiceClient<typeof Control.method>;
+  /** Stops the orchestrator and starts it again on the same address with the same flags. */
+  restartOrchestrator(): Promise<void>;
+  stop(): Promise<Array<number | null>>;
+};
+
+/** An orchestrator and `sidecars` sandbox processes attached to it, each its own process. */
+export async function startCluster(options: { sidecars: number; orchestratorArgs?: string[]; sidecarEnv?: Array<Record<string, string>> }): Promise<Cluster> {
+  const orchArgs = options.orchestratorArgs ?? [];
+  let orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", ...orchArgs]);
+  const orchestratorAddress = orchestrator.ready.orchestrator!;
+  const sidecars: Cluster["sidecars"] = [];
+  for (let i = 0; i < options.sidecars; i++) {
+    const env = { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY, ...(options.sidecarEnv?.[i] ?? {}) };
+    const proc = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestratorAddress, "--threads", "1"], env);
+    const address = proc.ready.sandbox!;
+    sidecars.push({ proc, address, sandbox: createClient(Sandbox, address) });
+  }
+  const control = createClient(Control, orchestratorAddress);
+  return {
+    get orchestrator() {
+      return orchestrator;
+    },
+    orchestratorAddress,
+    sidecars,
+    control,
+    async restartOrchestrator() {
+      const code = await orchestrator.stop();
+      if (code !== 0) throw new Error(`orchestrator exited ${code}`);
+      orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", orchestratorAddress, ...orchArgs]);
+    },
+    async stop() {
+      control.close();
+      const codes = [];
+      for (const s of sidecars) {
+        s.sandbox.close();
+        codes.push(await s.proc.stop());
+      }
+      codes.push(await orchestrator.stop());
+      return codes;
+    },
+  };
 }
 
 export type { ExecRequest };

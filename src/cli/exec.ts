@@ -2,13 +2,15 @@
  * `codemode exec`: runs one program on a sidecar and prints each result as one JSON
  * line (the seed's shape). With `--tools FILE.mjs` it is a small gateway: it opens a
  * run with those tools and `--allow`/`--deny` policy, runs each nested call's handler,
- * and answers with BridgeCallback. Exit status is 0 whenever a result came back.
+ * and answers with BridgeCallback. A `waiting` result is followed with `wait` calls, as
+ * a model would, each result printed as it comes (a handler may finish long after the
+ * exec returned). Exit status is 0 whenever a result came back.
  */
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import { ResultStatus, ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
-import { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
+import { Sandbox, type ExecEvent } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient } from "../protocol/grpc-service.js";
 import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
@@ -17,7 +19,11 @@ import { loadToolsModule, type CliTool } from "./tools-module.js";
 
 const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javascript|typescript]
                      [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
-                     [--tools FILE.mjs] [--allow PATTERN]... [--deny PATTERN]...`;
+                     [--tools FILE.mjs] [--allow PATTERN]... [--deny PATTERN]...
+                     [--max-waits N]`;
+
+/** Waits followed by default before giving up on a run that keeps waiting. */
+const DEFAULT_MAX_WAITS = 20;
 
 export class UsageError extends Error {
   override name = "UsageError";
@@ -49,6 +55,7 @@ export async function runExec(argv: string[]): Promise<number> {
         tools: { type: "string" },
         allow: { type: "string", multiple: true },
         deny: { type: "string", multiple: true },
+        "max-waits": { type: "string" },
       },
       strict: true,
     });
@@ -71,6 +78,12 @@ export async function runExec(argv: string[]): Promise<number> {
   if (values["timeout-ms"] !== undefined) {
     timeoutMs = Number(values["timeout-ms"]);
     if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new UsageError(`--timeout-ms must be a positive integer, got ${JSON.stringify(values["timeout-ms"])}`);
+  }
+
+  let maxWaits = DEFAULT_MAX_WAITS;
+  if (values["max-waits"] !== undefined) {
+    maxWaits = Number(values["max-waits"]);
+    if (!Number.isInteger(maxWaits) || maxWaits < 0) throw new UsageError(`--max-waits must be a non-negative integer, got ${JSON.stringify(values["max-waits"])}`);
   }
 
   const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", runId: newId("run", 8) };
@@ -113,25 +126,33 @@ export async function runExec(argv: string[]): Promise<number> {
         process.stderr.write(`codemode exec: could not answer tool call ${callId}: ${(err as Error).message}\n`);
       }
     };
-    const stream = sandbox.exec({
-      scope,
-      execCallId: newId("call", 8),
-      code,
-      ...(values.language !== undefined ? { language: values.language } : {}),
-      config: timeoutMs !== undefined ? { timeoutMs } : {},
-    });
-    let printed = false;
-    for await (const ev of stream) {
-      if (ev.event.case === "toolCall") {
-        const c = ev.event.value;
-        const sourceName = c.source === ToolSource.MCP ? "mcp" : c.source === ToolSource.CLIENT ? "client" : "openclaw";
-        void answer(c.callId, handlers.get(`${sourceName}\0${c.sourceName}\0${c.toolName}`), c.inputJson);
-      } else if (ev.event.case === "result") {
-        process.stdout.write(`${ev.event.value.modelJson}\n`);
-        printed = true;
+    /** Follows one exec or wait stream; returns the result's runId when it is waiting. */
+    const follow = async (stream: AsyncIterable<ExecEvent>): Promise<string | undefined> => {
+      for await (const ev of stream) {
+        if (ev.event.case === "toolCall") {
+          const c = ev.event.value;
+          const sourceName = c.source === ToolSource.MCP ? "mcp" : c.source === ToolSource.CLIENT ? "client" : "openclaw";
+          void answer(c.callId, handlers.get(`${sourceName}\0${c.sourceName}\0${c.toolName}`), c.inputJson);
+        } else if (ev.event.case === "result") {
+          const r = ev.event.value;
+          process.stdout.write(`${r.modelJson}\n`);
+          return r.status === ResultStatus.WAITING ? r.runId : "";
+        }
       }
+      throw new Error("the sandbox closed the stream without a result");
+    };
+    let runId = await follow(
+      sandbox.exec({
+        scope,
+        execCallId: newId("call", 8),
+        code,
+        ...(values.language !== undefined ? { language: values.language } : {}),
+        config: timeoutMs !== undefined ? { timeoutMs } : {},
+      }),
+    );
+    for (let waits = 0; runId && waits < maxWaits; waits++) {
+      runId = await follow(sandbox.wait({ scope, waitCallId: newId("wait", 8), runId }));
     }
-    if (!printed) throw new Error("the sandbox closed the stream without a result");
     return 0;
   } finally {
     sandbox.close();

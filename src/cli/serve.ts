@@ -18,6 +18,16 @@ const poolFlags = {
   "execs-per-worker": { type: "string" },
 } as const;
 
+const storeFlags = {
+  store: { type: "string" },
+  "max-suspended-runs": { type: "string" },
+} as const;
+
+function storeOptions(values: { store?: string | undefined; "max-suspended-runs"?: string | undefined }) {
+  const max = intFlag(values["max-suspended-runs"], "--max-suspended-runs");
+  return { ...(values.store !== undefined ? { store: values.store } : {}), ...(max !== undefined ? { maxSuspendedRuns: max } : {}) };
+}
+
 export async function runStart(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
@@ -25,19 +35,22 @@ export async function runStart(argv: string[]): Promise<void> {
       "sandbox-address": { type: "string", default: DEFAULT_SANDBOX_ADDRESS },
       "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
       ...poolFlags,
+      ...storeFlags,
     },
     strict: true,
   });
   const sandboxAt = parseHostPort(values["sandbox-address"], "--sandbox-address");
   const orchestratorAt = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const log = createLogger("codemode");
-  const orchestrator = await startOrchestrator({ listen: orchestratorAt, log: log.child({ process: "orchestrator" }) });
+  const orchestrator = await startOrchestrator({ listen: orchestratorAt, log: log.child({ process: "orchestrator" }), ...storeOptions(values) });
   const threads = intFlag(values.threads, "--threads");
   const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
   const sandbox = await startSandbox({
     listen: sandboxAt,
     orchestrator: orchestrator.address,
     log: log.child({ process: "sandbox" }),
+    // One process, one sidecar: a per-process key is enough unless one is configured.
+    singleSidecar: true,
     ...(threads !== undefined ? { threads } : {}),
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
   });
@@ -77,12 +90,12 @@ export async function runSandbox(argv: string[]): Promise<void> {
 export async function runOrchestrator(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS } },
+    options: { "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS }, ...storeFlags },
     strict: true,
   });
   const listen = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const log = createLogger("codemode-orchestrator");
-  const orchestrator = await startOrchestrator({ listen, log });
+  const orchestrator = await startOrchestrator({ listen, log, ...storeOptions(values) });
   process.stdout.write(`ready orchestrator=${orchestrator.address}\n`);
   onShutdown(log, () => orchestrator.close());
 }

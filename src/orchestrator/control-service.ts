@@ -1,7 +1,8 @@
 /**
  * The gateway-facing Control service: PutCatalog, OpenRun, DescribeSurface,
  * GetTrajectory, CloseRun. Config errors and unknown catalogs are INVALID_ARGUMENT /
- * NOT_FOUND with the key and value named; nothing is half-applied.
+ * NOT_FOUND with the key and value named; nothing is half-applied. A store that cannot
+ * be reached is UNAVAILABLE.
  */
 import type { RunScope } from "../gen/codemode/common/v1/common_pb.js";
 import type { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
@@ -11,16 +12,18 @@ import { ConfigError, parseCodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { buildView, sourceCounts, viewVersion } from "./catalog/catalog-view.js";
-import type { CatalogStore } from "./catalog/catalog-store.js";
+import type { CatalogStore, StoredCatalog } from "./catalog/catalog-store.js";
 import { describeSurface } from "./surface.js";
-import type { OpenRun, RunRegistry, Scope } from "./runs.js";
+import type { RunRegistry, RunSpec, Scope } from "./runs.js";
+import { storeCall } from "./state/store-failure.js";
+import type { RunStore } from "./store/run-store.js";
 
 export function requireScope(s: RunScope | undefined): Scope {
   if (!s || !s.runId.trim()) throw new ServiceError("invalid_argument", "scope.run_id is required");
   return { agentId: s.agentId, sessionId: s.sessionId, sessionKey: s.sessionKey, runId: s.runId };
 }
 
-export function surfaceOf(run: OpenRun) {
+export function surfaceOf(run: RunSpec) {
   const config = parseCodeModeConfig(run.config);
   const s = describeSurface(config, run.view, run.disableTools);
   const counts = sourceCounts(run.view);
@@ -35,11 +38,11 @@ export function surfaceOf(run: OpenRun) {
   };
 }
 
-export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; log: Logger }): ServiceHandlers<typeof Control.method> {
+export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; store: RunStore; log: Logger }): ServiceHandlers<typeof Control.method> {
   const { catalogs, runs, log } = deps;
   return {
     async putCatalog(req) {
-      const { id, tools } = catalogs.put(req.tools);
+      const { id, tools } = await catalogs.put(req.tools);
       return { catalogId: id, toolCount: tools.length };
     },
     async openRun(req) {
@@ -52,47 +55,49 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
         if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
         throw err;
       }
-      let catalogId: string;
+      let catalog: StoredCatalog;
       if (req.catalog.case === "catalogId") {
-        catalogId = req.catalog.value;
-        if (!catalogs.get(catalogId)) throw new ServiceError("not_found", `catalog ${catalogId} is not stored; send it with PutCatalog first`);
+        const id = req.catalog.value;
+        const tools = await catalogs.get(id);
+        if (!tools) throw new ServiceError("not_found", `catalog ${id} is not stored; send it with PutCatalog first`);
+        catalog = { id, tools };
       } else {
-        catalogId = catalogs.put(req.catalog.value?.tools ?? []).id;
+        catalog = await catalogs.put(req.catalog.value?.tools ?? []);
       }
       const rules = { allow: [...(req.policy?.allow ?? [])], deny: [...(req.policy?.deny ?? [])], allowNone: req.policy?.allowNone ?? false };
-      const view = buildView(catalogs.get(catalogId)!, rules, config.coreSourceName);
-      const run: OpenRun = {
+      const view = buildView(catalog.tools, rules, config.coreSourceName);
+      const run: RunSpec = {
         scope,
-        catalogId,
+        catalogId: catalog.id,
         rules,
         config: layer,
         disableTools: req.disableTools,
         view,
-        viewVersion: viewVersion(catalogId, rules, config.coreSourceName),
-        counters: runs.get(scope)?.counters ?? { search: 0, describe: 0, call: 0 },
-        trajectory: runs.get(scope)?.trajectory ?? [],
+        viewVersion: viewVersion(catalog.id, rules, config.coreSourceName),
         openedAtMs: Date.now(),
       };
-      runs.open(run);
-      log.info({ runId: scope.runId, sessionId: scope.sessionId, catalogId, visible: view.length }, "run opened");
-      return { catalogId, surface: surfaceOf(run) };
+      await runs.open(run);
+      log.info({ runId: scope.runId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
+      return { catalogId: catalog.id, surface: surfaceOf(run) };
     },
     async describeSurface(req) {
       const scope = requireScope(req.scope);
-      const run = runs.get(scope);
+      const run = await runs.get(scope);
       if (!run) throw new ServiceError("not_found", "no run is open for this scope; call OpenRun first");
       return { surface: surfaceOf(run) };
     },
     async getTrajectory(req) {
       const scope = requireScope(req.scope);
-      const run = runs.get(scope);
-      if (!run) throw new ServiceError("not_found", "no run is open for this scope");
-      return { steps: run.trajectory.map((s) => ({ ...s, startedAtMs: BigInt(s.startedAtMs), nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: BigInt(n.startedAtMs) })) })) };
+      const steps = await runs.trajectory(scope);
+      if (!steps) throw new ServiceError("not_found", "no run is open for this scope");
+      return { steps: steps.map((s) => ({ ...s, startedAtMs: BigInt(s.startedAtMs), nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: BigInt(n.startedAtMs) })) })) };
     },
     async closeRun(req) {
       const scope = requireScope(req.scope);
-      runs.close(scope);
-      return {};
+      await runs.close(scope);
+      const deleted = await storeCall(log, "delete the run's suspended runs", () => deps.store.deleteScope(scope));
+      if (deleted > 0) log.info({ runId: scope.runId, deleted }, "run closed; its suspended runs were deleted");
+      return { suspendedRunsDeleted: deleted };
     },
   };
 }

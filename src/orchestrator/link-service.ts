@@ -46,7 +46,7 @@ export function linkHandlers(deps: { runs: RunRegistry; orchestratorId: string; 
     },
     async resolveRun(req) {
       const scope = requireScope(req.scope);
-      const run = runs.get(scope);
+      const run = await runs.get(scope);
       if (!run) return { found: false };
       const surface = surfaceOf(run);
       const include = req.knownCatalogVersion !== run.viewVersion;
@@ -67,7 +67,7 @@ export function linkHandlers(deps: { runs: RunRegistry; orchestratorId: string; 
       const scope = requireScope(req.scope);
       const s = req.step;
       if (!s) return {};
-      runs.record(
+      await runs.record(
         scope,
         {
           kind: s.kind,

@@ -2,7 +2,9 @@
  * The run registry: each open run's scope, catalog view, policy and config, its
  * cumulative search/describe/call counters, and its trajectory (model calls with the
  * nested calls made under them). Keyed by the full scope, so two runs never share a
- * view even when their run ids collide across agents or sessions.
+ * view even when their run ids collide across agents or sessions. A run stays until
+ * its gateway closes it (CloseRun); nothing expires it. Two registries: in memory (below,
+ * the default) and Redis (./state/redis-runs.ts), shared by replicas.
  */
 import type { CodeModeConfigInput } from "../shared/config.js";
 import type { ViewEntry } from "./catalog/catalog-view.js";
@@ -37,7 +39,10 @@ export type TrajectoryStepRecord = {
   nestedCalls: TrajectoryNested[];
 };
 
-export type OpenRun = {
+export type Counters = { search: number; describe: number; call: number };
+
+/** What OpenRun sets; a re-open replaces it and keeps the run's counters and trajectory. */
+export type RunSpec = {
   scope: Scope;
   catalogId: string;
   rules: PolicyRules;
@@ -45,31 +50,49 @@ export type OpenRun = {
   disableTools: boolean;
   view: ViewEntry[];
   viewVersion: string;
-  counters: { search: number; describe: number; call: number };
-  trajectory: TrajectoryStepRecord[];
   openedAtMs: number;
 };
 
+export type OpenRun = RunSpec & { counters: Counters };
+
 /** Trajectory steps kept per run; the oldest are dropped past this. */
-const MAX_STEPS = 1000;
+export const MAX_STEPS = 1000;
 
-export class RunRegistry {
-  private readonly runs = new Map<ScopeKey, OpenRun>();
+export interface RunRegistry {
+  /** Opens a run, or re-opens it with a new spec keeping its counters and trajectory. */
+  open(spec: RunSpec): Promise<void>;
+  /** The open run with its counters (not its trajectory). */
+  get(scope: Scope): Promise<OpenRun | undefined>;
+  /** The open run's trajectory, oldest step first; undefined when no run is open. */
+  trajectory(scope: Scope): Promise<TrajectoryStepRecord[] | undefined>;
+  /** Adds a segment's step and counter deltas to the open run; nothing when none is open. */
+  record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters): Promise<void>;
+  /** Forgets the run; false when none was open. */
+  close(scope: Scope): Promise<boolean>;
+}
 
-  open(run: OpenRun): void {
-    this.runs.set(scopeKey(run.scope), run);
+type MemoryRun = { spec: RunSpec; counters: Counters; trajectory: TrajectoryStepRecord[] };
+
+export class MemoryRunRegistry implements RunRegistry {
+  private readonly runs = new Map<ScopeKey, MemoryRun>();
+
+  async open(spec: RunSpec): Promise<void> {
+    const key = scopeKey(spec.scope);
+    const previous = this.runs.get(key);
+    this.runs.set(key, { spec, counters: previous?.counters ?? { search: 0, describe: 0, call: 0 }, trajectory: previous?.trajectory ?? [] });
   }
 
-  get(scope: Scope): OpenRun | undefined {
-    return this.runs.get(scopeKey(scope));
+  async get(scope: Scope): Promise<OpenRun | undefined> {
+    const run = this.runs.get(scopeKey(scope));
+    return run && { ...run.spec, counters: { ...run.counters } };
   }
 
-  close(scope: Scope): boolean {
-    return this.runs.delete(scopeKey(scope));
+  async trajectory(scope: Scope): Promise<TrajectoryStepRecord[] | undefined> {
+    return this.runs.get(scopeKey(scope))?.trajectory.slice();
   }
 
-  record(scope: Scope, step: TrajectoryStepRecord, deltas: { search: number; describe: number; call: number }): void {
-    const run = this.get(scope);
+  async record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters): Promise<void> {
+    const run = this.runs.get(scopeKey(scope));
     if (!run) return;
     run.counters.search += deltas.search;
     run.counters.describe += deltas.describe;
@@ -78,7 +101,7 @@ export class RunRegistry {
     if (run.trajectory.length > MAX_STEPS) run.trajectory.splice(0, run.trajectory.length - MAX_STEPS);
   }
 
-  get size(): number {
-    return this.runs.size;
+  async close(scope: Scope): Promise<boolean> {
+    return this.runs.delete(scopeKey(scope));
   }
 }

@@ -1,9 +1,11 @@
 /**
- * Nested tool calls this sidecar has sent to a gateway, and what became of them, so
- * BridgeCallback can answer misuse precisely: an unknown id (NOT_FOUND), another
- * scope's call (PERMISSION_DENIED), a second answer (ALREADY_EXISTS), or an answer
- * after its exec ended (FAILED_PRECONDITION). Settled and ended ids are remembered for a
- * while (bounded), then forgotten.
+ * Nested tool calls this sidecar has sent to a gateway, and what became of them. A call
+ * whose VM is alive here takes its answer directly. Any other answer is routed to the
+ * orchestrator (the call may belong to a suspended run); when the orchestrator does not
+ * know the call either, what this sidecar remembers explains the misuse precisely:
+ * another scope's call (PERMISSION_DENIED), a second answer (ALREADY_EXISTS), an answer
+ * after its exec ended (FAILED_PRECONDITION), or an unknown id (NOT_FOUND). Settled and
+ * ended ids are remembered for a while (bounded), then forgotten.
  */
 import { ServiceError } from "../protocol/service-error.js";
 import type { PlainError } from "./task-protocol.js";
@@ -44,22 +46,34 @@ export class CallRegistry {
     }
   }
 
-  /** Applies a gateway's answer, or throws the ServiceError that explains why not. */
-  answer(callId: string, scopeKey: string, answer: { ok: true; json: string } | { ok: false; error: PlainError }): LiveCall {
+  /**
+   * Delivers a gateway's answer to a call whose VM is alive here. Returns false when no
+   * live call has this id (route the answer onward); throws when the answer is misuse
+   * this sidecar can already tell (another scope's call, a second answer).
+   */
+  answerLive(callId: string, scopeKey: string, answer: { ok: true; json: string } | { ok: false; error: PlainError }): boolean {
     const call = this.live.get(callId);
     if (!call) {
       const gone = this.gone.get(callId);
-      if (!gone) throw new ServiceError("not_found", `no nested tool call with id ${callId} is known to this sidecar`);
-      if (gone.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
-      if (gone.why === "answered") throw new ServiceError("already_exists", `tool call ${callId} was already answered`);
-      throw new ServiceError("failed_precondition", `the exec that made tool call ${callId} already ended; the answer was dropped`);
+      if (gone && gone.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
+      if (gone?.why === "answered") throw new ServiceError("already_exists", `tool call ${callId} was already answered`);
+      return false;
     }
     if (call.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
     this.live.delete(callId);
     this.forget(callId, { scopeKey, why: "answered" });
     call.outcome = { ok: answer.ok, errorMessage: answer.ok ? "" : answer.error.message, durationMs: Date.now() - call.startedAtMs };
     call.deliver(answer);
-    return call;
+    return true;
+  }
+
+  /** The error for an answer nobody could take: what this sidecar remembers of the call. */
+  explainUndeliverable(callId: string, scopeKey: string): ServiceError {
+    const gone = this.gone.get(callId);
+    if (!gone) return new ServiceError("not_found", `no nested tool call with id ${callId} is known to this sidecar or awaited by a suspended run`);
+    if (gone.scopeKey !== scopeKey) return new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
+    if (gone.why === "answered") return new ServiceError("already_exists", `tool call ${callId} was already answered`);
+    return new ServiceError("failed_precondition", `the exec that made tool call ${callId} already ended; the answer was dropped`);
   }
 
   /** The exec ended: its unanswered calls can no longer be delivered. */

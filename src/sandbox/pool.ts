@@ -15,7 +15,7 @@ import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
 import type { Logger } from "../shared/logger.js";
-import type { ExecTask, MainMessage, PlainError, TaskCounters, TaskOutcome, WorkerMessage } from "./task-protocol.js";
+import type { ExecTask, MainMessage, PlainError, ResumeTask, Task, TaskOutcome, WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -47,7 +47,8 @@ const WORKER_FILE = fileURLToPath(new URL("./worker/worker.js", import.meta.url)
 /** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
 const WORKER_STACK_MB = 16;
 
-type Submission = Omit<ExecTask, "kind" | "port">;
+/** A task without its port (the pool makes one per attempt). */
+export type Submission = Omit<ExecTask, "port"> | Omit<ResumeTask, "port">;
 
 export class SandboxPool {
   private readonly piscina: Piscina;
@@ -92,7 +93,6 @@ export class SandboxPool {
     let finished = false;
     let cancelledReason: string | undefined;
     const backlog: MainMessage[] = [];
-    const zero = (): TaskCounters => ({ search: 0, describe: 0, call: 0 });
     const finish = (o: TaskOutcome) => {
       if (finished) return;
       finished = true;
@@ -107,7 +107,7 @@ export class SandboxPool {
       let started = false;
       let killTimer: NodeJS.Timeout | undefined;
       const startTimer = setTimeout(() => {
-        if (!started) finish({ status: "failed", error: "no sandbox worker became free in time.", code: "runtime_unavailable", outputBytes: submission.outputBytesUsed, counters: zero() });
+        if (!started) finish({ status: "failed", error: "no sandbox worker became free in time.", code: "runtime_unavailable", outputBytes: submission.outputBytesUsed });
       }, submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs));
       startTimer.unref();
 
@@ -116,7 +116,7 @@ export class SandboxPool {
           this.onWorkerMessage(m, events, finished);
         } catch (err) {
           this.log.error({ err, message: m.t }, "handling a worker message failed; the exec is failed, the sidecar keeps serving");
-          finish({ status: "failed", error: "internal: the sidecar could not handle a request from the program.", code: "internal_error", outputBytes: submission.outputBytesUsed, counters: zero() });
+          finish({ status: "failed", error: "internal: the sidecar could not handle a request from the program.", code: "internal_error", outputBytes: submission.outputBytesUsed });
           return;
         }
         switch (m.t) {
@@ -133,7 +133,6 @@ export class SandboxPool {
                 error: `code mode exec timed out after ${submission.limits.timeoutMs} ms (the sandbox stopped a loop that ignored interrupts).`,
                 code: "timeout",
                 outputBytes: submission.outputBytesUsed,
-                counters: zero(),
               });
               this.terminateThread(threadId);
             }, submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs));
@@ -146,7 +145,7 @@ export class SandboxPool {
         }
       });
 
-      const task: ExecTask = { kind: "exec", port: channel.port2, ...submission };
+      const task = { ...submission, port: channel.port2 } as Task;
       this.piscina.run(task, { transferList: [channel.port2] }).then(
         () => undefined,
         (err: unknown) => {
@@ -166,7 +165,6 @@ export class SandboxPool {
             error: `the QuickJS worker running this exec stopped: ${reason}`,
             code: "runtime_unavailable",
             outputBytes: submission.outputBytesUsed,
-            counters: zero(),
           });
         },
       );

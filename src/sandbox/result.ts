@@ -35,6 +35,12 @@ const CODE_ENUM: Record<ErrorCodeName, ErrorCode> = {
   internal_error: ErrorCode.INTERNAL_ERROR,
 };
 
+/** The seed's name of a wire error code (undefined for UNSPECIFIED or unknown values). */
+export function errorCodeName(code: ErrorCode): ErrorCodeName | undefined {
+  for (const [name, value] of Object.entries(CODE_ENUM)) if (value === code) return name as ErrorCodeName;
+  return undefined;
+}
+
 function modelTelemetry(t: TelemetryInput): Record<string, unknown> {
   const out: Record<string, unknown> = {
     catalogSize: t.catalogSize,

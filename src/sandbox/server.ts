@@ -14,6 +14,7 @@ import { sandboxHandlers } from "./exec-service.js";
 import { OrchestratorLink } from "./orchestrator-link.js";
 import { SandboxPool } from "./pool.js";
 import { RunResolver } from "./run-resolver.js";
+import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
 
 export type SandboxOptions = {
   listen: HostPort;
@@ -21,6 +22,10 @@ export type SandboxOptions = {
   threads?: number;
   execsPerWorker?: number;
   log: Logger;
+  /** Seals snapshots; defaults to the key in CODEMODE_SNAPSHOT_KEY (or a random one). */
+  sealer?: SnapshotSealer;
+  /** True when no other sidecar shares the orchestrator (no warning about a per-process key). */
+  singleSidecar?: boolean;
 };
 
 export type RunningSandbox = { address: string; sidecarId: string; close(graceMs?: number): Promise<void> };
@@ -38,7 +43,11 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const address = formatHostPort({ host: options.listen.host, port });
   const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }));
   const resolver = new RunResolver(link);
-  addService(server, Sandbox, sandboxHandlers({ pool, resolver, calls, log: log.child({ sidecarId }) }), log);
+  const sealer = options.sealer ?? SnapshotSealer.fromEnv();
+  if (!sealer.shared && !options.singleSidecar) {
+    log.warn({ sidecarId }, `${SNAPSHOT_KEY_ENV} is not set: runs suspended here can be resumed only by this sidecar process; set the same key on every sidecar so any replica can serve wait`);
+  }
+  addService(server, Sandbox, sandboxHandlers({ pool, resolver, calls, link, sealer, log: log.child({ sidecarId }) }), log);
   link.start(() => calls.liveCount);
   log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator }, "sandbox listening");
   return {

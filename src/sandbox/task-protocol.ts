@@ -1,5 +1,6 @@
 /**
- * Messages between the sidecar's main thread and a pool worker running one exec.
+ * Messages between the sidecar's main thread and a pool worker running one exec or
+ * one resumed segment of a suspended run (`wait`).
  * A discriminated union each way, plain data only; errors cross as {name, message}.
  * The task's own MessagePort carries them so output and tool calls stream in order,
  * and the final outcome travels last on the same port.
@@ -44,6 +45,28 @@ export type ExecTask = {
   outputBytesUsed: number;
 };
 
+/** Something a VM awaits from the host, by the id its guest-side promise waits on. */
+export type PendingKind = "call" | "request" | "yield";
+export type PendingRef = { callId: string; kind: PendingKind };
+
+export type AnswerMessage = { t: "answer"; callId: string; ok: true; json: string } | { t: "answer"; callId: string; ok: false; error: PlainError };
+
+/** Restores a suspended run's VM from its (already authenticated) snapshot and continues it. */
+export type ResumeTask = {
+  kind: "resume";
+  port: MessagePort;
+  /** The snapshot envelope, its seal already checked by the main thread. */
+  envelope: Uint8Array;
+  /** What the VM awaited when it was snapshotted. */
+  pending: PendingRef[];
+  /** Answers delivered right after the restore, in order. */
+  answers: AnswerMessage[];
+  limits: TaskLimits;
+  outputBytesUsed: number;
+};
+
+export type Task = ExecTask | ResumeTask;
+
 export type PlainError = { name: string; message: string };
 
 /** Worker → main. */
@@ -56,13 +79,19 @@ export type WorkerMessage =
   | { t: "done"; outcome: TaskOutcome };
 
 /** Main → worker. */
-export type MainMessage =
-  | { t: "answer"; callId: string; ok: true; json: string }
-  | { t: "answer"; callId: string; ok: false; error: PlainError }
-  | { t: "cancel"; reason: string };
-
-export type TaskCounters = { search: number; describe: number; call: number };
+export type MainMessage = AnswerMessage | { t: "cancel"; reason: string };
 
 export type TaskOutcome =
-  | { status: "completed"; valueJson: string; outputBytes: number; counters: TaskCounters }
-  | { status: "failed"; error: string; code?: ErrorCodeName; outputBytes: number; counters: TaskCounters };
+  | { status: "completed"; valueJson: string; outputBytes: number }
+  | { status: "failed"; error: string; code?: ErrorCodeName; outputBytes: number }
+  | {
+      status: "suspended";
+      reason: "pending_tools" | "yield";
+      /** The unsealed snapshot envelope. */
+      envelope: Uint8Array;
+      /** Everything the VM still awaits (answered or not: answers in flight were not consumed). */
+      pending: PendingRef[];
+      outputBytes: number;
+      /** How the snapshot was stored, for logs and benchmarks. */
+      snapshot: { encoding: "delta" | "plain"; memoryBytes: number; changedPages: number; encodeMs: number };
+    };

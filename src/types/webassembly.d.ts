@@ -4,5 +4,8 @@ declare namespace WebAssembly {
   interface Module {
     readonly __brand?: "WebAssembly.Module";
   }
+  interface Memory {
+    readonly buffer: ArrayBuffer;
+  }
   function compile(bytes: Uint8Array | ArrayBuffer): Promise<Module>;
 }

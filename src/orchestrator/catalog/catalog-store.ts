@@ -2,7 +2,8 @@
  * Content-addressed catalogs: a gateway sends its tools once and refers to them by id
  * afterwards. The id is a SHA-256 over the canonical form (tools sorted by source,
  * owner and name, fields in a fixed order), so the same tool set always gets the same
- * id whatever order it was sent in.
+ * id whatever order it was sent in. A stored catalog never changes. Two stores: in memory
+ * (below, the default) and Redis (../state/redis-catalogs.ts), shared by replicas.
  */
 import { createHash } from "node:crypto";
 import { ToolOrigin, ToolSource, type Tool } from "../../gen/codemode/common/v1/common_pb.js";
@@ -78,12 +79,26 @@ export function catalogIdOf(tools: readonly StoredTool[]): string {
   return `sha256:${h.digest("hex")}`;
 }
 
-export class CatalogStore {
+/** Validates a tool set and gives its canonical form and content id. */
+export function canonicalCatalog(tools: readonly Tool[]): StoredCatalog {
+  const canonical = canonicalTools(tools);
+  return { id: catalogIdOf(canonical), tools: canonical };
+}
+
+export type StoredCatalog = { id: string; tools: readonly StoredTool[] };
+
+export interface CatalogStore {
+  /** Validates and stores a tool set (nothing changes when its id is stored already). */
+  put(tools: readonly Tool[]): Promise<StoredCatalog>;
+  /** The canonical tools of a stored catalog. */
+  get(id: string): Promise<readonly StoredTool[] | undefined>;
+}
+
+export class MemoryCatalogStore implements CatalogStore {
   private readonly catalogs = new Map<string, readonly StoredTool[]>();
 
-  put(tools: readonly Tool[]): { id: string; tools: readonly StoredTool[] } {
-    const canonical = canonicalTools(tools);
-    const id = catalogIdOf(canonical);
+  async put(tools: readonly Tool[]): Promise<StoredCatalog> {
+    const { id, tools: canonical } = canonicalCatalog(tools);
     const existing = this.catalogs.get(id);
     if (existing) return { id, tools: existing };
     const frozen = Object.freeze(canonical.map((t) => Object.freeze(t)));
@@ -91,7 +106,7 @@ export class CatalogStore {
     return { id, tools: frozen };
   }
 
-  get(id: string): readonly StoredTool[] | undefined {
+  async get(id: string): Promise<readonly StoredTool[] | undefined> {
     return this.catalogs.get(id);
   }
 }

@@ -1,20 +1,33 @@
 /**
- * One exec in one fresh QuickJS VM: install the prelude, run the cell, and drain it,
- * delivering every host answer that arrives before the deadline into the live VM so
- * the program continues within the same exec. Ends in a TaskOutcome; never throws.
+ * One segment of a code-mode run in one QuickJS VM: a fresh VM for `exec`, or a VM
+ * restored from a snapshot for `wait`. Both end in the same drain loop, which delivers
+ * every host answer that arrives before the deadline into the live VM, so the program
+ * continues within the same call. Ends in a TaskOutcome; never throws.
  *
- * Limits enforced here: the deadline (interrupt handler), output bytes, pending tool
+ * A segment suspends instead of failing when the deadline passes with host calls still
+ * pending, or when the guest yields (`yield_control`) and has nothing else ready: the
+ * idle VM is snapshotted, encoded against the base image, and handed back with what it
+ * awaits. Host callbacks are registered under stable names, and the guest keeps its
+ * awaiting promises in its own table keyed by call id, so a restored VM only needs the
+ * callbacks re-registered and the answers delivered by id.
+ *
+ * Limits enforced here: the deadline (interrupt handler), output bytes, pending host
  * calls, memory (QuickJS allocator limit) and stack (QuickJS stack guard). The host's
  * wall-clock kill for native loops that ignore interrupts lives on the main thread.
  */
 import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
-import type { ErrorCodeName, ExecTask, MainMessage, PlainError, TaskCounters, TaskOutcome, WorkerMessage } from "../task-protocol.js";
-import { CELL_FILENAME, CELL_PREFIX, DELIVER_GLOBAL, HOST_ASYNC, HOST_SYNC, PRELUDE_FILENAME, PRELUDE_SOURCE, RUN_GLOBAL, wrapCell } from "../guest/prelude.js";
+import type { ErrorCodeName, ExecTask, MainMessage, PendingKind, ResumeTask, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
+import { CELL_FILENAME, DELIVER_GLOBAL, HOST_ASYNC, HOST_SYNC, PRELUDE_FILENAME, PRELUDE_SOURCE, RUN_GLOBAL, wrapCell } from "../guest/prelude.js";
 import { compileScript } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
-import { parseBridgeJson, BridgeValueError } from "./json-bridge.js";
+import { parseBridgeJson } from "./json-bridge.js";
+import { cellPosition, formatLocation, guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
+import { baseImage } from "./base-image.js";
+import { decodeSnapshot, encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
+
+export { cellPosition } from "./guest-errors.js";
 
 type Settled = { ok: true; valueJson: string } | { ok: false; errorJson: string };
 type Fatal = { code: ErrorCodeName | undefined; message: string };
@@ -27,114 +40,86 @@ let preludeBytecode: Uint8Array | undefined;
  */
 export const OUTPUT_ITEM_OVERHEAD_BYTES = 32;
 
-/** An error for the guest: name and message only, no host stack. */
-function guestError(name: string, message: string): Error {
-  const e = new Error(message);
-  e.name = name;
-  e.stack = "";
-  return e;
+function failed(error: string, outputBytes: number, code?: ErrorCodeName): TaskOutcome {
+  return code ? { status: "failed", error, code, outputBytes } : { status: "failed", error, outputBytes };
 }
 
-export function formatLocation(line: number, column: number): string {
-  return `line ${line}, column ${column}`;
-}
-
-/** Maps a position in the wrapped cell back to the model's source. */
-export function cellPosition(line: number, column: number): { line: number; column: number } {
-  return line === 1 ? { line, column: Math.max(1, column - CELL_PREFIX.length) } : { line, column };
-}
-
-function guestErrorMessage(errorJson: string): string {
-  let data: { name?: unknown; message?: unknown; stack?: unknown };
-  try {
-    data = JSON.parse(errorJson) as typeof data;
-  } catch {
-    return "Error: uncaught exception";
-  }
-  const name = typeof data.name === "string" && data.name ? data.name : "Error";
-  const message = typeof data.message === "string" ? data.message : "";
-  const stack = typeof data.stack === "string" ? data.stack : "";
-  const m = new RegExp(`${CELL_FILENAME}:(\\d+):(\\d+)`).exec(stack);
-  if (!m) return message ? `${name}: ${message}` : name;
-  const pos = cellPosition(Number(m[1]), Number(m[2]));
-  return `${message ? `${name}: ${message}` : name} (${formatLocation(pos.line, pos.column)})`;
-}
-
-export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
-  const port: MessagePort = task.port;
-  const post = (m: WorkerMessage) => port.postMessage(m);
-  const counters: TaskCounters = { search: 0, describe: 0, call: 0 };
-  let outputBytes = task.outputBytesUsed;
-  const fail = (error: string, code?: ErrorCodeName): TaskOutcome =>
-    code ? { status: "failed", error, code, outputBytes, counters } : { status: "failed", error, outputBytes, counters };
-
-  if (!preludeBytecode) {
-    const compiled = await compileScript(wasm, PRELUDE_SOURCE, PRELUDE_FILENAME);
-    if (!compiled.ok) return fail(`internal: prelude does not compile: ${compiled.error.message}`, "internal_error");
-    preludeBytecode = compiled.bytecode;
-  }
-  const cell = await compileScript(wasm, wrapCell(cellSource), CELL_FILENAME);
-  if (!cell.ok) {
-    const pos = cellPosition(cell.error.line, cell.error.column);
-    return fail(`${cell.error.message} (${formatLocation(pos.line, pos.column)})`, "invalid_input");
-  }
-
-  // Set when the VM first gets the thread: time spent queued behind another VM on this
-  // worker does not count against this run.
-  let deadline = Number.POSITIVE_INFINITY;
-  let fatal: Fatal | undefined;
-  let cancelled: string | undefined;
-  const interrupt = () => fatal !== undefined || cancelled !== undefined || Date.now() > deadline;
-
-  let vm: QuickJS;
-  try {
-    vm = await QuickJS.create(guestVmOptions(wasm, task.limits.memoryLimitBytes, interrupt));
-  } catch (err) {
-    return fail(`QuickJS-WASI could not start: ${(err as Error).message}`, "runtime_unavailable");
-  }
-
-  let settled: Settled | undefined;
-  const pending = new Set<string>();
-  const inbox: MainMessage[] = [];
-  let wake: (() => void) | undefined;
-  const onMessage = (m: MainMessage) => {
-    if (m.t === "cancel") cancelled = m.reason;
-    else inbox.push(m);
-    wake?.();
+/** The state of one segment: host callbacks, what the guest awaits, and the drain loop. */
+class GuestSession {
+  vm: QuickJS | undefined;
+  /** Set when the VM first gets the thread: time queued behind another VM does not count. */
+  deadline = Number.POSITIVE_INFINITY;
+  outputBytes: number;
+  private fatal: Fatal | undefined;
+  private cancelled: string | undefined;
+  private settled: Settled | undefined;
+  private readonly pending = new Map<string, PendingKind>();
+  private readonly inbox: MainMessage[] = [];
+  private wake: (() => void) | undefined;
+  private readonly onMessage = (m: MainMessage) => {
+    if (m.t === "cancel") this.cancelled = m.reason;
+    else this.inbox.push(m);
+    this.wake?.();
   };
-  port.on("message", onMessage);
 
-  const bootJson = `{"allTools":${task.catalog.allToolsJson},"convenience":${JSON.stringify(task.catalog.convenience)}}`;
+  constructor(
+    private readonly port: MessagePort,
+    private readonly limits: TaskLimits,
+    outputBytesUsed: number,
+    private readonly bootJson: string,
+  ) {
+    this.outputBytes = outputBytesUsed;
+    port.on("message", this.onMessage);
+  }
 
-  const record = (kind: "text" | "json", data: string) => {
+  readonly interrupt = () => this.fatal !== undefined || this.cancelled !== undefined || Date.now() > this.deadline;
+
+  private post(m: WorkerMessage): void {
+    this.port.postMessage(m);
+  }
+
+  fail(error: string, code?: ErrorCodeName): TaskOutcome {
+    return failed(error, this.outputBytes, code);
+  }
+
+  awaitAgain(callId: string, kind: PendingKind): void {
+    this.pending.set(callId, kind);
+  }
+
+  enqueue(m: MainMessage): void {
+    this.inbox.push(m);
+  }
+
+  private record(kind: "text" | "json", data: string): void {
     const bytes = Buffer.byteLength(data, "utf8") + OUTPUT_ITEM_OVERHEAD_BYTES;
-    if (outputBytes + bytes > task.limits.maxOutputBytes) {
-      fatal = { code: "output_limit_exceeded", message: `code mode output exceeded maxOutputBytes (${task.limits.maxOutputBytes} bytes).` };
-      throw guestError("RangeError", fatal.message);
+    if (this.outputBytes + bytes > this.limits.maxOutputBytes) {
+      this.fatal = { code: "output_limit_exceeded", message: `code mode output exceeded maxOutputBytes (${this.limits.maxOutputBytes} bytes).` };
+      throw guestError("RangeError", this.fatal.message);
     }
-    outputBytes += bytes;
-    post({ t: "output", kind, data });
-  };
+    this.outputBytes += bytes;
+    this.post({ t: "output", kind, data });
+  }
 
-  const hostSync = function (this: JSValueHandle, opH?: JSValueHandle, argH?: JSValueHandle): JSValueHandle {
+  readonly hostSync = (opH?: JSValueHandle, argH?: JSValueHandle): JSValueHandle => {
+    const vm = this.vm!;
     try {
       const op = opH?.isString ? opH.toString() : "";
       const arg = argH?.isString ? argH.toString() : "";
       switch (op) {
         case "boot":
-          return vm.newString(bootJson);
+          return vm.newString(this.bootJson);
         case "text":
-          record("text", arg);
+          this.record("text", arg);
           return vm.undefined;
         case "json":
           parseBridgeJson(arg, "json() value");
-          record("json", arg);
+          this.record("json", arg);
           return vm.undefined;
         case "result":
-          if (!settled) settled = { ok: true, valueJson: arg };
+          if (!this.settled) this.settled = { ok: true, valueJson: arg };
           return vm.undefined;
         case "error":
-          if (!settled) settled = { ok: false, errorJson: arg };
+          if (!this.settled) this.settled = { ok: false, errorJson: arg };
           return vm.undefined;
         default:
           throw guestError("TypeError", "unknown host operation");
@@ -144,28 +129,25 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
     }
   };
 
-  const hostAsync = function (this: JSValueHandle, opH?: JSValueHandle, argH?: JSValueHandle): JSValueHandle {
+  readonly hostAsync = (opH?: JSValueHandle, argH?: JSValueHandle): JSValueHandle => {
+    const vm = this.vm!;
     try {
       const op = opH?.isString ? opH.toString() : "";
       const payloadJson = argH?.isString ? argH.toString() : "null";
       const callId = `c_${randomBytes(9).toString("base64url")}`;
       const payload = parseBridgeJson(payloadJson, "tool input") as Record<string, unknown> | null;
-      if (pending.size >= task.limits.maxPendingToolCalls) {
-        throw guestError("RangeError", `too many pending tool calls (maxPendingToolCalls is ${task.limits.maxPendingToolCalls}).`);
+      if (this.pending.size >= this.limits.maxPendingToolCalls) {
+        throw guestError("RangeError", `too many pending tool calls (maxPendingToolCalls is ${this.limits.maxPendingToolCalls}).`);
       }
       if (op === "call") {
-        const id = String(payload?.id ?? "");
-        counters.call++;
-        pending.add(callId);
-        post({ t: "call", callId, toolId: id, inputJson: JSON.stringify(payload?.input ?? {}) });
+        this.pending.set(callId, "call");
+        this.post({ t: "call", callId, toolId: String(payload?.id ?? ""), inputJson: JSON.stringify(payload?.input ?? {}) });
       } else if (op === "search" || op === "describe" || op === "api_list" || op === "api_read") {
-        if (op === "search") counters.search++;
-        if (op === "describe") counters.describe++;
-        pending.add(callId);
-        post({ t: "request", reqId: callId, op, payloadJson });
+        this.pending.set(callId, "request");
+        this.post({ t: "request", reqId: callId, op, payloadJson });
       } else if (op === "yield") {
-        pending.add(callId);
-        post({ t: "yield", callId, reason: String(payload?.reason ?? "") });
+        this.pending.set(callId, "yield");
+        this.post({ t: "yield", callId, reason: String(payload?.reason ?? "") });
       } else {
         throw guestError("TypeError", "unknown host operation");
       }
@@ -175,114 +157,184 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
     }
   };
 
-  const deliver = (callId: string, ok: boolean, json: string): void => {
-    const fnDesc = vm.global.getOwnPropertyDescriptor(DELIVER_GLOBAL);
-    const fn = fnDesc?.value;
+  private deliver(callId: string, ok: boolean, json: string): void {
+    const vm = this.vm!;
+    const fn = vm.global.getOwnPropertyDescriptor(DELIVER_GLOBAL)?.value;
     if (!fn) return;
     const a = vm.newString(callId);
-    const b = ok ? vm.true : vm.false;
     const c = vm.newString(json);
     try {
-      vm.callFunction(fn, vm.undefined, a, b, c).dispose();
+      vm.callFunction(fn, vm.undefined, a, ok ? vm.true : vm.false, c).dispose();
     } finally {
       a.dispose();
       c.dispose();
       fn.dispose();
     }
-  };
+  }
 
-  const outcomeFor = (err: unknown): TaskOutcome => {
-    if (fatal) return fail(fatal.message, fatal.code);
-    if (cancelled !== undefined) return fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
-    if (Date.now() > deadline) return fail(`code mode exec timed out after ${task.limits.timeoutMs} ms.`, "timeout");
+  private outcomeFor(err: unknown): TaskOutcome {
+    if (this.fatal) return this.fail(this.fatal.message, this.fatal.code);
+    if (this.cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${this.cancelled}`, "internal_error");
+    if (Date.now() > this.deadline) return this.fail(`code mode exec timed out after ${this.limits.timeoutMs} ms.`, "timeout");
     if (err instanceof JSException) {
       const msg = `${err.name}: ${err.message}`.replace(/^Error: Job execution error: /, "");
       err.dispose();
-      return fail(msg);
+      return this.fail(msg);
     }
     if (err instanceof WebAssembly_RuntimeError()) {
-      return fail(`RuntimeError: the guest VM crashed (${(err as Error).message}) and was discarded.`);
+      return this.fail(`RuntimeError: the guest VM crashed (${(err as Error).message}) and was discarded.`);
     }
-    return fail(`internal: ${(err as Error)?.message ?? String(err)}`, "internal_error");
-  };
+    return this.fail(`internal: ${(err as Error)?.message ?? String(err)}`, "internal_error");
+  }
 
-  try {
+  private hasPendingYield(): boolean {
+    for (const kind of this.pending.values()) if (kind === "yield") return true;
+    return false;
+  }
+
+  /** Snapshots the idle VM for a `wait` to continue later. */
+  private async suspend(reason: "pending_tools" | "yield", wasm: WebAssembly.Module): Promise<TaskOutcome> {
+    const t0 = performance.now();
+    const encoded = encodeSnapshot(this.vm!.snapshot(), await baseImage(wasm));
+    return {
+      status: "suspended",
+      reason,
+      envelope: encoded.envelope,
+      pending: [...this.pending].map(([callId, kind]) => ({ callId, kind })),
+      outputBytes: this.outputBytes,
+      snapshot: {
+        encoding: encoded.encoding === ENCODING_DELTA ? "delta" : "plain",
+        memoryBytes: encoded.memoryBytes,
+        changedPages: encoded.changedPages,
+        encodeMs: performance.now() - t0,
+      },
+    };
+  }
+
+  /** Runs `start` (which puts the program in motion), then drains until the segment ends. */
+  async run(start: () => void, wasm: WebAssembly.Module): Promise<TaskOutcome> {
     try {
-      deadline = Date.now() + task.limits.timeoutMs;
-      const sync = vm.newFunction(HOST_SYNC, hostSync);
-      const asyncFn = vm.newFunction(HOST_ASYNC, hostAsync);
-      const preludeFn = vm.evalBytecode(preludeBytecode);
-      vm.callFunction(preludeFn, vm.undefined, sync, asyncFn).dispose();
-      preludeFn.dispose();
-      sync.dispose();
-      asyncFn.dispose();
-      const cellFn = vm.evalBytecode(cell.bytecode);
-      const runDesc = vm.global.getOwnPropertyDescriptor(RUN_GLOBAL);
-      const run = runDesc!.value!;
-      vm.callFunction(run, vm.undefined, cellFn).dispose();
-      run.dispose();
-      cellFn.dispose();
-      for (;;) {
-        vm.executePendingJobs();
-        if (fatal) return fail(fatal.message, fatal.code);
-        if (settled) break;
-        if (inbox.length === 0) {
-          if (pending.size === 0) {
-            return fail("code mode program is awaiting a promise that can never settle (no tool calls are pending).");
+      try {
+        start();
+        for (;;) {
+          this.vm!.executePendingJobs();
+          if (this.fatal) return this.fail(this.fatal.message, this.fatal.code);
+          if (this.settled) break;
+          if (this.inbox.length === 0) {
+            if (this.pending.size === 0) {
+              return this.fail("code mode program is awaiting a promise that can never settle (no tool calls are pending).");
+            }
+            if (this.hasPendingYield()) return await this.suspend("yield", wasm);
+            const remaining = this.deadline - Date.now();
+            if (remaining <= 0) return await this.suspend("pending_tools", wasm);
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, remaining + 1);
+              this.wake = () => {
+                clearTimeout(timer);
+                resolve();
+              };
+            });
+            this.wake = undefined;
+            if (this.cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${this.cancelled}`, "internal_error");
+            if (this.inbox.length === 0 && Date.now() > this.deadline) return await this.suspend("pending_tools", wasm);
           }
-          const remaining = deadline - Date.now();
-          if (remaining <= 0) return fail(`code mode exec timed out after ${task.limits.timeoutMs} ms.`, "timeout");
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, remaining + 1);
-            wake = () => {
-              clearTimeout(timer);
-              resolve();
-            };
-          });
-          wake = undefined;
-          if (cancelled !== undefined) return fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
-          if (inbox.length === 0 && Date.now() > deadline) {
-            return fail(`code mode exec timed out after ${task.limits.timeoutMs} ms with ${pending.size} tool call(s) pending.`, "timeout");
+          while (this.inbox.length > 0) {
+            const m = this.inbox.shift()!;
+            if (m.t !== "answer" || !this.pending.delete(m.callId)) continue;
+            if (m.ok) this.deliver(m.callId, true, m.json);
+            else this.deliver(m.callId, false, JSON.stringify(m.error));
           }
         }
-        while (inbox.length > 0) {
-          const m = inbox.shift()!;
-          if (m.t !== "answer" || !pending.delete(m.callId)) continue;
-          if (m.ok) deliver(m.callId, true, m.json);
-          else deliver(m.callId, false, JSON.stringify(m.error));
-        }
+      } catch (err) {
+        return this.outcomeFor(err);
       }
-    } catch (err) {
-      return outcomeFor(err);
+      return this.completion(this.settled);
+    } finally {
+      this.port.off("message", this.onMessage);
+      try {
+        this.vm?.dispose();
+      } catch {
+        // a trapped instance is dropped either way
+      }
     }
-    if (!settled.ok) return fail(guestErrorMessage(settled.errorJson));
+  }
+
+  private completion(settled: Settled): TaskOutcome {
+    if (!settled.ok) return this.fail(guestErrorMessage(settled.errorJson));
     const valueBytes = Buffer.byteLength(settled.valueJson, "utf8");
-    if (outputBytes + valueBytes > task.limits.maxOutputBytes) {
-      return fail(`code mode result exceeded maxOutputBytes (${task.limits.maxOutputBytes} bytes).`, "output_limit_exceeded");
+    if (this.outputBytes + valueBytes > this.limits.maxOutputBytes) {
+      return this.fail(`code mode result exceeded maxOutputBytes (${this.limits.maxOutputBytes} bytes).`, "output_limit_exceeded");
     }
     try {
       parseBridgeJson(settled.valueJson, "result value");
     } catch (err) {
-      return fail(`code mode result is not JSON-compatible: ${(err as Error).message}`);
+      return this.fail(`code mode result is not JSON-compatible: ${(err as Error).message}`);
     }
-    return { status: "completed", valueJson: settled.valueJson, outputBytes: outputBytes + valueBytes, counters };
-  } finally {
-    port.off("message", onMessage);
-    try {
-      vm.dispose();
-    } catch {
-      // a trapped instance is dropped either way
-    }
+    return { status: "completed", valueJson: settled.valueJson, outputBytes: this.outputBytes + valueBytes };
   }
+
+  dispose(): void {
+    this.port.off("message", this.onMessage);
+  }
+}
+
+export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
+  if (!preludeBytecode) {
+    const compiled = await compileScript(wasm, PRELUDE_SOURCE, PRELUDE_FILENAME);
+    if (!compiled.ok) return failed(`internal: prelude does not compile: ${compiled.error.message}`, task.outputBytesUsed, "internal_error");
+    preludeBytecode = compiled.bytecode;
+  }
+  const cell = await compileScript(wasm, wrapCell(cellSource), CELL_FILENAME);
+  if (!cell.ok) {
+    const pos = cellPosition(cell.error.line, cell.error.column);
+    return failed(`${cell.error.message} (${formatLocation(pos.line, pos.column)})`, task.outputBytesUsed, "invalid_input");
+  }
+  const bootJson = `{"allTools":${task.catalog.allToolsJson},"convenience":${JSON.stringify(task.catalog.convenience)}}`;
+  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
+  try {
+    session.vm = await QuickJS.create(guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt));
+  } catch (err) {
+    session.dispose();
+    return failed(`QuickJS-WASI could not start: ${(err as Error).message}`, task.outputBytesUsed, "runtime_unavailable");
+  }
+  const prelude = preludeBytecode;
+  return session.run(() => {
+    const vm = session.vm!;
+    session.deadline = Date.now() + task.limits.timeoutMs;
+    const sync = vm.newFunction(HOST_SYNC, session.hostSync);
+    const asyncFn = vm.newFunction(HOST_ASYNC, session.hostAsync);
+    const preludeFn = vm.evalBytecode(prelude);
+    vm.callFunction(preludeFn, vm.undefined, sync, asyncFn).dispose();
+    preludeFn.dispose();
+    sync.dispose();
+    asyncFn.dispose();
+    const cellFn = vm.evalBytecode(cell.bytecode);
+    const run = vm.global.getOwnPropertyDescriptor(RUN_GLOBAL)!.value!;
+    vm.callFunction(run, vm.undefined, cellFn).dispose();
+    run.dispose();
+    cellFn.dispose();
+  }, wasm);
+}
+
+export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
+  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
+  try {
+    const snapshot = decodeSnapshot(task.envelope, await baseImage(wasm));
+    session.vm = await QuickJS.restore(snapshot, guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt));
+  } catch (err) {
+    session.dispose();
+    return failed(`code mode could not restore the suspended run: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
+  }
+  for (const p of task.pending) session.awaitAgain(p.callId, p.kind);
+  for (const a of task.answers) session.enqueue(a);
+  return session.run(() => {
+    const vm = session.vm!;
+    session.deadline = Date.now() + task.limits.timeoutMs;
+    vm.registerHostCallback(HOST_SYNC, session.hostSync);
+    vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
+  }, wasm);
 }
 
 function WebAssembly_RuntimeError(): new (...a: unknown[]) => Error {
   return (globalThis as unknown as { WebAssembly: { RuntimeError: new (...a: unknown[]) => Error } }).WebAssembly.RuntimeError;
-}
-
-function plainForGuest(err: unknown): Error {
-  if (err instanceof Error && err.stack === "") return err;
-  if (err instanceof BridgeValueError) return guestError("TypeError", err.message);
-  const e = err as Partial<PlainError>;
-  return guestError(typeof e?.name === "string" ? e.name : "Error", typeof e?.message === "string" ? e.message : "host error");
 }

@@ -1,27 +1,26 @@
 /**
- * The piscina worker entry: one call runs one exec task. It refuses to load on the
+ * The piscina worker entry: one call runs one exec task or one resumed segment of a
+ * suspended run. It refuses to load on the
  * main thread. The compiled WebAssembly.Module arrives once in workerData and is shared
  * by every VM this thread creates; it is never recompiled per run.
  */
 import { isMainThread, threadId, workerData } from "node:worker_threads";
-import type { ExecTask, TaskCounters, TaskOutcome, WorkerMessage } from "../task-protocol.js";
+import type { ExecTask, Task, TaskOutcome, WorkerMessage } from "../task-protocol.js";
 import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/module-check.js";
 import { CELL_FILENAME, wrapCell } from "../guest/prelude.js";
 import { compileScript } from "./compiler.js";
-import { cellPosition } from "./vm-session.js";
+import { cellPosition } from "./guest-errors.js";
 import { transformTypeScript } from "../guest/ts-transform.js";
-import { runExecSession } from "./vm-session.js";
+import { runExecSession, runResumeSession } from "./vm-session.js";
 
 if (isMainThread) throw new Error("sandbox/worker/worker.js runs only inside a pool worker thread");
 
 const wasm = (workerData as { wasmModule: WebAssembly.Module }).wasmModule;
 
-const zero = (): TaskCounters => ({ search: 0, describe: 0, call: 0 });
-
 async function prepare(task: ExecTask): Promise<{ ok: true; source: string } | { ok: false; outcome: TaskOutcome }> {
   const invalid = (error: string): { ok: false; outcome: TaskOutcome } => ({
     ok: false,
-    outcome: { status: "failed", error, code: "invalid_input", outputBytes: task.outputBytesUsed, counters: zero() },
+    outcome: { status: "failed", error, code: "invalid_input", outputBytes: task.outputBytesUsed },
   });
   let source = task.source;
   // The model's TypeScript is checked best-effort before the transform (which drops
@@ -55,16 +54,22 @@ function moduleMessage(found: { pattern: string; line: number; column: number })
   return `exec rejects module access: \`${found.pattern}\` is not available in code mode (line ${found.line}, column ${found.column}). Use tools.search/tools.call instead.`;
 }
 
-export default async function runTask(task: ExecTask): Promise<void> {
-  const post = (m: WorkerMessage) => task.port.postMessage(m);
-  post({ t: "started", threadId });
+async function runExec(task: ExecTask): Promise<TaskOutcome> {
+  const prepared = await prepare(task);
+  return prepared.ok ? runExecSession(task, wasm, prepared.source) : prepared.outcome;
+}
+
+export default async function runTask(task: Task): Promise<void> {
+  task.port.postMessage({ t: "started", threadId } satisfies WorkerMessage);
   let outcome: TaskOutcome;
   try {
-    const prepared = await prepare(task);
-    outcome = prepared.ok ? await runExecSession(task, wasm, prepared.source) : prepared.outcome;
+    outcome = task.kind === "exec" ? await runExec(task) : await runResumeSession(task, wasm);
   } catch (err) {
-    outcome = { status: "failed", error: `internal: ${(err as Error).message}`, code: "internal_error", outputBytes: task.outputBytesUsed, counters: zero() };
+    outcome = { status: "failed", error: `internal: ${(err as Error).message}`, code: "internal_error", outputBytes: task.outputBytesUsed };
   }
-  post({ t: "done", outcome });
+  // The envelope's memory moves to the main thread rather than being copied.
+  const env = outcome.status === "suspended" ? outcome.envelope : undefined;
+  const transfer = env && env.byteOffset === 0 && env.byteLength === env.buffer.byteLength ? [env.buffer as ArrayBuffer] : [];
+  task.port.postMessage({ t: "done", outcome } satisfies WorkerMessage, transfer);
   task.port.close();
 }

@@ -6,8 +6,8 @@
 // @generated from file codemode/orchestrator/v1/link.proto (package codemode.orchestrator.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { CodeModeConfig, ErrorCode, RunScope, ToolError, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { TrajectoryStep } from "./control_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIo0BCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIAEIJCgdtZXNzYWdlIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNItcBCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAQgkKB21lc3NhZ2UiLgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkiSQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIibwoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSJfChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkiuAIKElJlc29sdmVSdW5SZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFwoPY2F0YWxvZ192ZXJzaW9uGAMgASgJEjcKB2VudHJpZXMYBCADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2F0YWxvZ0VudHJ5EhgKEGVudHJpZXNfaW5jbHVkZWQYBSABKAgSFAoMc2VhcmNoX2NvdW50GAYgASgNEhYKDmRlc2NyaWJlX2NvdW50GAcgASgNEhIKCmNhbGxfY291bnQYCCABKA0SGAoQY29kZV9tb2RlX2FjdGl2ZRgJIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YCiABKAkiqgEKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCSK9AQoUUmVjb3JkU2VnbWVudFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNgoEc3RlcBgCIAEoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcBIUCgxzZWFyY2hfZGVsdGEYAyABKA0SFgoOZGVzY3JpYmVfZGVsdGEYBCABKA0SEgoKY2FsbF9kZWx0YRgFIAEoDSIXChVSZWNvcmRTZWdtZW50UmVzcG9uc2Ui9wIKDFN1c3BlbmRlZFJ1bhIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhAKCHNuYXBzaG90GAMgASgMEjYKB3BlbmRpbmcYBCADKAsyJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0NhbGwSNQoHYW5zd2VycxgFIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEi4KBnJlYXNvbhgGIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEhMKC2NvbmZpZ19qc29uGAcgASgJEhQKDG91dHB1dF9ieXRlcxgIIAEoBBIVCg1leHBpcmVzX2F0X21zGAkgASgDEhcKD2NhdGFsb2dfdmVyc2lvbhgKIAEoCRIUCgxleGVjX2NhbGxfaWQYCyABKAkiQgoLUGVuZGluZ0NhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCSJuChFTdXNwZW5kUnVuUmVxdWVzdBIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlY2xhaW0YAiABKAgSEwoLY2xhaW1fdG9rZW4YAyABKAkiWgoSU3VzcGVuZFJ1blJlc3BvbnNlEg8KB3JlZnVzZWQYASABKAkSMwoMcmVmdXNlZF9jb2RlGAIgASgOMh0uY29kZW1vZGUuY29tbW9uLnYxLkVycm9yQ29kZSJYCg9DbGFpbVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCSJtChBDbGFpbVJ1blJlc3BvbnNlEjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVmdXNlZBgCIAEoCRITCgtjbGFpbV90b2tlbhgDIAEoCSJCChFSZWxlYXNlUnVuUmVxdWVzdBIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEhMKC2NsYWltX3Rva2VuGAIgASgJIhQKElJlbGVhc2VSdW5SZXNwb25zZSJ7ChZSb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjQKBmFuc3dlchgCIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyIjEKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhYKDmRlbGl2ZXJlZF9saXZlGAEgASgIIlwKF0F3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSEgoKdGltZW91dF9tcxgDIAEoDSJRChhBd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2USNQoHYW5zd2VycxgBIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIo0BCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIAEIJCgdtZXNzYWdlIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNItcBCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAQgkKB21lc3NhZ2UiLgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkiSQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIibwoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSJfChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkiuAIKElJlc29sdmVSdW5SZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFwoPY2F0YWxvZ192ZXJzaW9uGAMgASgJEjcKB2VudHJpZXMYBCADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2F0YWxvZ0VudHJ5EhgKEGVudHJpZXNfaW5jbHVkZWQYBSABKAgSFAoMc2VhcmNoX2NvdW50GAYgASgNEhYKDmRlc2NyaWJlX2NvdW50GAcgASgNEhIKCmNhbGxfY291bnQYCCABKA0SGAoQY29kZV9tb2RlX2FjdGl2ZRgJIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YCiABKAkiqgEKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCSK9AQoUUmVjb3JkU2VnbWVudFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNgoEc3RlcBgCIAEoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcBIUCgxzZWFyY2hfZGVsdGEYAyABKA0SFgoOZGVzY3JpYmVfZGVsdGEYBCABKA0SEgoKY2FsbF9kZWx0YRgFIAEoDSIXChVSZWNvcmRTZWdtZW50UmVzcG9uc2Ui9wIKDFN1c3BlbmRlZFJ1bhIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhAKCHNuYXBzaG90GAMgASgMEjYKB3BlbmRpbmcYBCADKAsyJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0NhbGwSNQoHYW5zd2VycxgFIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEi4KBnJlYXNvbhgGIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEhMKC2NvbmZpZ19qc29uGAcgASgJEhQKDG91dHB1dF9ieXRlcxgIIAEoBBIVCg1leHBpcmVzX2F0X21zGAkgASgDEhcKD2NhdGFsb2dfdmVyc2lvbhgKIAEoCRIUCgxleGVjX2NhbGxfaWQYCyABKAkidwoLUGVuZGluZ0NhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIzCgRraW5kGAQgASgOMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdLaW5kIm4KEVN1c3BlbmRSdW5SZXF1ZXN0EjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVjbGFpbRgCIAEoCBITCgtjbGFpbV90b2tlbhgDIAEoCSJaChJTdXNwZW5kUnVuUmVzcG9uc2USDwoHcmVmdXNlZBgBIAEoCRIzCgxyZWZ1c2VkX2NvZGUYAiABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlImoKD0NsYWltUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIYChBjb2RlX21vZGVfcnVuX2lkGAIgASgJEhAKCGxlYXNlX21zGAMgASgNIm0KEENsYWltUnVuUmVzcG9uc2USMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWZ1c2VkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJIlAKEVJlbGVhc2VSdW5SZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSDAoEa2VlcBgDIAEoCCImChJSZWxlYXNlUnVuUmVzcG9uc2USEAoIcmVsZWFzZWQYASABKAgiewoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlciIzChdSb3V0ZVRvb2xSZXN1bHRSZXNwb25zZRIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJInMKF0F3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSEgoKdGltZW91dF9tcxgDIAEoDRIVCg1zZWVuX2NhbGxfaWRzGAQgAygJImgKGEF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZRI1CgdhbnN3ZXJzGAEgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISFQoNY2xhaW1fY3VycmVudBgCIAEoCCqBAQoLUGVuZGluZ0tpbmQSHAoYUEVORElOR19LSU5EX1VOU1BFQ0lGSUVEEAASGgoWUEVORElOR19LSU5EX1RPT0xfQ0FMTBABEiAKHFBFTkRJTkdfS0lORF9DQVRBTE9HX1JFUVVFU1QQAhIWChJQRU5ESU5HX0tJTkRfWUlFTEQQAzLxBgoLU2lkZWNhckxpbmsSXwoGQXR0YWNoEicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlcXVlc3QaKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVzcG9uc2UoATABEmcKClJlc29sdmVSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlc3BvbnNlEnAKDVJlY29yZFNlZ21lbnQSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlc3BvbnNlEmcKClN1c3BlbmRSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlc3BvbnNlEmEKCENsYWltUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlEmcKClJlbGVhc2VSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlEnYKD1JvdXRlVG9vbFJlc3VsdBIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEnkKEEF3YWl0VG9vbFJlc3VsdHMSMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QaMi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -432,7 +432,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
   pending: PendingCall[];
 
   /**
-   * Answers that arrived while suspended (or before the claim).
+   * Answers to pending calls not yet delivered into a VM.
    *
    * @generated from field: repeated codemode.orchestrator.v1.ToolAnswer answers = 5;
    */
@@ -483,6 +483,9 @@ export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 12);
 
 /**
+ * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
+ * requests and yields are answered by the sidecar that resumes the run.
+ *
  * @generated from message codemode.orchestrator.v1.PendingCall
  */
 export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
@@ -492,14 +495,23 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
   callId: string;
 
   /**
+   * Catalog id for tool calls.
+   *
    * @generated from field: string tool_id = 2;
    */
   toolId: string;
 
   /**
+   * Tool name for tool calls; the operation for catalog requests.
+   *
    * @generated from field: string tool_name = 3;
    */
   toolName: string;
+
+  /**
+   * @generated from field: codemode.orchestrator.v1.PendingKind kind = 4;
+   */
+  kind: PendingKind;
 };
 
 /**
@@ -543,7 +555,7 @@ export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE_
  */
 export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunResponse"> & {
   /**
-   * Set when the store refused (cap reached, too large): the seed's message.
+   * Set when the store refused (cap reached, claim lost, too large): the seed's message.
    *
    * @generated from field: string refused = 1;
    */
@@ -575,6 +587,13 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
    * @generated from field: string code_mode_run_id = 2;
    */
   codeModeRunId: string;
+
+  /**
+   * How long the claim holds if the sidecar never releases it (it crashed).
+   *
+   * @generated from field: uint32 lease_ms = 3;
+   */
+  leaseMs: number;
 };
 
 /**
@@ -626,6 +645,14 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
    * @generated from field: string claim_token = 2;
    */
   claimToken: string;
+
+  /**
+   * True: the run stays suspended, unchanged (a wait that saw no answers). False: the
+   * run settled (completed, failed, timed out, aborted) and its snapshot is deleted.
+   *
+   * @generated from field: bool keep = 3;
+   */
+  keep: boolean;
 };
 
 /**
@@ -639,6 +666,12 @@ export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE_
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
  */
 export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunResponse"> & {
+  /**
+   * False when the claim was no longer current (expired or taken over).
+   *
+   * @generated from field: bool released = 1;
+   */
+  released: boolean;
 };
 
 /**
@@ -671,13 +704,18 @@ export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = 
   messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
+ * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
+ * scope's call), ALREADY_EXISTS (answered already), FAILED_PRECONDITION (its run settled).
+ *
  * @generated from message codemode.orchestrator.v1.RouteToolResultResponse
  */
 export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToolResultResponse"> & {
   /**
-   * @generated from field: bool delivered_live = 1;
+   * The code-mode run that keeps the answer.
+   *
+   * @generated from field: string code_mode_run_id = 1;
    */
-  deliveredLive: boolean;
+  codeModeRunId: string;
 };
 
 /**
@@ -702,9 +740,16 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
   claimToken: string;
 
   /**
+   * Returns as soon as an answer not in seen_call_ids exists, or after timeout_ms.
+   *
    * @generated from field: uint32 timeout_ms = 3;
    */
   timeoutMs: number;
+
+  /**
+   * @generated from field: repeated string seen_call_ids = 4;
+   */
+  seenCallIds: string[];
 };
 
 /**
@@ -722,6 +767,13 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
    * @generated from field: repeated codemode.orchestrator.v1.ToolAnswer answers = 1;
    */
   answers: ToolAnswer[];
+
+  /**
+   * False when the claim is no longer current; the caller must stop.
+   *
+   * @generated from field: bool claim_current = 2;
+   */
+  claimCurrent: boolean;
 };
 
 /**
@@ -730,6 +782,37 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 23);
+
+/**
+ * @generated from enum codemode.orchestrator.v1.PendingKind
+ */
+export enum PendingKind {
+  /**
+   * @generated from enum value: PENDING_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: PENDING_KIND_TOOL_CALL = 1;
+   */
+  TOOL_CALL = 1,
+
+  /**
+   * @generated from enum value: PENDING_KIND_CATALOG_REQUEST = 2;
+   */
+  CATALOG_REQUEST = 2,
+
+  /**
+   * @generated from enum value: PENDING_KIND_YIELD = 3;
+   */
+  YIELD = 3,
+}
+
+/**
+ * Describes the enum codemode.orchestrator.v1.PendingKind.
+ */
+export const PendingKindSchema: GenEnum<PendingKind> = /*@__PURE__*/
+  enumDesc(file_codemode_orchestrator_v1_link, 0);
 
 /**
  * @generated from service codemode.orchestrator.v1.SidecarLink
@@ -797,7 +880,8 @@ export const SidecarLink: GenService<{
     output: typeof ReleaseRunResponseSchema;
   },
   /**
-   * A tool answer that arrived at a sidecar not hosting the call.
+   * A tool answer for a call no live VM on the receiving sidecar awaits: kept with the
+   * suspended run that awaits it.
    *
    * @generated from rpc codemode.orchestrator.v1.SidecarLink.RouteToolResult
    */

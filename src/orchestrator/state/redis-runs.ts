@@ -1,0 +1,84 @@
+/**
+ * Open runs kept in Redis, so a restarted orchestrator, or another replica on the same
+ * Redis, resolves a run a gateway opened elsewhere with the same view, policy, config,
+ * counters and trajectory. The view is stored as computed at OpenRun, never recomputed.
+ *
+ * Keys, under the shared prefix (`codemode:`), by the run's full scope key:
+ *   openrun:<scope>     hash: spec (RunSpec JSON: scope, catalog id, policy, config layer,
+ *                       disableTools, view, viewVersion, openedAtMs), and the cumulative
+ *                       counters search, describe, call (absent reads as 0)
+ *   trajectory:<scope>  list: step JSON, oldest first, at most MAX_STEPS
+ * No TTL: a run stays until its gateway closes it with CloseRun (which deletes both keys),
+ * as in the in-memory registry.
+ *
+ * Races: a re-open sets only `spec`, so counters and trajectory recorded meanwhile are
+ * kept; recording a segment is one Lua script (checks the run is open, then HINCRBYs
+ * the counters and RPUSH + LTRIM the trajectory), so concurrent segments from any
+ * replicas all count, and a segment recorded after CloseRun creates nothing.
+ */
+import type { Redis } from "ioredis";
+import type { Logger } from "../../shared/logger.js";
+import { MAX_STEPS, scopeKey, type Counters, type OpenRun, type RunRegistry, type RunSpec, type Scope, type TrajectoryStepRecord } from "../runs.js";
+import { storeCall } from "./store-failure.js";
+
+/** KEYS: 1 openrun, 2 trajectory. ARGV: 1-3 search/describe/call deltas, 4 step JSON, 5 steps kept. */
+const RECORD = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[1], 'search', ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'describe', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'call', ARGV[3])
+redis.call('RPUSH', KEYS[2], ARGV[4])
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[5]), -1)
+return 1
+`;
+
+export class RedisRunRegistry implements RunRegistry {
+  constructor(
+    private readonly redis: Redis,
+    private readonly log: Logger,
+    private readonly prefix: string,
+  ) {}
+
+  async open(spec: RunSpec): Promise<void> {
+    const { run } = this.keys(spec.scope);
+    await storeCall(this.log, "open the run", () => this.redis.hset(run, "spec", JSON.stringify(spec)));
+  }
+
+  async get(scope: Scope): Promise<OpenRun | undefined> {
+    const { run } = this.keys(scope);
+    const [spec, search, describe, call] = await storeCall(this.log, "read the run", () => this.redis.hmget(run, "spec", "search", "describe", "call"));
+    if (spec === null || spec === undefined) return undefined;
+    return { ...(JSON.parse(spec) as RunSpec), counters: { search: Number(search ?? 0), describe: Number(describe ?? 0), call: Number(call ?? 0) } };
+  }
+
+  async trajectory(scope: Scope): Promise<TrajectoryStepRecord[] | undefined> {
+    const { run, trajectory } = this.keys(scope);
+    const [open, steps] = await storeCall(this.log, "read the trajectory", async () => {
+      const replies = await this.redis.multi().exists(run).lrange(trajectory, 0, -1).exec();
+      if (!replies) throw new Error("the trajectory read was aborted");
+      return replies.map(([err, reply]) => {
+        if (err) throw err;
+        return reply;
+      });
+    });
+    if (open !== 1) return undefined;
+    return (steps as string[]).map((s) => JSON.parse(s) as TrajectoryStepRecord);
+  }
+
+  async record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters): Promise<void> {
+    const { run, trajectory } = this.keys(scope);
+    await storeCall(this.log, "record the segment", () =>
+      this.redis.eval(RECORD, 2, run, trajectory, deltas.search, deltas.describe, deltas.call, JSON.stringify(step), MAX_STEPS),
+    );
+  }
+
+  async close(scope: Scope): Promise<boolean> {
+    const { run, trajectory } = this.keys(scope);
+    return (await storeCall(this.log, "close the run", () => this.redis.del(run, trajectory))) > 0;
+  }
+
+  private keys(scope: Scope): { run: string; trajectory: string } {
+    const key = scopeKey(scope);
+    return { run: `${this.prefix}openrun:${key}`, trajectory: `${this.prefix}trajectory:${key}` };
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * The in-memory RunStore: the embedded default, for one orchestrator process. Runs live
+ * in Maps; expiry is checked on every access, and a background sweep drops what nobody
+ * touches again. Semantics match RedisRunStore exactly (one contract test suite).
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "../../shared/logger.js";
+import {
+  SETTLED_CALL_MEMORY_MS,
+  sameSession,
+  scopeKeyOf,
+  type AnswerResult,
+  type ClaimResult,
+  type RunStore,
+  type StoreScope,
+  type StoredAnswer,
+  type SuspendedRecord,
+  type SuspendResult,
+} from "./run-store.js";
+
+/** answered: an answer was stored (or delivered); ended: dropped from pending without one. */
+type CallState = "pending" | "answered" | "ended";
+
+type Run = {
+  /** The record as stored; its `answers` live in `answers`, its snapshot is the store's copy. */
+  record: SuspendedRecord;
+  answers: Map<string, StoredAnswer>;
+  /** Every call this run has awaited since it was first suspended. */
+  calls: Map<string, CallState>;
+  claim: { token: string; leaseEndMs: number } | undefined;
+};
+
+type SettledCall = { codeModeRunId: string; scopeKey: string; answered: boolean; forgetAtMs: number };
+
+/** Settled call ids remembered at most; the oldest are forgotten first. */
+const MAX_SETTLED_CALLS = 100_000;
+const SWEEP_INTERVAL_MS = 1_000;
+
+export class MemoryRunStore implements RunStore {
+  readonly kind = "memory";
+  private readonly runs = new Map<string, Run>();
+  /** Call id → the stored run that awaits (or awaited) it. */
+  private readonly callRuns = new Map<string, string>();
+  /** Call ids of settled runs, oldest first. */
+  private readonly settled = new Map<string, SettledCall>();
+  private readonly listeners = new Set<(codeModeRunId: string) => void>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly log?: Logger) {
+    this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS).unref();
+  }
+
+  async suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult> {
+    const now = Date.now();
+    const id = record.codeModeRunId;
+    const existing = this.live(id, now);
+    if (options.claimToken === undefined) {
+      if (existing) return { ok: false, why: "claim_lost" };
+      if (this.countLive(now) >= options.maxSuspendedRuns) return { ok: false, why: "cap" };
+    } else if (!existing || !isCurrent(existing, options.claimToken, now)) {
+      return { ok: false, why: "claim_lost" };
+    }
+    const pending = new Set(record.pending.map((p) => p.callId));
+    const answers = new Map<string, StoredAnswer>();
+    const calls = new Map<string, CallState>();
+    if (existing) {
+      for (const [callId, answer] of existing.answers) if (pending.has(callId)) answers.set(callId, answer);
+      for (const [callId, state] of existing.calls) calls.set(callId, state === "pending" && !pending.has(callId) ? "ended" : state);
+    }
+    for (const answer of record.answers) if (pending.has(answer.callId) && !answers.has(answer.callId)) answers.set(answer.callId, answer);
+    for (const callId of pending) {
+      if (calls.get(callId) !== "answered") calls.set(callId, "pending");
+      this.callRuns.set(callId, id);
+    }
+    for (const callId of answers.keys()) calls.set(callId, "answered");
+    this.runs.set(id, { record: copyRecord(record), answers, calls, claim: undefined });
+    return { ok: true };
+  }
+
+  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number): Promise<ClaimResult> {
+    const now = Date.now();
+    const run = this.live(codeModeRunId, now);
+    if (!run) return { ok: false, why: "unavailable" };
+    if (!sameSession(run.record.scope, scope)) return { ok: false, why: "session" };
+    if (run.record.scope.runId !== scope.runId) return { ok: false, why: "run" };
+    if (run.claim && run.claim.leaseEndMs > now) return { ok: false, why: "busy" };
+    const claim = { token: randomUUID(), leaseEndMs: now + leaseMs };
+    run.claim = claim;
+    run.record.expiresAtMs = Math.max(run.record.expiresAtMs, claim.leaseEndMs);
+    return { ok: true, token: claim.token, run: { ...copyRecord(run.record), answers: inPendingOrder(run) } };
+  }
+
+  async release(codeModeRunId: string, token: string, keep: boolean): Promise<boolean> {
+    const now = Date.now();
+    const run = this.live(codeModeRunId, now);
+    if (!run || !isCurrent(run, token, now)) return false;
+    if (keep) run.claim = undefined;
+    else this.drop(codeModeRunId, run, now);
+    return true;
+  }
+
+  async addAnswer(scope: StoreScope, answer: StoredAnswer): Promise<{ result: AnswerResult; codeModeRunId?: string }> {
+    const now = Date.now();
+    const scopeKey = scopeKeyOf(scope);
+    const codeModeRunId = this.callRuns.get(answer.callId);
+    const run = codeModeRunId === undefined ? undefined : this.live(codeModeRunId, now);
+    if (codeModeRunId !== undefined && run) {
+      if (scopeKeyOf(run.record.scope) !== scopeKey) return { result: "scope" };
+      const state = run.calls.get(answer.callId);
+      if (state === "answered") return { result: "duplicate", codeModeRunId };
+      if (state === "ended") return { result: "ended", codeModeRunId };
+      run.answers.set(answer.callId, answer);
+      run.calls.set(answer.callId, "answered");
+      this.emit(codeModeRunId);
+      return { result: "stored", codeModeRunId };
+    }
+    const settled = this.settled.get(answer.callId);
+    if (!settled || settled.forgetAtMs <= now) return { result: "unknown" };
+    if (settled.scopeKey !== scopeKey) return { result: "scope" };
+    return { result: settled.answered ? "duplicate" : "ended", codeModeRunId: settled.codeModeRunId };
+  }
+
+  async answers(codeModeRunId: string, token: string, seen: ReadonlySet<string>): Promise<StoredAnswer[] | undefined> {
+    const now = Date.now();
+    const run = this.live(codeModeRunId, now);
+    if (!run || !isCurrent(run, token, now)) return undefined;
+    return inPendingOrder(run).filter((a) => !seen.has(a.callId));
+  }
+
+  onAnswer(listener: (codeModeRunId: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async deleteScope(scope: StoreScope): Promise<number> {
+    const now = Date.now();
+    const scopeKey = scopeKeyOf(scope);
+    let deleted = 0;
+    for (const id of this.runs.keys()) {
+      const run = this.live(id, now);
+      if (run && scopeKeyOf(run.record.scope) === scopeKey) {
+        this.drop(id, run, now);
+        deleted++;
+      }
+    }
+    return deleted;
+  }
+
+  async count(): Promise<number> {
+    return this.countLive(Date.now());
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    this.listeners.clear();
+  }
+
+  /** The run, unless absent or expired (an expired run is dropped here, settled at its expiry). */
+  private live(id: string, now: number): Run | undefined {
+    const run = this.runs.get(id);
+    if (run && run.record.expiresAtMs <= now) {
+      this.drop(id, run, run.record.expiresAtMs);
+      return undefined;
+    }
+    return run;
+  }
+
+  private countLive(now: number): number {
+    let n = 0;
+    for (const id of this.runs.keys()) if (this.live(id, now)) n++;
+    return n;
+  }
+
+  /** Deletes a run; its call ids are remembered for SETTLED_CALL_MEMORY_MS after `settledAtMs`. */
+  private drop(id: string, run: Run, settledAtMs: number): void {
+    this.runs.delete(id);
+    const scopeKey = scopeKeyOf(run.record.scope);
+    for (const [callId, state] of run.calls) {
+      if (this.callRuns.get(callId) !== id) continue;
+      this.callRuns.delete(callId);
+      this.settled.delete(callId);
+      this.settled.set(callId, { codeModeRunId: id, scopeKey, answered: state === "answered", forgetAtMs: settledAtMs + SETTLED_CALL_MEMORY_MS });
+    }
+    for (const oldest of this.settled.keys()) {
+      if (this.settled.size <= MAX_SETTLED_CALLS) break;
+      this.settled.delete(oldest);
+    }
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    this.countLive(now);
+    for (const [callId, settled] of this.settled) if (settled.forgetAtMs <= now) this.settled.delete(callId);
+  }
+
+  private emit(codeModeRunId: string): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(codeModeRunId);
+      } catch (err) {
+        this.log?.error({ err, codeModeRunId }, "an onAnswer listener threw");
+      }
+    }
+  }
+}
+
+function isCurrent(run: Run, token: string, now: number): boolean {
+  return run.claim !== undefined && run.claim.token === token && run.claim.leaseEndMs > now;
+}
+
+/** A copy the caller cannot alias: the store's bytes and lists stay its own. */
+function copyRecord(record: SuspendedRecord): SuspendedRecord {
+  return {
+    ...record,
+    scope: { ...record.scope },
+    snapshot: new Uint8Array(record.snapshot),
+    pending: record.pending.map((p) => ({ ...p })),
+    answers: [],
+  };
+}
+
+/** Stored answers in the order the VM awaits their calls (the same order in every store). */
+function inPendingOrder(run: Run): StoredAnswer[] {
+  return run.record.pending.flatMap((p) => {
+    const answer = run.answers.get(p.callId);
+    return answer ? [answer] : [];
+  });
+}

@@ -1,0 +1,201 @@
+/**
+ * The Lua scripts behind the Redis run store: every change that touches more than one
+ * key (suspend with the cap, claim, release, answers, deleteScope) runs as one script,
+ * so orchestrator replicas sharing a Redis never see half an update. Each script gets
+ * the key prefix and the orchestrator's Date.now() first, and runs by SHA with a full
+ * send only when the server has not cached it. The key layout is in redis-store.ts.
+ */
+import { createHash } from "node:crypto";
+import type { Redis } from "ioredis";
+import { SETTLED_CALL_MEMORY_MS } from "./run-store.js";
+
+/** Shared by every script. ARGV[1] is the key prefix, ARGV[2] the orchestrator's Date.now(). */
+const PRELUDE = `
+local P, NOW, MEMORY = ARGV[1], tonumber(ARGV[2]), ${SETTLED_CALL_MEMORY_MS}
+local RUNS = P .. 'runs'
+local function runKey(id) return P .. 'run:' .. id end
+local function answersKey(id) return P .. 'answers:' .. id end
+local function callsKey(id) return P .. 'calls:' .. id end
+local function callKey(c) return P .. 'call:' .. c end
+local function scopeSetKey(s) return P .. 'scope:' .. s end
+-- The run's expiry when it is stored and has not expired, else nil.
+local function liveExp(id)
+  local exp = tonumber(redis.call('HGET', runKey(id), 'exp'))
+  if exp and exp > NOW then return exp end
+  return nil
+end
+-- Whether token is the run's current claim (its lease not passed).
+local function holds(id, token)
+  local claim = redis.call('HMGET', runKey(id), 'token', 'lease')
+  return claim[1] == token and tonumber(claim[2]) > NOW
+end
+-- Moves a run's expiry: Redis drops its keys then, and its call ids MEMORY later.
+local function setExpiry(id, exp, scope)
+  local ttl = exp - NOW
+  redis.call('HSET', runKey(id), 'exp', exp)
+  redis.call('ZADD', RUNS, exp, id)
+  for _, key in ipairs({runKey(id), answersKey(id), callsKey(id)}) do redis.call('PEXPIRE', key, ttl) end
+  for _, c in ipairs(redis.call('SMEMBERS', callsKey(id))) do
+    if redis.call('HGET', callKey(c), 'run') == id then redis.call('PEXPIRE', callKey(c), ttl + MEMORY) end
+  end
+  if redis.call('PTTL', scopeSetKey(scope)) < ttl then redis.call('PEXPIRE', scopeSetKey(scope), ttl) end
+end
+-- Deletes a run. A live one settles now: its call ids are remembered for MEMORY from now
+-- (a pending call of a run that is gone reads as ended).
+local function remove(id, live)
+  if live then
+    for _, c in ipairs(redis.call('SMEMBERS', callsKey(id))) do
+      if redis.call('HGET', callKey(c), 'run') == id then redis.call('PEXPIRE', callKey(c), MEMORY) end
+    end
+  end
+  local scope = redis.call('HGET', runKey(id), 'scope')
+  if scope then redis.call('SREM', scopeSetKey(scope), id) end
+  redis.call('DEL', runKey(id), answersKey(id), callsKey(id))
+  redis.call('ZREM', RUNS, id)
+end
+`;
+
+/**
+ * ARGV: 3 id, 4 scope key, 5 session key, 6 agent run id, 7 expiresAtMs, 8 meta JSON,
+ * 9 pending JSON, 10 snapshot, 11 maxSuspendedRuns, 12 "new" | "replace", 13 claim token,
+ * 14 n, then n pending call ids, then (call id, answer JSON) pairs.
+ */
+const SUSPEND = `
+local id, scope, session, runid = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local exp, n = tonumber(ARGV[7]), tonumber(ARGV[14])
+local live = liveExp(id)
+if ARGV[12] == 'new' then
+  if live then return 'claim_lost' end
+  redis.call('ZREMRANGEBYSCORE', RUNS, '-inf', NOW)
+  if redis.call('ZCARD', RUNS) >= tonumber(ARGV[11]) then return 'cap' end
+  remove(id, false)
+elseif not live or not holds(id, ARGV[13]) then
+  return 'claim_lost'
+end
+local pending, answers = {}, {}
+for i = 15, 14 + n do pending[ARGV[i]] = true end
+if live then
+  local old = redis.call('HGETALL', answersKey(id))
+  for i = 1, #old, 2 do if pending[old[i]] then answers[old[i]] = old[i + 1] end end
+  for _, c in ipairs(redis.call('SMEMBERS', callsKey(id))) do
+    local call = redis.call('HMGET', callKey(c), 'run', 'state')
+    if not pending[c] and call[1] == id and call[2] == 'pending' then redis.call('HSET', callKey(c), 'state', 'ended') end
+  end
+end
+for i = 15 + n, #ARGV, 2 do
+  if pending[ARGV[i]] and not answers[ARGV[i]] then answers[ARGV[i]] = ARGV[i + 1] end
+end
+redis.call('DEL', runKey(id), answersKey(id))
+for c, json in pairs(answers) do redis.call('HSET', answersKey(id), c, json) end
+for i = 15, 14 + n do
+  local c = ARGV[i]
+  local call = redis.call('HMGET', callKey(c), 'run', 'state')
+  local state = 'pending'
+  if answers[c] or (call[1] == id and call[2] == 'answered') then state = 'answered' end
+  redis.call('HSET', callKey(c), 'run', id, 'scope', scope, 'state', state)
+  redis.call('SADD', callsKey(id), c)
+end
+redis.call('HSET', runKey(id), 'meta', ARGV[8], 'pending', ARGV[9], 'snap', ARGV[10], 'scope', scope, 'session', session, 'runid', runid)
+redis.call('SADD', scopeSetKey(scope), id)
+setExpiry(id, exp, scope)
+return 'ok'
+`;
+
+/** ARGV: 3 id, 4 session key, 5 agent run id, 6 leaseMs, 7 new token. */
+const CLAIM = `
+local id = ARGV[3]
+local exp = liveExp(id)
+if not exp then return {'unavailable'} end
+local run = redis.call('HMGET', runKey(id), 'session', 'runid', 'token', 'lease', 'scope')
+if run[1] ~= ARGV[4] then return {'session'} end
+if run[2] ~= ARGV[5] then return {'run'} end
+if run[3] and tonumber(run[4]) > NOW then return {'busy'} end
+local leaseEnd = NOW + tonumber(ARGV[6])
+redis.call('HSET', runKey(id), 'token', ARGV[7], 'lease', leaseEnd)
+if leaseEnd > exp then
+  exp = leaseEnd
+  setExpiry(id, exp, run[5])
+end
+local out = {'ok', tostring(exp)}
+for _, field in ipairs(redis.call('HMGET', runKey(id), 'meta', 'pending', 'snap')) do out[#out + 1] = field end
+for _, answer in ipairs(redis.call('HVALS', answersKey(id))) do out[#out + 1] = answer end
+return out
+`;
+
+/** ARGV: 3 id, 4 token, 5 keep ("1" | "0"). */
+const RELEASE = `
+local id = ARGV[3]
+if not liveExp(id) or not holds(id, ARGV[4]) then return 0 end
+if ARGV[5] == '1' then redis.call('HDEL', runKey(id), 'token', 'lease') else remove(id, true) end
+return 1
+`;
+
+/** ARGV: 3 id, 4 token. Nil when the claim is not current, else pending JSON and answers. */
+const ANSWERS = `
+local id = ARGV[3]
+if not liveExp(id) or not holds(id, ARGV[4]) then return false end
+local out = {redis.call('HGET', runKey(id), 'pending')}
+for _, answer in ipairs(redis.call('HVALS', answersKey(id))) do out[#out + 1] = answer end
+return out
+`;
+
+/** ARGV: 3 call id, 4 scope key, 5 answer JSON. The call's state makes it once per call id. */
+const ADD_ANSWER = `
+local c = ARGV[3]
+local call = redis.call('HMGET', callKey(c), 'run', 'scope', 'state')
+local id = call[1]
+if not id then return {'unknown'} end
+if call[2] ~= ARGV[4] then return {'scope'} end
+if call[3] == 'answered' then return {'duplicate', id} end
+local exp = liveExp(id)
+if call[3] == 'ended' or not exp then return {'ended', id} end
+redis.call('HSET', answersKey(id), c, ARGV[5])
+redis.call('PEXPIRE', answersKey(id), exp - NOW)
+redis.call('HSET', callKey(c), 'state', 'answered')
+redis.call('PUBLISH', P .. 'answers', id)
+return {'stored', id}
+`;
+
+/** ARGV: 3 scope key. Returns how many unexpired runs it deleted. */
+const DELETE_SCOPE = `
+local scope = ARGV[3]
+local n = 0
+for _, id in ipairs(redis.call('SMEMBERS', scopeSetKey(scope))) do
+  if redis.call('HGET', runKey(id), 'scope') == scope then
+    local live = liveExp(id) ~= nil
+    if live then n = n + 1 end
+    remove(id, live)
+  end
+end
+redis.call('DEL', scopeSetKey(scope))
+return n
+`;
+
+/** A script run by SHA, sent in full only when the server does not have it cached. */
+class Script {
+  private readonly lua: string;
+  private readonly sha: string;
+
+  constructor(body: string) {
+    this.lua = PRELUDE + body;
+    this.sha = createHash("sha1").update(this.lua).digest("hex");
+  }
+
+  async run(redis: Redis, args: (string | Buffer | number)[]): Promise<unknown> {
+    try {
+      return await redis.callBuffer("EVALSHA", this.sha, 0, ...args);
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith("NOSCRIPT")) throw err;
+      return redis.callBuffer("EVAL", this.lua, 0, ...args);
+    }
+  }
+}
+
+export const scripts = {
+  suspend: new Script(SUSPEND),
+  claim: new Script(CLAIM),
+  release: new Script(RELEASE),
+  answers: new Script(ANSWERS),
+  addAnswer: new Script(ADD_ANSWER),
+  deleteScope: new Script(DELETE_SCOPE),
+};

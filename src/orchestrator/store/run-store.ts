@@ -1,0 +1,111 @@
+/**
+ * The suspended-run store: where a `waiting` run lives between `exec` and `wait`.
+ * The orchestrator owns it; sidecars reach it only through SidecarLink. One interface,
+ * two implementations: in-memory (the embedded default) and Redis (shared by replicas,
+ * survives an orchestrator restart). Both keep exactly the same semantics, checked by
+ * one contract test suite run against each.
+ *
+ * What it guarantees:
+ * - a run is readable until `expiresAtMs`, then gone for good (TTL from
+ *   `snapshotTtlSeconds`); a claim pushes expiry out to at least the claim's lease;
+ * - at most `maxSuspendedRuns` unexpired runs (a re-suspension by its own claim does not
+ *   take a new slot);
+ * - one claim (one `wait`) at a time per run; a claim whose lease passed is void;
+ * - answers to pending calls are kept with the run, once per call, from any sidecar;
+ * - a call id is remembered for a while after its run settled, so a late or second
+ *   answer is told apart from an unknown one.
+ * The snapshot bytes are opaque here: sealed by the sidecar, never opened by the store.
+ */
+
+export type StoreScope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
+
+/** What a VM was still awaiting when it was snapshotted. */
+export type PendingKind = "call" | "request" | "yield";
+
+export type PendingEntry = {
+  callId: string;
+  kind: PendingKind;
+  /** Catalog id for calls; "" for requests and yields. */
+  toolId: string;
+  /** Tool name for calls; the operation for requests; "" for yields. */
+  toolName: string;
+};
+
+export type StoredAnswer =
+  | { callId: string; ok: true; json: string }
+  | { callId: string; ok: false; error: { name: string; message: string } };
+
+export type SuspendedRecord = {
+  /** The code-mode runId the model passes to `wait`. */
+  codeModeRunId: string;
+  scope: StoreScope;
+  /** Sealed snapshot envelope (opaque to the store). */
+  snapshot: Uint8Array;
+  /** Everything the VM awaits, answered or not. */
+  pending: PendingEntry[];
+  /** Answers received for pending calls and not yet delivered into a VM. */
+  answers: StoredAnswer[];
+  reason: "pending_tools" | "yield";
+  /** The effective config the run started with, as JSON text. */
+  configJson: string;
+  /** Output bytes produced so far (the budget carries over). */
+  outputBytes: number;
+  expiresAtMs: number;
+  catalogVersion: string;
+  execCallId: string;
+};
+
+export type SuspendResult = { ok: true } | { ok: false; why: "cap" | "claim_lost" };
+
+export type ClaimResult =
+  | { ok: true; run: SuspendedRecord; token: string }
+  | { ok: false; why: "unavailable" | "session" | "run" | "busy" };
+
+/**
+ * stored: kept with its run; unknown: no suspended run ever awaited this id (as far as
+ * the store remembers); scope: the id belongs to another scope; duplicate: an answer
+ * for it is already stored or was delivered; ended: its run settled without it.
+ */
+export type AnswerResult = "stored" | "unknown" | "scope" | "duplicate" | "ended";
+
+export interface RunStore {
+  readonly kind: "memory" | "redis";
+  /**
+   * Stores a new suspended run (refused with `cap` when `maxSuspendedRuns` unexpired runs
+   * exist), or, with `claimToken`, replaces the run that claim holds and ends the claim
+   * (`claim_lost` when the claim is not current). On replacement, answers already stored
+   * for calls that are still pending are kept and merged with `record.answers` (one per
+   * call id); call ids no longer pending are remembered as answered or ended.
+   */
+  suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult>;
+  /** Claims a run for one `wait`, checking scope: another agent/session/key is `session`, another agent run id `run`. */
+  claim(codeModeRunId: string, scope: StoreScope, leaseMs: number): Promise<ClaimResult>;
+  /**
+   * Ends a claim. keep=true: the run stays as it was, claimable again. keep=false: the run
+   * settled and is deleted with its snapshot. False when the claim is not current.
+   */
+  release(codeModeRunId: string, token: string, keep: boolean): Promise<boolean>;
+  /** Keeps a gateway's answer with the suspended (or claimed) run awaiting that call. */
+  addAnswer(scope: StoreScope, answer: StoredAnswer): Promise<{ result: AnswerResult; codeModeRunId?: string }>;
+  /** Stored answers of a claimed run whose call ids are not in `seen`; undefined when the claim is not current. */
+  answers(codeModeRunId: string, token: string, seen: ReadonlySet<string>): Promise<StoredAnswer[] | undefined>;
+  /** Called whenever an answer is stored for a run (by any orchestrator sharing the store). */
+  onAnswer(listener: (codeModeRunId: string) => void): () => void;
+  /** Deletes every suspended run of a scope (the gateway closed the run). Returns how many. */
+  deleteScope(scope: StoreScope): Promise<number>;
+  /** Unexpired suspended runs. */
+  count(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** How long a settled call id is remembered, to explain late or second answers. */
+export const SETTLED_CALL_MEMORY_MS = 10 * 60_000;
+
+export function scopeKeyOf(s: StoreScope): string {
+  return JSON.stringify([s.agentId, s.sessionId, s.sessionKey, s.runId]);
+}
+
+/** Same agent, session and session key (the agent run id may still differ). */
+export function sameSession(a: StoreScope, b: StoreScope): boolean {
+  return a.agentId === b.agentId && a.sessionId === b.sessionId && a.sessionKey === b.sessionKey;
+}

@@ -1,0 +1,195 @@
+/**
+ * The SidecarLink methods for suspended runs: store one (SuspendRun), claim one for a
+ * `wait` (ClaimRun), end the claim (ReleaseRun), keep a gateway's answer with the run
+ * that awaits it (RouteToolResult), and long-poll for answers while a run is resumed
+ * (AwaitToolResults). The store decides; this module translates between the wire and
+ * the store, and turns refusals into the seed's messages.
+ */
+import { ErrorCode, WaitReason } from "../gen/codemode/common/v1/common_pb.js";
+import { PendingKind as WirePendingKind, type SidecarLink, type SuspendedRun, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { ServiceHandlers } from "../protocol/grpc-service.js";
+import { ServiceError } from "../protocol/service-error.js";
+import { LIMITS } from "../shared/config.js";
+import type { Logger } from "../shared/logger.js";
+import { requireScope } from "./control-service.js";
+import { storeCall } from "./state/store-failure.js";
+import type { PendingKind, RunStore, StoredAnswer, SuspendedRecord } from "./store/run-store.js";
+
+export const MESSAGES = {
+  unavailable: "code mode run is unavailable or expired.",
+  session: "code mode run belongs to a different session.",
+  run: "code mode run belongs to a different agent run.",
+  busy: "a wait is already in flight for this code mode run.",
+  cap: "too many suspended code mode runs.",
+} as const;
+
+const KIND_FROM_WIRE: Record<number, PendingKind> = {
+  [WirePendingKind.TOOL_CALL]: "call",
+  [WirePendingKind.CATALOG_REQUEST]: "request",
+  [WirePendingKind.YIELD]: "yield",
+};
+const KIND_TO_WIRE: Record<PendingKind, WirePendingKind> = {
+  call: WirePendingKind.TOOL_CALL,
+  request: WirePendingKind.CATALOG_REQUEST,
+  yield: WirePendingKind.YIELD,
+};
+/** Longest AwaitToolResults long-poll served. */
+const MAX_AWAIT_MS = 60_000;
+/** Longest claim lease granted. */
+const MAX_LEASE_MS = 10 * 60_000;
+/** Recheck interval while long-polling, in case a notification was missed. */
+const RECHECK_MS = 1_000;
+
+function answerFromWire(a: ToolAnswer | undefined): StoredAnswer {
+  if (!a || !a.callId) throw new ServiceError("invalid_argument", "answer.call_id is required");
+  if (a.outcome.case === "resultJson") return { callId: a.callId, ok: true, json: a.outcome.value };
+  if (a.outcome.case === "error") return { callId: a.callId, ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message } };
+  throw new ServiceError("invalid_argument", "answer must set result_json or error");
+}
+
+function answerToWire(a: StoredAnswer) {
+  return { callId: a.callId, outcome: a.ok ? ({ case: "resultJson", value: a.json } as const) : ({ case: "error", value: a.error } as const) };
+}
+
+/** The largest snapshot a run's own config allows (clamped like the sidecar clamps it). */
+function maxSnapshotBytesOf(configJson: string): number {
+  let v: unknown;
+  try {
+    v = (JSON.parse(configJson) as { maxSnapshotBytes?: unknown }).maxSnapshotBytes;
+  } catch {
+    v = undefined;
+  }
+  const { default: d, min, max } = LIMITS.maxSnapshotBytes;
+  return typeof v === "number" && Number.isFinite(v) ? Math.min(max, Math.max(min, v)) : d;
+}
+
+function recordFromWire(run: SuspendedRun | undefined): SuspendedRecord {
+  if (!run || !run.codeModeRunId) throw new ServiceError("invalid_argument", "run.code_mode_run_id is required");
+  const scope = requireScope(run.scope);
+  if (run.snapshot.byteLength === 0) throw new ServiceError("invalid_argument", "run.snapshot is empty");
+  return {
+    codeModeRunId: run.codeModeRunId,
+    scope,
+    snapshot: run.snapshot,
+    pending: run.pending.map((p) => ({ callId: p.callId, kind: KIND_FROM_WIRE[p.kind] ?? "call", toolId: p.toolId, toolName: p.toolName })),
+    answers: run.answers.map(answerFromWire),
+    reason: run.reason === WaitReason.YIELD ? "yield" : "pending_tools",
+    configJson: run.configJson,
+    outputBytes: Number(run.outputBytes),
+    expiresAtMs: Number(run.expiresAtMs),
+    catalogVersion: run.catalogVersion,
+    execCallId: run.execCallId,
+  };
+}
+
+function recordToWire(r: SuspendedRecord) {
+  return {
+    codeModeRunId: r.codeModeRunId,
+    scope: r.scope,
+    snapshot: r.snapshot,
+    pending: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: KIND_TO_WIRE[p.kind] })),
+    answers: r.answers.map(answerToWire),
+    reason: r.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
+    configJson: r.configJson,
+    outputBytes: BigInt(r.outputBytes),
+    expiresAtMs: BigInt(r.expiresAtMs),
+    catalogVersion: r.catalogVersion,
+    execCallId: r.execCallId,
+  };
+}
+
+export type SuspendedRunDeps = { store: RunStore; maxSuspendedRuns: number; log: Logger };
+
+export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHandlers<typeof SidecarLink.method>> {
+  const { store, log } = deps;
+
+  /** Resolves when an answer for `runId` is stored, or after `ms`, or on abort. */
+  const answerSignal = (runId: string, ms: number, signal: AbortSignal) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        off();
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      const off = store.onAnswer((id) => {
+        if (id === runId) done();
+      });
+      signal.addEventListener("abort", done, { once: true });
+    });
+
+  return {
+    async suspendRun(req) {
+      const record = recordFromWire(req.run);
+      const limit = maxSnapshotBytesOf(record.configJson);
+      if (record.snapshot.byteLength > limit) {
+        return { refused: `code mode snapshot is ${record.snapshot.byteLength} bytes, over maxSnapshotBytes (${limit} bytes).`, refusedCode: ErrorCode.SNAPSHOT_LIMIT_EXCEEDED };
+      }
+      if (req.reclaim && !req.claimToken) throw new ServiceError("invalid_argument", "claim_token is required with reclaim");
+      const res = await storeCall(log, "store a suspended run", () =>
+        store.suspend(record, { maxSuspendedRuns: deps.maxSuspendedRuns, ...(req.reclaim ? { claimToken: req.claimToken } : {}) }),
+      );
+      if (!res.ok) {
+        log.info({ codeModeRunId: record.codeModeRunId, why: res.why }, "refused to store a suspended run");
+        return { refused: res.why === "cap" ? MESSAGES.cap : MESSAGES.unavailable, refusedCode: ErrorCode.INVALID_INPUT };
+      }
+      log.info(
+        { codeModeRunId: record.codeModeRunId, snapshotBytes: record.snapshot.byteLength, pending: record.pending.length, answers: record.answers.length, reason: record.reason, reclaim: req.reclaim },
+        "suspended run stored",
+      );
+      return {};
+    },
+
+    async claimRun(req) {
+      const scope = requireScope(req.scope);
+      if (!req.codeModeRunId) return { refused: MESSAGES.unavailable };
+      const leaseMs = Math.min(MAX_LEASE_MS, Math.max(1_000, req.leaseMs || MAX_LEASE_MS));
+      const res = await storeCall(log, "claim a suspended run", () => store.claim(req.codeModeRunId, scope, leaseMs));
+      if (!res.ok) {
+        log.info({ codeModeRunId: req.codeModeRunId, why: res.why }, "refused a wait");
+        return { refused: MESSAGES[res.why] };
+      }
+      return { run: recordToWire(res.run), claimToken: res.token };
+    },
+
+    async releaseRun(req) {
+      if (!req.codeModeRunId || !req.claimToken) throw new ServiceError("invalid_argument", "code_mode_run_id and claim_token are required");
+      const released = await storeCall(log, "release a suspended run", () => store.release(req.codeModeRunId, req.claimToken, req.keep));
+      if (released && !req.keep) log.info({ codeModeRunId: req.codeModeRunId }, "suspended run settled; snapshot deleted");
+      return { released };
+    },
+
+    async routeToolResult(req) {
+      const scope = requireScope(req.scope);
+      const answer = answerFromWire(req.answer);
+      const { result, codeModeRunId } = await storeCall(log, "keep a tool answer with its suspended run", () => store.addAnswer(scope, answer));
+      switch (result) {
+        case "stored":
+          return { codeModeRunId: codeModeRunId ?? "" };
+        case "unknown":
+          throw new ServiceError("not_found", `no suspended code mode run awaits tool call ${answer.callId}`);
+        case "scope":
+          throw new ServiceError("permission_denied", `tool call ${answer.callId} belongs to a different run scope`);
+        case "duplicate":
+          throw new ServiceError("already_exists", `tool call ${answer.callId} was already answered`);
+        case "ended":
+          throw new ServiceError("failed_precondition", `the code mode run that made tool call ${answer.callId} already ended; the answer was dropped`);
+      }
+    },
+
+    async awaitToolResults(req, ctx) {
+      if (!req.codeModeRunId || !req.claimToken) throw new ServiceError("invalid_argument", "code_mode_run_id and claim_token are required");
+      const seen = new Set(req.seenCallIds);
+      const until = Date.now() + Math.min(MAX_AWAIT_MS, req.timeoutMs);
+      for (;;) {
+        const answers = await storeCall(log, "read a suspended run's answers", () => store.answers(req.codeModeRunId, req.claimToken, seen));
+        if (answers === undefined) return { claimCurrent: false };
+        if (answers.length > 0) return { claimCurrent: true, answers: answers.map(answerToWire) };
+        const left = until - Date.now();
+        if (left <= 0 || ctx.signal.aborted) return { claimCurrent: true };
+        await answerSignal(req.codeModeRunId, Math.min(left, RECHECK_MS), ctx.signal);
+      }
+    },
+  };
+}

@@ -1,0 +1,193 @@
+/**
+ * `wait`: continues a suspended run on whichever sidecar the gateway called.
+ *
+ * It claims the run at the orchestrator (scope-checked; one wait at a time), waits up
+ * to `timeoutMs` for the first answer when none is there yet (none: `waiting` again,
+ * listing what is still unsettled, and the run stays as it was), checks the snapshot's
+ * seal, restores it in a fresh VM on the pool, delivers every answer, and keeps
+ * collecting answers from the orchestrator while the VM runs, so calls that settle in
+ * time are drained within this same `wait`. The segment ends like an exec: completed,
+ * failed (the run is deleted), or suspended again under the same runId.
+ */
+import { PendingKind as WirePendingKind, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import { LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
+import type { Logger } from "../shared/logger.js";
+import type { OrchestratorLink } from "./orchestrator-link.js";
+import { killGraceMs } from "./pool.js";
+import type { ResultInput } from "./result.js";
+import type { ResolvedRun } from "./run-resolver.js";
+import { Segment, type Answer, type PendingInfo, type SegmentInit } from "./segment.js";
+import { SnapshotAuthError, type SnapshotSealer } from "./snapshot-seal.js";
+import { endSegment, limitsOf, releaseClaim, unsettledCalls } from "./suspension.js";
+import type { AnswerMessage, PendingKind } from "./task-protocol.js";
+
+const KIND_FROM_WIRE: Record<number, PendingKind> = {
+  [WirePendingKind.TOOL_CALL]: "call",
+  [WirePendingKind.CATALOG_REQUEST]: "request",
+  [WirePendingKind.YIELD]: "yield",
+};
+const LINK_DEADLINE_MS = 10_000;
+/**
+ * How long a claim holds if this sidecar dies mid-wait: longer than any wait can take
+ * (waiting for answers, then running, each at most the largest timeoutMs), after which
+ * another wait may resume the run from its stored snapshot.
+ */
+const CLAIM_LEASE_MS = 2 * LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.max) + 30_000;
+/** Longest single AwaitToolResults long-poll. */
+const POLL_MS = 30_000;
+
+export const UNAVAILABLE = "code mode run is unavailable or expired.";
+
+export function answerFromWire(a: ToolAnswer): Answer | undefined {
+  if (a.outcome.case === "resultJson") return { ok: true, json: a.outcome.value };
+  if (a.outcome.case === "error") return { ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message } };
+  return undefined;
+}
+
+export type WaitDeps = {
+  link: OrchestratorLink;
+  sealer: SnapshotSealer;
+  log: Logger;
+  segment(config: CodeModeConfig): Segment;
+  init: Omit<SegmentInit, "config">;
+  run: ResolvedRun;
+};
+
+/**
+ * Long-polls the orchestrator for answers not in `seen`, until one arrives, the signal
+ * aborts, or `untilMs` passes. Returns false when the claim is no longer current.
+ */
+async function collect(link: OrchestratorLink, runId: string, token: string, seen: Set<string>, onAnswer: (id: string, a: Answer) => void, signal: AbortSignal, untilMs: number, once: boolean, log: Logger): Promise<boolean> {
+  while (!signal.aborted) {
+    const left = untilMs - Date.now();
+    if (left <= 0) return true;
+    try {
+      const res = await link.client.awaitToolResults(
+        { codeModeRunId: runId, claimToken: token, timeoutMs: Math.min(left, POLL_MS), seenCallIds: [...seen] },
+        { signal, deadlineMs: Math.min(left, POLL_MS) + LINK_DEADLINE_MS },
+      );
+      if (!res.claimCurrent) return false;
+      let got = false;
+      for (const w of res.answers) {
+        const a = answerFromWire(w);
+        if (!a || seen.has(w.callId)) continue;
+        seen.add(w.callId);
+        onAnswer(w.callId, a);
+        got = true;
+      }
+      if (got && once) return true;
+    } catch (err) {
+      if (signal.aborted) return true;
+      log.warn({ err, runId }, "waiting for tool answers at the orchestrator failed; retrying");
+      await new Promise((r) => setTimeout(r, 500).unref());
+    }
+  }
+  return true;
+}
+
+export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSignal): Promise<void> {
+  const { link, sealer, log, run } = deps;
+  const early = deps.segment(parseCodeModeConfig(run.configLayer));
+  const scope = deps.init.scope;
+  let claim;
+  try {
+    claim = await link.client.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS }, { deadlineMs: LINK_DEADLINE_MS });
+  } catch (err) {
+    log.warn({ err }, "could not claim the suspended run");
+    return early.finish({ status: "failed", error: "code mode runtime is unavailable: the orchestrator cannot be reached.", code: "runtime_unavailable" }, 0);
+  }
+  if (claim.refused || !claim.run) return early.finish({ status: "failed", error: claim.refused || UNAVAILABLE, code: "invalid_input" }, 0);
+  const rec = claim.run;
+  const token = claim.claimToken;
+  const release = (keep: boolean) => releaseClaim(link, runId, token, keep, log);
+
+  let config: CodeModeConfig;
+  try {
+    config = parseCodeModeConfig(JSON.parse(rec.configJson) as Record<string, unknown>);
+  } catch (err) {
+    await release(false);
+    return early.finish({ status: "failed", error: `code mode run has an unreadable config and was discarded: ${(err as Error).message}`, code: "internal_error" }, 0);
+  }
+  const seg = deps.segment(config);
+  const outputBytesUsed = Number(rec.outputBytes);
+  const pending = new Map<string, PendingInfo>();
+  for (const p of rec.pending) pending.set(p.callId, { callId: p.callId, kind: KIND_FROM_WIRE[p.kind] ?? "call", toolId: p.toolId, toolName: p.toolName });
+  const answers = new Map<string, Answer>();
+  for (const w of rec.answers) {
+    const a = answerFromWire(w);
+    if (a && pending.has(w.callId)) answers.set(w.callId, a);
+  }
+  for (const p of pending.values()) {
+    if (answers.has(p.callId)) continue;
+    // A yield is over once the model called wait. A catalog request is answered within
+    // milliseconds, so one still open was cut by the suspension: the guest retries it.
+    if (p.kind === "yield") answers.set(p.callId, { ok: true, json: "" });
+    if (p.kind === "request") answers.set(p.callId, { ok: false, error: { name: "Error", message: "the catalog request was interrupted by a suspension; make it again." } });
+  }
+  const seen = new Set(rec.answers.map((a) => a.callId));
+  const onAnswer = (id: string, a: Answer) => {
+    if (pending.has(id)) answers.set(id, a);
+  };
+
+  if (answers.size === 0) {
+    const current = await collect(link, runId, token, seen, onAnswer, signal, Date.now() + config.timeoutMs, true, log);
+    if (!current) return seg.finish({ status: "failed", error: UNAVAILABLE, code: "invalid_input" }, outputBytesUsed);
+    if (signal.aborted) {
+      await release(false);
+      return;
+    }
+    if (answers.size === 0) {
+      await release(true);
+      const still: ResultInput = { status: "waiting", runId, reason: "pending_tools", pending: unsettledCalls(pending.values(), () => false) };
+      return seg.finish(still, outputBytesUsed, rec.snapshot.byteLength);
+    }
+  }
+
+  let envelope: Uint8Array;
+  try {
+    envelope = sealer.open(rec.snapshot, { codeModeRunId: runId, scopeKey: deps.init.scopeKey });
+  } catch (err) {
+    if (!(err instanceof SnapshotAuthError)) throw err;
+    log.error({ runId, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
+    await release(false);
+    return seg.finish({ status: "failed", error: `code mode run's snapshot failed authentication and was discarded (${err.message}).`, code: "internal_error" }, outputBytesUsed);
+  }
+
+  const delivered: AnswerMessage[] = [];
+  for (const [callId, a] of answers) delivered.push(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error });
+  const polling = new AbortController();
+  const onLive = (id: string, a: Answer) => {
+    onAnswer(id, a);
+    seg.answer(id, a);
+  };
+  const poller = collect(link, runId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log);
+  let outcome;
+  try {
+    outcome = await seg.run(
+      {
+        kind: "resume",
+        envelope,
+        pending: [...pending.values()].map((p) => ({ callId: p.callId, kind: p.kind })),
+        answers: delivered,
+        limits: limitsOf(config),
+        outputBytesUsed,
+      },
+      signal,
+    );
+  } finally {
+    polling.abort();
+    await poller;
+  }
+  await endSegment(seg, outcome, {
+    scope,
+    scopeKey: deps.init.scopeKey,
+    codeModeRunId: runId,
+    execCallId: rec.execCallId,
+    config,
+    catalogVersion: run.catalog?.version ?? rec.catalogVersion,
+    link,
+    sealer,
+    signal,
+    claim: { token, pending, answers },
+  });
+}

@@ -1,0 +1,216 @@
+/**
+ * One segment of a code-mode run on this sidecar: the `exec` that starts it, or a
+ * `wait` that resumes it. It submits the task to the pool and turns what the worker
+ * reports into the gateway's stream (output, nested tool calls), answers catalog
+ * requests itself, registers nested calls so BridgeCallback can reach the live VM, keeps
+ * every answer it handed to the VM (a suspension stores the ones the VM had not yet
+ * consumed), and ends with exactly one Result plus a trajectory record.
+ */
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import type { ExecEventSchema } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
+import type { CodeModeConfig } from "../shared/config.js";
+import type { Logger } from "../shared/logger.js";
+import type { CallRegistry, LiveCall } from "./call-registry.js";
+import { sourceBreakdown } from "./catalog/run-catalog.js";
+import type { ExecHandle, SandboxPool, Submission } from "./pool.js";
+import { buildResult, type OutputItem, type ResultInput } from "./result.js";
+import type { ResolvedRun, RunResolver } from "./run-resolver.js";
+import type { PendingKind, PlainError, TaskOutcome } from "./task-protocol.js";
+
+const MODEL_VISIBLE = ["exec", "wait"] as const;
+/** Longest search query (characters) the catalog ranks; longer queries are cut. */
+const MAX_QUERY_CHARS = 256;
+const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
+
+export type Scope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
+export type Answer = { ok: true; json: string } | { ok: false; error: PlainError };
+/** A host request the VM made, as a suspended run lists it. */
+export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string };
+export type ExecEventInit = NonNullable<MessageInitShape<typeof ExecEventSchema>["event"]>;
+
+type RequestPayload = { query: string; limit: number | null; id: string; path: string };
+
+/** A guest request payload, read defensively: guest code can make it any JSON value. */
+function requestPayload(json: string): RequestPayload {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    raw = null;
+  }
+  const o = raw !== null && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
+  const str = (v: unknown) => (typeof v === "string" ? v : "");
+  return { query: str(o.query), limit: typeof o.limit === "number" ? o.limit : null, id: str(o.id), path: str(o.path) };
+}
+
+export type SegmentInit = {
+  kind: "exec" | "wait";
+  scope: Scope;
+  scopeKey: string;
+  /** The model's exec or wait tool call id: the parent of nested calls made now. */
+  parentCallId: string;
+  codeModeRunId: string;
+  config: CodeModeConfig;
+  run: ResolvedRun | undefined;
+  send(event: ExecEventInit): void;
+  log: Logger;
+  pool: SandboxPool;
+  calls: CallRegistry;
+  resolver: RunResolver;
+};
+
+export class Segment {
+  readonly outputs: OutputItem[] = [];
+  /** Every answer handed to the VM in this segment, by call id. */
+  readonly answers = new Map<string, Answer>();
+  /** Host requests the VM made in this segment. */
+  readonly made = new Map<string, PendingInfo>();
+  private readonly myCalls = new Set<LiveCall>();
+  private readonly counters = { search: 0, describe: 0, call: 0 };
+  private readonly startedAt = Date.now();
+  private readonly t0 = performance.now();
+  private handle: ExecHandle | undefined;
+
+  constructor(private readonly init: SegmentInit) {}
+
+  get log(): Logger {
+    return this.init.log;
+  }
+
+  /** Hands an answer to the VM (if it still runs) and remembers it. */
+  answer(callId: string, answer: Answer): void {
+    this.answers.set(callId, answer);
+    this.handle?.answer(callId, answer);
+  }
+
+  /** Runs the task to its outcome; a cancelled stream cancels the VM. */
+  async run(submission: Submission, signal: AbortSignal): Promise<TaskOutcome> {
+    const { config, run, calls, scopeKey, parentCallId, codeModeRunId } = this.init;
+    const catalog = run?.catalog;
+    const send = this.init.send;
+    const handle = this.init.pool.exec(submission, {
+      onOutput: (kind, data) => {
+        this.outputs.push({ kind, data });
+        send({ case: "output", value: { kind: { case: kind, value: data } } });
+      },
+      onToolCall: (callId, toolId, inputJson) => {
+        this.counters.call++;
+        const resolved = catalog
+          ? catalog.resolve(toolId)
+          : { ok: false as const, name: "ToolNotFound", message: `unknown tool id ${JSON.stringify(toolId)}. This run has no tool catalog.` };
+        if (!resolved.ok) {
+          this.made.set(callId, { callId, kind: "call", toolId, toolName: "" });
+          this.answer(callId, { ok: false, error: { name: resolved.name, message: resolved.message } });
+          return;
+        }
+        const e = resolved.entry;
+        this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
+        const call: LiveCall = {
+          callId,
+          scopeKey,
+          toolId: e.id,
+          toolName: e.name,
+          parentCallId,
+          startedAtMs: Date.now(),
+          deliver: (answer) => this.answer(callId, answer),
+        };
+        this.myCalls.add(call);
+        calls.add(call);
+        send({
+          case: "toolCall",
+          value: { callId, toolId: e.id, toolName: e.name, source: SOURCE_ENUM[e.source], sourceName: e.sourceName, inputJson, parentCallId, codeModeRunId },
+        });
+      },
+      onRequest: (reqId, op, payloadJson) => {
+        this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
+        const payload = requestPayload(payloadJson);
+        if (op === "search") {
+          this.counters.search++;
+          const requested = typeof payload.limit === "number" && Number.isFinite(payload.limit) ? Math.trunc(payload.limit) : config.searchDefaultLimit;
+          const limit = Math.min(config.maxSearchLimit, Math.max(1, requested));
+          this.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit) : []) });
+        } else if (op === "describe") {
+          this.counters.describe++;
+          const d = catalog ? catalog.describe(payload.id) : { ok: false as const, name: "ToolNotFound", message: "this run has no tool catalog." };
+          this.answer(reqId, d.ok ? { ok: true, json: JSON.stringify(d.value) } : { ok: false, error: { name: d.name, message: d.message } });
+        } else if (op === "api_list") {
+          this.answer(reqId, { ok: true, json: "[]" });
+        } else {
+          this.answer(reqId, { ok: false, error: { name: "NotFound", message: `no API file at ${JSON.stringify(payload.path.slice(0, MAX_QUERY_CHARS))}` } });
+        }
+      },
+      onYield: (callId) => {
+        // The worker suspends the run once the VM is idle; `wait` resolves the yield.
+        this.made.set(callId, { callId, kind: "yield", toolId: "", toolName: "" });
+      },
+    });
+    this.handle = handle;
+    const onAbort = () => handle.cancel(`the gateway cancelled the ${this.init.kind}`);
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await handle.outcome;
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Nested calls made here can no longer reach a VM on this sidecar. */
+  endCalls(): void {
+    this.init.calls.endAll(this.myCalls);
+  }
+
+  /** Sends the segment's Result, logs it, and records its trajectory step. */
+  finish(r: ResultInput, outputBytes: number, snapshotBytes?: number): void {
+    const { run, config, scope, parentCallId, codeModeRunId, kind } = this.init;
+    this.endCalls();
+    const entries = run?.catalog?.entries ?? [];
+    const base = run?.counters ?? { search: 0, describe: 0, call: 0 };
+    const durationMs = performance.now() - this.t0;
+    const result = buildResult(r, this.outputs, {
+      catalogSize: entries.length,
+      sources: sourceBreakdown(entries),
+      coreSourceName: config.coreSourceName,
+      searchCount: base.search + this.counters.search,
+      describeCount: base.describe + this.counters.describe,
+      callCount: base.call + this.counters.call,
+      modelVisibleTools: MODEL_VISIBLE,
+      durationMs,
+      outputBytes,
+      ...(snapshotBytes !== undefined ? { snapshotBytes } : {}),
+    });
+    this.init.send({ case: "result", value: result });
+    const nested = [...this.myCalls].map((c) => ({
+      callId: c.callId,
+      toolId: c.toolId,
+      toolName: c.toolName,
+      outcome: c.outcome ? (c.outcome.ok ? "ok" : "error") : r.status === "waiting" ? "pending" : "abandoned",
+      errorMessage: c.outcome?.errorMessage ?? "",
+      startedAtMs: BigInt(c.startedAtMs),
+      durationMs: c.outcome?.durationMs ?? 0,
+      parentCallId: c.parentCallId,
+    }));
+    this.log.info(
+      { status: r.status, code: r.status === "failed" ? r.code : undefined, reason: r.status === "waiting" ? r.reason : undefined, snapshotBytes, ms: Math.round(durationMs), calls: nested.length },
+      `${kind} finished`,
+    );
+    if (!run?.found) return;
+    this.init.resolver
+      .record(scope, {
+        step: {
+          kind,
+          callId: parentCallId,
+          codeModeRunId,
+          status: r.status,
+          errorCode: r.status === "failed" ? (r.code ?? "") : "",
+          startedAtMs: BigInt(this.startedAt),
+          durationMs,
+          nestedCalls: nested,
+        },
+        searchDelta: this.counters.search,
+        describeDelta: this.counters.describe,
+        callDelta: this.counters.call,
+      })
+      .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
+  }
+}

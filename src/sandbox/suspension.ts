@@ -1,0 +1,163 @@
+/**
+ * Stores a suspended segment with the orchestrator and says what the model gets back.
+ *
+ * The worker hands over an idle VM's snapshot and everything the VM still awaits. Here
+ * the snapshot is sealed (HMAC, bound to the run and scope), checked against
+ * `maxSnapshotBytes`, and sent with the pending list and the answers the VM had not yet
+ * consumed (an answer can arrive after the snapshot was taken). Answers that arrive
+ * while the store call is in flight are routed to the orchestrator afterwards, so
+ * nothing a gateway sent is lost between "the VM stopped" and "the run is stored".
+ */
+import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
+import { PendingKind as WirePendingKind } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { CodeModeConfig } from "../shared/config.js";
+import type { Logger } from "../shared/logger.js";
+import type { OrchestratorLink } from "./orchestrator-link.js";
+import { errorCodeName, type ResultInput } from "./result.js";
+import type { Answer, PendingInfo, Scope, Segment } from "./segment.js";
+import type { SnapshotSealer } from "./snapshot-seal.js";
+import type { PendingKind, TaskLimits, TaskOutcome } from "./task-protocol.js";
+
+export const PENDING_KIND_TO_WIRE: Record<PendingKind, WirePendingKind> = {
+  call: WirePendingKind.TOOL_CALL,
+  request: WirePendingKind.CATALOG_REQUEST,
+  yield: WirePendingKind.YIELD,
+};
+
+export function toolAnswerToWire(callId: string, a: Answer) {
+  return { callId, outcome: a.ok ? ({ case: "resultJson", value: a.json } as const) : ({ case: "error", value: a.error } as const) };
+}
+
+export type SuspendedOutcome = Extract<TaskOutcome, { status: "suspended" }>;
+
+export type SuspendContext = {
+  scope: Scope;
+  scopeKey: string;
+  codeModeRunId: string;
+  execCallId: string;
+  config: CodeModeConfig;
+  catalogVersion: string;
+  link: OrchestratorLink;
+  sealer: SnapshotSealer;
+  /** The gateway's call: a suspension it cancelled is dropped, not stored. */
+  signal: AbortSignal;
+  /** For a resumed run: its claim, and what the stored run already knew. */
+  claim?: { token: string; pending: Map<string, PendingInfo>; answers: Map<string, Answer> };
+};
+
+export type SuspendResult = { result: ResultInput; snapshotBytes?: number };
+
+/** Tool calls still without an answer: what the model sees as pendingToolCalls. */
+export function unsettledCalls(pending: Iterable<PendingInfo>, answered: (callId: string) => boolean) {
+  const out: Array<{ callId: string; toolId: string; toolName: string }> = [];
+  for (const p of pending) if (p.kind === "call" && !answered(p.callId)) out.push({ callId: p.callId, toolId: p.toolId, toolName: p.toolName });
+  return out;
+}
+
+export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, ctx: SuspendContext): Promise<SuspendResult> {
+  const sealed = ctx.sealer.seal(outcome.envelope, { codeModeRunId: ctx.codeModeRunId, scopeKey: ctx.scopeKey });
+  if (sealed.byteLength > ctx.config.maxSnapshotBytes) {
+    return {
+      result: {
+        status: "failed",
+        error: `code mode snapshot is ${sealed.byteLength} bytes, over maxSnapshotBytes (${ctx.config.maxSnapshotBytes} bytes); the run cannot be suspended.`,
+        code: "snapshot_limit_exceeded",
+      },
+    };
+  }
+  const pending: PendingInfo[] = outcome.pending.map(
+    (ref) => seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" },
+  );
+  const known = (id: string) => seg.answers.get(id) ?? ctx.claim?.answers.get(id);
+  const included = new Map<string, Answer>();
+  for (const p of pending) {
+    const a = known(p.callId);
+    if (a) included.set(p.callId, a);
+  }
+  const res = await ctx.link.client.suspendRun(
+    {
+      run: {
+        codeModeRunId: ctx.codeModeRunId,
+        scope: ctx.scope,
+        snapshot: sealed,
+        pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: PENDING_KIND_TO_WIRE[p.kind] })),
+        answers: [...included].map(([id, a]) => toolAnswerToWire(id, a)),
+        reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
+        configJson: JSON.stringify(ctx.config),
+        outputBytes: BigInt(outcome.outputBytes),
+        expiresAtMs: BigInt(Date.now() + ctx.config.snapshotTtlSeconds * 1000),
+        catalogVersion: ctx.catalogVersion,
+        execCallId: ctx.execCallId,
+      },
+      reclaim: ctx.claim !== undefined,
+      claimToken: ctx.claim?.token ?? "",
+    },
+    { deadlineMs: 10_000 },
+  );
+  if (res.refused) {
+    return { result: { status: "failed", error: res.refused, code: errorCodeName(res.refusedCode) ?? "invalid_input" } };
+  }
+  // From here on, answers for these calls are routed to the stored run. Those that
+  // reached this sidecar after the snapshot and after the request above was built are
+  // handed over now, so the stored run keeps them too.
+  seg.endCalls();
+  for (const p of pending) {
+    const a = seg.answers.get(p.callId);
+    if (!a || included.has(p.callId)) continue;
+    included.set(p.callId, a);
+    await ctx.link.client
+      .routeToolResult({ scope: ctx.scope, answer: toolAnswerToWire(p.callId, a) }, { deadlineMs: 10_000 })
+      .catch((err: unknown) => seg.log.warn({ err, callId: p.callId }, "could not hand a late answer to the suspended run"));
+  }
+  return {
+    result: { status: "waiting", runId: ctx.codeModeRunId, reason: outcome.reason, pending: unsettledCalls(pending, (id) => included.has(id)) },
+    snapshotBytes: sealed.byteLength,
+  };
+}
+
+/** Ends a wait's claim: keep=false deletes the run (it settled), keep=true leaves it as it was. */
+export async function releaseClaim(link: OrchestratorLink, codeModeRunId: string, token: string, keep: boolean, log: Logger): Promise<void> {
+  try {
+    const r = await link.client.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 });
+    if (!r.released) log.warn({ codeModeRunId, keep }, "the claim on the suspended run was no longer current at release");
+  } catch (err) {
+    log.warn({ err, codeModeRunId, keep }, "could not release the suspended run");
+  }
+}
+
+/** The limits a pool task runs under. */
+export function limitsOf(config: CodeModeConfig): TaskLimits {
+  return {
+    timeoutMs: config.timeoutMs,
+    memoryLimitBytes: config.memoryLimitBytes,
+    maxOutputBytes: config.maxOutputBytes,
+    maxPendingToolCalls: config.maxPendingToolCalls,
+    maxSnapshotBytes: config.maxSnapshotBytes,
+  };
+}
+
+/**
+ * Ends a segment from its worker outcome: a suspension is stored (and the model gets
+ * `waiting`); anything else is the final result, and a resumed run's claim is released
+ * with the run deleted.
+ */
+export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: SuspendContext): Promise<void> {
+  if (outcome.status === "suspended" && ctx.signal.aborted) {
+    outcome = { status: "failed", error: "code mode run was cancelled by the gateway.", code: "internal_error", outputBytes: outcome.outputBytes };
+  }
+  if (outcome.status === "suspended") {
+    let r: SuspendResult;
+    try {
+      r = await storeSuspension(seg, outcome, ctx);
+    } catch (err) {
+      seg.log.warn({ err }, "could not store the suspended run");
+      r = { result: { status: "failed", error: "code mode could not store the suspended run: the orchestrator cannot be reached.", code: "runtime_unavailable" } };
+    }
+    if (r.result.status === "failed" && ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, false, seg.log);
+    seg.finish(r.result, outcome.outputBytes, r.snapshotBytes);
+    return;
+  }
+  if (ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, false, seg.log);
+  if (outcome.status === "completed") seg.finish({ status: "completed", valueJson: outcome.valueJson }, outcome.outputBytes);
+  else seg.finish({ status: "failed", error: outcome.error, code: outcome.code }, outcome.outputBytes);
+}

@@ -1,0 +1,180 @@
+/**
+ * Turns a QuickJS VM snapshot into the compact envelope the store keeps, and back.
+ *
+ * A raw snapshot is the VM's whole linear memory (1.3 MB for an empty VM). Most of it
+ * is identical to a fresh VM, so the memory is stored as a page delta against this
+ * build's base image (a bitmap of changed 4 KB pages, each XORed with the base) and
+ * brotli-compressed: a trivial suspended run is a few KB, and only changed pages cost
+ * compression time. When most pages changed, the plain memory is compressed too and
+ * the smaller encoding wins.
+ *
+ * Envelope, version 1 (integers little-endian):
+ *
+ *   0   4  magic "CMSN"
+ *   4   1  version (1)
+ *   5   1  encoding: 0 plain memory, 1 page delta against the base image
+ *   6   2  reserved (0)
+ *   8  32  engine fingerprint: sha256 of the base image
+ *  40   4  memory bytes (uncompressed)
+ *  44   4  stack pointer
+ *  48   4  runtime pointer
+ *  52   4  context pointer
+ *  56   4  payload bytes
+ *  60   N  brotli(payload)
+ *
+ * Authentication (HMAC) is added and checked outside, on the sidecar's main thread, so
+ * the key never enters a thread that runs guest code. Decoding still treats every field
+ * as untrusted: sizes are bounded before anything is allocated.
+ */
+import { brotliCompressSync, brotliDecompressSync, constants as zlib } from "node:zlib";
+import type { Snapshot } from "quickjs-wasi";
+import type { BaseImage } from "./base-image.js";
+
+const MAGIC = 0x4e534d43; // "CMSN" read as little-endian u32
+const VERSION = 1;
+const HEADER_BYTES = 60;
+const PAGE = 4096;
+const WASM_PAGE = 65536;
+/** The largest memory a restore accepts: the largest memory limit plus headroom. */
+const MAX_MEMORY_BYTES = 1_073_741_824 + 64 * WASM_PAGE;
+
+export const ENCODING_PLAIN = 0;
+export const ENCODING_DELTA = 1;
+
+export class SnapshotFormatError extends Error {
+  override name = "SnapshotFormatError";
+}
+
+export type EncodedSnapshot = { envelope: Uint8Array; encoding: number; memoryBytes: number; changedPages: number };
+
+function compress(data: Uint8Array): Buffer {
+  return brotliCompressSync(data, {
+    params: { [zlib.BROTLI_PARAM_QUALITY]: 5, [zlib.BROTLI_PARAM_SIZE_HINT]: data.byteLength },
+  });
+}
+
+/** target[tOff + i] ^= source[sOff + i] for i < len: 32 bits at a time when both are aligned. */
+function xorInto(target: Uint8Array, tOff: number, source: Uint8Array, sOff: number, len: number): void {
+  let i = 0;
+  if ((target.byteOffset + tOff) % 4 === 0 && (source.byteOffset + sOff) % 4 === 0) {
+    const words = len >>> 2;
+    const t = new Uint32Array(target.buffer, target.byteOffset + tOff, words);
+    const s = new Uint32Array(source.buffer, source.byteOffset + sOff, words);
+    for (let w = 0; w < words; w++) t[w]! ^= s[w]!;
+    i = words * 4;
+  }
+  for (; i < len; i++) target[tOff + i]! ^= source[sOff + i]!;
+}
+
+/**
+ * The delta payload: a bitmap of the 4 KB pages that differ from the base image, then
+ * each such page XORed with the base (pages past the base's end as they are). Pages
+ * equal to the base cost one bit, and only changed pages reach the compressor.
+ */
+function pageDelta(mem: Uint8Array, base: Uint8Array): { payload: Buffer; changedPages: number } {
+  const pages = Math.ceil(mem.byteLength / PAGE);
+  const bitmap = Buffer.alloc(Math.ceil(pages / 8));
+  const m = Buffer.from(mem.buffer, mem.byteOffset, mem.byteLength);
+  const b = Buffer.from(base.buffer, base.byteOffset, base.byteLength);
+  const chunks: Buffer[] = [bitmap];
+  let changedPages = 0;
+  for (let p = 0; p < pages; p++) {
+    const off = p * PAGE;
+    const end = Math.min(off + PAGE, mem.byteLength);
+    const inBase = Math.max(0, Math.min(end, base.byteLength) - off);
+    if (inBase === end - off && m.compare(b, off, end, off, end) === 0) continue;
+    bitmap[p >> 3]! |= 1 << (p & 7);
+    changedPages++;
+    const page = Buffer.from(m.subarray(off, end));
+    if (inBase > 0) xorInto(page, 0, b, off, inBase);
+    chunks.push(page);
+  }
+  return { payload: Buffer.concat(chunks), changedPages };
+}
+
+/** Rebuilds memory from the base image and a page delta. */
+function applyPageDelta(delta: Buffer, memoryBytes: number, base: Uint8Array): Buffer {
+  const pages = Math.ceil(memoryBytes / PAGE);
+  const bitmapBytes = Math.ceil(pages / 8);
+  if (delta.byteLength < bitmapBytes) throw new SnapshotFormatError("snapshot delta is truncated");
+  const memory = Buffer.alloc(memoryBytes);
+  memory.set(base.subarray(0, Math.min(memoryBytes, base.byteLength)));
+  let at = bitmapBytes;
+  for (let p = 0; p < pages; p++) {
+    if ((delta[p >> 3]! & (1 << (p & 7))) === 0) continue;
+    const off = p * PAGE;
+    const len = Math.min(PAGE, memoryBytes - off);
+    if (at + len > delta.byteLength) throw new SnapshotFormatError("snapshot delta is truncated");
+    xorInto(memory, off, delta, at, len);
+    at += len;
+  }
+  if (at !== delta.byteLength) throw new SnapshotFormatError("snapshot delta has trailing bytes");
+  return memory;
+}
+
+export function encodeSnapshot(snapshot: Snapshot, base: BaseImage): EncodedSnapshot {
+  if (snapshot.extensions.length > 0) throw new SnapshotFormatError("snapshots of VMs with native extensions are not supported");
+  const mem = snapshot.memory;
+  const delta = pageDelta(mem, base.memory);
+  const changedPages = delta.changedPages;
+  let payload = compress(delta.payload);
+  let encoding = ENCODING_DELTA;
+  // Mostly rewritten memory: the plain image may compress better than the delta.
+  if (changedPages * 2 > Math.ceil(mem.byteLength / PAGE)) {
+    const plain = compress(mem);
+    if (plain.byteLength < payload.byteLength) {
+      payload = plain;
+      encoding = ENCODING_PLAIN;
+    }
+  }
+  const out = Buffer.alloc(HEADER_BYTES + payload.byteLength);
+  out.writeUInt32LE(MAGIC, 0);
+  out.writeUInt8(VERSION, 4);
+  out.writeUInt8(encoding, 5);
+  base.fingerprint.copy(out, 8);
+  out.writeUInt32LE(mem.byteLength, 40);
+  out.writeUInt32LE(snapshot.stackPointer, 44);
+  out.writeUInt32LE(snapshot.runtimePtr, 48);
+  out.writeUInt32LE(snapshot.contextPtr, 52);
+  out.writeUInt32LE(payload.byteLength, 56);
+  payload.copy(out, HEADER_BYTES);
+  return { envelope: out, encoding, memoryBytes: mem.byteLength, changedPages };
+}
+
+export function decodeSnapshot(envelope: Uint8Array, base: BaseImage): Snapshot {
+  const buf = Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
+  if (buf.byteLength < HEADER_BYTES || buf.readUInt32LE(0) !== MAGIC) throw new SnapshotFormatError("not a code mode snapshot");
+  const version = buf.readUInt8(4);
+  if (version !== VERSION) throw new SnapshotFormatError(`snapshot format version ${version} is not supported (this sandbox reads version ${VERSION})`);
+  const encoding = buf.readUInt8(5);
+  if ((encoding !== ENCODING_PLAIN && encoding !== ENCODING_DELTA) || buf.readUInt16LE(6) !== 0) throw new SnapshotFormatError("snapshot header is malformed");
+  if (!buf.subarray(8, 40).equals(base.fingerprint)) {
+    throw new SnapshotFormatError("the snapshot was made by a different sandbox build (engine fingerprint differs)");
+  }
+  const memoryBytes = buf.readUInt32LE(40);
+  const payloadBytes = buf.readUInt32LE(56);
+  if (memoryBytes === 0 || memoryBytes % WASM_PAGE !== 0 || memoryBytes > MAX_MEMORY_BYTES) throw new SnapshotFormatError("snapshot memory size is malformed");
+  if (HEADER_BYTES + payloadBytes !== buf.byteLength) throw new SnapshotFormatError("snapshot payload length does not match");
+  // A delta is the bitmap plus at most every page: never larger than memory plus the bitmap.
+  const maxPayload = memoryBytes + Math.ceil(memoryBytes / PAGE / 8);
+  let payload: Buffer;
+  try {
+    payload = brotliDecompressSync(buf.subarray(HEADER_BYTES), { maxOutputLength: maxPayload });
+  } catch (err) {
+    throw new SnapshotFormatError(`snapshot payload does not decompress: ${(err as Error).message}`);
+  }
+  let memory: Buffer;
+  if (encoding === ENCODING_DELTA) {
+    memory = applyPageDelta(payload, memoryBytes, base.memory);
+  } else {
+    if (payload.byteLength !== memoryBytes) throw new SnapshotFormatError("snapshot payload has the wrong size");
+    memory = payload;
+  }
+  return {
+    memory: new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength),
+    stackPointer: buf.readUInt32LE(44),
+    runtimePtr: buf.readUInt32LE(48),
+    contextPtr: buf.readUInt32LE(52),
+    extensions: [],
+  };
+}

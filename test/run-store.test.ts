@@ -1,0 +1,331 @@
+/**
+ * The RunStore contract, run against both stores (in-memory and a real redis-server), so
+ * they keep exactly the same semantics; then what only the Redis store promises: a
+ * restarted orchestrator sees what the old one stored, and Redis being away is an error,
+ * not a hang or a crash.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createRunStore } from "../src/orchestrator/store/create-store.js";
+import { MemoryRunStore } from "../src/orchestrator/store/memory-store.js";
+import { RedisRunStore } from "../src/orchestrator/store/redis-store.js";
+import type { RunStore, StoreScope, StoredAnswer, SuspendedRecord } from "../src/orchestrator/store/run-store.js";
+import { freePort, startRedis, type RedisServer } from "./redis.js";
+
+let redis: RedisServer;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis.stop();
+});
+
+const opened: RunStore[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+});
+
+function tracked<T extends RunStore>(store: T): T {
+  opened.push(store);
+  return store;
+}
+
+/** A Redis store on its own key prefix, so tests never see each other's runs. */
+function redisStore(prefix = `test:${randomUUID()}:`): RedisRunStore {
+  return tracked(new RedisRunStore(redis.url, { prefix }));
+}
+
+const SCOPE: StoreScope = { agentId: "agent-1", sessionId: "session-1", sessionKey: "key-1", runId: "run-1" };
+const LEASE = 30_000;
+const MAX = 100;
+
+function record(id: string, over: Partial<SuspendedRecord> = {}): SuspendedRecord {
+  return {
+    codeModeRunId: id,
+    scope: SCOPE,
+    snapshot: Uint8Array.from([0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff]),
+    pending: ["c1", "c2", "c3"].map((c) => ({ callId: `${id}:${c}`, kind: "call" as const, toolId: "tool-1", toolName: "echo" })),
+    answers: [],
+    reason: "pending_tools",
+    configJson: '{"timeoutMs":1000}',
+    outputBytes: 42,
+    expiresAtMs: Date.now() + 60_000,
+    catalogVersion: "v1",
+    execCallId: `${id}:exec`,
+    ...over,
+  };
+}
+
+function ok(callId: string, value: unknown = callId): StoredAnswer {
+  return { callId, ok: true, json: JSON.stringify(value) };
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  for (let i = 0; i < 1_000; i++) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function claimed(store: RunStore, id: string, scope = SCOPE, leaseMs = LEASE): Promise<{ run: SuspendedRecord; token: string }> {
+  const claim = await store.claim(id, scope, leaseMs);
+  if (!claim.ok) throw new Error(`claim of ${id} failed: ${claim.why}`);
+  return claim;
+}
+
+describe.each([
+  { kind: "memory", open: (): RunStore => tracked(new MemoryRunStore()) },
+  { kind: "redis", open: (): RunStore => redisStore() },
+])("$kind run store", ({ kind, open }) => {
+  it("has its kind", () => {
+    expect(open().kind).toBe(kind);
+  });
+
+  it("returns a suspended run unchanged, binary snapshot bytes included", async () => {
+    const store = open();
+    const big = randomBytes(1024 * 1024);
+    const snapshot = Buffer.concat([Buffer.from([0x00, 0xff, 0x00, 0xff]), big, Buffer.from([0xff, 0x00])]);
+    const rec = record("rt", { snapshot, answers: [ok("rt:c2", { n: 1 })] });
+    expect(await store.suspend(rec, { maxSuspendedRuns: MAX })).toEqual({ ok: true });
+    expect(await store.count()).toBe(1);
+
+    const { run, token } = await claimed(store, "rt");
+    expect(token).not.toBe("");
+    expect(Buffer.compare(run.snapshot, snapshot)).toBe(0);
+    expect({ ...run, snapshot: undefined }).toEqual({ ...rec, snapshot: undefined });
+  });
+
+  it("refuses a claim from another agent, session or session key, or another agent run", async () => {
+    const store = open();
+    await store.suspend(record("sc"), { maxSuspendedRuns: MAX });
+    expect(await store.claim("sc", { ...SCOPE, sessionId: "other" }, LEASE)).toEqual({ ok: false, why: "session" });
+    expect(await store.claim("sc", { ...SCOPE, sessionKey: "other" }, LEASE)).toEqual({ ok: false, why: "session" });
+    expect(await store.claim("sc", { ...SCOPE, agentId: "other" }, LEASE)).toEqual({ ok: false, why: "session" });
+    expect(await store.claim("sc", { ...SCOPE, runId: "other" }, LEASE)).toEqual({ ok: false, why: "run" });
+    expect((await store.claim("sc", SCOPE, LEASE)).ok).toBe(true);
+  });
+
+  it("does not know an unknown run id", async () => {
+    expect(await open().claim("nope", SCOPE, LEASE)).toEqual({ ok: false, why: "unavailable" });
+  });
+
+  it("forgets a run once it expired, and frees its slot", async () => {
+    const store = open();
+    await store.suspend(record("ex", { expiresAtMs: Date.now() + 300 }), { maxSuspendedRuns: 1 });
+    await until("the run to expire", async () => ((await store.count()) === 0 ? true : undefined));
+    expect(await store.claim("ex", SCOPE, LEASE)).toEqual({ ok: false, why: "unavailable" });
+    expect(await store.addAnswer(SCOPE, ok("ex:c1"))).toEqual({ result: "ended", codeModeRunId: "ex" });
+    expect(await store.suspend(record("ex2"), { maxSuspendedRuns: 1 })).toEqual({ ok: true });
+  });
+
+  it("allows one claim at a time, and voids a claim whose lease passed", async () => {
+    const store = open();
+    await store.suspend(record("ls"), { maxSuspendedRuns: MAX });
+    const first = await claimed(store, "ls", SCOPE, 200);
+    const second = await until("the first lease to pass", async () => {
+      const claim = await store.claim("ls", SCOPE, LEASE);
+      if (claim.ok) return claim;
+      expect(claim.why).toBe("busy");
+      return undefined;
+    });
+    expect(await store.claim("ls", SCOPE, LEASE)).toEqual({ ok: false, why: "busy" });
+    expect(await store.release("ls", first.token, true)).toBe(false);
+    expect(await store.answers("ls", first.token, new Set())).toBeUndefined();
+    expect(await store.suspend(record("ls"), { maxSuspendedRuns: MAX, claimToken: first.token })).toEqual({ ok: false, why: "claim_lost" });
+    expect(await store.release("ls", second.token, true)).toBe(true);
+  });
+
+  it("extends expiry to the lease of a claim", async () => {
+    const store = open();
+    const expiresAtMs = Date.now() + 60_000;
+    await store.suspend(record("xl", { expiresAtMs }), { maxSuspendedRuns: MAX });
+    const { run } = await claimed(store, "xl", SCOPE, 600_000);
+    expect(run.expiresAtMs).toBeGreaterThan(expiresAtMs);
+  });
+
+  it("keeps a released run claimable, and deletes a settled one", async () => {
+    const store = open();
+    await store.suspend(record("rk"), { maxSuspendedRuns: MAX });
+    await store.suspend(record("rd"), { maxSuspendedRuns: MAX });
+    const keep = await claimed(store, "rk");
+    expect(await store.release("rk", "not-the-token", true)).toBe(false);
+    expect(await store.release("rk", keep.token, true)).toBe(true);
+    expect(await store.release("rk", keep.token, true)).toBe(false);
+    const again = await claimed(store, "rk");
+    expect(again.run.snapshot).toEqual(keep.run.snapshot);
+
+    const settle = await claimed(store, "rd");
+    expect(await store.count()).toBe(2);
+    expect(await store.release("rd", settle.token, false)).toBe(true);
+    expect(await store.claim("rd", SCOPE, LEASE)).toEqual({ ok: false, why: "unavailable" });
+    expect(await store.count()).toBe(1);
+  });
+
+  it("caps new runs, but lets a claimed run re-suspend at the cap", async () => {
+    const store = open();
+    for (const id of ["a", "b", "c"]) expect(await store.suspend(record(id), { maxSuspendedRuns: 3 })).toEqual({ ok: true });
+    expect(await store.suspend(record("d"), { maxSuspendedRuns: 3 })).toEqual({ ok: false, why: "cap" });
+    const { token } = await claimed(store, "b");
+    expect(await store.suspend(record("b"), { maxSuspendedRuns: 3, claimToken: token })).toEqual({ ok: true });
+    expect(await store.count()).toBe(3);
+  });
+
+  it("refuses a re-suspension without the current claim", async () => {
+    const store = open();
+    await store.suspend(record("st"), { maxSuspendedRuns: MAX });
+    expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX })).toEqual({ ok: false, why: "claim_lost" });
+    expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX, claimToken: "made-up" })).toEqual({ ok: false, why: "claim_lost" });
+    const { token } = await claimed(store, "st");
+    expect(await store.suspend(record("st", { outputBytes: 1 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true });
+    // The re-suspension ended that claim.
+    expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
+    expect((await claimed(store, "st")).run.outputBytes).toBe(1);
+    expect(await store.suspend(record("gone"), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
+  });
+
+  it("keeps one answer per call and tells late, foreign and unknown answers apart", async () => {
+    const store = open();
+    await store.suspend(record("an"), { maxSuspendedRuns: MAX });
+    expect(await store.addAnswer(SCOPE, ok("an:c1"))).toEqual({ result: "stored", codeModeRunId: "an" });
+    expect(await store.addAnswer(SCOPE, ok("an:c1", "again"))).toEqual({ result: "duplicate", codeModeRunId: "an" });
+    expect(await store.addAnswer({ ...SCOPE, runId: "other" }, ok("an:c2"))).toEqual({ result: "scope" });
+    expect(await store.addAnswer({ ...SCOPE, sessionId: "other" }, ok("an:c2"))).toEqual({ result: "scope" });
+    expect(await store.addAnswer(SCOPE, ok("nobody:c1"))).toEqual({ result: "unknown" });
+    const failed: StoredAnswer = { callId: "an:c3", ok: false, error: { name: "ToolError", message: "nope" } };
+    expect(await store.addAnswer(SCOPE, failed)).toEqual({ result: "stored", codeModeRunId: "an" });
+
+    const { run, token } = await claimed(store, "an");
+    expect(run.answers).toEqual([ok("an:c1"), failed]);
+    // A claimed run still takes answers.
+    expect(await store.addAnswer(SCOPE, ok("an:c2"))).toEqual({ result: "stored", codeModeRunId: "an" });
+    expect(await store.answers("an", token, new Set())).toEqual([ok("an:c1"), ok("an:c2"), failed]);
+    expect(await store.answers("an", token, new Set(["an:c1", "an:c3"]))).toEqual([ok("an:c2")]);
+    expect(await store.answers("an", "not-the-token", new Set())).toBeUndefined();
+
+    await store.suspend(record("an2"), { maxSuspendedRuns: MAX });
+    await store.addAnswer(SCOPE, ok("an2:c1"));
+    const settle = await claimed(store, "an2");
+    expect(await store.release("an2", settle.token, false)).toBe(true);
+    expect(await store.addAnswer(SCOPE, ok("an2:c2"))).toEqual({ result: "ended", codeModeRunId: "an2" });
+    expect(await store.addAnswer(SCOPE, ok("an2:c1", "again"))).toEqual({ result: "duplicate", codeModeRunId: "an2" });
+    expect(await store.addAnswer({ ...SCOPE, agentId: "other" }, ok("an2:c2"))).toEqual({ result: "scope" });
+  });
+
+  it("on re-suspension keeps answers of calls still pending and remembers the others", async () => {
+    const store = open();
+    const pending = (...ids: string[]) => ids.map((callId) => ({ callId, kind: "call" as const, toolId: "tool-1", toolName: "echo" }));
+    await store.suspend(record("rs", { pending: pending("p1", "p2", "p3", "p5") }), { maxSuspendedRuns: MAX });
+    await store.addAnswer(SCOPE, ok("p1"));
+    await store.addAnswer(SCOPE, ok("p2"));
+    const { token } = await claimed(store, "rs");
+    // The VM consumed p1 and p5 went away unanswered; p3 was answered in the sidecar; p4 is new.
+    const next = record("rs", { pending: pending("p2", "p3", "p4"), answers: [ok("p3"), ok("p2", "sidecar copy")] });
+    expect(await store.suspend(next, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true });
+
+    const { run } = await claimed(store, "rs");
+    expect(run.answers).toEqual([ok("p2"), ok("p3")]);
+    expect(run.pending.map((p) => p.callId)).toEqual(["p2", "p3", "p4"]);
+    expect(await store.addAnswer(SCOPE, ok("p1"))).toEqual({ result: "duplicate", codeModeRunId: "rs" });
+    expect(await store.addAnswer(SCOPE, ok("p3"))).toEqual({ result: "duplicate", codeModeRunId: "rs" });
+    expect(await store.addAnswer(SCOPE, ok("p5"))).toEqual({ result: "ended", codeModeRunId: "rs" });
+    expect(await store.addAnswer(SCOPE, ok("p4"))).toEqual({ result: "stored", codeModeRunId: "rs" });
+  });
+
+  it("tells listeners about stored answers until they unsubscribe", async () => {
+    const store = open();
+    await store.suspend(record("on"), { maxSuspendedRuns: MAX });
+    const heardByGone: string[] = [];
+    const unsubscribe = store.onAnswer((id) => heardByGone.push(id));
+    unsubscribe();
+    const heard = new Promise<string>((resolve) => store.onAnswer(resolve));
+    expect((await store.addAnswer(SCOPE, ok("on:c1"))).result).toBe("stored");
+    expect(await heard).toBe("on");
+    expect(heardByGone).toEqual([]);
+  });
+
+  it("deletes every run of one scope and nothing else", async () => {
+    const store = open();
+    const other: StoreScope = { ...SCOPE, runId: "run-2" };
+    await store.suspend(record("d1"), { maxSuspendedRuns: MAX });
+    await store.suspend(record("d2"), { maxSuspendedRuns: MAX });
+    await store.suspend(record("d3", { scope: other }), { maxSuspendedRuns: MAX });
+    await claimed(store, "d2");
+    expect(await store.deleteScope(SCOPE)).toBe(2);
+    expect(await store.claim("d1", SCOPE, LEASE)).toEqual({ ok: false, why: "unavailable" });
+    expect(await store.claim("d2", SCOPE, LEASE)).toEqual({ ok: false, why: "unavailable" });
+    expect(await store.addAnswer(SCOPE, ok("d1:c1"))).toEqual({ result: "ended", codeModeRunId: "d1" });
+    expect(await store.count()).toBe(1);
+    expect((await store.claim("d3", other, LEASE)).ok).toBe(true);
+    expect(await store.deleteScope(SCOPE)).toBe(0);
+  });
+});
+
+describe("redis run store across orchestrators", () => {
+  it("lets a restarted orchestrator see the runs and answers the first one stored", async () => {
+    const prefix = `test:${randomUUID()}:`;
+    const first = redisStore(prefix);
+    await first.suspend(record("rr"), { maxSuspendedRuns: MAX });
+    expect(await first.addAnswer(SCOPE, ok("rr:c1"))).toEqual({ result: "stored", codeModeRunId: "rr" });
+
+    const restarted = redisStore(prefix);
+    const heard = new Promise<string>((resolve) => restarted.onAnswer(resolve));
+    // addAnswer waits for the store's own subscription, so first's answer below is heard.
+    expect(await restarted.addAnswer(SCOPE, ok("nobody"))).toEqual({ result: "unknown" });
+    expect(await restarted.count()).toBe(1);
+    const { run, token } = await claimed(restarted, "rr");
+    expect(run.answers).toEqual([ok("rr:c1")]);
+    expect(await first.claim("rr", SCOPE, LEASE)).toEqual({ ok: false, why: "busy" });
+
+    expect(await first.addAnswer(SCOPE, ok("rr:c2"))).toEqual({ result: "stored", codeModeRunId: "rr" });
+    expect(await heard).toBe("rr");
+    expect(await restarted.answers("rr", token, new Set(["rr:c1"]))).toEqual([ok("rr:c2")]);
+    await first.close();
+    await restarted.close();
+  });
+
+  it("rejects calls while Redis is away instead of hanging, and closes cleanly", async () => {
+    const own = await startRedis();
+    const store = new RedisRunStore(own.url);
+    try {
+      expect(await store.count()).toBe(0);
+      await own.stop();
+      await expect(store.count()).rejects.toThrow();
+      await expect(store.suspend(record("down"), { maxSuspendedRuns: MAX })).rejects.toThrow();
+    } finally {
+      await store.close();
+      await own.stop();
+    }
+  });
+});
+
+describe("createRunStore", () => {
+  it("makes the memory store by default", async () => {
+    for (const spec of [undefined, "", "memory"]) {
+      const store = tracked(await createRunStore(spec));
+      expect(store.kind).toBe("memory");
+    }
+  });
+
+  it("makes a Redis store from a redis:// URL", async () => {
+    const store = tracked(await createRunStore(`${redis.url}/1`));
+    expect(store.kind).toBe("redis");
+    expect(await store.count()).toBe(0);
+  });
+
+  it("names an unreachable Redis without its password", async () => {
+    const port = await freePort();
+    const error = await createRunStore(`redis://:hunter2@127.0.0.1:${port}/0`).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toContain(`redis://127.0.0.1:${port}/0`);
+    expect((error as Error).message).not.toContain("hunter2");
+  });
+
+  it("refuses anything else", async () => {
+    await expect(createRunStore("postgres://db")).rejects.toThrow(/memory.*redis:\/\//);
+  });
+});

@@ -1,0 +1,83 @@
+// Suspended runs in a real Redis: an orchestrator restarted between `exec` and `wait`
+// loses nothing, and a snapshot tampered with inside Redis is refused, never restored.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Redis } from "ioredis";
+import { openRun, type TestTool } from "./gateway.js";
+import { execute, startCluster, waitFor, type Cluster, type scope as Scope, type ToolCallEvent } from "./harness.js";
+import { startRedis, type RedisServer } from "./redis.js";
+
+const tools: TestTool[] = [
+  { name: "slow_lookup", description: "Looks something up slowly" },
+  { name: "fast_add", description: "Adds two numbers" },
+];
+
+let redis: RedisServer;
+let cluster: Cluster;
+let inspect: Redis;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  inspect = new Redis(redis.url);
+  cluster = await startCluster({ sidecars: 2, orchestratorArgs: ["--store", redis.url] });
+});
+
+afterAll(async () => {
+  const codes = await cluster?.stop();
+  inspect?.disconnect();
+  await redis?.stop();
+  expect(codes?.every((c) => c === 0)).toBe(true);
+});
+
+/** A gateway retries an answer while the orchestrator behind the sidecar is coming back. */
+async function answerWithRetry(scope: ReturnType<typeof Scope>, callId: string, value: unknown) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await cluster.sidecars[1]!.sandbox.bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: JSON.stringify(value) } });
+    } catch (err) {
+      if ((err as { code?: string }).code !== "unavailable" || attempt >= 40) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+describe("suspended runs in Redis", () => {
+  it("an orchestrator restart between exec and wait loses nothing", async () => {
+    const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 300 } });
+    const calls: ToolCallEvent[] = [];
+    const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `text("before"); const r = await tools.slow_lookup({}); text("after " + r); return r + await tools.fast_add({});` }, (c) => calls.push(c));
+    expect(exec.model).toMatchObject({ status: "waiting", reason: "pending_tools" });
+
+    await cluster.restartOrchestrator();
+    expect((await answerWithRetry(scope, calls[0]!.callId, 40)).deliveredLive).toBe(false);
+
+    const done = await waitFor(cluster.sidecars[1]!.sandbox, { scope, runId: exec.model.runId! }, (c) => {
+      void cluster.sidecars[1]!.sandbox.bridgeCallback({ scope, callId: c.callId, outcome: { case: "resultJson", value: "2" } });
+    });
+    expect(done.model).toMatchObject({ status: "completed", value: 42, output: [{ type: "text", text: "after 40" }] });
+    expect(done.model.telemetry.callCount).toBe(2);
+    const traj = await cluster.control.getTrajectory({ scope });
+    expect(traj.steps.map((s) => [s.kind, s.status])).toEqual([
+      ["exec", "waiting"],
+      ["wait", "completed"],
+    ]);
+    expect(await inspect.exists(`codemode:run:${exec.model.runId}`)).toBe(0);
+  });
+
+  it("refuses and deletes a snapshot tampered with in the store", async () => {
+    const { scope } = await openRun(cluster, tools);
+    const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `await yield_control(); return "restored";` });
+    expect(exec.model.status).toBe("waiting");
+    const key = `codemode:run:${exec.model.runId}`;
+    const snap = await inspect.hgetBuffer(key, "snap");
+    expect(snap?.byteLength).toBe(exec.model.telemetry.snapshotBytes);
+    snap![Math.floor(snap!.byteLength / 2)]! ^= 0x01;
+    await inspect.hset(key, "snap", snap!);
+
+    const refused = await waitFor(cluster.sidecars[1]!.sandbox, { scope, runId: exec.model.runId! });
+    expect(refused.model).toMatchObject({ status: "failed", code: "internal_error" });
+    expect(refused.model.error).toMatch(/snapshot failed authentication and was discarded/);
+    expect(await inspect.exists(key)).toBe(0);
+    const again = await waitFor(cluster.sidecars[0]!.sandbox, { scope, runId: exec.model.runId! });
+    expect(again.model.error).toBe("code mode run is unavailable or expired.");
+  });
+});
