@@ -146,6 +146,7 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
     outcome = { status: "failed", error: "code mode run was cancelled by the gateway.", code: "internal_error", outputBytes: outcome.outputBytes };
   }
   if (outcome.status === "suspended") {
+    seg.log.debug({ reason: outcome.reason, pending: outcome.pending.length, ...outcome.snapshot, envelopeBytes: outcome.envelope.byteLength }, "VM snapshotted");
     let r: SuspendResult;
     try {
       r = await storeSuspension(seg, outcome, ctx);
