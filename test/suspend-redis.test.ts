@@ -80,4 +80,26 @@ describe("suspended runs in Redis", () => {
     const again = await waitFor(cluster.sidecars[0]!.sandbox, { scope, runId: exec.model.runId! });
     expect(again.model.error).toBe("code mode run is unavailable or expired.");
   });
+
+  it("refuses a run whose stored metadata was edited (limits raised, a tool call relabelled as a yield)", async () => {
+    const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 300 } });
+    for (const edit of ["config", "pending"] as const) {
+      const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `return await tools.slow_lookup({});` });
+      expect(exec.model.status).toBe("waiting");
+      const key = `codemode:run:${exec.model.runId}`;
+      if (edit === "config") {
+        const meta = JSON.parse((await inspect.hget(key, "meta"))!) as { configJson: string; outputBytes: number };
+        meta.configJson = JSON.stringify({ ...(JSON.parse(meta.configJson) as object), timeoutMs: 60000, maxOutputBytes: 10485760 });
+        await inspect.hset(key, "meta", JSON.stringify(meta));
+      } else {
+        // Relabelled as a yield, the call would resolve without the tool ever running.
+        const pending = JSON.parse((await inspect.hget(key, "pending"))!) as Array<{ kind: string }>;
+        pending[0]!.kind = "yield";
+        await inspect.hset(key, "pending", JSON.stringify(pending));
+      }
+      const refused = await waitFor(cluster.sidecars[1]!.sandbox, { scope, runId: exec.model.runId! });
+      expect(refused.model).toMatchObject({ status: "failed", code: "internal_error" });
+      expect(refused.model.error).toMatch(/seal does not match/);
+    }
+  });
 });

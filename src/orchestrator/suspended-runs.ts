@@ -51,32 +51,44 @@ function answerToWire(a: StoredAnswer) {
   return { callId: a.callId, outcome: a.ok ? ({ case: "resultJson", value: a.json } as const) : ({ case: "error", value: a.error } as const) };
 }
 
-/** The largest snapshot a run's own config allows (clamped like the sidecar clamps it). */
-function maxSnapshotBytesOf(configJson: string): number {
+/**
+ * A limit from a run's config, clamped like the sidecar clamps it. The orchestrator
+ * does not trust a sidecar's arithmetic for what it enforces itself (size, expiry).
+ */
+function limitOf(configJson: string, key: "maxSnapshotBytes" | "snapshotTtlSeconds"): number {
   let v: unknown;
   try {
-    v = (JSON.parse(configJson) as { maxSnapshotBytes?: unknown }).maxSnapshotBytes;
+    v = (JSON.parse(configJson) as Record<string, unknown>)[key];
   } catch {
     v = undefined;
   }
-  const { default: d, min, max } = LIMITS.maxSnapshotBytes;
-  return typeof v === "number" && Number.isFinite(v) ? Math.min(max, Math.max(min, v)) : d;
+  const { default: d, min, max } = LIMITS[key];
+  return typeof v === "number" && Number.isFinite(v) ? Math.min(max, Math.max(min, Math.trunc(v))) : d;
 }
 
 function recordFromWire(run: SuspendedRun | undefined): SuspendedRecord {
   if (!run || !run.codeModeRunId) throw new ServiceError("invalid_argument", "run.code_mode_run_id is required");
   const scope = requireScope(run.scope);
   if (run.snapshot.byteLength === 0) throw new ServiceError("invalid_argument", "run.snapshot is empty");
+  // A VM awaits at most maxPendingToolCalls host requests; answers only for those.
+  if (run.pending.length > LIMITS.maxPendingToolCalls.max) throw new ServiceError("invalid_argument", `run.pending lists more than ${LIMITS.maxPendingToolCalls.max} calls`);
+  const pendingIds = new Set(run.pending.map((p) => p.callId));
+  if (pendingIds.size !== run.pending.length || pendingIds.has("")) throw new ServiceError("invalid_argument", "run.pending call ids must be unique and non-empty");
+  const answers = run.answers.map(answerFromWire);
+  if (answers.some((a) => !pendingIds.has(a.callId)) || new Set(answers.map((a) => a.callId)).size !== answers.length) {
+    throw new ServiceError("invalid_argument", "run.answers must answer distinct pending calls");
+  }
   return {
     codeModeRunId: run.codeModeRunId,
     scope,
     snapshot: run.snapshot,
     pending: run.pending.map((p) => ({ callId: p.callId, kind: KIND_FROM_WIRE[p.kind] ?? "call", toolId: p.toolId, toolName: p.toolName })),
-    answers: run.answers.map(answerFromWire),
+    answers,
     reason: run.reason === WaitReason.YIELD ? "yield" : "pending_tools",
     configJson: run.configJson,
     outputBytes: Number(run.outputBytes),
-    expiresAtMs: Number(run.expiresAtMs),
+    // Expiry is the orchestrator's: its clock, the run's clamped TTL.
+    expiresAtMs: Date.now() + limitOf(run.configJson, "snapshotTtlSeconds") * 1000,
     catalogVersion: run.catalogVersion,
     execCallId: run.execCallId,
   };
@@ -122,7 +134,7 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
   return {
     async suspendRun(req) {
       const record = recordFromWire(req.run);
-      const limit = maxSnapshotBytesOf(record.configJson);
+      const limit = limitOf(record.configJson, "maxSnapshotBytes");
       if (record.snapshot.byteLength > limit) {
         return { refused: `code mode snapshot is ${record.snapshot.byteLength} bytes, over maxSnapshotBytes (${limit} bytes).`, refusedCode: ErrorCode.SNAPSHOT_LIMIT_EXCEEDED };
       }

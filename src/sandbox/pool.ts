@@ -106,6 +106,21 @@ export class SandboxPool {
       let threadId: number | undefined;
       let started = false;
       let killTimer: NodeJS.Timeout | undefined;
+      const armKill = (inMs: number) => {
+        clearTimeout(killTimer);
+        killTimer = setTimeout(() => {
+          if (finished) return;
+          this.log.warn({ threadId, timeoutMs: submission.limits.timeoutMs }, "guest ignored its deadline; terminating its worker thread");
+          finish({
+            status: "failed",
+            error: `code mode exec timed out after ${submission.limits.timeoutMs} ms (the sandbox stopped a loop that ignored interrupts).`,
+            code: "timeout",
+            outputBytes: submission.outputBytesUsed,
+          });
+          this.terminateThread(threadId);
+        }, inMs + killGraceMs(submission.limits.timeoutMs));
+        killTimer.unref();
+      };
       const startTimer = setTimeout(() => {
         if (!started) finish({ status: "failed", error: "no sandbox worker became free in time.", code: "runtime_unavailable", outputBytes: submission.outputBytesUsed });
       }, submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs));
@@ -125,18 +140,12 @@ export class SandboxPool {
             threadId = m.threadId;
             clearTimeout(startTimer);
             for (const b of backlog.splice(0)) channel.port1.postMessage(b);
-            killTimer = setTimeout(() => {
-              if (finished) return;
-              this.log.warn({ threadId, timeoutMs: submission.limits.timeoutMs }, "guest ignored its deadline; terminating its worker thread");
-              finish({
-                status: "failed",
-                error: `code mode exec timed out after ${submission.limits.timeoutMs} ms (the sandbox stopped a loop that ignored interrupts).`,
-                code: "timeout",
-                outputBytes: submission.outputBytesUsed,
-              });
-              this.terminateThread(threadId);
-            }, submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs));
-            killTimer.unref();
+            armKill(submission.limits.timeoutMs);
+            break;
+          case "watch":
+            // The worker moved its own deadline (the VM got the thread, or a snapshot is
+            // being encoded): the kill follows it, with the same grace.
+            if (started) armKill(Math.max(0, m.untilMs - Date.now()));
             break;
           case "done":
             clearTimeout(killTimer);

@@ -9,6 +9,7 @@
  * time are drained within this same `wait`. The segment ends like an exec: completed,
  * failed (the run is deleted), or suspended again under the same runId.
  */
+import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import { PendingKind as WirePendingKind, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import { LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
 import type { Logger } from "../shared/logger.js";
@@ -18,7 +19,7 @@ import type { ResultInput } from "./result.js";
 import type { ResolvedRun } from "./run-resolver.js";
 import { Segment, type Answer, type PendingInfo, type SegmentInit } from "./segment.js";
 import { SnapshotAuthError, type SnapshotSealer } from "./snapshot-seal.js";
-import { endSegment, limitsOf, releaseClaim, unsettledCalls } from "./suspension.js";
+import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
 import type { AnswerMessage, PendingKind } from "./task-protocol.js";
 
 const KIND_FROM_WIRE: Record<number, PendingKind> = {
@@ -29,10 +30,12 @@ const KIND_FROM_WIRE: Record<number, PendingKind> = {
 const LINK_DEADLINE_MS = 10_000;
 /**
  * How long a claim holds if this sidecar dies mid-wait: longer than any wait can take
- * (waiting for answers, then running, each at most the largest timeoutMs), after which
- * another wait may resume the run from its stored snapshot.
+ * (waiting for a first answer, queueing for a worker, running, each bounded by the
+ * largest timeoutMs plus the kill grace, then storing), after which another wait may
+ * resume the run from its stored snapshot. A segment that learns its claim is gone
+ * anyway (expired, or the run was closed) is cancelled.
  */
-const CLAIM_LEASE_MS = 2 * LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.max) + 30_000;
+const CLAIM_LEASE_MS = 3 * (LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.max)) + 30_000;
 /** Longest single AwaitToolResults long-poll. */
 const POLL_MS = 30_000;
 
@@ -101,6 +104,31 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   const token = claim.claimToken;
   const release = (keep: boolean) => releaseClaim(link, runId, token, keep, log);
 
+  const outputBytesUsed = Number(rec.outputBytes);
+  const pending = new Map<string, PendingInfo>();
+  for (const p of rec.pending) pending.set(p.callId, { callId: p.callId, kind: KIND_FROM_WIRE[p.kind] ?? "call", toolId: p.toolId, toolName: p.toolName });
+
+  // The seal is checked first: nothing of a record that fails it is used.
+  let envelope: Uint8Array;
+  try {
+    const meta = sealMeta({ configJson: rec.configJson, reason: rec.reason === WaitReason.YIELD ? "yield" : "pending_tools", pending: pending.values(), outputBytes: outputBytesUsed });
+    envelope = sealer.open(rec.snapshot, { codeModeRunId: runId, scopeKey: deps.init.scopeKey, meta });
+  } catch (err) {
+    if (!(err instanceof SnapshotAuthError)) throw err;
+    if (!sealer.shared) {
+      // A per-process key: the run may well be this sidecar's neighbour's, intact. Leave it.
+      await release(true);
+      log.warn({ runId }, "cannot resume a run sealed by another sidecar process (no shared CODEMODE_SNAPSHOT_KEY)");
+      return early.finish(
+        { status: "failed", error: "this sidecar cannot resume code mode runs suspended by another sidecar process; configure the same CODEMODE_SNAPSHOT_KEY on every sidecar.", code: "runtime_unavailable" },
+        outputBytesUsed,
+      );
+    }
+    log.error({ runId, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
+    await release(false);
+    return early.finish({ status: "failed", error: `code mode run's snapshot failed authentication and was discarded (${err.message}).`, code: "internal_error" }, outputBytesUsed);
+  }
+
   let config: CodeModeConfig;
   try {
     config = parseCodeModeConfig(JSON.parse(rec.configJson) as Record<string, unknown>);
@@ -109,9 +137,6 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     return early.finish({ status: "failed", error: `code mode run has an unreadable config and was discarded: ${(err as Error).message}`, code: "internal_error" }, 0);
   }
   const seg = deps.segment(config);
-  const outputBytesUsed = Number(rec.outputBytes);
-  const pending = new Map<string, PendingInfo>();
-  for (const p of rec.pending) pending.set(p.callId, { callId: p.callId, kind: KIND_FROM_WIRE[p.kind] ?? "call", toolId: p.toolId, toolName: p.toolName });
   const answers = new Map<string, Answer>();
   for (const w of rec.answers) {
     const a = answerFromWire(w);
@@ -143,24 +168,20 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     }
   }
 
-  let envelope: Uint8Array;
-  try {
-    envelope = sealer.open(rec.snapshot, { codeModeRunId: runId, scopeKey: deps.init.scopeKey });
-  } catch (err) {
-    if (!(err instanceof SnapshotAuthError)) throw err;
-    log.error({ runId, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
-    await release(false);
-    return seg.finish({ status: "failed", error: `code mode run's snapshot failed authentication and was discarded (${err.message}).`, code: "internal_error" }, outputBytesUsed);
-  }
-
   const delivered: AnswerMessage[] = [];
   for (const [callId, a] of answers) delivered.push(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error });
   const polling = new AbortController();
+  const running = new AbortController();
+  const onCancel = () => running.abort(`the gateway cancelled the wait`);
+  signal.addEventListener("abort", onCancel, { once: true });
+  if (signal.aborted) onCancel();
   const onLive = (id: string, a: Answer) => {
     onAnswer(id, a);
     seg.answer(id, a);
   };
-  const poller = collect(link, runId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log);
+  const poller = collect(link, runId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log).then((current) => {
+    if (!current) running.abort("the run's claim was lost (it expired or the run was closed)");
+  });
   let outcome;
   try {
     outcome = await seg.run(
@@ -172,9 +193,10 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
         limits: limitsOf(config),
         outputBytesUsed,
       },
-      signal,
+      running.signal,
     );
   } finally {
+    signal.removeEventListener("abort", onCancel);
     polling.abort();
     await poller;
   }

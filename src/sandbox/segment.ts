@@ -146,8 +146,9 @@ export class Segment {
       },
     });
     this.handle = handle;
-    const onAbort = () => handle.cancel(`the gateway cancelled the ${this.init.kind}`);
+    const onAbort = () => handle.cancel(typeof signal.reason === "string" ? signal.reason : `the gateway cancelled the ${this.init.kind}`);
     signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) onAbort();
     try {
       return await handle.outcome;
     } finally {

@@ -2,9 +2,15 @@
  * Authenticates snapshot envelopes. A snapshot is VM memory: restoring a forged one
  * would hand an attacker the sandbox's state machine, so every envelope leaves a
  * sidecar sealed with HMAC-SHA256 under a key only sidecars hold (the orchestrator and
- * its store keep sealed bytes and can neither read nor forge them). The MAC also covers
- * the code-mode run id and scope, so a valid envelope moved to another run's record is
- * refused too. The check runs on the main thread, before any worker sees the bytes.
+ * its store keep sealed bytes they cannot forge; the bytes are authenticated, not
+ * encrypted). The MAC also covers the code-mode run id, the scope and the run's stored
+ * metadata (config, reason, pending calls, output used), so a valid envelope moved to
+ * another run's record, or a record whose limits or pending calls were edited, is
+ * refused too; and a not-after time, so an old sealed snapshot replayed into the store
+ * is refused once its TTL (plus clock slack) has passed. The check runs on the main
+ * thread, before any worker sees the bytes.
+ *
+ * Sealed layout: envelope ‖ not-after (u64 LE, ms since epoch) ‖ HMAC-SHA256.
  *
  * Every sidecar that may resume another's runs needs the same key: set
  * CODEMODE_SNAPSHOT_KEY (at least 32 characters). Without it a sidecar makes a random
@@ -12,7 +18,11 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 
-export const SEAL_BYTES = 32;
+const MAC_BYTES = 32;
+/** Bytes a seal adds to an envelope. */
+export const SEAL_BYTES = 8 + MAC_BYTES;
+/** Tolerated clock difference between the sidecar that sealed and the one that opens. */
+const CLOCK_SLACK_MS = 60_000;
 const CONTEXT = "codemode-snapshot-v1";
 export const SNAPSHOT_KEY_ENV = "CODEMODE_SNAPSHOT_KEY";
 const MIN_KEY_CHARS = 32;
@@ -21,7 +31,8 @@ export class SnapshotAuthError extends Error {
   override name = "SnapshotAuthError";
 }
 
-export type SealContext = { codeModeRunId: string; scopeKey: string };
+/** What a seal binds the envelope to; `meta` is the run's stored metadata, canonically encoded. */
+export type SealContext = { codeModeRunId: string; scopeKey: string; meta: string };
 
 export class SnapshotSealer {
   private constructor(
@@ -38,25 +49,29 @@ export class SnapshotSealer {
     return new SnapshotSealer(Buffer.from(raw, "utf8"), true);
   }
 
-  private mac(envelope: Uint8Array, ctx: SealContext): Buffer {
-    return createHmac("sha256", this.key).update(`${CONTEXT}\0${ctx.codeModeRunId}\0${ctx.scopeKey}\0`).update(envelope).digest();
+  private mac(body: Uint8Array, ctx: SealContext): Buffer {
+    const context = JSON.stringify([CONTEXT, ctx.codeModeRunId, ctx.scopeKey, ctx.meta]);
+    return createHmac("sha256", this.key).update(`${context}\0`).update(body).digest();
   }
 
-  seal(envelope: Uint8Array, ctx: SealContext): Uint8Array {
+  seal(envelope: Uint8Array, ctx: SealContext, notAfterMs: number): Uint8Array {
     const out = Buffer.allocUnsafe(envelope.byteLength + SEAL_BYTES);
     out.set(envelope, 0);
-    this.mac(envelope, ctx).copy(out, envelope.byteLength);
+    out.writeBigUInt64LE(BigInt(Math.max(0, Math.ceil(notAfterMs))), envelope.byteLength);
+    this.mac(out.subarray(0, envelope.byteLength + 8), ctx).copy(out, envelope.byteLength + 8);
     return out;
   }
 
-  /** The envelope inside a sealed snapshot, or SnapshotAuthError when the seal does not match. */
-  open(sealed: Uint8Array, ctx: SealContext): Uint8Array {
+  /** The envelope inside a sealed snapshot, or SnapshotAuthError when the seal does not hold. */
+  open(sealed: Uint8Array, ctx: SealContext, nowMs = Date.now()): Uint8Array {
     if (sealed.byteLength <= SEAL_BYTES) throw new SnapshotAuthError("the snapshot is truncated");
-    const envelope = sealed.subarray(0, sealed.byteLength - SEAL_BYTES);
-    const given = sealed.subarray(sealed.byteLength - SEAL_BYTES);
-    if (!timingSafeEqual(this.mac(envelope, ctx), given)) {
+    const body = sealed.subarray(0, sealed.byteLength - MAC_BYTES);
+    const given = sealed.subarray(sealed.byteLength - MAC_BYTES);
+    if (!timingSafeEqual(this.mac(body, ctx), given)) {
       throw new SnapshotAuthError("the snapshot's seal does not match (tampered, foreign, or sealed under another key)");
     }
-    return envelope;
+    const notAfter = Buffer.from(body.buffer, body.byteOffset, body.byteLength).readBigUInt64LE(body.byteLength - 8);
+    if (BigInt(nowMs - CLOCK_SLACK_MS) > notAfter) throw new SnapshotAuthError("the snapshot's seal has expired (an old snapshot was replayed)");
+    return body.subarray(0, body.byteLength - 8);
   }
 }

@@ -54,20 +54,55 @@ export function unsettledCalls(pending: Iterable<PendingInfo>, answered: (callId
   return out;
 }
 
+/**
+ * The stored metadata a seal covers, canonically encoded: the sidecar that resumes the
+ * run rebuilds it from the stored record, so an edited record fails the seal.
+ */
+export function sealMeta(m: { configJson: string; reason: "pending_tools" | "yield"; pending: Iterable<PendingInfo>; outputBytes: number }): string {
+  return JSON.stringify([m.configJson, m.reason, [...m.pending].map((p) => [p.callId, p.kind, p.toolId, p.toolName]), m.outputBytes]);
+}
+
+/**
+ * The largest sealed snapshot the link carries: gRPC messages between sidecar and
+ * orchestrator are capped at 64 MiB, and a claimed run also carries its answers.
+ */
+export const MAX_STORED_SNAPSHOT_BYTES = 48 * 1024 * 1024;
+
+/** Hands an answer that came in late to the stored run; a few tries, then it stays unsettled. */
+async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Segment): Promise<boolean> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await ctx.link.client.routeToolResult({ scope: ctx.scope, answer: toolAnswerToWire(callId, a) }, { deadlineMs: 10_000 });
+      return true;
+    } catch (err) {
+      if (attempt >= 3) {
+        seg.log.error({ err, callId }, "could not hand a late answer to the suspended run; the call is listed as unsettled");
+        return false;
+      }
+      await new Promise((r) => setTimeout(r, 200 * attempt).unref());
+    }
+  }
+}
+
 export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, ctx: SuspendContext): Promise<SuspendResult> {
-  const sealed = ctx.sealer.seal(outcome.envelope, { codeModeRunId: ctx.codeModeRunId, scopeKey: ctx.scopeKey });
-  if (sealed.byteLength > ctx.config.maxSnapshotBytes) {
+  const pending: PendingInfo[] = outcome.pending.map(
+    (ref) => seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" },
+  );
+  const configJson = JSON.stringify(ctx.config);
+  const meta = sealMeta({ configJson, reason: outcome.reason, pending, outputBytes: outcome.outputBytes });
+  const notAfterMs = Date.now() + ctx.config.snapshotTtlSeconds * 1000;
+  const sealed = ctx.sealer.seal(outcome.envelope, { codeModeRunId: ctx.codeModeRunId, scopeKey: ctx.scopeKey, meta }, notAfterMs);
+  const limit = Math.min(ctx.config.maxSnapshotBytes, MAX_STORED_SNAPSHOT_BYTES);
+  if (sealed.byteLength > limit) {
+    const which = limit === ctx.config.maxSnapshotBytes ? "maxSnapshotBytes" : "the largest snapshot the store link carries";
     return {
       result: {
         status: "failed",
-        error: `code mode snapshot is ${sealed.byteLength} bytes, over maxSnapshotBytes (${ctx.config.maxSnapshotBytes} bytes); the run cannot be suspended.`,
+        error: `code mode snapshot is ${sealed.byteLength} bytes, over ${which} (${limit} bytes); the run cannot be suspended.`,
         code: "snapshot_limit_exceeded",
       },
     };
   }
-  const pending: PendingInfo[] = outcome.pending.map(
-    (ref) => seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" },
-  );
   const known = (id: string) => seg.answers.get(id) ?? ctx.claim?.answers.get(id);
   const included = new Map<string, Answer>();
   for (const p of pending) {
@@ -83,9 +118,8 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
         pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: PENDING_KIND_TO_WIRE[p.kind] })),
         answers: [...included].map(([id, a]) => toolAnswerToWire(id, a)),
         reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
-        configJson: JSON.stringify(ctx.config),
+        configJson,
         outputBytes: BigInt(outcome.outputBytes),
-        expiresAtMs: BigInt(Date.now() + ctx.config.snapshotTtlSeconds * 1000),
         catalogVersion: ctx.catalogVersion,
         execCallId: ctx.execCallId,
       },
@@ -104,10 +138,7 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
   for (const p of pending) {
     const a = seg.answers.get(p.callId);
     if (!a || included.has(p.callId)) continue;
-    included.set(p.callId, a);
-    await ctx.link.client
-      .routeToolResult({ scope: ctx.scope, answer: toolAnswerToWire(p.callId, a) }, { deadlineMs: 10_000 })
-      .catch((err: unknown) => seg.log.warn({ err, callId: p.callId }, "could not hand a late answer to the suspended run"));
+    if (await routeLate(ctx, p.callId, a, seg)) included.set(p.callId, a);
   }
   return {
     result: { status: "waiting", runId: ctx.codeModeRunId, reason: outcome.reason, pending: unsettledCalls(pending, (id) => included.has(id)) },

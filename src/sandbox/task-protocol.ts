@@ -72,6 +72,8 @@ export type PlainError = { name: string; message: string };
 /** Worker → main. */
 export type WorkerMessage =
   | { t: "started"; threadId: number }
+  /** The host may kill the thread if this task still runs at untilMs (plus grace). */
+  | { t: "watch"; untilMs: number }
   | { t: "output"; kind: "text" | "json"; data: string }
   | { t: "call"; callId: string; toolId: string; inputJson: string }
   | { t: "request"; reqId: string; op: "search" | "describe" | "api_list" | "api_read"; payloadJson: string }

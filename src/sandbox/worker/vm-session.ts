@@ -34,6 +34,9 @@ type Fatal = { code: ErrorCodeName | undefined; message: string };
 
 let preludeBytecode: Uint8Array | undefined;
 
+/** Time the host allows for snapshotting and encoding an idle VM (up to 1 GiB of memory). */
+const SNAPSHOT_BUDGET_MS = 30_000;
+
 /**
  * Each output item is charged this much on top of its text, so empty items cannot
  * grow a result without bound (the wire and model forms wrap every item).
@@ -80,6 +83,12 @@ class GuestSession {
 
   fail(error: string, code?: ErrorCodeName): TaskOutcome {
     return failed(error, this.outputBytes, code);
+  }
+
+  /** Starts the VM's deadline, and moves the host's kill timer with it. */
+  startDeadline(): void {
+    this.deadline = Date.now() + this.limits.timeoutMs;
+    this.post({ t: "watch", untilMs: this.deadline });
   }
 
   awaitAgain(callId: string, kind: PendingKind): void {
@@ -195,6 +204,7 @@ class GuestSession {
   /** Snapshots the idle VM for a `wait` to continue later. */
   private async suspend(reason: "pending_tools" | "yield", wasm: WebAssembly.Module): Promise<TaskOutcome> {
     const t0 = performance.now();
+    this.post({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS });
     const encoded = encodeSnapshot(this.vm!.snapshot(), await baseImage(wasm));
     return {
       status: "suspended",
@@ -300,7 +310,7 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   const prelude = preludeBytecode;
   return session.run(() => {
     const vm = session.vm!;
-    session.deadline = Date.now() + task.limits.timeoutMs;
+    session.startDeadline();
     const sync = vm.newFunction(HOST_SYNC, session.hostSync);
     const asyncFn = vm.newFunction(HOST_ASYNC, session.hostAsync);
     const preludeFn = vm.evalBytecode(prelude);
@@ -318,6 +328,8 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
 
 export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
+  // Decoding and restoring a large snapshot must not count against the VM's deadline.
+  task.port.postMessage({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS } satisfies WorkerMessage);
   try {
     const snapshot = decodeSnapshot(task.envelope, await baseImage(wasm));
     session.vm = await QuickJS.restore(snapshot, guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt));
@@ -329,7 +341,7 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
   for (const a of task.answers) session.enqueue(a);
   return session.run(() => {
     const vm = session.vm!;
-    session.deadline = Date.now() + task.limits.timeoutMs;
+    session.startDeadline();
     vm.registerHostCallback(HOST_SYNC, session.hostSync);
     vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
   }, wasm);

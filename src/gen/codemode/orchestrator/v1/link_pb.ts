@@ -458,6 +458,9 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
   outputBytes: bigint;
 
   /**
+   * When the store drops the run. Set by the orchestrator (its clock, the run's clamped
+   * snapshot_ttl_seconds); ignored in SuspendRun.
+   *
    * @generated from field: int64 expires_at_ms = 9;
    */
   expiresAtMs: bigint;
