@@ -1,7 +1,9 @@
 // The snapshot envelope and its seal, where the logic is subtle: a page delta that must
 // rebuild memory exactly, a header whose every field is untrusted, and a seal that binds
 // the bytes to one run, its metadata and a not-after time.
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { QuickJS } from "quickjs-wasi";
 import { baseImage } from "../src/sandbox/worker/base-image.js";
@@ -40,16 +42,18 @@ describe("snapshot envelope", () => {
     vm.dispose();
   });
 
-  it("the base image is the same in every build of the VM (fixed clock and randomness)", async () => {
-    const a = await baseImage(wasm);
-    const vm = await QuickJS.create({ ...guestVmOptions(wasm, 67_108_864, () => false) });
-    // A normal VM differs from the base only in a few seed bytes.
-    const mem = vm.snapshot().memory;
-    let differing = 0;
-    for (let i = 0; i < Math.min(mem.byteLength, a.memory.byteLength); i++) if (mem[i] !== a.memory[i]) differing++;
-    expect(differing).toBeGreaterThan(0);
-    expect(differing).toBeLessThan(64);
-    vm.dispose();
+  it("the base image is byte-identical in another process (fixed clock and randomness, same prelude bytecode)", async () => {
+    const here = (await baseImage(wasm)).fingerprint.toString("hex");
+    const script = `
+      import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+      import { baseImage } from ${JSON.stringify(new URL("../dist/sandbox/worker/base-image.js", import.meta.url).href)};
+      const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
+      process.stdout.write((await baseImage(wasm)).fingerprint.toString("hex"));`;
+    const there = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: fileURLToPath(new URL("..", import.meta.url)), encoding: "utf8" });
+    expect(there.stderr).toBe("");
+    expect(there.stdout).toBe(here);
   });
 
   it("refuses malformed headers, another build's fingerprint, and truncated or oversized payloads", async () => {

@@ -1,16 +1,26 @@
 /**
- * The fresh-VM memory image that snapshots are stored as a delta against. It must be
- * byte-identical in every sidecar process of the same build, so the VM it is taken from
- * gets a fixed clock and fixed randomness (a real guest VM differs from it only in a few
- * seed bytes, and in what the program did). Its sha256 is the engine fingerprint every
- * snapshot carries: a sidecar restores only snapshots made against its own image.
+ * The memory image that snapshots are stored as a delta against: a VM with the guest
+ * prelude installed for an empty catalog, exactly as every exec starts. A suspended run
+ * then differs from it only in what its catalog and program added (a trivial run is a
+ * few KB instead of the ~20 KB the prelude alone would cost).
+ *
+ * The image must be byte-identical in every sidecar process of the same build, so the
+ * VM it is taken from gets a fixed clock and fixed randomness, and the prelude's
+ * bytecode comes from the same compiler. Its sha256 is the engine fingerprint every
+ * snapshot carries: a sidecar restores only snapshots made against its own image, so a
+ * change to quickjs-wasi or to the prelude can never restore into the wrong layout.
  */
 import { createHash } from "node:crypto";
 import { QuickJS } from "quickjs-wasi";
+import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
 import { LIMITS } from "../../shared/config.js";
+import { preludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 
 export type BaseImage = { memory: Uint8Array; fingerprint: Buffer };
+
+/** The boot answer of the image's prelude: no tools. */
+const EMPTY_BOOT = `{"allTools":[],"convenience":[]}`;
 
 let cached: Promise<BaseImage> | undefined;
 
@@ -28,8 +38,16 @@ function deterministicWasi(memory: WebAssembly.Memory) {
 }
 
 async function build(wasm: WebAssembly.Module): Promise<BaseImage> {
+  const bytecode = await preludeBytecode(wasm);
   const vm = await QuickJS.create({ ...guestVmOptions(wasm, LIMITS.memoryLimitBytes.default, () => false), wasi: deterministicWasi });
   try {
+    const sync = vm.newFunction(HOST_SYNC, (op) => (op?.isString && op.toString() === "boot" ? vm.newString(EMPTY_BOOT) : vm.undefined));
+    const asyncFn = vm.newFunction(HOST_ASYNC, () => vm.undefined);
+    const prelude = vm.evalBytecode(bytecode);
+    vm.callFunction(prelude, vm.undefined, sync, asyncFn).dispose();
+    prelude.dispose();
+    sync.dispose();
+    asyncFn.dispose();
     const memory = vm.snapshot().memory;
     return { memory, fingerprint: createHash("sha256").update(memory).digest() };
   } finally {

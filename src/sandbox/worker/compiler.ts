@@ -6,6 +6,7 @@
  * damaged is replaced before the next compile.
  */
 import { QuickJS, EvalFlags, type JSException } from "quickjs-wasi";
+import { PRELUDE_FILENAME, PRELUDE_SOURCE } from "../guest/prelude.js";
 import { STACK_BYTES } from "./vm-options.js";
 
 export type CompileError = { message: string; line: number; column: number };
@@ -53,6 +54,17 @@ export async function compileScript(
     if (!(err instanceof Error) || !/SyntaxError|RangeError/.test(error.message)) discard();
     return { ok: false, error };
   }
+}
+
+let prelude: Uint8Array | undefined;
+
+/** The guest prelude's bytecode, compiled once per worker. */
+export async function preludeBytecode(wasm: WebAssembly.Module): Promise<Uint8Array> {
+  if (prelude) return prelude;
+  const compiled = await compileScript(wasm, PRELUDE_SOURCE, PRELUDE_FILENAME);
+  if (!compiled.ok) throw new Error(`internal: the guest prelude does not compile: ${compiled.error.message}`);
+  prelude = compiled.bytecode;
+  return prelude;
 }
 
 /** Drops the compiler VM (after a WASM trap anywhere in this worker, to be safe). */

@@ -19,8 +19,8 @@ import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
 import type { ErrorCodeName, ExecTask, MainMessage, PendingKind, ResumeTask, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
-import { CELL_FILENAME, DELIVER_GLOBAL, HOST_ASYNC, HOST_SYNC, PRELUDE_FILENAME, PRELUDE_SOURCE, RUN_GLOBAL, wrapCell } from "../guest/prelude.js";
-import { compileScript } from "./compiler.js";
+import { CELL_FILENAME, DELIVER_GLOBAL, HOST_ASYNC, HOST_SYNC, RUN_GLOBAL, wrapCell } from "../guest/prelude.js";
+import { compileScript, preludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { cellPosition, formatLocation, guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
@@ -31,8 +31,6 @@ export { cellPosition } from "./guest-errors.js";
 
 type Settled = { ok: true; valueJson: string } | { ok: false; errorJson: string };
 type Fatal = { code: ErrorCodeName | undefined; message: string };
-
-let preludeBytecode: Uint8Array | undefined;
 
 /** Time the host allows for snapshotting and encoding an idle VM (up to 1 GiB of memory). */
 const SNAPSHOT_BUDGET_MS = 30_000;
@@ -289,10 +287,11 @@ class GuestSession {
 }
 
 export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
-  if (!preludeBytecode) {
-    const compiled = await compileScript(wasm, PRELUDE_SOURCE, PRELUDE_FILENAME);
-    if (!compiled.ok) return failed(`internal: prelude does not compile: ${compiled.error.message}`, task.outputBytesUsed, "internal_error");
-    preludeBytecode = compiled.bytecode;
+  let prelude: Uint8Array;
+  try {
+    prelude = await preludeBytecode(wasm);
+  } catch (err) {
+    return failed((err as Error).message, task.outputBytesUsed, "internal_error");
   }
   const cell = await compileScript(wasm, wrapCell(cellSource), CELL_FILENAME);
   if (!cell.ok) {
@@ -307,7 +306,6 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
     session.dispose();
     return failed(`QuickJS-WASI could not start: ${(err as Error).message}`, task.outputBytesUsed, "runtime_unavailable");
   }
-  const prelude = preludeBytecode;
   return session.run(() => {
     const vm = session.vm!;
     session.startDeadline();
