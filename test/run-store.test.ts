@@ -88,7 +88,7 @@ describe.each([
     const big = randomBytes(1024 * 1024);
     const snapshot = Buffer.concat([Buffer.from([0x00, 0xff, 0x00, 0xff]), big, Buffer.from([0xff, 0x00])]);
     const rec = record("rt", { snapshot, answers: [ok("rt:c2", { n: 1 })] });
-    expect(await store.suspend(rec, { maxSuspendedRuns: MAX })).toEqual({ ok: true });
+    expect(await store.suspend(rec, { maxSuspendedRuns: MAX })).toEqual({ ok: true, answeredCallIds: ["rt:c2"] });
     expect(await store.count()).toBe(1);
 
     const { run, token } = await claimed(store, "rt");
@@ -117,7 +117,7 @@ describe.each([
     await until("the run to expire", async () => ((await store.count()) === 0 ? true : undefined));
     expect(await store.claim("ex", SCOPE, LEASE)).toEqual({ ok: false, why: "unavailable" });
     expect(await store.addAnswer(SCOPE, ok("ex:c1"))).toEqual({ result: "ended", codeModeRunId: "ex" });
-    expect(await store.suspend(record("ex2"), { maxSuspendedRuns: 1 })).toEqual({ ok: true });
+    expect(await store.suspend(record("ex2"), { maxSuspendedRuns: 1 })).toEqual({ ok: true, answeredCallIds: [] });
   });
 
   it("allows one claim at a time, and voids a claim whose lease passed", async () => {
@@ -135,6 +135,19 @@ describe.each([
     expect(await store.answers("ls", first.token, new Set())).toBeUndefined();
     expect(await store.suspend(record("ls"), { maxSuspendedRuns: MAX, claimToken: first.token })).toEqual({ ok: false, why: "claim_lost" });
     expect(await store.release("ls", second.token, true)).toBe(true);
+  });
+
+  it("lets a claim be retried with its own token, and no other", async () => {
+    const store = open();
+    await store.suspend(record("rt"), { maxSuspendedRuns: MAX });
+    const first = await store.claim("rt", SCOPE, LEASE, "token-a");
+    expect(first.ok && first.token).toBe("token-a");
+    // The reply was lost; the same sidecar asks again with the same token.
+    const retry = await store.claim("rt", SCOPE, LEASE, "token-a");
+    expect(retry.ok && retry.token).toBe("token-a");
+    expect(await store.claim("rt", SCOPE, LEASE, "token-b")).toEqual({ ok: false, why: "busy" });
+    expect(await store.release("rt", "token-a", true)).toBe(true);
+    expect((await store.claim("rt", SCOPE, LEASE, "token-b")).ok).toBe(true);
   });
 
   it("extends expiry to the lease of a claim", async () => {
@@ -165,10 +178,10 @@ describe.each([
 
   it("caps new runs, but lets a claimed run re-suspend at the cap", async () => {
     const store = open();
-    for (const id of ["a", "b", "c"]) expect(await store.suspend(record(id), { maxSuspendedRuns: 3 })).toEqual({ ok: true });
+    for (const id of ["a", "b", "c"]) expect(await store.suspend(record(id), { maxSuspendedRuns: 3 })).toEqual({ ok: true, answeredCallIds: [] });
     expect(await store.suspend(record("d"), { maxSuspendedRuns: 3 })).toEqual({ ok: false, why: "cap" });
     const { token } = await claimed(store, "b");
-    expect(await store.suspend(record("b"), { maxSuspendedRuns: 3, claimToken: token })).toEqual({ ok: true });
+    expect(await store.suspend(record("b"), { maxSuspendedRuns: 3, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
     expect(await store.count()).toBe(3);
   });
 
@@ -178,7 +191,7 @@ describe.each([
     expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX })).toEqual({ ok: false, why: "claim_lost" });
     expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX, claimToken: "made-up" })).toEqual({ ok: false, why: "claim_lost" });
     const { token } = await claimed(store, "st");
-    expect(await store.suspend(record("st", { outputBytes: 1 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true });
+    expect(await store.suspend(record("st", { outputBytes: 1 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
     // The re-suspension ended that claim.
     expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
     expect((await claimed(store, "st")).run.outputBytes).toBe(1);
@@ -222,7 +235,8 @@ describe.each([
     const { token } = await claimed(store, "rs");
     // The VM consumed p1 and p5 went away unanswered; p3 was answered in the sidecar; p4 is new.
     const next = record("rs", { pending: pending("p2", "p3", "p4"), answers: [ok("p3"), ok("p2", "sidecar copy")] });
-    expect(await store.suspend(next, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true });
+    const stored = await store.suspend(next, { maxSuspendedRuns: MAX, claimToken: token });
+    expect(stored.ok && stored.answeredCallIds.sort()).toEqual(["p2", "p3"]);
 
     const { run } = await claimed(store, "rs");
     expect(run.answers).toEqual([ok("p2"), ok("p3")]);

@@ -150,14 +150,16 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
         { codeModeRunId: record.codeModeRunId, snapshotBytes: record.snapshot.byteLength, pending: record.pending.length, answers: record.answers.length, reason: record.reason, reclaim: req.reclaim },
         "suspended run stored",
       );
-      return {};
+      return { answeredCallIds: res.answeredCallIds };
     },
 
     async claimRun(req) {
       const scope = requireScope(req.scope);
       if (!req.codeModeRunId) return { refused: MESSAGES.unavailable };
       const leaseMs = Math.min(MAX_LEASE_MS, Math.max(1_000, req.leaseMs || MAX_LEASE_MS));
-      const res = await storeCall(log, "claim a suspended run", () => store.claim(req.codeModeRunId, scope, leaseMs));
+      if (req.claimToken.length > 128) throw new ServiceError("invalid_argument", "claim_token is longer than 128 characters");
+      const token = req.claimToken || undefined;
+      const res = await storeCall(log, "claim a suspended run", () => store.claim(req.codeModeRunId, scope, leaseMs, token));
       if (!res.ok) {
         log.info({ codeModeRunId: req.codeModeRunId, why: res.why }, "refused a wait");
         return { refused: MESSAGES[res.why] };

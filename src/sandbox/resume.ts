@@ -9,8 +9,10 @@
  * time are drained within this same `wait`. The segment ends like an exec: completed,
  * failed (the run is deleted), or suspended again under the same runId.
  */
+import { randomUUID } from "node:crypto";
 import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import { PendingKind as WirePendingKind, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import { ServiceError } from "../protocol/service-error.js";
 import { LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
 import type { Logger } from "../shared/logger.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
@@ -92,16 +94,24 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   const { link, sealer, log, run } = deps;
   const early = deps.segment(parseCodeModeConfig(run.configLayer));
   const scope = deps.init.scope;
+  // The token is ours, so a claim whose reply was lost can be retried without "busy".
+  const token = randomUUID();
   let claim;
-  try {
-    claim = await link.client.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS }, { deadlineMs: LINK_DEADLINE_MS });
-  } catch (err) {
-    log.warn({ err }, "could not claim the suspended run");
-    return early.finish({ status: "failed", error: "code mode runtime is unavailable: the orchestrator cannot be reached.", code: "runtime_unavailable" }, 0);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      claim = await link.client.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS });
+      break;
+    } catch (err) {
+      if (attempt < 3 && err instanceof ServiceError && err.code === "unavailable" && !signal.aborted) {
+        await new Promise((r) => setTimeout(r, 200 * attempt).unref());
+        continue;
+      }
+      log.warn({ err }, "could not claim the suspended run");
+      return early.finish({ status: "failed", error: "code mode runtime is unavailable: the orchestrator cannot be reached.", code: "runtime_unavailable" }, 0);
+    }
   }
   if (claim.refused || !claim.run) return early.finish({ status: "failed", error: claim.refused || UNAVAILABLE, code: "invalid_input" }, 0);
   const rec = claim.run;
-  const token = claim.claimToken;
   const release = (keep: boolean) => releaseClaim(link, runId, token, keep, log);
 
   const outputBytesUsed = Number(rec.outputBytes);

@@ -140,8 +140,9 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
     if (!a || included.has(p.callId)) continue;
     if (await routeLate(ctx, p.callId, a, seg)) included.set(p.callId, a);
   }
+  const answered = new Set([...included.keys(), ...res.answeredCallIds]);
   return {
-    result: { status: "waiting", runId: ctx.codeModeRunId, reason: outcome.reason, pending: unsettledCalls(pending, (id) => included.has(id)) },
+    result: { status: "waiting", runId: ctx.codeModeRunId, reason: outcome.reason, pending: unsettledCalls(pending, (id) => answered.has(id)) },
     snapshotBytes: sealed.byteLength,
   };
 }

@@ -74,17 +74,17 @@ export class MemoryRunStore implements RunStore {
     }
     for (const callId of answers.keys()) calls.set(callId, "answered");
     this.runs.set(id, { record: copyRecord(record), answers, calls, claim: undefined });
-    return { ok: true };
+    return { ok: true, answeredCallIds: [...answers.keys()] };
   }
 
-  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number): Promise<ClaimResult> {
+  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID()): Promise<ClaimResult> {
     const now = Date.now();
     const run = this.live(codeModeRunId, now);
     if (!run) return { ok: false, why: "unavailable" };
     if (!sameSession(run.record.scope, scope)) return { ok: false, why: "session" };
     if (run.record.scope.runId !== scope.runId) return { ok: false, why: "run" };
-    if (run.claim && run.claim.leaseEndMs > now) return { ok: false, why: "busy" };
-    const claim = { token: randomUUID(), leaseEndMs: now + leaseMs };
+    if (run.claim && run.claim.leaseEndMs > now && run.claim.token !== token) return { ok: false, why: "busy" };
+    const claim = { token, leaseEndMs: now + leaseMs };
     run.claim = claim;
     run.record.expiresAtMs = Math.max(run.record.expiresAtMs, claim.leaseEndMs);
     return { ok: true, token: claim.token, run: { ...copyRecord(run.record), answers: inPendingOrder(run) } };

@@ -65,12 +65,12 @@ local id, scope, session, runid = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local exp, n = tonumber(ARGV[7]), tonumber(ARGV[14])
 local live = liveExp(id)
 if ARGV[12] == 'new' then
-  if live then return 'claim_lost' end
+  if live then return {'claim_lost'} end
   redis.call('ZREMRANGEBYSCORE', RUNS, '-inf', NOW)
-  if redis.call('ZCARD', RUNS) >= tonumber(ARGV[11]) then return 'cap' end
+  if redis.call('ZCARD', RUNS) >= tonumber(ARGV[11]) then return {'cap'} end
   remove(id, false)
 elseif not live or not holds(id, ARGV[13]) then
-  return 'claim_lost'
+  return {'claim_lost'}
 end
 local pending, answers = {}, {}
 for i = 15, 14 + n do pending[ARGV[i]] = true end
@@ -98,10 +98,12 @@ end
 redis.call('HSET', runKey(id), 'meta', ARGV[8], 'pending', ARGV[9], 'snap', ARGV[10], 'scope', scope, 'session', session, 'runid', runid)
 redis.call('SADD', scopeSetKey(scope), id)
 setExpiry(id, exp, scope)
-return 'ok'
+local out = {'ok'}
+for c, _ in pairs(answers) do out[#out + 1] = c end
+return out
 `;
 
-/** ARGV: 3 id, 4 session key, 5 agent run id, 6 leaseMs, 7 new token. */
+/** ARGV: 3 id, 4 session key, 5 agent run id, 6 leaseMs, 7 the caller's token (a retry with the current claim's token renews it). */
 const CLAIM = `
 local id = ARGV[3]
 local exp = liveExp(id)
@@ -109,7 +111,7 @@ if not exp then return {'unavailable'} end
 local run = redis.call('HMGET', runKey(id), 'session', 'runid', 'token', 'lease', 'scope')
 if run[1] ~= ARGV[4] then return {'session'} end
 if run[2] ~= ARGV[5] then return {'run'} end
-if run[3] and tonumber(run[4]) > NOW then return {'busy'} end
+if run[3] and tonumber(run[4]) > NOW and run[3] ~= ARGV[7] then return {'busy'} end
 local leaseEnd = NOW + tonumber(ARGV[6])
 redis.call('HSET', runKey(id), 'token', ARGV[7], 'lease', leaseEnd)
 if leaseEnd > exp then

@@ -105,7 +105,7 @@ export class RedisRunStore implements RunStore {
       catalogVersion: record.catalogVersion,
       execCallId: record.execCallId,
     };
-    const status = text(
+    const [status, ...answered] = buffers(
       await scripts.suspend.run(this.redis, [
         this.prefix,
         Date.now(),
@@ -125,12 +125,12 @@ export class RedisRunStore implements RunStore {
         ...record.answers.flatMap((a) => [a.callId, JSON.stringify(a)]),
       ]),
     );
-    if (status === "cap" || status === "claim_lost") return { ok: false, why: status };
-    return { ok: true };
+    const why = text(status);
+    if (why === "cap" || why === "claim_lost") return { ok: false, why };
+    return { ok: true, answeredCallIds: answered.map(text) };
   }
 
-  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number): Promise<ClaimResult> {
-    const token = randomUUID();
+  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID()): Promise<ClaimResult> {
     const reply = buffers(
       await scripts.claim.run(this.redis, [this.prefix, Date.now(), codeModeRunId, sessionKeyOf(scope), scope.runId, Math.ceil(leaseMs), token]),
     );

@@ -55,7 +55,7 @@ export type SuspendedRecord = {
   execCallId: string;
 };
 
-export type SuspendResult = { ok: true } | { ok: false; why: "cap" | "claim_lost" };
+export type SuspendResult = { ok: true; answeredCallIds: string[] } | { ok: false; why: "cap" | "claim_lost" };
 
 export type ClaimResult =
   | { ok: true; run: SuspendedRecord; token: string }
@@ -75,11 +75,17 @@ export interface RunStore {
    * exist), or, with `claimToken`, replaces the run that claim holds and ends the claim
    * (`claim_lost` when the claim is not current). On replacement, answers already stored
    * for calls that are still pending are kept and merged with `record.answers` (one per
-   * call id); call ids no longer pending are remembered as answered or ended.
+   * call id); call ids no longer pending are remembered as answered or ended. Returns the
+   * pending call ids that have a stored answer after the merge.
    */
   suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult>;
-  /** Claims a run for one `wait`, checking scope: another agent/session/key is `session`, another agent run id `run`. */
-  claim(codeModeRunId: string, scope: StoreScope, leaseMs: number): Promise<ClaimResult>;
+  /**
+   * Claims a run for one `wait`, checking scope: another agent/session/key is `session`,
+   * another agent run id `run`. `token` is the caller's: a retry with the token of the
+   * current claim gets that claim again (with a fresh lease) rather than `busy`, so a
+   * claim whose reply was lost can be retried. A random token when omitted.
+   */
+  claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token?: string): Promise<ClaimResult>;
   /**
    * Ends a claim. keep=true: the run stays as it was, claimable again. keep=false: the run
    * settled and is deleted with its snapshot. False when the claim is not current.
