@@ -147,6 +147,34 @@ describe("exec → waiting → wait on another sidecar (seed E2E 12–16)", () =
   });
 });
 
+describe("many runs at once", () => {
+  it("24 runs suspended across two sidecars, answered in random order on either, each completes with its own values", async () => {
+    // Its own cluster: the shared one has a small cap for the cap test.
+    const big = await startCluster({ sidecars: 2 });
+    try {
+      const runs = await Promise.all(
+        Array.from({ length: 24 }, async (_, i) => {
+          const { scope } = await openRun(big, tools, {}, { config: { timeoutMs: 200 } });
+          const calls: ToolCallEvent[] = [];
+          const sidecar = big.sidecars[i % 2]!.sandbox;
+          const out = await execute({ sandbox: sidecar }, { scope, code: `const [a, b] = await Promise.all([tools.slow_lookup({ i: ${i} }), tools.slow_lookup({ i: ${i} })]); text("run ${i}"); return [a, b];` }, (c) => calls.push(c));
+          return { i, scope, calls, model: out.model };
+        }),
+      );
+      expect(runs.every((r) => r.model.status === "waiting" && r.calls.length === 2)).toBe(true);
+      const answers = runs.flatMap((r) => r.calls.map((c, k) => ({ r, c, value: `${r.i}-${k}` })));
+      answers.sort(() => Math.random() - 0.5);
+      await Promise.all(answers.map(({ r, c, value }, n) => answer(big.sidecars[n % 2]!.sandbox, r.scope, c.callId, value)));
+      const done = await Promise.all(runs.map((r) => waitFor(big.sidecars[(r.i + 1) % 2]!.sandbox, { scope: r.scope, runId: r.model.runId! })));
+      for (const [k, d] of done.entries()) {
+        expect(d.model).toMatchObject({ status: "completed", value: [`${runs[k]!.i}-0`, `${runs[k]!.i}-1`], output: [{ type: "text", text: `run ${runs[k]!.i}` }] });
+      }
+    } finally {
+      expect((await big.stop()).every((c) => c === 0)).toBe(true);
+    }
+  });
+});
+
 describe("wait refusals and cleanup", () => {
   it("refuses an unknown runId, a missing runId, and another session's or agent run's wait, leaving the run intact", async () => {
     const { scope, calls, model } = await suspendOnA(`return await tools.slow_lookup({ key: "k" });`);
