@@ -7,15 +7,11 @@
  * the default) and Redis (./state/redis-runs.ts), shared by replicas.
  */
 import type { CodeModeConfigInput } from "../shared/config.js";
+import { scopeKeyOf, type Scope } from "../shared/scope.js";
 import type { ViewEntry } from "./catalog/catalog-view.js";
 import type { PolicyRules } from "./catalog/policy.js";
 
-export type ScopeKey = string;
-export type Scope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
-
-export function scopeKey(s: Scope): ScopeKey {
-  return JSON.stringify([s.agentId, s.sessionId, s.sessionKey, s.runId]);
-}
+export type { Scope };
 
 export type TrajectoryNested = {
   callId: string;
@@ -74,25 +70,25 @@ export interface RunRegistry {
 type MemoryRun = { spec: RunSpec; counters: Counters; trajectory: TrajectoryStepRecord[] };
 
 export class MemoryRunRegistry implements RunRegistry {
-  private readonly runs = new Map<ScopeKey, MemoryRun>();
+  private readonly runs = new Map<string, MemoryRun>();
 
   async open(spec: RunSpec): Promise<void> {
-    const key = scopeKey(spec.scope);
+    const key = scopeKeyOf(spec.scope);
     const previous = this.runs.get(key);
     this.runs.set(key, { spec, counters: previous?.counters ?? { search: 0, describe: 0, call: 0 }, trajectory: previous?.trajectory ?? [] });
   }
 
   async get(scope: Scope): Promise<OpenRun | undefined> {
-    const run = this.runs.get(scopeKey(scope));
+    const run = this.runs.get(scopeKeyOf(scope));
     return run && { ...run.spec, counters: { ...run.counters } };
   }
 
   async trajectory(scope: Scope): Promise<TrajectoryStepRecord[] | undefined> {
-    return this.runs.get(scopeKey(scope))?.trajectory.slice();
+    return this.runs.get(scopeKeyOf(scope))?.trajectory.slice();
   }
 
   async record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters): Promise<void> {
-    const run = this.runs.get(scopeKey(scope));
+    const run = this.runs.get(scopeKeyOf(scope));
     if (!run) return;
     run.counters.search += deltas.search;
     run.counters.describe += deltas.describe;
@@ -102,6 +98,6 @@ export class MemoryRunRegistry implements RunRegistry {
   }
 
   async close(scope: Scope): Promise<boolean> {
-    return this.runs.delete(scopeKey(scope));
+    return this.runs.delete(scopeKeyOf(scope));
   }
 }

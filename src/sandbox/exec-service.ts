@@ -15,6 +15,7 @@ import { ConfigError, parseCodeModeConfig, type CodeModeConfig } from "../shared
 import { configLayerFromWire } from "../shared/config-wire.js";
 import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
+import { scopeKeyOf } from "../shared/scope.js";
 import type { CallRegistry } from "./call-registry.js";
 import { checkExecInput } from "./guest/exec-input.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
@@ -29,10 +30,6 @@ import { parseBridgeJson } from "./worker/json-bridge.js";
 function requireScope(s: RunScope | undefined): Scope {
   if (!s || !s.runId.trim()) throw new ServiceError("invalid_argument", "scope.run_id is required");
   return { agentId: s.agentId, sessionId: s.sessionId, sessionKey: s.sessionKey, runId: s.runId };
-}
-
-export function scopeKeyOf(s: Scope): string {
-  return JSON.stringify([s.agentId, s.sessionId, s.sessionKey, s.runId]);
 }
 
 export type ExecServiceDeps = {

@@ -8,6 +8,7 @@ import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import type { RecordSegmentRequestSchema } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CodeModeConfigInput } from "../shared/config.js";
+import type { Scope } from "../shared/scope.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import { RunCatalog } from "./catalog/run-catalog.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
@@ -21,7 +22,6 @@ export type ResolvedRun = {
   counters: { search: number; describe: number; call: number };
 };
 
-type Scope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
 
 const SOURCE_NAME = { [ToolSource.UNSPECIFIED]: "openclaw", [ToolSource.OPENCLAW]: "openclaw", [ToolSource.MCP]: "mcp", [ToolSource.CLIENT]: "client" } as const;
 const MAX_VIEWS = 256;

@@ -10,6 +10,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import type { ExecEventSchema } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { CodeModeConfig } from "../shared/config.js";
+import type { Scope } from "../shared/scope.js";
 import type { Logger } from "../shared/logger.js";
 import type { CallRegistry, LiveCall } from "./call-registry.js";
 import { sourceBreakdown } from "./catalog/run-catalog.js";
@@ -23,7 +24,7 @@ const MODEL_VISIBLE = ["exec", "wait"] as const;
 const MAX_QUERY_CHARS = 256;
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
-export type Scope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
+export type { Scope };
 export type Answer = { ok: true; json: string } | { ok: false; error: PlainError };
 /** A host request the VM made, as a suspended run lists it. */
 export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string };

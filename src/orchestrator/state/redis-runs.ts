@@ -18,7 +18,8 @@
  */
 import type { Redis } from "ioredis";
 import type { Logger } from "../../shared/logger.js";
-import { MAX_STEPS, scopeKey, type Counters, type OpenRun, type RunRegistry, type RunSpec, type Scope, type TrajectoryStepRecord } from "../runs.js";
+import { scopeKeyOf } from "../../shared/scope.js";
+import { MAX_STEPS, type Counters, type OpenRun, type RunRegistry, type RunSpec, type Scope, type TrajectoryStepRecord } from "../runs.js";
 import { storeCall } from "./store-failure.js";
 
 /** KEYS: 1 openrun, 2 trajectory. ARGV: 1-3 search/describe/call deltas, 4 step JSON, 5 steps kept. */
@@ -78,7 +79,7 @@ export class RedisRunRegistry implements RunRegistry {
   }
 
   private keys(scope: Scope): { run: string; trajectory: string } {
-    const key = scopeKey(scope);
+    const key = scopeKeyOf(scope);
     return { run: `${this.prefix}openrun:${key}`, trajectory: `${this.prefix}trajectory:${key}` };
   }
 }

@@ -17,7 +17,9 @@
  * The snapshot bytes are opaque here: sealed by the sidecar, never opened by the store.
  */
 
-export type StoreScope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
+import { sameSession, scopeKeyOf, type Scope } from "../../shared/scope.js";
+
+export type StoreScope = Scope;
 
 /** What a VM was still awaiting when it was snapshotted. */
 export type PendingKind = "call" | "request" | "yield";
@@ -107,11 +109,4 @@ export interface RunStore {
 /** How long a settled call id is remembered, to explain late or second answers. */
 export const SETTLED_CALL_MEMORY_MS = 10 * 60_000;
 
-export function scopeKeyOf(s: StoreScope): string {
-  return JSON.stringify([s.agentId, s.sessionId, s.sessionKey, s.runId]);
-}
-
-/** Same agent, session and session key (the agent run id may still differ). */
-export function sameSession(a: StoreScope, b: StoreScope): boolean {
-  return a.agentId === b.agentId && a.sessionId === b.sessionId && a.sessionKey === b.sessionKey;
-}
+export { sameSession, scopeKeyOf };
