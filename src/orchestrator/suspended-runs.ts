@@ -6,14 +6,15 @@
  * the store, and turns refusals into the seed's messages.
  */
 import { ErrorCode, WaitReason } from "../gen/codemode/common/v1/common_pb.js";
-import { PendingKind as WirePendingKind, type SidecarLink, type SuspendedRun, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { SidecarLink, SuspendedRun, ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { LIMITS } from "../shared/config.js";
+import { answerFromWire, answerToWire, pendingKindFromWire, pendingKindToWire } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { requireScope } from "./control-service.js";
 import { storeCall } from "./state/store-failure.js";
-import type { PendingKind, RunStore, StoredAnswer, SuspendedRecord } from "./store/run-store.js";
+import type { RunStore, StoredAnswer, SuspendedRecord } from "./store/run-store.js";
 
 export const MESSAGES = {
   unavailable: "code mode run is unavailable or expired.",
@@ -23,16 +24,6 @@ export const MESSAGES = {
   cap: "too many suspended code mode runs.",
 } as const;
 
-const KIND_FROM_WIRE: Record<number, PendingKind> = {
-  [WirePendingKind.TOOL_CALL]: "call",
-  [WirePendingKind.CATALOG_REQUEST]: "request",
-  [WirePendingKind.YIELD]: "yield",
-};
-const KIND_TO_WIRE: Record<PendingKind, WirePendingKind> = {
-  call: WirePendingKind.TOOL_CALL,
-  request: WirePendingKind.CATALOG_REQUEST,
-  yield: WirePendingKind.YIELD,
-};
 /** Longest AwaitToolResults long-poll served. */
 const MAX_AWAIT_MS = 60_000;
 /** Longest claim lease granted. */
@@ -40,16 +31,14 @@ const MAX_LEASE_MS = 10 * 60_000;
 /** Recheck interval while long-polling, in case a notification was missed. */
 const RECHECK_MS = 1_000;
 
-function answerFromWire(a: ToolAnswer | undefined): StoredAnswer {
+function storedAnswerFromWire(a: ToolAnswer | undefined): StoredAnswer {
   if (!a || !a.callId) throw new ServiceError("invalid_argument", "answer.call_id is required");
-  if (a.outcome.case === "resultJson") return { callId: a.callId, ok: true, json: a.outcome.value };
-  if (a.outcome.case === "error") return { callId: a.callId, ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message } };
-  throw new ServiceError("invalid_argument", "answer must set result_json or error");
+  const value = answerFromWire(a);
+  if (!value) throw new ServiceError("invalid_argument", "answer must set result_json or error");
+  return { callId: a.callId, ...value };
 }
 
-function answerToWire(a: StoredAnswer) {
-  return { callId: a.callId, outcome: a.ok ? ({ case: "resultJson", value: a.json } as const) : ({ case: "error", value: a.error } as const) };
-}
+const storedAnswerToWire = (a: StoredAnswer) => answerToWire(a.callId, a);
 
 /**
  * A limit from a run's config, clamped like the sidecar clamps it. The orchestrator
@@ -74,7 +63,7 @@ function recordFromWire(run: SuspendedRun | undefined): SuspendedRecord {
   if (run.pending.length > LIMITS.maxPendingToolCalls.max) throw new ServiceError("invalid_argument", `run.pending lists more than ${LIMITS.maxPendingToolCalls.max} calls`);
   const pendingIds = new Set(run.pending.map((p) => p.callId));
   if (pendingIds.size !== run.pending.length || pendingIds.has("")) throw new ServiceError("invalid_argument", "run.pending call ids must be unique and non-empty");
-  const answers = run.answers.map(answerFromWire);
+  const answers = run.answers.map(storedAnswerFromWire);
   if (answers.some((a) => !pendingIds.has(a.callId)) || new Set(answers.map((a) => a.callId)).size !== answers.length) {
     throw new ServiceError("invalid_argument", "run.answers must answer distinct pending calls");
   }
@@ -82,7 +71,7 @@ function recordFromWire(run: SuspendedRun | undefined): SuspendedRecord {
     codeModeRunId: run.codeModeRunId,
     scope,
     snapshot: run.snapshot,
-    pending: run.pending.map((p) => ({ callId: p.callId, kind: KIND_FROM_WIRE[p.kind] ?? "call", toolId: p.toolId, toolName: p.toolName })),
+    pending: run.pending.map((p) => ({ callId: p.callId, kind: pendingKindFromWire(p.kind), toolId: p.toolId, toolName: p.toolName })),
     answers,
     reason: run.reason === WaitReason.YIELD ? "yield" : "pending_tools",
     configJson: run.configJson,
@@ -99,8 +88,8 @@ function recordToWire(r: SuspendedRecord) {
     codeModeRunId: r.codeModeRunId,
     scope: r.scope,
     snapshot: r.snapshot,
-    pending: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: KIND_TO_WIRE[p.kind] })),
-    answers: r.answers.map(answerToWire),
+    pending: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind) })),
+    answers: r.answers.map(storedAnswerToWire),
     reason: r.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
     configJson: r.configJson,
     outputBytes: BigInt(r.outputBytes),
@@ -176,7 +165,7 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
 
     async routeToolResult(req) {
       const scope = requireScope(req.scope);
-      const answer = answerFromWire(req.answer);
+      const answer = storedAnswerFromWire(req.answer);
       const { result, codeModeRunId } = await storeCall(log, "keep a tool answer with its suspended run", () => store.addAnswer(scope, answer));
       switch (result) {
         case "stored":
@@ -199,7 +188,7 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
       for (;;) {
         const answers = await storeCall(log, "read a suspended run's answers", () => store.answers(req.codeModeRunId, req.claimToken, seen));
         if (answers === undefined) return { claimCurrent: false };
-        if (answers.length > 0) return { claimCurrent: true, answers: answers.map(answerToWire) };
+        if (answers.length > 0) return { claimCurrent: true, answers: answers.map(storedAnswerToWire) };
         const left = until - Date.now();
         if (left <= 0 || ctx.signal.aborted) return { claimCurrent: true };
         await answerSignal(req.codeModeRunId, Math.min(left, RECHECK_MS), ctx.signal);

@@ -24,7 +24,8 @@ import { serveWait } from "./resume.js";
 import type { ResolvedRun, RunResolver } from "./run-resolver.js";
 import { Segment, type Answer, type Scope, type SegmentInit } from "./segment.js";
 import type { SnapshotSealer } from "./snapshot-seal.js";
-import { endSegment, limitsOf, toolAnswerToWire } from "./suspension.js";
+import { answerToWire } from "../shared/link-wire.js";
+import { endSegment, limitsOf } from "./suspension.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
 
 function requireScope(s: RunScope | undefined): Scope {
@@ -155,7 +156,7 @@ export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<
       const scopeKey = scopeKeyOf(scope);
       if (calls.answerLive(req.callId, scopeKey, answer)) return { deliveredLive: true };
       try {
-        await link.client.routeToolResult({ scope, answer: toolAnswerToWire(req.callId, answer) }, { deadlineMs: 10_000 });
+        await link.client.routeToolResult({ scope, answer: answerToWire(req.callId, answer) }, { deadlineMs: 10_000 });
         return { deliveredLive: false };
       } catch (err) {
         if (err instanceof ServiceError && err.code === "not_found") throw calls.explainUndeliverable(req.callId, scopeKey);

@@ -11,9 +11,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
-import { PendingKind as WirePendingKind, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
+import { answerFromWire, pendingKindFromWire } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 import { killGraceMs } from "./pool.js";
@@ -22,13 +22,8 @@ import type { ResolvedRun } from "./run-resolver.js";
 import { Segment, type Answer, type PendingInfo, type SegmentInit } from "./segment.js";
 import { SnapshotAuthError, type SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
-import type { AnswerMessage, PendingKind } from "./task-protocol.js";
+import type { AnswerMessage } from "./task-protocol.js";
 
-const KIND_FROM_WIRE: Record<number, PendingKind> = {
-  [WirePendingKind.TOOL_CALL]: "call",
-  [WirePendingKind.CATALOG_REQUEST]: "request",
-  [WirePendingKind.YIELD]: "yield",
-};
 const LINK_DEADLINE_MS = 10_000;
 /**
  * How long a claim holds if this sidecar dies mid-wait: longer than any wait can take
@@ -42,12 +37,6 @@ const CLAIM_LEASE_MS = 3 * (LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.
 const POLL_MS = 30_000;
 
 export const UNAVAILABLE = "code mode run is unavailable or expired.";
-
-export function answerFromWire(a: ToolAnswer): Answer | undefined {
-  if (a.outcome.case === "resultJson") return { ok: true, json: a.outcome.value };
-  if (a.outcome.case === "error") return { ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message } };
-  return undefined;
-}
 
 export type WaitDeps = {
   link: OrchestratorLink;
@@ -116,7 +105,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
 
   const outputBytesUsed = Number(rec.outputBytes);
   const pending = new Map<string, PendingInfo>();
-  for (const p of rec.pending) pending.set(p.callId, { callId: p.callId, kind: KIND_FROM_WIRE[p.kind] ?? "call", toolId: p.toolId, toolName: p.toolName });
+  for (const p of rec.pending) pending.set(p.callId, { callId: p.callId, kind: pendingKindFromWire(p.kind), toolId: p.toolId, toolName: p.toolName });
 
   // The seal is checked first: nothing of a record that fails it is used.
   let envelope: Uint8Array;

@@ -10,6 +10,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import type { ExecEventSchema } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { CodeModeConfig } from "../shared/config.js";
+import type { AnswerValue } from "../shared/link-wire.js";
 import type { Scope } from "../shared/scope.js";
 import type { Logger } from "../shared/logger.js";
 import type { CallRegistry, LiveCall } from "./call-registry.js";
@@ -17,7 +18,7 @@ import { sourceBreakdown } from "./catalog/run-catalog.js";
 import type { ExecHandle, SandboxPool, Submission } from "./pool.js";
 import { buildResult, type OutputItem, type ResultInput } from "./result.js";
 import type { ResolvedRun, RunResolver } from "./run-resolver.js";
-import type { PendingKind, PlainError, TaskOutcome } from "./task-protocol.js";
+import type { PendingKind, TaskOutcome } from "./task-protocol.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
 /** Longest search query (characters) the catalog ranks; longer queries are cut. */
@@ -25,7 +26,7 @@ const MAX_QUERY_CHARS = 256;
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
 export type { Scope };
-export type Answer = { ok: true; json: string } | { ok: false; error: PlainError };
+export type Answer = AnswerValue;
 /** A host request the VM made, as a suspended run lists it. */
 export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string };
 export type ExecEventInit = NonNullable<MessageInitShape<typeof ExecEventSchema>["event"]>;

@@ -9,24 +9,14 @@
  * nothing a gateway sent is lost between "the VM stopped" and "the run is stored".
  */
 import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
-import { PendingKind as WirePendingKind } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { CodeModeConfig } from "../shared/config.js";
+import { answerToWire, pendingKindToWire } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 import { errorCodeName, type ResultInput } from "./result.js";
 import type { Answer, PendingInfo, Scope, Segment } from "./segment.js";
 import type { SnapshotSealer } from "./snapshot-seal.js";
-import type { PendingKind, TaskLimits, TaskOutcome } from "./task-protocol.js";
-
-export const PENDING_KIND_TO_WIRE: Record<PendingKind, WirePendingKind> = {
-  call: WirePendingKind.TOOL_CALL,
-  request: WirePendingKind.CATALOG_REQUEST,
-  yield: WirePendingKind.YIELD,
-};
-
-export function toolAnswerToWire(callId: string, a: Answer) {
-  return { callId, outcome: a.ok ? ({ case: "resultJson", value: a.json } as const) : ({ case: "error", value: a.error } as const) };
-}
+import type { TaskLimits, TaskOutcome } from "./task-protocol.js";
 
 export type SuspendedOutcome = Extract<TaskOutcome, { status: "suspended" }>;
 
@@ -72,7 +62,7 @@ export const MAX_STORED_SNAPSHOT_BYTES = 48 * 1024 * 1024;
 async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Segment): Promise<boolean> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await ctx.link.client.routeToolResult({ scope: ctx.scope, answer: toolAnswerToWire(callId, a) }, { deadlineMs: 10_000 });
+      await ctx.link.client.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 });
       return true;
     } catch (err) {
       if (attempt >= 3) {
@@ -115,8 +105,8 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
         codeModeRunId: ctx.codeModeRunId,
         scope: ctx.scope,
         snapshot: sealed,
-        pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: PENDING_KIND_TO_WIRE[p.kind] })),
-        answers: [...included].map(([id, a]) => toolAnswerToWire(id, a)),
+        pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind) })),
+        answers: [...included].map(([id, a]) => answerToWire(id, a)),
         reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
         configJson,
         outputBytes: BigInt(outcome.outputBytes),

@@ -7,6 +7,7 @@
  */
 import type { MessagePort } from "node:worker_threads";
 import type { Language } from "../shared/config.js";
+import type { PendingKind } from "../shared/link-wire.js";
 
 export type ErrorCodeName =
   | "invalid_input"
@@ -46,7 +47,7 @@ export type ExecTask = {
 };
 
 /** Something a VM awaits from the host, by the id its guest-side promise waits on. */
-export type PendingKind = "call" | "request" | "yield";
+export type { PendingKind };
 export type PendingRef = { callId: string; kind: PendingKind };
 
 export type AnswerMessage = { t: "answer"; callId: string; ok: true; json: string } | { t: "answer"; callId: string; ok: false; error: PlainError };

@@ -17,12 +17,13 @@
  * The snapshot bytes are opaque here: sealed by the sidecar, never opened by the store.
  */
 
+import type { PendingKind } from "../../shared/link-wire.js";
 import { sameSession, scopeKeyOf, type Scope } from "../../shared/scope.js";
 
 export type StoreScope = Scope;
 
 /** What a VM was still awaiting when it was snapshotted. */
-export type PendingKind = "call" | "request" | "yield";
+export type { PendingKind };
 
 export type PendingEntry = {
   callId: string;

@@ -1,0 +1,40 @@
+/**
+ * What a suspended VM awaits, and answers to it, as SidecarLink carries them: one
+ * mapping used by the sidecar (storing and resuming runs, routing answers) and by the
+ * orchestrator (keeping them), so the two ends cannot drift apart.
+ */
+import { PendingKind as WirePendingKind, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
+
+/** A tool call, a catalog request (search/describe/API), or a yield. */
+export type PendingKind = "call" | "request" | "yield";
+
+/** A tool's answer, without the call id it answers. */
+export type AnswerValue = { ok: true; json: string } | { ok: false; error: { name: string; message: string } };
+
+const TO_WIRE: Record<PendingKind, WirePendingKind> = {
+  call: WirePendingKind.TOOL_CALL,
+  request: WirePendingKind.CATALOG_REQUEST,
+  yield: WirePendingKind.YIELD,
+};
+
+export function pendingKindToWire(kind: PendingKind): WirePendingKind {
+  return TO_WIRE[kind];
+}
+
+/** Unknown or unset kinds read as tool calls (the model is told about those). */
+export function pendingKindFromWire(kind: WirePendingKind): PendingKind {
+  if (kind === WirePendingKind.CATALOG_REQUEST) return "request";
+  if (kind === WirePendingKind.YIELD) return "yield";
+  return "call";
+}
+
+export function answerToWire(callId: string, a: AnswerValue) {
+  return { callId, outcome: a.ok ? ({ case: "resultJson", value: a.json } as const) : ({ case: "error", value: a.error } as const) };
+}
+
+/** The answer a ToolAnswer carries; undefined when it sets neither outcome. */
+export function answerFromWire(a: ToolAnswer): AnswerValue | undefined {
+  if (a.outcome.case === "resultJson") return { ok: true, json: a.outcome.value };
+  if (a.outcome.case === "error") return { ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message } };
+  return undefined;
+}
