@@ -9,7 +9,7 @@ import { ErrorCode, WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import type { SidecarLink, SuspendedRun, ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
-import { LIMITS } from "../shared/config.js";
+import { DEFAULT_CONFIG, LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
 import { answerFromWire, answerToWire, pendingKindFromWire, pendingKindToWire } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { requireScope } from "./control-service.js";
@@ -41,21 +41,19 @@ function storedAnswerFromWire(a: ToolAnswer | undefined): StoredAnswer {
 const storedAnswerToWire = (a: StoredAnswer) => answerToWire(a.callId, a);
 
 /**
- * A limit from a run's config, clamped like the sidecar clamps it. The orchestrator
- * does not trust a sidecar's arithmetic for what it enforces itself (size, expiry).
+ * A run's config, parsed and clamped by the one config schema (an unreadable one counts
+ * as the defaults). The orchestrator does not trust a sidecar's arithmetic for what it
+ * enforces itself: snapshot size and expiry.
  */
-function limitOf(configJson: string, key: "maxSnapshotBytes" | "snapshotTtlSeconds"): number {
-  let v: unknown;
+function configOf(configJson: string): CodeModeConfig {
   try {
-    v = (JSON.parse(configJson) as Record<string, unknown>)[key];
+    return parseCodeModeConfig(JSON.parse(configJson) as Record<string, unknown>);
   } catch {
-    v = undefined;
+    return DEFAULT_CONFIG;
   }
-  const { default: d, min, max } = LIMITS[key];
-  return typeof v === "number" && Number.isFinite(v) ? Math.min(max, Math.max(min, Math.trunc(v))) : d;
 }
 
-function recordFromWire(run: SuspendedRun | undefined): SuspendedRecord {
+function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecord; config: CodeModeConfig } {
   if (!run || !run.codeModeRunId) throw new ServiceError("invalid_argument", "run.code_mode_run_id is required");
   const scope = requireScope(run.scope);
   if (run.snapshot.byteLength === 0) throw new ServiceError("invalid_argument", "run.snapshot is empty");
@@ -67,7 +65,8 @@ function recordFromWire(run: SuspendedRun | undefined): SuspendedRecord {
   if (answers.some((a) => !pendingIds.has(a.callId)) || new Set(answers.map((a) => a.callId)).size !== answers.length) {
     throw new ServiceError("invalid_argument", "run.answers must answer distinct pending calls");
   }
-  return {
+  const config = configOf(run.configJson);
+  const record: SuspendedRecord = {
     codeModeRunId: run.codeModeRunId,
     scope,
     snapshot: run.snapshot,
@@ -77,10 +76,11 @@ function recordFromWire(run: SuspendedRun | undefined): SuspendedRecord {
     configJson: run.configJson,
     outputBytes: Number(run.outputBytes),
     // Expiry is the orchestrator's: its clock, the run's clamped TTL.
-    expiresAtMs: Date.now() + limitOf(run.configJson, "snapshotTtlSeconds") * 1000,
+    expiresAtMs: Date.now() + config.snapshotTtlSeconds * 1000,
     catalogVersion: run.catalogVersion,
     execCallId: run.execCallId,
   };
+  return { record, config };
 }
 
 function recordToWire(r: SuspendedRecord) {
@@ -122,8 +122,8 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
 
   return {
     async suspendRun(req) {
-      const record = recordFromWire(req.run);
-      const limit = limitOf(record.configJson, "maxSnapshotBytes");
+      const { record, config } = recordFromWire(req.run);
+      const limit = config.maxSnapshotBytes;
       if (record.snapshot.byteLength > limit) {
         return { refused: `code mode snapshot is ${record.snapshot.byteLength} bytes, over maxSnapshotBytes (${limit} bytes).`, refusedCode: ErrorCode.SNAPSHOT_LIMIT_EXCEEDED };
       }

@@ -57,6 +57,17 @@ export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<
     }
   };
 
+  /** What every segment served here shares; the caller adds the config. */
+  const segmentInit = (
+    kind: SegmentInit["kind"],
+    scope: Scope,
+    parentCallId: string,
+    codeModeRunId: string,
+    run: ResolvedRun | undefined,
+    send: SegmentInit["send"],
+    rlog: Logger,
+  ): Omit<SegmentInit, "config"> => ({ kind, scope, scopeKey: scopeKeyOf(scope), parentCallId, codeModeRunId, run, send, log: rlog, pool, calls, resolver });
+
   return {
     async exec(req, stream) {
       const scope = requireScope(req.scope);
@@ -72,20 +83,7 @@ export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<
         if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
         throw err;
       }
-      const seg = new Segment({
-        kind: "exec",
-        scope,
-        scopeKey,
-        parentCallId: execCallId,
-        codeModeRunId,
-        config,
-        run,
-        send: (event) => stream.send({ event }),
-        log: rlog,
-        pool,
-        calls,
-        resolver,
-      });
+      const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
       if (run === undefined) return seg.finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
       if (run.found && !run.active) {
         return seg.finish({ status: "failed", error: `code mode is not active for this run: ${run.inactiveReason}.`, code: "invalid_input" }, 0);
@@ -110,24 +108,11 @@ export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<
 
     async wait(req, stream) {
       const scope = requireScope(req.scope);
-      const scopeKey = scopeKeyOf(scope);
       const waitCallId = req.waitCallId || newId("wait", 8);
       const runId = req.runId.trim();
       const rlog = log.child({ runId: scope.runId, codeModeRunId: runId, waitCallId });
       const run = await resolve(scope, rlog);
-      const init: Omit<SegmentInit, "config"> = {
-        kind: "wait",
-        scope,
-        scopeKey,
-        parentCallId: waitCallId,
-        codeModeRunId: runId,
-        run,
-        send: (event) => stream.send({ event }),
-        log: rlog,
-        pool,
-        calls,
-        resolver,
-      };
+      const init = segmentInit("wait", scope, waitCallId, runId, run, (event) => stream.send({ event }), rlog);
       const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
       if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
       if (!runId) {
