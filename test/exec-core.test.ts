@@ -179,7 +179,7 @@ describe("limits", () => {
     const others = Promise.all([1, 2, 3].map((i) => execute(stack, { code: `let s = 0; for (let i = 0; i < 1000; i++) s += i; return ${i} + s` })));
     const [bad, good] = await Promise.all([runaway, others]);
     expect(bad.model).toMatchObject({ status: "failed", code: "timeout" });
-    expect(good.map((g) => g.model.value)).toEqual([499501, 499502, 499503]);
+    expect(good.map((g) => g.model.value), JSON.stringify(good.map((g) => g.model))).toEqual([499501, 499502, 499503]);
     await stillServing();
   });
 

@@ -6,8 +6,10 @@
  * awaits tool results does not use its thread. A native loop that ignores QuickJS's
  * interrupt handler blocks its thread, so the host watches every started task: past
  * its deadline plus a grace period the worker thread is terminated, piscina starts a
- * replacement, the runaway run fails with `timeout`, and any task that was queued on
- * that thread but had not started is submitted again, so no other run fails.
+ * replacement, the runaway run fails with `timeout`, and any other task on that
+ * thread that had not yet reported anything to its gateway (no output, no tool call:
+ * queued, compiling, or computing) is submitted again from the start, so no other run
+ * fails and nothing the gateway saw happens twice.
  */
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { readFile } from "node:fs/promises";
@@ -105,6 +107,8 @@ export class SandboxPool {
       port = channel.port1;
       let threadId: number | undefined;
       let started = false;
+      /** The task reported something the gateway sees: running it again would repeat it. */
+      let emitted = false;
       let killTimer: NodeJS.Timeout | undefined;
       const armKill = (inMs: number) => {
         clearTimeout(killTimer);
@@ -135,6 +139,12 @@ export class SandboxPool {
           return;
         }
         switch (m.t) {
+          case "output":
+          case "call":
+          case "request":
+          case "yield":
+            emitted = true;
+            break;
           case "started":
             started = true;
             threadId = m.threadId;
@@ -161,9 +171,9 @@ export class SandboxPool {
           clearTimeout(startTimer);
           clearTimeout(killTimer);
           if (finished) return;
-          if (!started && !this.closed && tries < 3) {
-            // The thread died (another run's loop) before this task began: run it elsewhere.
-            this.log.info({ tries }, "resubmitting an exec whose worker was replaced before it started");
+          if (!emitted && !this.closed && tries < 3) {
+            // The thread died (another run's loop) before this task reported anything: run it elsewhere.
+            this.log.info({ tries, started }, "resubmitting a task whose worker was replaced before it reported anything");
             channel.port1.close();
             attempt(tries + 1);
             return;
