@@ -27,8 +27,6 @@ import { cellPosition, formatLocation, guestError, guestErrorMessage, plainForGu
 import { baseImage } from "./base-image.js";
 import { decodeSnapshot, encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
 
-export { cellPosition } from "./guest-errors.js";
-
 type Settled = { ok: true; valueJson: string } | { ok: false; errorJson: string };
 type Fatal = { code: ErrorCodeName | undefined; message: string };
 

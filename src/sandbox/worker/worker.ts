@@ -1,8 +1,8 @@
 /**
  * The piscina worker entry: one call runs one exec task or one resumed segment of a
- * suspended run. It refuses to load on the
- * main thread. The compiled WebAssembly.Module arrives once in workerData and is shared
- * by every VM this thread creates; it is never recompiled per run.
+ * suspended run. It refuses to load on the main thread. The compiled WebAssembly.Module
+ * arrives once in workerData and is shared by every VM this thread creates; it is never
+ * recompiled per run.
  */
 import { isMainThread, threadId, workerData } from "node:worker_threads";
 import type { ExecTask, Task, TaskOutcome, WorkerMessage } from "../task-protocol.js";
