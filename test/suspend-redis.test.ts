@@ -42,7 +42,7 @@ async function answerWithRetry(scope: ReturnType<typeof Scope>, callId: string, 
 
 describe("suspended runs in Redis", () => {
   it("an orchestrator restart between exec and wait loses nothing", async () => {
-    const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 300 } });
+    const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 1000 } });
     const calls: ToolCallEvent[] = [];
     const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `text("before"); const r = await tools.slow_lookup({}); text("after " + r); return r + await tools.fast_add({});` }, (c) => calls.push(c));
     expect(exec.model).toMatchObject({ status: "waiting", reason: "pending_tools" });
@@ -82,7 +82,7 @@ describe("suspended runs in Redis", () => {
   });
 
   it("refuses a run whose stored metadata was edited (limits raised, a tool call relabelled as a yield)", async () => {
-    const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 300 } });
+    const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 1000 } });
     for (const edit of ["config", "pending"] as const) {
       const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `return await tools.slow_lookup({});` });
       expect(exec.model.status).toBe("waiting");
