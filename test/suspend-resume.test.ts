@@ -206,7 +206,7 @@ describe("wait refusals and cleanup", () => {
     expect(model.status).toBe("waiting");
     const first = waitFor(A(), { scope, runId: model.runId! });
     // The first wait claims the run at once, then holds the claim while it waits for an answer (up to 3 s).
-    await new Promise((r) => setTimeout(r, 500));
+    await new Promise((r) => setTimeout(r, 1000));
     const second = await waitFor(B(), { scope, runId: model.runId! });
     expect(second.model).toMatchObject({ status: "failed", code: "invalid_input", error: "a wait is already in flight for this code mode run." });
     await answer(B(), scope, calls[0]!.callId, 7);
@@ -237,7 +237,7 @@ describe("wait refusals and cleanup", () => {
     const aborted = await suspendOnA(`return await tools.slow_lookup({ key: "k" });`, { timeoutMs: 5000 });
     const ac = new AbortController();
     const gone = waitFor(B(), { scope: aborted.scope, runId: aborted.model.runId!, signal: ac.signal }).catch((err: unknown) => err);
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 1000));
     ac.abort();
     await gone;
     let after;
