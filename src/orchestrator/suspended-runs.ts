@@ -10,19 +10,11 @@ import type { SidecarLink, SuspendedRun, ToolAnswer } from "../gen/codemode/orch
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { DEFAULT_CONFIG, LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
-import { answerFromWire, answerToWire, pendingKindFromWire, pendingKindToWire } from "../shared/link-wire.js";
+import { answerFromWire, answerToWire, pendingKindFromWire, pendingKindToWire, RUN_MESSAGES as MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { requireScope } from "./control-service.js";
 import { storeCall } from "./state/store-failure.js";
 import type { RunStore, StoredAnswer, SuspendedRecord } from "./store/run-store.js";
-
-export const MESSAGES = {
-  unavailable: "code mode run is unavailable or expired.",
-  session: "code mode run belongs to a different session.",
-  run: "code mode run belongs to a different agent run.",
-  busy: "a wait is already in flight for this code mode run.",
-  cap: "too many suspended code mode runs.",
-} as const;
 
 /** Longest AwaitToolResults long-poll served. */
 const MAX_AWAIT_MS = 60_000;

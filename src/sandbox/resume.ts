@@ -13,9 +13,10 @@ import { randomUUID } from "node:crypto";
 import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
-import { answerFromWire, pendingKindFromWire } from "../shared/link-wire.js";
+import { answerFromWire, pendingKindFromWire, RUN_MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
+import { withRetries } from "../shared/retry.js";
 import { killGraceMs } from "./pool.js";
 import type { ResultInput } from "./result.js";
 import type { ResolvedRun } from "./run-resolver.js";
@@ -36,7 +37,7 @@ const CLAIM_LEASE_MS = 3 * (LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.
 /** Longest single AwaitToolResults long-poll. */
 const POLL_MS = 30_000;
 
-export const UNAVAILABLE = "code mode run is unavailable or expired.";
+const UNAVAILABLE = RUN_MESSAGES.unavailable;
 
 export type WaitDeps = {
   link: OrchestratorLink;
@@ -86,18 +87,14 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   // The token is ours, so a claim whose reply was lost can be retried without "busy".
   const token = randomUUID();
   let claim;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      claim = await link.client.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS });
-      break;
-    } catch (err) {
-      if (attempt < 3 && err instanceof ServiceError && err.code === "unavailable" && !signal.aborted) {
-        await new Promise((r) => setTimeout(r, 200 * attempt).unref());
-        continue;
-      }
-      log.warn({ err }, "could not claim the suspended run");
-      return early.finish({ status: "failed", error: "code mode runtime is unavailable: the orchestrator cannot be reached.", code: "runtime_unavailable" }, 0);
-    }
+  try {
+    claim = await withRetries(
+      () => link.client.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS }),
+      (err) => err instanceof ServiceError && err.code === "unavailable" && !signal.aborted,
+    );
+  } catch (err) {
+    log.warn({ err }, "could not claim the suspended run");
+    return early.finish({ status: "failed", error: "code mode runtime is unavailable: the orchestrator cannot be reached.", code: "runtime_unavailable" }, 0);
   }
   if (claim.refused || !claim.run) return early.finish({ status: "failed", error: claim.refused || UNAVAILABLE, code: "invalid_input" }, 0);
   const rec = claim.run;

@@ -12,6 +12,7 @@ import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import type { CodeModeConfig } from "../shared/config.js";
 import { answerToWire, pendingKindToWire } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
+import { withRetries } from "../shared/retry.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 import { errorCodeName, type ResultInput } from "./result.js";
 import type { Answer, PendingInfo, Scope, Segment } from "./segment.js";
@@ -60,17 +61,12 @@ export const MAX_STORED_SNAPSHOT_BYTES = 48 * 1024 * 1024;
 
 /** Hands an answer that came in late to the stored run; a few tries, then it stays unsettled. */
 async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Segment): Promise<boolean> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await ctx.link.client.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 });
-      return true;
-    } catch (err) {
-      if (attempt >= 3) {
-        seg.log.error({ err, callId }, "could not hand a late answer to the suspended run; the call is listed as unsettled");
-        return false;
-      }
-      await new Promise((r) => setTimeout(r, 200 * attempt).unref());
-    }
+  try {
+    await withRetries(() => ctx.link.client.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 }), () => true);
+    return true;
+  } catch (err) {
+    seg.log.error({ err, callId }, "could not hand a late answer to the suspended run; the call is listed as unsettled");
+    return false;
   }
 }
 

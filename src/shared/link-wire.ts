@@ -5,6 +5,15 @@
  */
 import { PendingKind as WirePendingKind, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
 
+/** The seed's refusals of a `wait`, as the orchestrator sends them and the sidecar falls back to. */
+export const RUN_MESSAGES = {
+  unavailable: "code mode run is unavailable or expired.",
+  session: "code mode run belongs to a different session.",
+  run: "code mode run belongs to a different agent run.",
+  busy: "a wait is already in flight for this code mode run.",
+  cap: "too many suspended code mode runs.",
+} as const;
+
 /** A tool call, a catalog request (search/describe/API), or a yield. */
 export type PendingKind = "call" | "request" | "yield";
 
