@@ -4,24 +4,20 @@
  * NOT_FOUND with the key and value named; nothing is half-applied. A store that cannot
  * be reached is UNAVAILABLE.
  */
-import type { RunScope } from "../gen/codemode/common/v1/common_pb.js";
 import type { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { ConfigError, parseCodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import type { Logger } from "../shared/logger.js";
+import { requireScope } from "../shared/scope.js";
 import { buildView, sourceCounts, viewVersion } from "./catalog/catalog-view.js";
 import type { CatalogStore, StoredCatalog } from "./catalog/catalog-store.js";
 import { describeSurface } from "./surface.js";
-import type { RunRegistry, RunSpec, Scope } from "./runs.js";
+import type { RunRegistry, RunSpec } from "./runs.js";
 import { storeCall } from "./state/store-failure.js";
 import type { RunStore } from "./store/run-store.js";
 
-export function requireScope(s: RunScope | undefined): Scope {
-  if (!s || !s.runId.trim()) throw new ServiceError("invalid_argument", "scope.run_id is required");
-  return { agentId: s.agentId, sessionId: s.sessionId, sessionKey: s.sessionKey, runId: s.runId };
-}
 
 export function surfaceOf(run: RunSpec) {
   const config = parseCodeModeConfig(run.config);

@@ -10,7 +10,8 @@ import { parseCodeModeConfig } from "../shared/config.js";
 import { configLayerToWire } from "../shared/config-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
-import { requireScope, surfaceOf } from "./control-service.js";
+import { requireScope } from "../shared/scope.js";
+import { surfaceOf } from "./control-service.js";
 import type { RunRegistry } from "./runs.js";
 
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;

@@ -12,7 +12,7 @@ import { ServiceError } from "../protocol/service-error.js";
 import { DEFAULT_CONFIG, LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
 import { answerFromWire, answerToWire, pendingKindFromWire, pendingKindToWire, RUN_MESSAGES as MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
-import { requireScope } from "./control-service.js";
+import { requireScope } from "../shared/scope.js";
 import { storeCall } from "./state/store-failure.js";
 import type { RunStore, StoredAnswer, SuspendedRecord } from "./store/run-store.js";
 

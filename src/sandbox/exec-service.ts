@@ -7,31 +7,26 @@
  * results; only contract violations (missing scope, unknown call, malformed JSON) are
  * gRPC errors.
  */
-import type { RunScope } from "../gen/codemode/common/v1/common_pb.js";
 import type { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { ConfigError, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import { newId } from "../shared/ids.js";
+import { answerToWire } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
-import { scopeKeyOf } from "../shared/scope.js";
+import { requireScope, scopeKeyOf } from "../shared/scope.js";
 import type { CallRegistry } from "./call-registry.js";
 import { checkExecInput } from "./guest/exec-input.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 import type { SandboxPool } from "./pool.js";
 import { serveWait } from "./resume.js";
 import type { ResolvedRun, RunResolver } from "./run-resolver.js";
-import { Segment, type Answer, type Scope, type SegmentInit } from "./segment.js";
+import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Answer, type Scope, type SegmentInit } from "./segment.js";
 import type { SnapshotSealer } from "./snapshot-seal.js";
-import { answerToWire } from "../shared/link-wire.js";
 import { endSegment, limitsOf } from "./suspension.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
 
-function requireScope(s: RunScope | undefined): Scope {
-  if (!s || !s.runId.trim()) throw new ServiceError("invalid_argument", "scope.run_id is required");
-  return { agentId: s.agentId, sessionId: s.sessionId, sessionKey: s.sessionKey, runId: s.runId };
-}
 
 export type ExecServiceDeps = {
   pool: SandboxPool;
@@ -41,8 +36,6 @@ export type ExecServiceDeps = {
   sealer: SnapshotSealer;
   log: Logger;
 };
-
-const UNREACHABLE = "code mode runtime is unavailable: the orchestrator cannot be reached.";
 
 export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<typeof Sandbox.method>> {
   const { pool, resolver, calls, link, sealer, log } = deps;

@@ -20,7 +20,7 @@ import { withRetries } from "../shared/retry.js";
 import { killGraceMs } from "./pool.js";
 import type { ResultInput } from "./result.js";
 import type { ResolvedRun } from "./run-resolver.js";
-import { Segment, type Answer, type PendingInfo, type SegmentInit } from "./segment.js";
+import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type PendingInfo, type SegmentInit } from "./segment.js";
 import { SnapshotAuthError, type SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
 import type { AnswerMessage } from "./task-protocol.js";
@@ -94,7 +94,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     );
   } catch (err) {
     log.warn({ err }, "could not claim the suspended run");
-    return early.finish({ status: "failed", error: "code mode runtime is unavailable: the orchestrator cannot be reached.", code: "runtime_unavailable" }, 0);
+    return early.finish({ status: "failed", error: ORCHESTRATOR_UNREACHABLE, code: "runtime_unavailable" }, 0);
   }
   if (claim.refused || !claim.run) return early.finish({ status: "failed", error: claim.refused || UNAVAILABLE, code: "invalid_input" }, 0);
   const rec = claim.run;

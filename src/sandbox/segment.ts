@@ -21,6 +21,8 @@ import type { ResolvedRun, RunResolver } from "./run-resolver.js";
 import type { PendingKind, TaskOutcome } from "./task-protocol.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
+/** The error of a segment that cannot reach the orchestrator (to resolve, claim or store its run). */
+export const ORCHESTRATOR_UNREACHABLE = "code mode runtime is unavailable: the orchestrator cannot be reached.";
 /** Longest search query (characters) the catalog ranks; longer queries are cut. */
 const MAX_QUERY_CHARS = 256;
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;

@@ -3,6 +3,9 @@
  * and the one string key both processes index it by. Sidecar and orchestrator must
  * agree on this key: seals, call ownership and stored runs are all checked against it.
  */
+import type { RunScope } from "../gen/codemode/common/v1/common_pb.js";
+import { ServiceError } from "../protocol/service-error.js";
+
 export type Scope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
 
 export function scopeKeyOf(s: Scope): string {
@@ -12,4 +15,10 @@ export function scopeKeyOf(s: Scope): string {
 /** Same agent, session and session key (the gateway run id may still differ). */
 export function sameSession(a: Scope, b: Scope): boolean {
   return a.agentId === b.agentId && a.sessionId === b.sessionId && a.sessionKey === b.sessionKey;
+}
+
+/** The scope a request names; every service call must name its gateway run. */
+export function requireScope(s: RunScope | undefined): Scope {
+  if (!s || !s.runId.trim()) throw new ServiceError("invalid_argument", "scope.run_id is required");
+  return { agentId: s.agentId, sessionId: s.sessionId, sessionKey: s.sessionKey, runId: s.runId };
 }
