@@ -6,7 +6,8 @@
  * damaged is replaced before the next compile.
  */
 import { QuickJS, EvalFlags, type JSException } from "quickjs-wasi";
-import { PRELUDE_FILENAME, PRELUDE_SOURCE } from "../guest/prelude.js";
+import { CELL_FILENAME, PRELUDE_FILENAME, PRELUDE_SOURCE, wrapCell } from "../guest/prelude.js";
+import { cellPosition, formatLocation } from "./guest-errors.js";
 import { STACK_BYTES } from "./vm-options.js";
 
 export type CompileError = { message: string; line: number; column: number };
@@ -59,6 +60,17 @@ export async function compileScript(
 let prelude: Uint8Array | undefined;
 
 /** The guest prelude's bytecode, compiled once per worker. */
+/**
+ * Compiles the model's program wrapped as a cell. A syntax error is reported as the
+ * model should read it: the message and its position in the model's own source.
+ */
+export async function compileCell(wasm: WebAssembly.Module, source: string): Promise<{ ok: true; bytecode: Uint8Array } | { ok: false; message: string }> {
+  const cell = await compileScript(wasm, wrapCell(source), CELL_FILENAME);
+  if (cell.ok) return cell;
+  const pos = cellPosition(cell.error.line, cell.error.column);
+  return { ok: false, message: `${cell.error.message} (${formatLocation(pos.line, pos.column)})` };
+}
+
 export async function preludeBytecode(wasm: WebAssembly.Module): Promise<Uint8Array> {
   if (prelude) return prelude;
   const compiled = await compileScript(wasm, PRELUDE_SOURCE, PRELUDE_FILENAME);

@@ -19,11 +19,11 @@ import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
 import type { ErrorCodeName, ExecTask, MainMessage, PendingKind, ResumeTask, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
-import { CELL_FILENAME, DELIVER_GLOBAL, HOST_ASYNC, HOST_SYNC, RUN_GLOBAL, wrapCell } from "../guest/prelude.js";
-import { compileScript, preludeBytecode } from "./compiler.js";
+import { DELIVER_GLOBAL, HOST_ASYNC, HOST_SYNC, RUN_GLOBAL } from "../guest/prelude.js";
+import { compileCell, preludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { parseBridgeJson } from "./json-bridge.js";
-import { cellPosition, formatLocation, guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
+import { guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
 import { decodeSnapshot, encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
 
@@ -291,11 +291,8 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   } catch (err) {
     return failed((err as Error).message, task.outputBytesUsed, "internal_error");
   }
-  const cell = await compileScript(wasm, wrapCell(cellSource), CELL_FILENAME);
-  if (!cell.ok) {
-    const pos = cellPosition(cell.error.line, cell.error.column);
-    return failed(`${cell.error.message} (${formatLocation(pos.line, pos.column)})`, task.outputBytesUsed, "invalid_input");
-  }
+  const cell = await compileCell(wasm, cellSource);
+  if (!cell.ok) return failed(cell.message, task.outputBytesUsed, "invalid_input");
   const bootJson = `{"allTools":${task.catalog.allToolsJson},"convenience":${JSON.stringify(task.catalog.convenience)}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
   try {

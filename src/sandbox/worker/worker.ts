@@ -7,9 +7,8 @@
 import { isMainThread, threadId, workerData } from "node:worker_threads";
 import type { ExecTask, Task, TaskOutcome, WorkerMessage } from "../task-protocol.js";
 import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/module-check.js";
-import { CELL_FILENAME, wrapCell } from "../guest/prelude.js";
-import { compileScript } from "./compiler.js";
-import { cellPosition } from "./guest-errors.js";
+import { compileCell } from "./compiler.js";
+import { formatLocation } from "./guest-errors.js";
 import { transformTypeScript } from "../guest/ts-transform.js";
 import { runExecSession, runResumeSession } from "./vm-session.js";
 
@@ -29,7 +28,7 @@ async function prepare(task: ExecTask): Promise<{ ok: true; source: string } | {
   if (before && !(before.pattern === UNVERIFIABLE && task.language === "typescript")) return refuseOrReport(before, source, invalid);
   if (task.language === "typescript") {
     const out = await transformTypeScript(source);
-    if (!out.ok) return invalid(`${out.error} (line ${out.line}, column ${out.column})`);
+    if (!out.ok) return invalid(`${out.error} (${formatLocation(out.line, out.column)})`);
     source = out.code;
     const after = findModuleAccess(source);
     if (after) return refuseOrReport(after, source, invalid);
@@ -40,11 +39,8 @@ async function prepare(task: ExecTask): Promise<{ ok: true; source: string } | {
 /** Module access is refused; an unreadable program is a syntax error or refused. */
 async function refuseOrReport(found: ModuleAccess, source: string, invalid: (e: string) => { ok: false; outcome: TaskOutcome }) {
   if (found.pattern !== UNVERIFIABLE) return invalid(moduleMessage(found));
-  const compiled = await compileScript(wasm, wrapCell(source), CELL_FILENAME);
-  if (!compiled.ok) {
-    const pos = cellPosition(compiled.error.line, compiled.error.column);
-    return invalid(`${compiled.error.message} (line ${pos.line}, column ${pos.column})`);
-  }
+  const compiled = await compileCell(wasm, source);
+  if (!compiled.ok) return invalid(compiled.message);
   return invalid(
     `exec could not verify that the program has no module access (the checker cannot read it near line ${found.line}, column ${found.column}); rewrite that expression.`,
   );
