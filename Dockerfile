@@ -20,6 +20,12 @@ COPY bin ./bin
 COPY proto ./proto
 USER node
 EXPOSE 7300 7301
+# gRPC health through the image's own CLI (no grpc_health_probe binary): exit 0 when SERVING.
+# A sidecar is NOT_SERVING while its orchestrator link is down or it drains. For a container
+# that runs only the orchestrator, set CODEMODE_HEALTH_ADDRESS=127.0.0.1:7301.
+ENV CODEMODE_HEALTH_ADDRESS=127.0.0.1:7300
+HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["node", "/app/bin/codemode.js", "health", "--timeout-ms", "4000"]
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/codemode.js"]
 # Override with: sandbox --sandbox-address 0.0.0.0:7300 --orchestrator-address orchestrator:7301
 #                (every sidecar replica with the same CODEMODE_SNAPSHOT_KEY secret, >= 32 chars)

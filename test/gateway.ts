@@ -4,7 +4,7 @@
  * a handler table (a handler may delay, throw, or return any JSON value).
  */
 import type { RunScope } from "../src/gen/codemode/common/v1/common_pb.js";
-import { toWireTool } from "../src/shared/tool-wire.js";
+import { toWireMcpServer, toWireTool, type GatewayMcpServer } from "../src/shared/tool-wire.js";
 import type { ToolCallRequested } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { execute, scope as newScope, type ExecOutcome, type Stack } from "./harness.js";
 
@@ -16,10 +16,13 @@ export type TestTool = {
   owner?: string;
   origin?: "core" | "bundled_plugin" | "external_plugin";
   parameters?: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+  annotations?: { title?: string; readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+  examples?: unknown[];
   handler?: (input: unknown, call: ToolCallRequested) => unknown;
 };
 
-export async function openRun(stack: Pick<Stack, "control">, tools: TestTool[], policy: { allow?: string[]; deny?: string[]; allowNone?: boolean } = {}, extra: { disableTools?: boolean; config?: Record<string, unknown> } = {}) {
+export async function openRun(stack: Pick<Stack, "control">, tools: TestTool[], policy: { allow?: string[]; deny?: string[]; allowNone?: boolean } = {}, extra: { disableTools?: boolean; config?: Record<string, unknown>; mcpServers?: GatewayMcpServer[] } = {}) {
   const scope = newScope("gw");
   const res = await stack.control.openRun({
     scope,
@@ -27,6 +30,7 @@ export async function openRun(stack: Pick<Stack, "control">, tools: TestTool[], 
       case: "tools",
       value: {
         tools: tools.map(toWireTool),
+        mcpServers: (extra.mcpServers ?? []).map(toWireMcpServer),
       },
     },
     policy: { allow: policy.allow ?? [], deny: policy.deny ?? [], allowNone: policy.allowNone ?? false },

@@ -99,13 +99,28 @@ export async function collectStream(stream: AsyncIterable<ExecEvent>, onToolCall
   return { result, model: JSON.parse(result.modelJson) as Model, events };
 }
 
-/** Runs an exec to its end. `onToolCall` may answer nested calls (it gets the client). */
+/** Opens a run with an empty catalog for a new scope (Exec and Wait need an open run). */
+export async function openEmptyRun(control: ServiceClient<typeof Control.method>, prefix = "t"): Promise<ReturnType<typeof scope>> {
+  const s = scope(prefix);
+  await control.openRun({ scope: s, catalog: { case: "tools", value: { tools: [] } } });
+  return s;
+}
+
+/**
+ * Runs an exec to its end. `onToolCall` may answer nested calls (it gets the client).
+ * Without a scope in `request`, a run with an empty catalog is opened for a new one first.
+ */
 export async function execute(
-  stack: { sandbox: ServiceClient<typeof Sandbox.method> },
+  stack: { sandbox: ServiceClient<typeof Sandbox.method>; control?: ServiceClient<typeof Control.method> },
   request: Partial<MessageInitShape<typeof ExecRequestSchema>>,
   onToolCall?: (call: ToolCallEvent) => void,
 ): Promise<ExecOutcome> {
-  return collectStream(stack.sandbox.exec({ scope: scope(), ...request } as MessageInitShape<typeof ExecRequestSchema>), onToolCall);
+  let runScope = request.scope;
+  if (!runScope) {
+    if (!stack.control) throw new Error("execute without a scope needs stack.control to open a run");
+    runScope = await openEmptyRun(stack.control);
+  }
+  return collectStream(stack.sandbox.exec({ ...request, scope: runScope } as MessageInitShape<typeof ExecRequestSchema>), onToolCall);
 }
 
 /** Runs a wait to its end. */

@@ -4,9 +4,10 @@
  * logged), and the sidecar serves again. Both exit 0 on SIGTERM.
  */
 import { expect, it } from "vitest";
+import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient } from "../src/protocol/grpc-service.js";
-import { spawnCodemode, scope } from "./harness.js";
+import { openEmptyRun, spawnCodemode } from "./harness.js";
 
 async function until(check: () => boolean, what: string, ms = 20_000) {
   const end = Date.now() + ms;
@@ -26,9 +27,13 @@ it("the sidecar re-opens its orchestrator link after the orchestrator restarts",
   await until(() => linkLogs().includes("down"), "link down");
   orch = await spawnCodemode(["orchestrator", "--orchestrator-address", orchAddress]);
   await until(() => linkLogs().filter((s) => s === "up").length >= 2, "link up again");
+  // The restarted orchestrator keeps runs in memory: the run is opened on it.
+  const control = createClient(Control, orchAddress);
+  const runScope = await openEmptyRun(control);
+  control.close();
   const client = createClient(Sandbox, side.ready.sandbox!);
   let value = "";
-  for await (const ev of client.exec({ scope: scope(), code: "return 'served'" })) {
+  for await (const ev of client.exec({ scope: runScope, code: "return 'served'" })) {
     if (ev.event.case === "result") value = (JSON.parse(ev.event.value.modelJson) as { value: string }).value;
   }
   client.close();

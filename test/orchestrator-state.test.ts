@@ -181,3 +181,30 @@ it("when Redis goes away, gateway and sidecar calls fail UNAVAILABLE and each fa
     await own.stop();
   }
 });
+
+it("namespaces and MCP server metadata live in Redis: every replica installs the same ones, and a clear anywhere clears everywhere", async () => {
+  const a = await startOrchestrator(redis.url);
+  const b = await startOrchestrator(redis.url);
+  try {
+    const plugin: TestTool[] = [{ name: "calendar_list", owner: "calendar", origin: "external_plugin", description: "List events" }, ...TOOLS];
+    const ns = { pluginId: "calendar", id: "calendar-ns", globalName: "Calendar", description: "Events.", prompt: "", requiredToolNames: ["calendar_list"], scopeJson: '{"list":{"$tool":"calendar_list"}}' };
+    expect(await a.control.registerNamespace({ namespace: ns })).toMatchObject({ callableCount: 1, replaced: false });
+    await expect(b.control.registerNamespace({ namespace: { ...ns, id: "other", pluginId: "other" } })).rejects.toMatchObject({ code: "already_exists" });
+    expect(await b.control.registerNamespace({ namespace: { ...ns, description: "Calendar events." } })).toMatchObject({ replaced: true });
+    const servers = [{ name: "github", serverId: "github-mcp", title: "GitHub", version: "2.0", description: "Issues", instructions: "Be brief.", resources: true, prompts: false, aliases: ["gh"] }];
+    const { scope } = await openRun(a, plugin, POLICY, { mcpServers: servers });
+    const onB = await b.link.resolveRun({ scope });
+    expect(onB.namespaces).toMatchObject([{ id: "calendar-ns", pluginId: "calendar", globalName: "Calendar", scopeJson: '{"list":{"$tool":"calendar_list"}}' }]);
+    expect(onB.mcpServers).toEqual([expect.objectContaining({ ...servers[0] })]);
+    expect((await b.control.describeSurface({ scope })).surface?.tools[0]?.description).toContain("`Calendar`: Calendar events.");
+
+    expect((await b.control.clearNamespaces({ pluginId: "calendar" })).cleared).toBe(1);
+    const cleared = await a.link.resolveRun({ scope, knownCatalogVersion: onB.catalogVersion });
+    expect(cleared.catalogVersion).not.toBe(onB.catalogVersion);
+    expect(cleared.namespaces).toEqual([]);
+    expect((await a.control.listNamespaces({})).namespaces).toEqual([]);
+  } finally {
+    expect(await a.stop()).toBe(0);
+    expect(await b.stop()).toBe(0);
+  }
+});

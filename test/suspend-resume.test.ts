@@ -184,10 +184,12 @@ describe("wait refusals and cleanup", () => {
     const missing = await waitFor(B(), { scope, runId: "" });
     expect(missing.model).toMatchObject({ status: "failed", code: "invalid_input" });
 
+    // Other scopes with runs of their own (Exec and Wait need an open run).
     const otherSession = { ...scope, sessionId: `${scope.sessionId}-other` };
+    const otherRun = { ...scope, runId: `${scope.runId}-other` };
+    for (const s of [otherSession, otherRun]) await cluster.control.openRun({ scope: s, catalog: { case: "tools", value: { tools: [] } } });
     const wrong = await waitFor(B(), { scope: otherSession, runId: model.runId! });
     expect(wrong.model).toMatchObject({ status: "failed", code: "invalid_input", error: "code mode run belongs to a different session." });
-    const otherRun = { ...scope, runId: `${scope.runId}-other` };
     const wrongRun = await waitFor(B(), { scope: otherRun, runId: model.runId! });
     expect(wrongRun.model).toMatchObject({ status: "failed", code: "invalid_input", error: "code mode run belongs to a different agent run." });
 
@@ -251,7 +253,8 @@ describe("wait refusals and cleanup", () => {
     const closed = await suspendOnA(`await yield_control(); return 1;`);
     const res = await cluster.control.closeRun({ scope: closed.scope });
     expect(res.suspendedRunsDeleted).toBe(1);
-    expect((await waitFor(B(), { scope: closed.scope, runId: closed.model.runId! })).model.error).toBe("code mode run is unavailable or expired.");
+    // The scope has no open run any more: a wait on it is refused before any lookup.
+    await expect(waitFor(B(), { scope: closed.scope, runId: closed.model.runId! })).rejects.toMatchObject({ code: "failed_precondition", message: "no run is open for this scope; call OpenRun first" });
   });
 
   it("enforces maxSnapshotBytes before storing", async () => {

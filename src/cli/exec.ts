@@ -1,8 +1,9 @@
 /**
  * `codemode exec`: runs one program on a sidecar and prints each result as one JSON
- * line (the seed's shape). With `--tools FILE.mjs` it is a small gateway: it opens a
- * run with those tools and `--allow`/`--deny` policy, runs each nested call's handler,
- * and answers with BridgeCallback. A `waiting` result is followed with `wait` calls, as
+ * line (the seed's shape). It opens a run for its own scope first (with no tools unless
+ * given). With `--tools FILE.mjs` it is a small gateway: it registers the module's
+ * namespaces, opens the run with its tools, MCP servers and `--allow`/`--deny` policy,
+ * runs each nested call's handler, and answers with BridgeCallback. A `waiting` result is followed with `wait` calls, as
  * a model would, each result printed as it comes (a handler may finish long after the
  * exec returned). Exit status is 0 whenever a result came back.
  */
@@ -14,8 +15,8 @@ import { Sandbox, type ExecEvent } from "../gen/codemode/sandbox/v1/sandbox_pb.j
 import { createClient } from "../protocol/grpc-service.js";
 import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
-import { toWireTool } from "../shared/tool-wire.js";
-import { loadToolsModule, type CliTool } from "./tools-module.js";
+import { toWireMcpServer, toWireTool } from "../shared/tool-wire.js";
+import { loadToolsModule, type CliTool, type ToolsModule } from "./tools-module.js";
 
 const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javascript|typescript]
                      [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
@@ -87,27 +88,22 @@ export async function runExec(argv: string[]): Promise<number> {
   }
 
   const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", runId: newId("run", 8) };
-  const tools: CliTool[] = values.tools ? await loadToolsModule(values.tools) : [];
+  const module: ToolsModule = values.tools ? await loadToolsModule(values.tools) : { tools: [], mcpServers: [], namespaces: [] };
   const handlers = new Map<string, CliTool>();
-  if (values.tools || values.allow || values.deny) {
-    const control = createClient(Control, values.orchestrator);
-    try {
-      await control.openRun({
-        scope,
-        catalog: {
-          case: "tools",
-          value: {
-            tools: tools.map(toWireTool),
-          },
-        },
-        policy: { allow: values.allow ?? [], deny: values.deny ?? [], allowNone: false },
-        config: timeoutMs !== undefined ? { timeoutMs } : {},
-      });
-    } finally {
-      control.close();
-    }
-    for (const t of tools) handlers.set(`${t.source}\0${t.owner}\0${t.name}`, t);
+  // Exec and Wait need an open run, with tools or without.
+  const control = createClient(Control, values.orchestrator);
+  try {
+    for (const ns of module.namespaces) await control.registerNamespace({ namespace: ns });
+    await control.openRun({
+      scope,
+      catalog: { case: "tools", value: { tools: module.tools.map(toWireTool), mcpServers: module.mcpServers.map(toWireMcpServer) } },
+      policy: { allow: values.allow ?? [], deny: values.deny ?? [], allowNone: false },
+      config: timeoutMs !== undefined ? { timeoutMs } : {},
+    });
+  } finally {
+    control.close();
   }
+  for (const t of module.tools) handlers.set(`${t.source}\0${t.owner}\0${t.name}`, t);
 
   const sandbox = createClient(Sandbox, values.sandbox);
   try {

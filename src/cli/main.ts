@@ -3,6 +3,7 @@
  * (2 for usage errors, 1 for anything else). Each subcommand lives in its own module.
  */
 import { runExec, UsageError } from "./exec.js";
+import { runHealth } from "./health.js";
 import { runOrchestrator, runSandbox, runStart } from "./serve.js";
 
 const HELP = `codemode: a code-mode runtime for AI agents
@@ -11,6 +12,7 @@ const HELP = `codemode: a code-mode runtime for AI agents
   codemode sandbox        a sandbox sidecar (--sandbox-address, --orchestrator-address)
   codemode orchestrator   the orchestrator (--orchestrator-address)
   codemode exec           run a program: --code STRING | FILE | -
+  codemode health         gRPC health check: [--address HOST:PORT] [--service NAME]; exit 0 when SERVING
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -27,6 +29,8 @@ async function main(argv: string[]): Promise<number> {
       return -1;
     case "exec":
       return runExec(rest);
+    case "health":
+      return runHealth(rest);
     case undefined:
     case "help":
     case "--help":

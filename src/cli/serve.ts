@@ -1,5 +1,9 @@
-/** `codemode start | sandbox | orchestrator`: reads flags, starts processes, wires signals. */
+/**
+ * `codemode start | sandbox | orchestrator`: reads flags, starts processes, wires signals
+ * (SIGTERM/SIGINT drain each process within `--drain-timeout-ms`, then exit 0).
+ */
 import { parseArgs } from "node:util";
+import { DEFAULT_DRAIN_MS } from "../protocol/drain.js";
 import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { createLogger } from "../shared/logger.js";
 import { startOrchestrator } from "../orchestrator/server.js";
@@ -10,6 +14,19 @@ function intFlag(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+const drainFlags = {
+  "drain-timeout-ms": { type: "string" },
+} as const;
+
+/** `--drain-timeout-ms`: how long a stopping process serves what is in flight (0 allowed). */
+function drainBudget(values: { "drain-timeout-ms"?: string | undefined }): number {
+  const v = values["drain-timeout-ms"];
+  if (v === undefined) return DEFAULT_DRAIN_MS;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`--drain-timeout-ms must be a non-negative integer, got ${JSON.stringify(v)}`);
   return n;
 }
 
@@ -36,9 +53,11 @@ export async function runStart(argv: string[]): Promise<void> {
       "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
       ...poolFlags,
       ...storeFlags,
+      ...drainFlags,
     },
     strict: true,
   });
+  const budget = drainBudget(values);
   const sandboxAt = parseHostPort(values["sandbox-address"], "--sandbox-address");
   const orchestratorAt = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const log = createLogger("codemode");
@@ -56,8 +75,11 @@ export async function runStart(argv: string[]): Promise<void> {
   });
   process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address}\n`);
   onShutdown(log, async () => {
-    await sandbox.close();
-    await orchestrator.close();
+    // Both report NOT_SERVING at once; the orchestrator keeps serving while the sidecar drains.
+    const started = Date.now();
+    orchestrator.startDrain();
+    await sandbox.drain(budget);
+    await orchestrator.drain(Math.max(0, budget - (Date.now() - started)));
   });
 }
 
@@ -68,9 +90,11 @@ export async function runSandbox(argv: string[]): Promise<void> {
       "sandbox-address": { type: "string", default: DEFAULT_SANDBOX_ADDRESS },
       "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
       ...poolFlags,
+      ...drainFlags,
     },
     strict: true,
   });
+  const budget = drainBudget(values);
   const listen = parseHostPort(values["sandbox-address"], "--sandbox-address");
   parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const log = createLogger("codemode-sandbox");
@@ -84,18 +108,19 @@ export async function runSandbox(argv: string[]): Promise<void> {
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
   });
   process.stdout.write(`ready sandbox=${sandbox.address}\n`);
-  onShutdown(log, () => sandbox.close());
+  onShutdown(log, () => sandbox.drain(budget));
 }
 
 export async function runOrchestrator(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS }, ...storeFlags },
+    options: { "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS }, ...storeFlags, ...drainFlags },
     strict: true,
   });
+  const budget = drainBudget(values);
   const listen = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const log = createLogger("codemode-orchestrator");
   const orchestrator = await startOrchestrator({ listen, log, ...storeOptions(values) });
   process.stdout.write(`ready orchestrator=${orchestrator.address}\n`);
-  onShutdown(log, () => orchestrator.close());
+  onShutdown(log, () => orchestrator.drain(budget));
 }

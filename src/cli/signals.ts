@@ -1,4 +1,4 @@
-/** SIGTERM/SIGINT: drain, close, exit 0. A second signal forces exit 1. */
+/** SIGTERM/SIGINT: drain (the process serves what is in flight), close, exit 0. A second signal forces exit 1. */
 import type { Logger } from "../shared/logger.js";
 
 export function onShutdown(log: Logger, close: () => Promise<void>): void {

@@ -1,8 +1,9 @@
 /**
  * The gateway-facing Control service: PutCatalog, OpenRun, DescribeSurface,
- * GetTrajectory, CloseRun. Config errors and unknown catalogs are INVALID_ARGUMENT /
- * NOT_FOUND with the key and value named; nothing is half-applied. A store that cannot
- * be reached is UNAVAILABLE.
+ * GetTrajectory, CloseRun, and the namespace registry (RegisterNamespace,
+ * ClearNamespaces, ListNamespaces). Config errors and unknown catalogs are
+ * INVALID_ARGUMENT / NOT_FOUND with the key and value named; nothing is half-applied. A
+ * store that cannot be reached is UNAVAILABLE.
  */
 import type { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
@@ -10,18 +11,25 @@ import { ServiceError } from "../protocol/service-error.js";
 import { ConfigError, parseCodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import type { Logger } from "../shared/logger.js";
-import { requireScope } from "../shared/scope.js";
+import { checkIdLength } from "../shared/request-limits.js";
+import { NO_OPEN_RUN, requireScope } from "../shared/scope.js";
 import { buildView, sourceCounts, viewVersion } from "./catalog/catalog-view.js";
 import type { CatalogStore, StoredCatalog } from "./catalog/catalog-store.js";
 import { describeSurface } from "./surface.js";
 import type { RunRegistry, RunSpec } from "./runs.js";
+import { checkRegistration } from "./namespaces/namespace-rules.js";
+import type { RunNamespaces, RunNamespaceView } from "./namespaces/run-namespaces.js";
 import { storeCall } from "./state/store-failure.js";
 import type { RunStore } from "./store/run-store.js";
 
 
-export function surfaceOf(run: RunSpec) {
+export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView) {
   const config = parseCodeModeConfig(run.config);
-  const s = describeSurface(config, run.view, run.disableTools);
+  const s = describeSurface(config, run.view, run.disableTools, {
+    namespaces: namespaces.visible,
+    mcpServerCount: run.mcpServers?.length ?? 0,
+    emptyCatalog: run.catalogToolCount === 0,
+  });
   const counts = sourceCounts(run.view);
   return {
     codeModeActive: s.active,
@@ -31,14 +39,15 @@ export function surfaceOf(run: RunSpec) {
     serializedBytes: s.serializedBytes,
     catalogSize: run.view.length,
     sources: { openclaw: counts.core, mcp: counts.mcp, client: counts.client },
+    namespaces: s.active ? namespaces.visible.map((n) => n.globalName) : [],
   };
 }
 
-export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; store: RunStore; log: Logger }): ServiceHandlers<typeof Control.method> {
-  const { catalogs, runs, log } = deps;
+export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; store: RunStore; namespaces: RunNamespaces; log: Logger }): ServiceHandlers<typeof Control.method> {
+  const { catalogs, runs, log, namespaces } = deps;
   return {
     async putCatalog(req) {
-      const { id, tools } = await catalogs.put(req.tools);
+      const { id, tools } = await catalogs.put(req.tools, req.mcpServers);
       return { catalogId: id, toolCount: tools.length };
     },
     async openRun(req) {
@@ -54,14 +63,15 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
       let catalog: StoredCatalog;
       if (req.catalog.case === "catalogId") {
         const id = req.catalog.value;
-        const tools = await catalogs.get(id);
-        if (!tools) throw new ServiceError("not_found", `catalog ${id} is not stored; send it with PutCatalog first`);
-        catalog = { id, tools };
+        checkIdLength("catalog_id", id);
+        const stored = await catalogs.get(id);
+        if (!stored) throw new ServiceError("not_found", `catalog ${id} is not stored; send it with PutCatalog first`);
+        catalog = stored;
       } else {
-        catalog = await catalogs.put(req.catalog.value?.tools ?? []);
+        catalog = await catalogs.put(req.catalog.value?.tools ?? [], req.catalog.value?.mcpServers ?? []);
       }
       const rules = { allow: [...(req.policy?.allow ?? [])], deny: [...(req.policy?.deny ?? [])], allowNone: req.policy?.allowNone ?? false };
-      const view = buildView(catalog.tools, rules, config.coreSourceName);
+      const { entries: view, servers } = buildView(catalog, rules, config.coreSourceName);
       const run: RunSpec = {
         scope,
         catalogId: catalog.id,
@@ -69,18 +79,20 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
         config: layer,
         disableTools: req.disableTools,
         view,
+        mcpServers: servers,
+        catalogToolCount: catalog.tools.length,
         viewVersion: viewVersion(catalog.id, rules, config.coreSourceName),
         openedAtMs: Date.now(),
       };
       await runs.open(run);
       log.info({ runId: scope.runId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
-      return { catalogId: catalog.id, surface: surfaceOf(run) };
+      return { catalogId: catalog.id, surface: surfaceOf(run, await namespaces.forRun(run)) };
     },
     async describeSurface(req) {
       const scope = requireScope(req.scope);
       const run = await runs.get(scope);
-      if (!run) throw new ServiceError("not_found", "no run is open for this scope; call OpenRun first");
-      return { surface: surfaceOf(run) };
+      if (!run) throw new ServiceError("not_found", NO_OPEN_RUN);
+      return { surface: surfaceOf(run, await namespaces.forRun(run)) };
     },
     async getTrajectory(req) {
       const scope = requireScope(req.scope);
@@ -94,6 +106,21 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
       const deleted = await storeCall(log, "delete the run's suspended runs", () => deps.store.deleteScope(scope));
       if (deleted > 0) log.info({ runId: scope.runId, deleted }, "run closed; its suspended runs were deleted");
       return { suspendedRunsDeleted: deleted };
+    },
+    async registerNamespace(req) {
+      const ns = checkRegistration(req.namespace);
+      const { replaced } = await namespaces.registry.register(ns);
+      log.info({ namespace: ns.id, pluginId: ns.pluginId, globalName: ns.globalName, callables: ns.callableCount, replaced }, "namespace registered");
+      return { callableCount: ns.callableCount, replaced };
+    },
+    async clearNamespaces(req) {
+      const cleared = await namespaces.registry.clear(req.pluginId);
+      if (cleared > 0) log.info({ pluginId: req.pluginId, cleared }, "plugin namespaces cleared");
+      return { cleared };
+    },
+    async listNamespaces() {
+      const snap = await namespaces.registry.snapshot();
+      return { namespaces: snap.namespaces.map(({ callableCount: _c, ...ns }) => ns) };
     },
   };
 }

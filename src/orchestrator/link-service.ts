@@ -13,12 +13,19 @@ import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { requireScope } from "../shared/scope.js";
 import { surfaceOf } from "./control-service.js";
 import type { RunRegistry } from "./runs.js";
+import type { RunNamespaces } from "./namespaces/run-namespaces.js";
 
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
 export type AttachedSidecar = { sidecarId: string; address: string; peer: string; attachedAtMs: number; lastSeenMs: number };
 
-export function linkHandlers(deps: { runs: RunRegistry; orchestratorId: string; log: Logger; sidecars: Map<string, AttachedSidecar> }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
+export function linkHandlers(deps: {
+  runs: RunRegistry;
+  namespaces: RunNamespaces;
+  orchestratorId: string;
+  log: Logger;
+  sidecars: Map<string, AttachedSidecar>;
+}): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const { runs, log, sidecars } = deps;
   return {
     async attach(stream) {
@@ -49,14 +56,17 @@ export function linkHandlers(deps: { runs: RunRegistry; orchestratorId: string; 
       const scope = requireScope(req.scope);
       const run = await runs.get(scope);
       if (!run) return { found: false };
-      const surface = surfaceOf(run);
-      const include = req.knownCatalogVersion !== run.viewVersion;
+      const ns = await deps.namespaces.forRun(run);
+      const surface = surfaceOf(run, ns);
+      const include = req.knownCatalogVersion !== ns.version;
       return {
         found: true,
         config: configLayerToWire(parseCodeModeConfig(run.config)),
-        catalogVersion: run.viewVersion,
+        catalogVersion: ns.version,
         entriesIncluded: include,
         entries: include ? run.view.map((e) => ({ ...e, source: SOURCE_ENUM[e.source] })) : [],
+        mcpServers: include ? (run.mcpServers ?? []) : [],
+        namespaces: include ? ns.visible.map((n) => ({ id: n.id, pluginId: n.pluginId, globalName: n.globalName, scopeJson: n.scopeJson })) : [],
         searchCount: run.counters.search,
         describeCount: run.counters.describe,
         callCount: run.counters.call,

@@ -8,7 +8,7 @@
  */
 import type { CodeModeConfigInput } from "../shared/config.js";
 import { scopeKeyOf, type Scope } from "../shared/scope.js";
-import type { ViewEntry } from "./catalog/catalog-view.js";
+import type { ViewEntry, ViewServer } from "./catalog/catalog-view.js";
 import type { PolicyRules } from "./catalog/policy.js";
 
 export type { Scope };
@@ -45,6 +45,10 @@ export type RunSpec = {
   config: CodeModeConfigInput;
   disableTools: boolean;
   view: ViewEntry[];
+  /** MCP servers with something visible to the run (absent in runs stored by older builds). */
+  mcpServers?: ViewServer[];
+  /** Tools in the catalog before policy (absent in runs stored by older builds). */
+  catalogToolCount?: number;
   viewVersion: string;
   openedAtMs: number;
 };

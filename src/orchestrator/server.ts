@@ -2,17 +2,24 @@
  * Starts the orchestrator: the Control service for gateways and the SidecarLink
  * service for sidecars, on one gRPC server, with its suspended-run store, catalogs and
  * open runs (in memory, or all in Redis when `store` is a redis:// URL, so replicas
- * share them and a restart keeps them). Importable: returns {address, close()}.
+ * share them and a restart keeps them), plus gRPC health and server reflection (Control).
+ * Importable: returns {address, drain(), close()}. Drain: health goes NOT_SERVING at
+ * once while Control and SidecarLink keep serving (draining sidecars still store their
+ * runs) until no call is in flight or the budget runs out.
  */
 import * as grpc from "@grpc/grpc-js";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import { DEFAULT_DRAIN_MS, DrainTracker } from "../protocol/drain.js";
 import { addService, bindServer, shutdownServer } from "../protocol/grpc-service.js";
+import { ServingHealth } from "../protocol/health.js";
+import { addReflection } from "../protocol/reflection.js";
 import { formatHostPort, type HostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
 import { controlHandlers } from "./control-service.js";
 import { linkHandlers, type AttachedSidecar } from "./link-service.js";
+import { RunNamespaces } from "./namespaces/run-namespaces.js";
 import { createOrchestratorState } from "./state/create-state.js";
 import { createRunStore } from "./store/create-store.js";
 import { suspendedRunHandlers } from "./suspended-runs.js";
@@ -28,7 +35,18 @@ export type OrchestratorOptions = {
 
 export const DEFAULT_MAX_SUSPENDED_RUNS = 64;
 
-export type RunningOrchestrator = { address: string; close(graceMs?: number): Promise<void> };
+export type RunningOrchestrator = {
+  address: string;
+  /** Health goes NOT_SERVING at once; the services keep serving. Idempotent. */
+  startDrain(): void;
+  /** Drains (up to `budgetMs` for calls in flight), then stops; idempotent. */
+  drain(budgetMs?: number): Promise<void>;
+  /** The same as drain. */
+  close(budgetMs?: number): Promise<void>;
+};
+
+/** After the drain: how long open streams (sidecar links, health watches) get before they are cut. */
+const FINAL_GRACE_MS = 1_000;
 
 export async function startOrchestrator(options: OrchestratorOptions): Promise<RunningOrchestrator> {
   const log = options.log;
@@ -40,23 +58,36 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
     throw err;
   });
   const { catalogs, runs } = state;
+  const namespaces = new RunNamespaces(state.namespaces);
   const maxSuspendedRuns = options.maxSuspendedRuns ?? DEFAULT_MAX_SUSPENDED_RUNS;
   const server = new grpc.Server({ "grpc.max_receive_message_length": 64 * 1024 * 1024 });
-  addService(server, Control, controlHandlers({ catalogs, runs, store, log }), log);
-  addService(server, SidecarLink, { ...linkHandlers({ runs, orchestratorId, log, sidecars }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log }) }, log);
+  const drain = new DrainTracker();
+  const health = new ServingHealth([Control.typeName, SidecarLink.typeName]);
+  health.addToServer(server);
+  addReflection(server, [Control]);
+  addService(server, Control, controlHandlers({ catalogs, runs, store, namespaces, log }), log, drain);
+  addService(server, SidecarLink, { ...linkHandlers({ runs, namespaces, orchestratorId, log, sidecars }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log }) }, log, drain);
   const closeStores = () => Promise.all([store.close(), state.close()]);
   const port = await bindServer(server, options.listen.host, options.listen.port).catch(async (err: unknown) => {
     await closeStores();
     throw err;
   });
   const address = formatHostPort({ host: options.listen.host, port });
+  health.set(true);
   log.info({ address, orchestratorId, store: store.kind, maxSuspendedRuns }, "orchestrator listening");
-  return {
-    address,
-    async close(graceMs = 5000) {
-      await shutdownServer(server, graceMs);
+  const startDrain = () => {
+    if (!drain.begin()) return;
+    health.set(false);
+    log.info({ orchestratorId, inFlight: drain.inFlight }, "draining: health NOT_SERVING");
+  };
+  let stopped: Promise<void> | undefined;
+  const stop = (budgetMs: number) =>
+    (stopped ??= (async () => {
+      startDrain();
+      if (!(await drain.idle(budgetMs))) log.warn({ orchestratorId, inFlight: drain.inFlight, budgetMs }, "drain budget ran out; stopping with calls in flight");
+      await shutdownServer(server, FINAL_GRACE_MS);
       await closeStores();
       log.info("orchestrator stopped");
-    },
-  };
+    })());
+  return { address, startDrain, drain: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs), close: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs) };
 }

@@ -7,6 +7,9 @@
 import type { CodeModeConfig } from "../shared/config.js";
 import type { ViewEntry } from "./catalog/catalog-view.js";
 
+/** What the `exec` description says about a visible internal namespace. */
+export type SurfaceNamespace = { globalName: string; description: string; prompt: string };
+
 export type ModelToolDef = { name: string; description: string; inputSchema: Record<string, unknown> };
 
 export type Surface = {
@@ -17,7 +20,17 @@ export type Surface = {
   serializedBytes: number;
 };
 
-function execDescription(config: CodeModeConfig, catalogSize: number, hasMcp: boolean): string {
+function namespaceLines(namespaces: readonly SurfaceNamespace[]): string[] {
+  if (namespaces.length === 0) return [];
+  const lines = ["Internal namespaces (also under `namespaces.<name>`):"];
+  for (const ns of namespaces) {
+    const text = [ns.description, ns.prompt].filter((t) => t.length > 0).join(" ");
+    lines.push(`- \`${ns.globalName}\`${text ? `: ${text}` : ""}`);
+  }
+  return lines;
+}
+
+function execDescription(config: CodeModeConfig, catalogSize: number, hasMcp: boolean, namespaces: readonly SurfaceNamespace[]): string {
   const langs = config.languages.join(" or ");
   return [
     `Run a short ${langs} program that orchestrates this run's hidden tool catalog (${catalogSize} tools).`,
@@ -28,7 +41,13 @@ function execDescription(config: CodeModeConfig, catalogSize: number, hasMcp: bo
     "- `await tools.describe(id)`: the entry with its full JSON Schema `parameters`.",
     "- `await tools.call(id, input)`: runs the tool and returns its result; failures throw a catchable Error.",
     "- `tools.<name>(input)`: shortcut for tools whose name is unambiguous.",
-    ...(hasMcp ? ["- MCP tools: `await API.list(\"mcp\")`, `await API.read(\"mcp/<server>.d.ts\")`, then `await MCP.<server>.<tool>({...})`."] : []),
+    ...(hasMcp
+      ? [
+          "- MCP tools are not in ALL_TOOLS or tools.*: `await API.list(\"mcp\")` lists declaration files, `await API.read(\"mcp/<server>.d.ts\")` returns one,",
+          "  then call `await MCP.<server>.<tool>({ ...input })` with one object argument (`await MCP.<server>.$api(tool)` gives one tool's declaration).",
+        ]
+      : []),
+    ...namespaceLines(namespaces),
     "- `text(value)` and `json(value)` append output; `await yield_control(reason)` pauses and returns control.",
     `Run independent calls in parallel with Promise.all (at most ${config.maxPendingToolCalls} pending at once).`,
     `Limits: ${config.timeoutMs} ms per exec, ${config.maxOutputBytes} bytes of output, ${config.memoryLimitBytes} bytes of memory.`,
@@ -37,11 +56,11 @@ function execDescription(config: CodeModeConfig, catalogSize: number, hasMcp: bo
   ].join("\n");
 }
 
-export function codeModeTools(config: CodeModeConfig, catalogSize: number, hasMcp: boolean): ModelToolDef[] {
+export function codeModeTools(config: CodeModeConfig, catalogSize: number, hasMcp: boolean, namespaces: readonly SurfaceNamespace[] = []): ModelToolDef[] {
   return [
     {
       name: "exec",
-      description: execDescription(config, catalogSize, hasMcp),
+      description: execDescription(config, catalogSize, hasMcp, namespaces),
       inputSchema: {
         type: "object",
         properties: {
@@ -69,20 +88,33 @@ function directTools(view: readonly ViewEntry[]): ModelToolDef[] {
   return view.map((e) => ({ name: e.name, description: e.description, inputSchema: JSON.parse(e.parametersJson) as Record<string, unknown> }));
 }
 
-export function describeSurface(config: CodeModeConfig, view: readonly ViewEntry[], disableTools: boolean): Surface {
+/** What else a code-mode surface teaches besides the catalog: namespaces, MCP servers. */
+export type SurfaceExtras = {
+  namespaces?: readonly SurfaceNamespace[];
+  mcpServerCount?: number;
+  /**
+   * The gateway registered no tools at all (not: policy hid them). Code mode stays active
+   * with an empty catalog, so programs can still compute; an allow list that hides every
+   * tool, or disable_tools, is what the seed means by a run without tools.
+   */
+  emptyCatalog?: boolean;
+};
+
+export function describeSurface(config: CodeModeConfig, view: readonly ViewEntry[], disableTools: boolean, extras: SurfaceExtras = {}): Surface {
   let tools: ModelToolDef[];
   let inactiveReason = "";
   if (disableTools) {
     tools = [];
     inactiveReason = "the run disables tools, so code mode does not activate";
-  } else if (view.length === 0) {
+  } else if (view.length === 0 && !extras.emptyCatalog) {
     tools = [];
     inactiveReason = "no tools are visible to the run after policy, so code mode does not activate";
   } else if (!config.enabled) {
     tools = directTools(view);
     inactiveReason = "code mode is disabled in the run's config; the run's tools are exposed directly";
   } else {
-    tools = codeModeTools(config, view.filter((e) => e.source !== "mcp").length, view.some((e) => e.source === "mcp"));
+    const hasMcp = (extras.mcpServerCount ?? 0) > 0 || view.some((e) => e.source === "mcp");
+    tools = codeModeTools(config, view.filter((e) => e.source !== "mcp").length, hasMcp, extras.namespaces ?? []);
   }
   const toolsJson = JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })));
   return { active: inactiveReason === "", inactiveReason, tools, toolsJson, serializedBytes: Buffer.byteLength(toolsJson, "utf8") };

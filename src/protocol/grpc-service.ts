@@ -2,12 +2,14 @@
  * Serves and calls gRPC services typed from their protobuf-es descriptors, so no
  * handler or client is written per method. Handlers are async functions; a thrown
  * ServiceError becomes its gRPC status, anything else becomes INTERNAL (logged, never
- * leaked to the caller).
+ * leaked to the caller). Request bytes that do not decode are INVALID_ARGUMENT before
+ * any handler runs, and a server's calls can be counted for a graceful drain.
  */
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { Logger } from "../shared/logger.js";
+import type { DrainTracker } from "./drain.js";
 import { ServiceError, fromGrpcStatus } from "./service-error.js";
 
 type In<M> = M extends { input: infer I extends DescMessage } ? MessageShape<I> : never;
@@ -38,6 +40,33 @@ export type ServiceHandlers<S extends GenServiceMethods> = {
         : never;
 };
 
+/**
+ * A request whose bytes did not decode. grpc-js answers a throwing deserializer with
+ * INTERNAL, so the server-side deserializer returns this instead and the adapter
+ * answers INVALID_ARGUMENT: malformed input is the caller's contract violation.
+ */
+class MalformedRequest {
+  constructor(readonly details: string) {}
+}
+
+function decodeRequest(desc: DescMessage, bytes: Buffer): unknown {
+  try {
+    return fromBinary(desc, bytes);
+  } catch (err) {
+    return new MalformedRequest(`malformed request: could not decode ${desc.typeName} (${(err as Error).message})`);
+  }
+}
+
+const malformedStatus = (m: MalformedRequest) => ({ code: grpc.status.INVALID_ARGUMENT, details: m.details });
+
+/** Peer messages of a bidi stream; a message that did not decode ends them with INVALID_ARGUMENT. */
+async function* decodedMessages(source: AsyncIterable<unknown>): AsyncIterable<unknown> {
+  for await (const m of source) {
+    if (m instanceof MalformedRequest) throw new ServiceError("invalid_argument", m.details);
+    yield m;
+  }
+}
+
 export function serviceDefinition<S extends GenServiceMethods>(service: GenService<S>): grpc.ServiceDefinition {
   const def: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methods) {
@@ -46,7 +75,7 @@ export function serviceDefinition<S extends GenServiceMethods>(service: GenServi
       requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
       responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
       requestSerialize: (m: unknown) => Buffer.from(toBinary(method.input, m as MessageShape<DescMessage>)),
-      requestDeserialize: (b: Buffer) => fromBinary(method.input, b),
+      requestDeserialize: (b: Buffer) => decodeRequest(method.input, b),
       responseSerialize: (m: unknown) => Buffer.from(toBinary(method.output, m as MessageShape<DescMessage>)),
       responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
     };
@@ -60,6 +89,11 @@ function toStatus(err: unknown, log: Logger, method: string): Partial<grpc.Statu
   return { code: grpc.status.INTERNAL, details: "internal error" };
 }
 
+/** The handler's promise; a handler that throws before returning one rejects it the same way. */
+function settle<T>(run: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve) => resolve(run()));
+}
+
 function callSignal(call: { cancelled: boolean; on(event: string, fn: () => void): unknown }): AbortSignal {
   const ac = new AbortController();
   if (call.cancelled) ac.abort();
@@ -68,12 +102,16 @@ function callSignal(call: { cancelled: boolean; on(event: string, fn: () => void
   return ac.signal;
 }
 
-/** Adds a typed implementation of `service` to `server`. */
+/**
+ * Adds a typed implementation of `service` to `server`. With `drain`, every unary and
+ * server-streaming call is counted while it runs (bidi streams are standing links).
+ */
 export function addService<S extends GenServiceMethods>(
   server: grpc.Server,
   service: GenService<S>,
   handlers: Partial<ServiceHandlers<S>>,
   log: Logger,
+  drain?: DrainTracker,
 ): void {
   const impl: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
@@ -90,38 +128,46 @@ export function addService<S extends GenServiceMethods>(
     switch (method.methodKind) {
       case "unary":
         impl[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+          if (call.request instanceof MalformedRequest) return cb(malformedStatus(call.request));
+          const leave = drain?.enter();
           const ctx = { signal: callSignal(call), peer: call.getPeer(), metadata: call.metadata };
-          handler(call.request, ctx).then(
-            (res) => cb(null, create(method.output, res as MessageInitShape<DescMessage>)),
-            (err: unknown) => cb(toStatus(err, log, name)),
-          );
+          settle(() => handler(call.request, ctx))
+            .then(
+              (res) => cb(null, create(method.output, res as MessageInitShape<DescMessage>)),
+              (err: unknown) => cb(toStatus(err, log, name)),
+            )
+            .finally(leave);
         };
         break;
       case "server_streaming":
         impl[method.localName] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
+          if (call.request instanceof MalformedRequest) return void call.emit("error", malformedStatus(call.request));
+          const leave = drain?.enter();
           const signal = callSignal(call);
           const stream = {
             signal,
             send: (m: unknown) => (signal.aborted ? false : call.write(create(method.output, m as MessageInitShape<DescMessage>))),
           };
-          handler(call.request, stream, { signal, peer: call.getPeer(), metadata: call.metadata }).then(
-            () => call.end(),
-            (err: unknown) => {
-              if (!signal.aborted) call.emit("error", toStatus(err, log, name));
-            },
-          );
+          settle(() => handler(call.request, stream, { signal, peer: call.getPeer(), metadata: call.metadata }))
+            .then(
+              () => call.end(),
+              (err: unknown) => {
+                if (!signal.aborted) call.emit("error", toStatus(err, log, name));
+              },
+            )
+            .finally(leave);
         };
         break;
       case "bidi_streaming":
         impl[method.localName] = (call: grpc.ServerDuplexStream<unknown, unknown>) => {
           const signal = callSignal(call);
           const stream = {
-            messages: call as AsyncIterable<unknown>,
+            messages: decodedMessages(call as AsyncIterable<unknown>),
             signal,
             peer: call.getPeer(),
             send: (m: unknown) => (signal.aborted ? false : call.write(create(method.output, m as MessageInitShape<DescMessage>))),
           };
-          handler(stream).then(
+          settle(() => handler(stream)).then(
             () => call.end(),
             (err: unknown) => {
               if (!signal.aborted) call.emit("error", toStatus(err, log, name));

@@ -4,10 +4,15 @@
  * resume.ts); BridgeCallback takes a gateway's answer to a nested call and delivers it
  * into the live VM, or hands it to the orchestrator when no VM here awaits it (the call
  * belongs to a suspended run, or to a run resumed elsewhere). Guest failures are
- * results; only contract violations (missing scope, unknown call, malformed JSON) are
- * gRPC errors.
+ * results; only contract violations (missing scope, oversize ids, a scope with no open
+ * run, unknown call, malformed JSON) are gRPC errors.
+ *
+ * Drain: once the process is stopping, a new Exec is refused (UNAVAILABLE) while Wait
+ * and BridgeCallback keep being served, so runs in flight can finish; when the drain
+ * budget runs out, `cancelInFlight` ends what is still running.
  */
 import type { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
+import type { DrainTracker } from "../protocol/drain.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { ConfigError, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
@@ -15,9 +20,11 @@ import { configLayerFromWire } from "../shared/config-wire.js";
 import { newId } from "../shared/ids.js";
 import { answerToWire } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
-import { requireScope, scopeKeyOf } from "../shared/scope.js";
+import { checkIdLength } from "../shared/request-limits.js";
+import { NO_OPEN_RUN, requireScope, scopeKeyOf } from "../shared/scope.js";
 import type { CallRegistry } from "./call-registry.js";
 import { checkExecInput } from "./guest/exec-input.js";
+import { EMPTY_GUEST_CATALOG } from "./task-protocol.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 import type { SandboxPool } from "./pool.js";
 import { serveWait } from "./resume.js";
@@ -27,6 +34,8 @@ import type { SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf } from "./suspension.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
 
+/** What a new Exec on a draining sidecar is told (UNAVAILABLE: the gateway retries elsewhere). */
+export const DRAINING = "this sidecar is draining (shutting down); send the exec to another sidecar";
 
 export type ExecServiceDeps = {
   pool: SandboxPool;
@@ -35,10 +44,33 @@ export type ExecServiceDeps = {
   link: OrchestratorLink;
   sealer: SnapshotSealer;
   log: Logger;
+  drain: DrainTracker;
 };
 
-export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<typeof Sandbox.method>> {
-  const { pool, resolver, calls, link, sealer, log } = deps;
+export type SandboxService = {
+  handlers: Partial<ServiceHandlers<typeof Sandbox.method>>;
+  /** Ends every exec and wait still running here: the drain budget ran out. */
+  cancelInFlight(reason: string): void;
+};
+
+/** The run context internal namespaces may reference (`{"$context": "runId"}` and so on). */
+function runContextJson(scope: Scope, config: CodeModeConfig): string {
+  return JSON.stringify({ agentId: scope.agentId, sessionId: scope.sessionId, sessionKey: scope.sessionKey, runId: scope.runId, config });
+}
+
+export function createSandboxService(deps: ExecServiceDeps): SandboxService {
+  const { pool, resolver, calls, link, sealer, log, drain } = deps;
+  /** One controller per exec or wait in flight, aborted when the drain budget runs out. */
+  const inFlight = new Set<AbortController>();
+  const tracked = async (body: (drainSignal: AbortSignal) => Promise<void>): Promise<void> => {
+    const ac = new AbortController();
+    inFlight.add(ac);
+    try {
+      await body(ac.signal);
+    } finally {
+      inFlight.delete(ac);
+    }
+  };
 
   /** Resolves the run; undefined when the orchestrator cannot be reached. */
   const resolve = async (scope: Scope, rlog: Logger): Promise<ResolvedRun | undefined> => {
@@ -61,62 +93,74 @@ export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<
     rlog: Logger,
   ): Omit<SegmentInit, "config"> => ({ kind, scope, scopeKey: scopeKeyOf(scope), parentCallId, codeModeRunId, run, send, log: rlog, pool, calls, resolver });
 
-  return {
+  const handlers: SandboxService["handlers"] = {
     async exec(req, stream) {
+      if (drain.draining) throw new ServiceError("unavailable", DRAINING);
       const scope = requireScope(req.scope);
+      checkIdLength("exec_call_id", req.execCallId);
       const scopeKey = scopeKeyOf(scope);
       const execCallId = req.execCallId || newId("exec", 8);
       const codeModeRunId = newId("cm");
       const rlog = log.child({ runId: scope.runId, codeModeRunId, execCallId });
-      const run = await resolve(scope, rlog);
-      let config: CodeModeConfig;
-      try {
-        config = parseCodeModeConfig(run?.configLayer, configLayerFromWire(req.config));
-      } catch (err) {
-        if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
-        throw err;
-      }
-      const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
-      if (run === undefined) return seg.finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
-      if (run.found && !run.active) {
-        return seg.finish({ status: "failed", error: `code mode is not active for this run: ${run.inactiveReason}.`, code: "invalid_input" }, 0);
-      }
-      if (!config.enabled) return seg.finish({ status: "failed", error: "code mode is disabled for this run.", code: "invalid_input" }, 0);
-      const input = checkExecInput({ code: req.code, command: req.command, language: req.language }, config.languages);
-      if (!input.ok) return seg.finish({ status: "failed", error: input.error, code: "invalid_input" }, 0);
+      await tracked(async (drainSignal) => {
+        const run = await resolve(scope, rlog);
+        if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
+        let config: CodeModeConfig;
+        try {
+          config = parseCodeModeConfig(run?.configLayer, configLayerFromWire(req.config));
+        } catch (err) {
+          if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
+          throw err;
+        }
+        const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
+        if (run === undefined) return seg.finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
+        if (!run.active) return seg.finish({ status: "failed", error: `code mode is not active for this run: ${run.inactiveReason}.`, code: "invalid_input" }, 0);
+        if (!config.enabled) return seg.finish({ status: "failed", error: "code mode is disabled for this run.", code: "invalid_input" }, 0);
+        const input = checkExecInput({ code: req.code, command: req.command, language: req.language }, config.languages);
+        if (!input.ok) return seg.finish({ status: "failed", error: input.error, code: "invalid_input" }, 0);
 
-      const outcome = await seg.run(
-        {
-          kind: "exec",
-          source: input.code,
-          language: input.language,
-          limits: limitsOf(config),
-          catalog: run.catalog?.guest ?? { allToolsJson: "[]", convenience: [], callableIds: [] },
-          outputBytesUsed: 0,
-        },
-        stream.signal,
-      );
-      await endSegment(seg, outcome, { scope, scopeKey, codeModeRunId, execCallId, config, catalogVersion: run.catalog?.version ?? "", link, sealer, signal: stream.signal });
+        const outcome = await seg.run(
+          {
+            kind: "exec",
+            source: input.code,
+            language: input.language,
+            limits: limitsOf(config),
+            catalog: run.catalog?.guest ?? EMPTY_GUEST_CATALOG,
+            contextJson: run.catalog?.guest.needsContext ? runContextJson(scope, config) : "null",
+            outputBytesUsed: 0,
+          },
+          AbortSignal.any([stream.signal, drainSignal]),
+        );
+        await endSegment(seg, outcome, { scope, scopeKey, codeModeRunId, execCallId, config, catalogVersion: run.catalog?.version ?? "", link, sealer, signal: stream.signal });
+      });
     },
 
+    // Served while draining too: a model's wait continues a run that already exists.
     async wait(req, stream) {
       const scope = requireScope(req.scope);
+      checkIdLength("wait_call_id", req.waitCallId);
+      checkIdLength("run_id", req.runId);
       const waitCallId = req.waitCallId || newId("wait", 8);
       const runId = req.runId.trim();
       const rlog = log.child({ runId: scope.runId, codeModeRunId: runId, waitCallId });
-      const run = await resolve(scope, rlog);
-      const init = segmentInit("wait", scope, waitCallId, runId, run, (event) => stream.send({ event }), rlog);
-      const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
-      if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
-      if (!runId) {
-        return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: "wait requires the runId of a waiting result.", code: "invalid_input" }, 0);
-      }
-      await serveWait(runId, { link, sealer, log: rlog, segment, init, run }, stream.signal);
+      await tracked(async (drainSignal) => {
+        const run = await resolve(scope, rlog);
+        if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
+        const init = segmentInit("wait", scope, waitCallId, runId, run, (event) => stream.send({ event }), rlog);
+        const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
+        if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
+        if (!runId) {
+          return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: "wait requires the runId of a waiting result.", code: "invalid_input" }, 0);
+        }
+        await serveWait(runId, { link, sealer, log: rlog, segment, init, run, drainSignal }, stream.signal);
+      });
     },
 
+    // Served while draining too: answers let the runs in flight finish.
     async bridgeCallback(req) {
       const scope = requireScope(req.scope);
       if (!req.callId) throw new ServiceError("invalid_argument", "call_id is required");
+      checkIdLength("call_id", req.callId);
       let answer: Answer;
       if (req.outcome.case === "resultJson") {
         try {
@@ -142,6 +186,13 @@ export function sandboxHandlers(deps: ExecServiceDeps): Partial<ServiceHandlers<
         log.warn({ err, callId: req.callId }, "could not route a tool answer to the orchestrator");
         throw new ServiceError("unavailable", "the answer could not be handed to the orchestrator; retry");
       }
+    },
+  };
+
+  return {
+    handlers,
+    cancelInFlight(reason) {
+      for (const ac of inFlight) ac.abort(reason);
     },
   };
 }

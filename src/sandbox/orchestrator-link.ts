@@ -1,8 +1,8 @@
 /**
  * The sidecar's standing connection to the orchestrator: an Attach stream that
  * announces this sidecar, exchanges heartbeats, and is re-opened with backoff whenever
- * it drops. Every state change is logged. Unary calls (ResolveRun, RecordSegment) go
- * over the same channel.
+ * it drops. Every state change is logged and reported to listeners (the sidecar's health
+ * follows it). Unary calls (ResolveRun, RecordSegment) go over the same channel.
  */
 import { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import { createClient, type ServiceClient } from "../protocol/grpc-service.js";
@@ -19,6 +19,7 @@ export class OrchestratorLink {
   private closed = false;
   private abort = new AbortController();
   private liveExecs: () => number = () => 0;
+  private readonly listeners = new Set<(state: LinkState) => void>();
 
   constructor(
     readonly address: string,
@@ -36,6 +37,11 @@ export class OrchestratorLink {
     return this.state;
   }
 
+  /** Calls `listener` with every state change from now on. */
+  onStateChange(listener: (state: LinkState) => void): void {
+    this.listeners.add(listener);
+  }
+
   start(liveExecs: () => number): void {
     this.liveExecs = liveExecs;
     void this.loop();
@@ -47,6 +53,7 @@ export class OrchestratorLink {
     const fields = { orchestrator: this.address, link: next, ...detail };
     if (next === "down") this.log.warn(fields, "orchestrator link down");
     else this.log.info(fields, `orchestrator link ${next}`);
+    for (const listener of this.listeners) listener(next);
   }
 
   private async loop(): Promise<void> {

@@ -17,7 +17,7 @@ import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
 import type { Logger } from "../shared/logger.js";
-import type { ExecTask, MainMessage, PlainError, ResumeTask, Task, TaskOutcome, WorkerMessage } from "./task-protocol.js";
+import type { ExecTask, MainMessage, NestedCallMessage, PlainError, RequestOp, ResumeTask, Task, TaskOutcome, WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -28,8 +28,8 @@ export type PoolOptions = {
 
 export type ExecEvents = {
   onOutput(kind: "text" | "json", data: string): void;
-  onToolCall(callId: string, toolId: string, inputJson: string): void;
-  onRequest(reqId: string, op: "search" | "describe" | "api_list" | "api_read", payloadJson: string): void;
+  onToolCall(call: NestedCallMessage): void;
+  onRequest(reqId: string, op: RequestOp, payloadJson: string): void;
   onYield(callId: string, reason: string): void;
 };
 
@@ -211,7 +211,7 @@ export class SandboxPool {
   private onWorkerMessage(m: WorkerMessage, events: ExecEvents, finished: boolean): void {
     if (finished) return;
     if (m.t === "output") events.onOutput(m.kind, m.data);
-    else if (m.t === "call") events.onToolCall(m.callId, m.toolId, m.inputJson);
+    else if (m.t === "call") events.onToolCall(m);
     else if (m.t === "request") events.onRequest(m.reqId, m.op, m.payloadJson);
     else if (m.t === "yield") events.onYield(m.callId, m.reason);
   }

@@ -7,7 +7,9 @@
  * seal, restores it in a fresh VM on the pool, delivers every answer, and keeps
  * collecting answers from the orchestrator while the VM runs, so calls that settle in
  * time are drained within this same `wait`. The segment ends like an exec: completed,
- * failed (the run is deleted), or suspended again under the same runId.
+ * failed (the run is deleted), or suspended again under the same runId. When the
+ * sidecar's drain budget runs out, a wait still waiting for its first answer returns
+ * `waiting` with the run left intact; one whose VM runs is cancelled.
  */
 import { randomUUID } from "node:crypto";
 import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
@@ -46,6 +48,8 @@ export type WaitDeps = {
   segment(config: CodeModeConfig): Segment;
   init: Omit<SegmentInit, "config">;
   run: ResolvedRun;
+  /** Aborted (with the reason as a string) when the sidecar's drain budget runs out. */
+  drainSignal: AbortSignal;
 };
 
 /**
@@ -81,7 +85,7 @@ async function collect(link: OrchestratorLink, runId: string, token: string, see
 }
 
 export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSignal): Promise<void> {
-  const { link, sealer, log, run } = deps;
+  const { link, sealer, log, run, drainSignal } = deps;
   const early = deps.segment(parseCodeModeConfig(run.configLayer));
   const scope = deps.init.scope;
   // The token is ours, so a claim whose reply was lost can be retried without "busy".
@@ -151,15 +155,16 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   };
 
   if (answers.size === 0) {
-    const current = await collect(link, runId, token, seen, onAnswer, signal, Date.now() + config.timeoutMs, true, log);
+    const current = await collect(link, runId, token, seen, onAnswer, AbortSignal.any([signal, drainSignal]), Date.now() + config.timeoutMs, true, log);
     if (!current) return seg.finish({ status: "failed", error: UNAVAILABLE, code: "invalid_input" }, outputBytesUsed);
     if (signal.aborted) {
       await release(false);
       return;
     }
-    if (answers.size === 0) {
+    // Nothing came, or the sidecar stops before the VM was restored: the run stays as it was.
+    if (answers.size === 0 || drainSignal.aborted) {
       await release(true);
-      const still: ResultInput = { status: "waiting", runId, reason: "pending_tools", pending: unsettledCalls(pending.values(), () => false) };
+      const still: ResultInput = { status: "waiting", runId, reason: "pending_tools", pending: unsettledCalls(pending.values(), (id) => answers.has(id)) };
       return seg.finish(still, outputBytesUsed, rec.snapshot.byteLength);
     }
   }
@@ -171,6 +176,9 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   const onCancel = () => running.abort(`the gateway cancelled the wait`);
   signal.addEventListener("abort", onCancel, { once: true });
   if (signal.aborted) onCancel();
+  const onDrained = () => running.abort(drainSignal.reason);
+  drainSignal.addEventListener("abort", onDrained, { once: true });
+  if (drainSignal.aborted) onDrained();
   const onLive = (id: string, a: Answer) => {
     onAnswer(id, a);
     seg.answer(id, a);
@@ -193,6 +201,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     );
   } finally {
     signal.removeEventListener("abort", onCancel);
+    drainSignal.removeEventListener("abort", onDrained);
     polling.abort();
     await poller;
   }

@@ -1,10 +1,11 @@
 /**
  * Resolves a scope to its run at the orchestrator (config layer, catalog view,
  * counters) and keeps catalog views by version, so a catalog crosses the link once per
- * change, not once per exec. A scope with no open run gets an empty catalog: the exec
- * still runs (ad-hoc), with only the request's config.
+ * change, not once per exec. A scope with no open run resolves as `found: false`, and
+ * Exec and Wait refuse it (FAILED_PRECONDITION: call OpenRun first).
  */
 import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import { annotationsFromWire } from "../shared/tool-wire.js";
 import type { RecordSegmentRequestSchema } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CodeModeConfigInput } from "../shared/config.js";
@@ -25,6 +26,7 @@ export type ResolvedRun = {
 
 const SOURCE_NAME = { [ToolSource.UNSPECIFIED]: "openclaw", [ToolSource.OPENCLAW]: "openclaw", [ToolSource.MCP]: "mcp", [ToolSource.CLIENT]: "client" } as const;
 const MAX_VIEWS = 256;
+
 const RESOLVE_DEADLINE_MS = 5_000;
 
 export class RunResolver {
@@ -42,7 +44,21 @@ export class RunResolver {
     if (!catalog || res.entriesIncluded) {
       catalog = new RunCatalog(
         res.catalogVersion,
-        res.entries.map((e) => ({ id: e.id, name: e.name, label: e.label, description: e.description, source: SOURCE_NAME[e.source] ?? "openclaw", sourceName: e.sourceName, parametersJson: e.parametersJson })),
+        res.entries.map((e) => ({
+          id: e.id,
+          name: e.name,
+          label: e.label,
+          description: e.description,
+          source: SOURCE_NAME[e.source] ?? "openclaw",
+          sourceName: e.sourceName,
+          parametersJson: e.parametersJson,
+          outputSchemaJson: e.outputSchemaJson,
+          annotations: annotationsFromWire(e.annotations),
+          examplesJson: e.examplesJson,
+          keywords: e.keywords,
+        })),
+        res.mcpServers.map((s) => ({ name: s.name, serverId: s.serverId, title: s.title, version: s.version, description: s.description, instructions: s.instructions, resources: s.resources, prompts: s.prompts, aliases: s.aliases })),
+        res.namespaces.map((n) => ({ id: n.id, pluginId: n.pluginId, globalName: n.globalName, scopeJson: n.scopeJson })),
       );
       this.views.set(res.catalogVersion, catalog);
       if (this.views.size > MAX_VIEWS) this.views.delete(this.views.keys().next().value!);

@@ -14,11 +14,11 @@ import type { AnswerValue } from "../shared/link-wire.js";
 import type { Scope } from "../shared/scope.js";
 import type { Logger } from "../shared/logger.js";
 import type { CallRegistry, LiveCall } from "./call-registry.js";
-import { sourceBreakdown } from "./catalog/run-catalog.js";
+import { sourceBreakdown, type CatalogEntryData, type RunCatalog } from "./catalog/run-catalog.js";
 import type { ExecHandle, SandboxPool, Submission } from "./pool.js";
 import { buildResult, type OutputItem, type ResultInput } from "./result.js";
 import type { ResolvedRun, RunResolver } from "./run-resolver.js";
-import type { PendingKind, TaskOutcome } from "./task-protocol.js";
+import type { NestedCallMessage, PendingKind, TaskOutcome } from "./task-protocol.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
 /** The error of a segment that cannot reach the orchestrator (to resolve, claim or store its run). */
@@ -33,7 +33,17 @@ export type Answer = AnswerValue;
 export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string };
 export type ExecEventInit = NonNullable<MessageInitShape<typeof ExecEventSchema>["event"]>;
 
-type RequestPayload = { query: string; limit: number | null; id: string; path: string };
+type RequestPayload = { query: string; limit: number | null; id: string; path: string; prefix: string; server: string; tool: string; schema: boolean };
+
+const NO_CATALOG = { ok: false as const, name: "ToolNotFound", message: "this run has no tool catalog." };
+
+/** The catalog entry and input of a nested call, however the guest made it. */
+function resolveCall(catalog: RunCatalog | undefined, m: NestedCallMessage): { ok: true; entry: CatalogEntryData; inputJson: string } | { ok: false; name: string; message: string } {
+  if (!catalog) return { ok: false, name: "ToolNotFound", message: `unknown tool id ${JSON.stringify(m.target.slice(0, 200))}. This run has no tool catalog.` };
+  if (m.via === "ns") return catalog.namespaces.resolveCall(m.target, m.path, m.inputJson);
+  const r = m.via === "mcp" ? catalog.mcp.resolve(m.target) : catalog.resolve(m.target);
+  return r.ok ? { ok: true, entry: r.entry, inputJson: m.inputJson } : r;
+}
 
 /** A guest request payload, read defensively: guest code can make it any JSON value. */
 function requestPayload(json: string): RequestPayload {
@@ -45,7 +55,16 @@ function requestPayload(json: string): RequestPayload {
   }
   const o = raw !== null && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
   const str = (v: unknown) => (typeof v === "string" ? v : "");
-  return { query: str(o.query), limit: typeof o.limit === "number" ? o.limit : null, id: str(o.id), path: str(o.path) };
+  return {
+    query: str(o.query),
+    limit: typeof o.limit === "number" ? o.limit : null,
+    id: str(o.id),
+    path: str(o.path),
+    prefix: str(o.prefix),
+    server: str(o.server),
+    tool: str(o.tool),
+    schema: o.schema === true,
+  };
 }
 
 export type SegmentInit = {
@@ -98,17 +117,16 @@ export class Segment {
         this.outputs.push({ kind, data });
         send({ case: "output", value: { kind: { case: kind, value: data } } });
       },
-      onToolCall: (callId, toolId, inputJson) => {
+      onToolCall: (m) => {
+        const { callId } = m;
         this.counters.call++;
-        const resolved = catalog
-          ? catalog.resolve(toolId)
-          : { ok: false as const, name: "ToolNotFound", message: `unknown tool id ${JSON.stringify(toolId)}. This run has no tool catalog.` };
+        const resolved = resolveCall(catalog, m);
         if (!resolved.ok) {
-          this.made.set(callId, { callId, kind: "call", toolId, toolName: "" });
+          this.made.set(callId, { callId, kind: "call", toolId: m.via === "ns" ? "" : m.target.slice(0, 256), toolName: "" });
           this.answer(callId, { ok: false, error: { name: resolved.name, message: resolved.message } });
           return;
         }
-        const e = resolved.entry;
+        const { entry: e, inputJson } = resolved;
         this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
         const call: LiveCall = {
           callId,
@@ -136,12 +154,17 @@ export class Segment {
           this.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit) : []) });
         } else if (op === "describe") {
           this.counters.describe++;
-          const d = catalog ? catalog.describe(payload.id) : { ok: false as const, name: "ToolNotFound", message: "this run has no tool catalog." };
+          const d = catalog ? catalog.describe(payload.id) : NO_CATALOG;
           this.answer(reqId, d.ok ? { ok: true, json: JSON.stringify(d.value) } : { ok: false, error: { name: d.name, message: d.message } });
         } else if (op === "api_list") {
-          this.answer(reqId, { ok: true, json: "[]" });
+          const files = catalog ? catalog.mcp.list(payload.prefix) : [];
+          this.answer(reqId, Array.isArray(files) ? { ok: true, json: JSON.stringify(files) } : { ok: false, error: { name: files.name, message: files.message } });
+        } else if (op === "api_read") {
+          const file = catalog ? catalog.mcp.read(payload.path) : NO_CATALOG;
+          this.answer(reqId, file.ok ? { ok: true, json: JSON.stringify(file.text) } : { ok: false, error: { name: file.name, message: file.message } });
         } else {
-          this.answer(reqId, { ok: false, error: { name: "NotFound", message: `no API file at ${JSON.stringify(payload.path.slice(0, MAX_QUERY_CHARS))}` } });
+          const header = catalog ? catalog.mcp.api(payload.server, payload.tool, payload.schema) : NO_CATALOG;
+          this.answer(reqId, header.ok ? { ok: true, json: JSON.stringify(header.value) } : { ok: false, error: { name: header.name, message: header.message } });
         }
       },
       onYield: (callId) => {

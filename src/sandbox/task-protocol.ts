@@ -25,15 +25,18 @@ export type TaskLimits = {
   maxSnapshotBytes: number;
 };
 
-/** The compact catalog a VM starts with. */
+/**
+ * The compact catalog a VM starts with, serialized once per catalog version: JSON text
+ * of {allTools, convenience: [safeName, id][], mcp: [key, server, [fn, id][],
+ * resources, prompts][], namespaces: [id, globalName, scopeJson][]}.
+ */
 export type GuestCatalog = {
-  /** JSON array of ALL_TOOLS entries. */
-  allToolsJson: string;
-  /** [safeName, catalogId] pairs installed as tools.<safeName>. */
-  convenience: Array<[string, string]>;
-  /** Ids the guest may call (non-MCP, policy-visible). */
-  callableIds: string[];
+  staticJson: string;
+  /** True when namespaces may reference the run context (it is sent per exec). */
+  needsContext: boolean;
 };
+
+export const EMPTY_GUEST_CATALOG: GuestCatalog = { staticJson: '{"allTools":[],"convenience":[],"mcp":[],"namespaces":[]}', needsContext: false };
 
 export type ExecTask = {
   kind: "exec";
@@ -42,6 +45,8 @@ export type ExecTask = {
   language: Language;
   limits: TaskLimits;
   catalog: GuestCatalog;
+  /** JSON text of the run context namespaces may reference ("null" when none needs it). */
+  contextJson: string;
   /** Output bytes already used by earlier segments of this run. */
   outputBytesUsed: number;
 };
@@ -70,14 +75,24 @@ export type Task = ExecTask | ResumeTask;
 
 export type PlainError = { name: string; message: string };
 
+export type CallVia = "tools" | "mcp" | "ns";
+export type NestedCallMessage = Extract<WorkerMessage, { t: "call" }>;
+/** Catalog requests the sidecar answers itself. */
+export type RequestOp = "search" | "describe" | "api_list" | "api_read" | "mcp_api";
+
 /** Worker → main. */
 export type WorkerMessage =
   | { t: "started"; threadId: number }
   /** The host may kill the thread if this task still runs at untilMs (plus grace). */
   | { t: "watch"; untilMs: number }
   | { t: "output"; kind: "text" | "json"; data: string }
-  | { t: "call"; callId: string; toolId: string; inputJson: string }
-  | { t: "request"; reqId: string; op: "search" | "describe" | "api_list" | "api_read"; payloadJson: string }
+  /**
+   * A nested call: `tools` (tools.call and convenience names; target is the catalog id),
+   * `mcp` (MCP.<server>.*; target is the exact MCP catalog id), `ns` (an internal
+   * namespace member; target is the namespace id, path the member, input the arguments).
+   */
+  | { t: "call"; callId: string; via: CallVia; target: string; path: string; inputJson: string }
+  | { t: "request"; reqId: string; op: RequestOp; payloadJson: string }
   | { t: "yield"; callId: string; reason: string }
   | { t: "done"; outcome: TaskOutcome };
 

@@ -1,6 +1,24 @@
-/** A gateway-side tool definition turned into the wire `Tool` (CLI gateway and tests share it). */
+/**
+ * Tools between their wire form and the forms code uses: a gateway-side definition
+ * turned into the wire `Tool` (CLI gateway and tests share it), and MCP annotations read
+ * back from the wire (orchestrator and sidecar share it).
+ */
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { ToolOrigin, ToolSource, type ToolSchema } from "../gen/codemode/common/v1/common_pb.js";
+import { ToolOrigin, ToolSource, type McpServerSchema, type ToolAnnotations, type ToolSchema } from "../gen/codemode/common/v1/common_pb.js";
+
+/** MCP tool annotations with only the hints that were set. */
+export type Annotations = { title?: string; readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+
+export function annotationsFromWire(a: ToolAnnotations | undefined): Annotations {
+  const out: Annotations = {};
+  if (!a) return out;
+  if (a.title !== undefined) out.title = a.title.slice(0, 256);
+  if (a.readOnlyHint !== undefined) out.readOnlyHint = a.readOnlyHint;
+  if (a.destructiveHint !== undefined) out.destructiveHint = a.destructiveHint;
+  if (a.idempotentHint !== undefined) out.idempotentHint = a.idempotentHint;
+  if (a.openWorldHint !== undefined) out.openWorldHint = a.openWorldHint;
+  return out;
+}
 
 export type GatewayTool = {
   name: string;
@@ -10,7 +28,38 @@ export type GatewayTool = {
   source?: "openclaw" | "mcp" | "client" | undefined;
   owner?: string | undefined;
   origin?: "core" | "bundled_plugin" | "external_plugin" | undefined;
+  outputSchema?: Record<string, unknown> | undefined;
+  annotations?: { [K in keyof Annotations]?: Annotations[K] | undefined } | undefined;
+  examples?: unknown[] | undefined;
+  keywords?: string[] | undefined;
 };
+
+/** A gateway-side MCP server description (see McpServer in common.proto). */
+export type GatewayMcpServer = {
+  name: string;
+  serverId?: string | undefined;
+  title?: string | undefined;
+  version?: string | undefined;
+  description?: string | undefined;
+  instructions?: string | undefined;
+  resources?: boolean | undefined;
+  prompts?: boolean | undefined;
+  aliases?: string[] | undefined;
+};
+
+export function toWireMcpServer(s: GatewayMcpServer): MessageInitShape<typeof McpServerSchema> {
+  return {
+    name: s.name,
+    serverId: s.serverId ?? "",
+    title: s.title ?? "",
+    version: s.version ?? "",
+    description: s.description ?? "",
+    instructions: s.instructions ?? "",
+    resources: s.resources ?? false,
+    prompts: s.prompts ?? false,
+    aliases: s.aliases ?? [],
+  };
+}
 
 const SOURCE = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 const ORIGIN = { core: ToolOrigin.CORE, bundled_plugin: ToolOrigin.BUNDLED_PLUGIN, external_plugin: ToolOrigin.EXTERNAL_PLUGIN } as const;
@@ -24,5 +73,9 @@ export function toWireTool(t: GatewayTool): MessageInitShape<typeof ToolSchema> 
     source: SOURCE[t.source ?? "openclaw"],
     sourceName: t.owner ?? "",
     origin: t.origin ? ORIGIN[t.origin] : ToolOrigin.UNSPECIFIED,
+    outputSchemaJson: t.outputSchema ? JSON.stringify(t.outputSchema) : "",
+    ...(t.annotations ? { annotations: t.annotations } : {}),
+    examplesJson: (t.examples ?? []).map((e) => JSON.stringify(e)),
+    keywords: t.keywords ?? [],
   };
 }

@@ -1,25 +1,35 @@
 /**
- * The orchestrator's gateway-facing state, catalogs and open runs, picked by the same
+ * The orchestrator's gateway-facing state, catalogs, open runs and namespaces, picked by the same
  * setting as the suspended-run store: in memory by default (lost on restart), or in
  * Redis for a redis:// URL (shared by replicas, surviving a restart), on a connection
  * of its own with the run store's options, checked with a PING at startup.
  */
 import type { Logger } from "../../shared/logger.js";
 import { MemoryCatalogStore, type CatalogStore } from "../catalog/catalog-store.js";
+import { MemoryNamespaceRegistry, type NamespaceRegistry } from "../namespaces/namespace-registry.js";
 import { MemoryRunRegistry, type RunRegistry } from "../runs.js";
 import { checkRedis, redisUrlOf } from "../store/create-store.js";
 import { connectRedis, quitRedis, redactUrl, REDIS_PREFIX } from "../store/redis-store.js";
 import { RedisCatalogStore } from "./redis-catalogs.js";
+import { RedisNamespaceRegistry } from "./redis-namespaces.js";
 import { RedisRunRegistry } from "./redis-runs.js";
 
-export type OrchestratorState = { kind: "memory" | "redis"; catalogs: CatalogStore; runs: RunRegistry; close(): Promise<void> };
+export type OrchestratorState = { kind: "memory" | "redis"; catalogs: CatalogStore; runs: RunRegistry; namespaces: NamespaceRegistry; close(): Promise<void> };
 
 export async function createOrchestratorState(spec: string | undefined, log: Logger): Promise<OrchestratorState> {
   const url = redisUrlOf(spec);
-  if (url === undefined) return { kind: "memory", catalogs: new MemoryCatalogStore(), runs: new MemoryRunRegistry(), close: async () => {} };
+  if (url === undefined) {
+    return { kind: "memory", catalogs: new MemoryCatalogStore(), runs: new MemoryRunRegistry(), namespaces: new MemoryNamespaceRegistry(), close: async () => {} };
+  }
   const stateLog = log.child({ state: "redis", url: redactUrl(url) });
   const redis = connectRedis(url, stateLog);
   const close = () => quitRedis(redis);
   await checkRedis(url, () => redis.ping(), close);
-  return { kind: "redis", catalogs: new RedisCatalogStore(redis, stateLog, REDIS_PREFIX), runs: new RedisRunRegistry(redis, stateLog, REDIS_PREFIX), close };
+  return {
+    kind: "redis",
+    catalogs: new RedisCatalogStore(redis, stateLog, REDIS_PREFIX),
+    runs: new RedisRunRegistry(redis, stateLog, REDIS_PREFIX),
+    namespaces: new RedisNamespaceRegistry(redis, stateLog, REDIS_PREFIX),
+    close,
+  };
 }

@@ -2,20 +2,18 @@
  * A run's catalog as the sidecar uses it: the policy-filtered view from the
  * orchestrator (cached by version), the guest's compact ALL_TOOLS and convenience
  * names, relevance search, describe, and call-id resolution with "did you mean"
- * suggestions. MCP entries stay in the view but are never reachable through tools.*.
+ * suggestions. MCP entries stay in the view but are never reachable through tools.*:
+ * they are the MCP namespace's (./mcp-catalog.ts). Internal namespaces are in
+ * ./namespace-catalog.ts. Everything the guest prelude needs is serialized once per
+ * version (`guest`), not per exec.
  */
 import MiniSearch from "minisearch";
 import type { GuestCatalog } from "../task-protocol.js";
+import type { CatalogEntryData, McpServerData, NamespaceData } from "./catalog-types.js";
+import { McpCatalog } from "./mcp-catalog.js";
+import { NamespaceCatalog } from "./namespace-catalog.js";
 
-export type CatalogEntryData = {
-  id: string;
-  name: string;
-  label: string;
-  description: string;
-  source: "openclaw" | "mcp" | "client";
-  sourceName: string;
-  parametersJson: string;
-};
+export type { CatalogEntryData };
 
 /** Names that must never become tools.<name>: the helpers, and what JS treats specially. */
 const RESERVED = new Set(["search", "describe", "call", "then", "constructor", "prototype", "__proto__", "toString", "valueOf", "toJSON"]);
@@ -53,12 +51,18 @@ export class RunCatalog {
   private readonly guestVisible: CatalogEntryData[];
   private index: MiniSearch | undefined;
   readonly guest: GuestCatalog;
+  readonly mcp: McpCatalog;
+  readonly namespaces: NamespaceCatalog;
 
   constructor(
     readonly version: string,
     entries: readonly CatalogEntryData[],
+    servers: readonly McpServerData[] = [],
+    namespaces: readonly NamespaceData[] = [],
   ) {
     this.entries = entries;
+    this.mcp = new McpCatalog(entries, servers);
+    this.namespaces = new NamespaceCatalog(namespaces, entries);
     for (const e of entries) this.byId.set(e.id, e);
     this.guestVisible = entries.filter((e) => e.source !== "mcp");
     const counts = new Map<string, number>();
@@ -72,9 +76,13 @@ export class RunCatalog {
       if (s && counts.get(s) === 1) convenience.push([s, e.id]);
     }
     this.guest = {
-      allToolsJson: JSON.stringify(this.guestVisible.map(compact)),
-      convenience,
-      callableIds: this.guestVisible.map((e) => e.id),
+      staticJson: JSON.stringify({
+        allTools: this.guestVisible.map(compact),
+        convenience,
+        mcp: this.mcp.guestTable,
+        namespaces: this.namespaces.guestTable,
+      }),
+      needsContext: this.namespaces.size > 0,
     };
   }
 

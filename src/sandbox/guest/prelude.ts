@@ -26,7 +26,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   const parse = JSON.parse, stringify = JSON.stringify;
   const defineProperty = Object.defineProperty, freeze = Object.freeze, create = Object.create;
   const keysOf = Object.keys, isArray = Array.isArray, getProto = Object.getPrototypeOf;
-  const ErrorCtor = Error, PromiseCtor = Promise, StringCtor = String;
+  const ErrorCtor = Error, TypeErrorCtor = TypeError, PromiseCtor = Promise, StringCtor = String;
   const objectToString = Object.prototype.toString;
   const MAX_DEPTH = ${MAX_VALUE_DEPTH};
 
@@ -133,6 +133,8 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   defineProperty(G, "${DELIVER_GLOBAL}", { value: deliver });
 
   const boot = parse(hostSync("boot", ""));
+  const catalog = boot.catalog, context = boot.context;
+  const hasOwn = Object.hasOwn;
 
   function text(value) { hostSync("text", textOf(value)); }
   function json(value) { hostSync("json", toJsonText(value)); }
@@ -149,7 +151,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   defineProperty(tools, "call", { enumerable: true, value: function call(id, input) {
     return request("call", { id: textOf(id ?? ""), input: input === undefined ? {} : input });
   } });
-  const conv = boot.convenience;
+  const conv = catalog.convenience;
   for (let i = 0; i < conv.length; i++) {
     const name = conv[i][0], id = conv[i][1];
     defineProperty(tools, name, { enumerable: true, value: function (input) {
@@ -158,9 +160,84 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   }
   freeze(tools);
 
-  const ALL_TOOLS = freeze(boot.allTools.map((t) => freeze(t)));
-  const MCP = freeze(create(null));
-  const namespaces = freeze(create(null));
+  const ALL_TOOLS = freeze(catalog.allTools.map((t) => freeze(t)));
+
+  // MCP.<server>.<function>(input): one object argument, dispatched by exact catalog id.
+  function mcpCall(label, id) {
+    return function (input) {
+      if (input !== undefined && (input === null || typeof input !== "object" || isArray(input))) {
+        return PromiseCtor.reject(new TypeErrorCtor(label + " takes one object argument, e.g. " + label + "({ ... })."));
+      }
+      return request("mcp", { id, input: input === undefined ? {} : input });
+    };
+  }
+  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
+  const MCP = create(null);
+  const servers = catalog.mcp;
+  for (let i = 0; i < servers.length; i++) {
+    const key = servers[i][0], serverName = servers[i][1], fns = servers[i][2];
+    const server = create(null);
+    for (let j = 0; j < fns.length; j++) method(server, fns[j][0], mcpCall("MCP." + key + "." + fns[j][0], fns[j][1]));
+    defineProperty(server, "$api", { value: function $api(toolName, options) {
+      const schema = options !== null && typeof options === "object" && options.schema === true;
+      return request("mcp_api", { server: serverName, tool: toolName === undefined ? "" : textOf(toolName), schema });
+    } });
+    const base = "mcp:" + serverName + ":";
+    if (servers[i][3]) {
+      const resources = create(null);
+      method(resources, "list", mcpCall("MCP." + key + ".resources.list", base + "resources/list"));
+      method(resources, "read", mcpCall("MCP." + key + ".resources.read", base + "resources/read"));
+      method(server, "resources", freeze(resources));
+    }
+    if (servers[i][4]) {
+      const prompts = create(null);
+      method(prompts, "list", mcpCall("MCP." + key + ".prompts.list", base + "prompts/list"));
+      method(prompts, "get", mcpCall("MCP." + key + ".prompts.get", base + "prompts/get"));
+      method(server, "prompts", freeze(prompts));
+    }
+    method(MCP, key, freeze(server));
+  }
+  freeze(MCP);
+
+  // Internal namespaces: plain data, run context, and callable members that the host
+  // maps (by namespace id and path, in its own copy of the scope) to catalog tools.
+  function deepFreeze(value) {
+    if (value !== null && typeof value === "object") {
+      const ks = keysOf(value);
+      for (let i = 0; i < ks.length; i++) deepFreeze(value[ks[i]]);
+      freeze(value);
+    }
+    return value;
+  }
+  function nsMember(nsId, value, path) {
+    if (value === null || typeof value !== "object") return value;
+    if (isArray(value)) {
+      const out = [];
+      for (let i = 0; i < value.length; i++) out.push(nsMember(nsId, value[i], path === "" ? StringCtor(i) : path + "." + i));
+      return freeze(out);
+    }
+    if (hasOwn(value, "$tool")) {
+      return function () {
+        const args = [];
+        for (let i = 0; i < arguments.length; i++) args.push(arguments[i]);
+        return request("ns", { ns: nsId, path, args });
+      };
+    }
+    if (hasOwn(value, "$context")) return context === null ? null : deepFreeze(parse(stringify(context[value.$context] ?? null)));
+    const out = {};
+    const ks = keysOf(value);
+    for (let i = 0; i < ks.length; i++) {
+      defineProperty(out, ks[i], { enumerable: true, value: nsMember(nsId, value[ks[i]], path === "" ? ks[i] : path + "." + ks[i]) });
+    }
+    return freeze(out);
+  }
+  const namespaces = create(null);
+  const nsTable = catalog.namespaces;
+  for (let i = 0; i < nsTable.length; i++) {
+    method(namespaces, nsTable[i][1], nsMember(nsTable[i][0], parse(nsTable[i][2]), ""));
+  }
+  freeze(namespaces);
+
   const API = freeze({
     list(prefix) { return request("api_list", { prefix: prefix === undefined ? "" : textOf(prefix) }); },
     read(path) { return request("api_read", { path: textOf(path ?? "") }); },
@@ -176,6 +253,8 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
 
   const api = { ALL_TOOLS, tools, MCP, namespaces, API, text, json, yield_control, console };
   for (const k of keysOf(api)) defineProperty(G, k, { value: api[k], enumerable: false, writable: false, configurable: false });
+  const nsNames = keysOf(namespaces);
+  for (let i = 0; i < nsNames.length; i++) defineProperty(G, nsNames[i], { value: namespaces[nsNames[i]], enumerable: false, writable: false, configurable: false });
 
   function run(cell) {
     let p;

@@ -14,13 +14,14 @@ import { createHash } from "node:crypto";
 import { QuickJS } from "quickjs-wasi";
 import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
 import { LIMITS } from "../../shared/config.js";
+import { EMPTY_GUEST_CATALOG } from "../task-protocol.js";
 import { preludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 
 export type BaseImage = { memory: Uint8Array; fingerprint: Buffer };
 
 /** The boot answer of the image's prelude: no tools. */
-const EMPTY_BOOT = `{"allTools":[],"convenience":[]}`;
+const EMPTY_BOOT = `{"catalog":${EMPTY_GUEST_CATALOG.staticJson},"context":null}`;
 
 let cached: Promise<BaseImage> | undefined;
 

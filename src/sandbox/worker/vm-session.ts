@@ -144,10 +144,14 @@ class GuestSession {
       if (this.pending.size >= this.limits.maxPendingToolCalls) {
         throw guestError("RangeError", `too many pending tool calls (maxPendingToolCalls is ${this.limits.maxPendingToolCalls}).`);
       }
-      if (op === "call") {
+      if (op === "call" || op === "mcp") {
         this.pending.set(callId, "call");
-        this.post({ t: "call", callId, toolId: String(payload?.id ?? ""), inputJson: JSON.stringify(payload?.input ?? {}) });
-      } else if (op === "search" || op === "describe" || op === "api_list" || op === "api_read") {
+        this.post({ t: "call", callId, via: op === "call" ? "tools" : "mcp", target: String(payload?.id ?? ""), path: "", inputJson: JSON.stringify(payload?.input ?? {}) });
+      } else if (op === "ns") {
+        this.pending.set(callId, "call");
+        const args = payload?.args;
+        this.post({ t: "call", callId, via: "ns", target: String(payload?.ns ?? ""), path: String(payload?.path ?? ""), inputJson: JSON.stringify(Array.isArray(args) ? args : []) });
+      } else if (op === "search" || op === "describe" || op === "api_list" || op === "api_read" || op === "mcp_api") {
         this.pending.set(callId, "request");
         this.post({ t: "request", reqId: callId, op, payloadJson });
       } else if (op === "yield") {
@@ -293,7 +297,7 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   }
   const cell = await compileCell(wasm, cellSource);
   if (!cell.ok) return failed(cell.message, task.outputBytesUsed, "invalid_input");
-  const bootJson = `{"allTools":${task.catalog.allToolsJson},"convenience":${JSON.stringify(task.catalog.convenience)}}`;
+  const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
   try {
     session.vm = await QuickJS.create(guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt));

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/common/v1/common.proto.
  */
 export const file_codemode_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiVQoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIOCgZydW5faWQYBCABKAkisQQKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQFCCgoIX2VuYWJsZWRCDQoLX3RpbWVvdXRfbXNCFQoTX21lbW9yeV9saW1pdF9ieXRlc0ITChFfbWF4X291dHB1dF9ieXRlc0IVChNfbWF4X3NuYXBzaG90X2J5dGVzQhkKF19tYXhfcGVuZGluZ190b29sX2NhbGxzQhcKFV9zbmFwc2hvdF90dGxfc2Vjb25kc0IXChVfc2VhcmNoX2RlZmF1bHRfbGltaXRCEwoRX21heF9zZWFyY2hfbGltaXRCEwoRX2NvcmVfc291cmNlX25hbWUixgEKBFRvb2wSDAoEbmFtZRgBIAEoCRINCgVsYWJlbBgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSLgoGb3JpZ2luGAcgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xPcmlnaW4iOQoGUG9saWN5Eg0KBWFsbG93GAEgAygJEgwKBGRlbnkYAiADKAkSEgoKYWxsb3dfbm9uZRgDIAEoCCIwCgZPdXRwdXQSDgoEdGV4dBgBIAEoCUgAEg4KBGpzb24YAiABKAlIAEIGCgRraW5kIkYKD1BlbmRpbmdUb29sQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJIj0KDFNvdXJjZUNvdW50cxIQCghvcGVuY2xhdxgBIAEoDRILCgNtY3AYAiABKA0SDgoGY2xpZW50GAMgASgNIvYBCglUZWxlbWV0cnkSFAoMY2F0YWxvZ19zaXplGAEgASgNEjEKB3NvdXJjZXMYAiABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhQKDHNlYXJjaF9jb3VudBgDIAEoDRIWCg5kZXNjcmliZV9jb3VudBgEIAEoDRISCgpjYWxsX2NvdW50GAUgASgNEhsKE21vZGVsX3Zpc2libGVfdG9vbHMYBiADKAkSEwoLZHVyYXRpb25fbXMYByABKAESFgoOc25hcHNob3RfYnl0ZXMYCCABKAQSFAoMb3V0cHV0X2J5dGVzGAkgASgEIv0CCgZSZXN1bHQSMAoGc3RhdHVzGAEgASgOMiAuY29kZW1vZGUuY29tbW9uLnYxLlJlc3VsdFN0YXR1cxISCgp2YWx1ZV9qc29uGAIgASgJEg4KBnJ1bl9pZBgDIAEoCRIuCgZyZWFzb24YBCABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhI/ChJwZW5kaW5nX3Rvb2xfY2FsbHMYBSADKAsyIy5jb2RlbW9kZS5jb21tb24udjEuUGVuZGluZ1Rvb2xDYWxsEg0KBWVycm9yGAYgASgJEisKBGNvZGUYByABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEioKBm91dHB1dBgIIAMoCzIaLmNvZGVtb2RlLmNvbW1vbi52MS5PdXRwdXQSMAoJdGVsZW1ldHJ5GAkgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRlbGVtZXRyeRISCgptb2RlbF9qc29uGAogASgJIioKCVRvb2xFcnJvchIMCgRuYW1lGAEgASgJEg8KB21lc3NhZ2UYAiABKAkqcAoKVG9vbFNvdXJjZRIbChdUT09MX1NPVVJDRV9VTlNQRUNJRklFRBAAEhgKFFRPT0xfU09VUkNFX09QRU5DTEFXEAESEwoPVE9PTF9TT1VSQ0VfTUNQEAISFgoSVE9PTF9TT1VSQ0VfQ0xJRU5UEAMqgAEKClRvb2xPcmlnaW4SGwoXVE9PTF9PUklHSU5fVU5TUEVDSUZJRUQQABIUChBUT09MX09SSUdJTl9DT1JFEAESHgoaVE9PTF9PUklHSU5fQlVORExFRF9QTFVHSU4QAhIfChtUT09MX09SSUdJTl9FWFRFUk5BTF9QTFVHSU4QAyp/CgxSZXN1bHRTdGF0dXMSHQoZUkVTVUxUX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1JFU1VMVF9TVEFUVVNfQ09NUExFVEVEEAESGQoVUkVTVUxUX1NUQVRVU19XQUlUSU5HEAISGAoUUkVTVUxUX1NUQVRVU19GQUlMRUQQAyruAQoJRXJyb3JDb2RlEhoKFkVSUk9SX0NPREVfVU5TUEVDSUZJRUQQABIcChhFUlJPUl9DT0RFX0lOVkFMSURfSU5QVVQQARIiCh5FUlJPUl9DT0RFX1JVTlRJTUVfVU5BVkFJTEFCTEUQAhIWChJFUlJPUl9DT0RFX1RJTUVPVVQQAxIkCiBFUlJPUl9DT0RFX09VVFBVVF9MSU1JVF9FWENFRURFRBAEEiYKIkVSUk9SX0NPREVfU05BUFNIT1RfTElNSVRfRVhDRUVERUQQBRIdChlFUlJPUl9DT0RFX0lOVEVSTkFMX0VSUk9SEAYqXwoKV2FpdFJlYXNvbhIbChdXQUlUX1JFQVNPTl9VTlNQRUNJRklFRBAAEh0KGVdBSVRfUkVBU09OX1BFTkRJTkdfVE9PTFMQARIVChFXQUlUX1JFQVNPTl9ZSUVMRBACYgZwcm90bzM");
+  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiVQoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIOCgZydW5faWQYBCABKAkisQQKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQFCCgoIX2VuYWJsZWRCDQoLX3RpbWVvdXRfbXNCFQoTX21lbW9yeV9saW1pdF9ieXRlc0ITChFfbWF4X291dHB1dF9ieXRlc0IVChNfbWF4X3NuYXBzaG90X2J5dGVzQhkKF19tYXhfcGVuZGluZ190b29sX2NhbGxzQhcKFV9zbmFwc2hvdF90dGxfc2Vjb25kc0IXChVfc2VhcmNoX2RlZmF1bHRfbGltaXRCEwoRX21heF9zZWFyY2hfbGltaXRCEwoRX2NvcmVfc291cmNlX25hbWUixQIKBFRvb2wSDAoEbmFtZRgBIAEoCRINCgVsYWJlbBgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSLgoGb3JpZ2luGAcgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xPcmlnaW4SGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIvcBCg9Ub29sQW5ub3RhdGlvbnMSEgoFdGl0bGUYASABKAlIAIgBARIbCg5yZWFkX29ubHlfaGludBgCIAEoCEgBiAEBEh0KEGRlc3RydWN0aXZlX2hpbnQYAyABKAhIAogBARIcCg9pZGVtcG90ZW50X2hpbnQYBCABKAhIA4gBARIcCg9vcGVuX3dvcmxkX2hpbnQYBSABKAhIBIgBAUIICgZfdGl0bGVCEQoPX3JlYWRfb25seV9oaW50QhMKEV9kZXN0cnVjdGl2ZV9oaW50QhIKEF9pZGVtcG90ZW50X2hpbnRCEgoQX29wZW5fd29ybGRfaGludCKsAQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSFAoMaW5zdHJ1Y3Rpb25zGAYgASgJEhEKCXJlc291cmNlcxgHIAEoCBIPCgdwcm9tcHRzGAggASgIEg8KB2FsaWFzZXMYCSADKAkiOQoGUG9saWN5Eg0KBWFsbG93GAEgAygJEgwKBGRlbnkYAiADKAkSEgoKYWxsb3dfbm9uZRgDIAEoCCIwCgZPdXRwdXQSDgoEdGV4dBgBIAEoCUgAEg4KBGpzb24YAiABKAlIAEIGCgRraW5kIkYKD1BlbmRpbmdUb29sQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJIj0KDFNvdXJjZUNvdW50cxIQCghvcGVuY2xhdxgBIAEoDRILCgNtY3AYAiABKA0SDgoGY2xpZW50GAMgASgNIvYBCglUZWxlbWV0cnkSFAoMY2F0YWxvZ19zaXplGAEgASgNEjEKB3NvdXJjZXMYAiABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhQKDHNlYXJjaF9jb3VudBgDIAEoDRIWCg5kZXNjcmliZV9jb3VudBgEIAEoDRISCgpjYWxsX2NvdW50GAUgASgNEhsKE21vZGVsX3Zpc2libGVfdG9vbHMYBiADKAkSEwoLZHVyYXRpb25fbXMYByABKAESFgoOc25hcHNob3RfYnl0ZXMYCCABKAQSFAoMb3V0cHV0X2J5dGVzGAkgASgEIv0CCgZSZXN1bHQSMAoGc3RhdHVzGAEgASgOMiAuY29kZW1vZGUuY29tbW9uLnYxLlJlc3VsdFN0YXR1cxISCgp2YWx1ZV9qc29uGAIgASgJEg4KBnJ1bl9pZBgDIAEoCRIuCgZyZWFzb24YBCABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhI/ChJwZW5kaW5nX3Rvb2xfY2FsbHMYBSADKAsyIy5jb2RlbW9kZS5jb21tb24udjEuUGVuZGluZ1Rvb2xDYWxsEg0KBWVycm9yGAYgASgJEisKBGNvZGUYByABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEioKBm91dHB1dBgIIAMoCzIaLmNvZGVtb2RlLmNvbW1vbi52MS5PdXRwdXQSMAoJdGVsZW1ldHJ5GAkgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRlbGVtZXRyeRISCgptb2RlbF9qc29uGAogASgJIioKCVRvb2xFcnJvchIMCgRuYW1lGAEgASgJEg8KB21lc3NhZ2UYAiABKAkqcAoKVG9vbFNvdXJjZRIbChdUT09MX1NPVVJDRV9VTlNQRUNJRklFRBAAEhgKFFRPT0xfU09VUkNFX09QRU5DTEFXEAESEwoPVE9PTF9TT1VSQ0VfTUNQEAISFgoSVE9PTF9TT1VSQ0VfQ0xJRU5UEAMqgAEKClRvb2xPcmlnaW4SGwoXVE9PTF9PUklHSU5fVU5TUEVDSUZJRUQQABIUChBUT09MX09SSUdJTl9DT1JFEAESHgoaVE9PTF9PUklHSU5fQlVORExFRF9QTFVHSU4QAhIfChtUT09MX09SSUdJTl9FWFRFUk5BTF9QTFVHSU4QAyp/CgxSZXN1bHRTdGF0dXMSHQoZUkVTVUxUX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1JFU1VMVF9TVEFUVVNfQ09NUExFVEVEEAESGQoVUkVTVUxUX1NUQVRVU19XQUlUSU5HEAISGAoUUkVTVUxUX1NUQVRVU19GQUlMRUQQAyruAQoJRXJyb3JDb2RlEhoKFkVSUk9SX0NPREVfVU5TUEVDSUZJRUQQABIcChhFUlJPUl9DT0RFX0lOVkFMSURfSU5QVVQQARIiCh5FUlJPUl9DT0RFX1JVTlRJTUVfVU5BVkFJTEFCTEUQAhIWChJFUlJPUl9DT0RFX1RJTUVPVVQQAxIkCiBFUlJPUl9DT0RFX09VVFBVVF9MSU1JVF9FWENFRURFRBAEEiYKIkVSUk9SX0NPREVfU05BUFNIT1RfTElNSVRfRVhDRUVERUQQBRIdChlFUlJPUl9DT0RFX0lOVEVSTkFMX0VSUk9SEAYqXwoKV2FpdFJlYXNvbhIbChdXQUlUX1JFQVNPTl9VTlNQRUNJRklFRBAAEh0KGVdBSVRfUkVBU09OX1BFTkRJTkdfVE9PTFMQARIVChFXQUlUX1JFQVNPTl9ZSUVMRBACYgZwcm90bzM");
 
 /**
  * The scope a code-mode run belongs to. A run never sees tools, snapshots or
@@ -185,6 +185,35 @@ export type Tool = Message<"codemode.common.v1.Tool"> & {
    * @generated from field: codemode.common.v1.ToolOrigin origin = 7;
    */
   origin: ToolOrigin;
+
+  /**
+   * JSON Schema of the tool's structured result (MCP `outputSchema`), as JSON text.
+   * Empty means none. Code mode's MCP declarations type `structuredContent` with it.
+   *
+   * @generated from field: string output_schema_json = 8;
+   */
+  outputSchemaJson: string;
+
+  /**
+   * MCP tool annotations (hints); shown in declarations, never trusted for policy.
+   *
+   * @generated from field: codemode.common.v1.ToolAnnotations annotations = 9;
+   */
+  annotations?: ToolAnnotations | undefined;
+
+  /**
+   * Example inputs, each as JSON text (at most 8 are kept).
+   *
+   * @generated from field: repeated string examples_json = 10;
+   */
+  examplesJson: string[];
+
+  /**
+   * Extra words the catalog search indexes for this tool (aliases, keywords).
+   *
+   * @generated from field: repeated string keywords = 11;
+   */
+  keywords: string[];
 };
 
 /**
@@ -193,6 +222,118 @@ export type Tool = Message<"codemode.common.v1.Tool"> & {
  */
 export const ToolSchema: GenMessage<Tool> = /*@__PURE__*/
   messageDesc(file_codemode_common_v1_common, 2);
+
+/**
+ * MCP tool annotations (the MCP specification's ToolAnnotations). Unset means unknown.
+ *
+ * @generated from message codemode.common.v1.ToolAnnotations
+ */
+export type ToolAnnotations = Message<"codemode.common.v1.ToolAnnotations"> & {
+  /**
+   * @generated from field: optional string title = 1;
+   */
+  title?: string | undefined;
+
+  /**
+   * @generated from field: optional bool read_only_hint = 2;
+   */
+  readOnlyHint?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool destructive_hint = 3;
+   */
+  destructiveHint?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool idempotent_hint = 4;
+   */
+  idempotentHint?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool open_world_hint = 5;
+   */
+  openWorldHint?: boolean | undefined;
+};
+
+/**
+ * Describes the message codemode.common.v1.ToolAnnotations.
+ * Use `create(ToolAnnotationsSchema)` to create a new message.
+ */
+export const ToolAnnotationsSchema: GenMessage<ToolAnnotations> = /*@__PURE__*/
+  messageDesc(file_codemode_common_v1_common, 3);
+
+/**
+ * What a gateway knows about one MCP server it connects to. Tools of the server are
+ * `Tool`s with source MCP and source_name equal to `name`.
+ *
+ * @generated from message codemode.common.v1.McpServer
+ */
+export type McpServer = Message<"codemode.common.v1.McpServer"> & {
+  /**
+   * The server's name in catalog ids (`mcp:<name>:<tool>`) and in Tool.source_name:
+   * letters, digits, '_', '-', '.'.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The server's own id as its initialize result reports it (`serverInfo.name`).
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: string title = 3;
+   */
+  title: string;
+
+  /**
+   * @generated from field: string version = 4;
+   */
+  version: string;
+
+  /**
+   * @generated from field: string description = 5;
+   */
+  description: string;
+
+  /**
+   * The server's `instructions` from its initialize result.
+   *
+   * @generated from field: string instructions = 6;
+   */
+  instructions: string;
+
+  /**
+   * The server offers resources (`MCP.<server>.resources.list/read` exist).
+   *
+   * @generated from field: bool resources = 7;
+   */
+  resources: boolean;
+
+  /**
+   * The server offers prompts (`MCP.<server>.prompts.list/get` exist).
+   *
+   * @generated from field: bool prompts = 8;
+   */
+  prompts: boolean;
+
+  /**
+   * Other names the catalog search should match for this server (e.g. "gh").
+   *
+   * @generated from field: repeated string aliases = 9;
+   */
+  aliases: string[];
+};
+
+/**
+ * Describes the message codemode.common.v1.McpServer.
+ * Use `create(McpServerSchema)` to create a new message.
+ */
+export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
+  messageDesc(file_codemode_common_v1_common, 4);
 
 /**
  * Allow/deny patterns over catalog ids and tool names. `*` matches any run of characters.
@@ -223,7 +364,7 @@ export type Policy = Message<"codemode.common.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 3);
+  messageDesc(file_codemode_common_v1_common, 5);
 
 /**
  * One item of a result's output, in guest call order.
@@ -258,7 +399,7 @@ export type Output = Message<"codemode.common.v1.Output"> & {
  * Use `create(OutputSchema)` to create a new message.
  */
 export const OutputSchema: GenMessage<Output> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 4);
+  messageDesc(file_codemode_common_v1_common, 6);
 
 /**
  * A nested tool call still unsettled when a run suspended.
@@ -289,7 +430,7 @@ export type PendingToolCall = Message<"codemode.common.v1.PendingToolCall"> & {
  * Use `create(PendingToolCallSchema)` to create a new message.
  */
 export const PendingToolCallSchema: GenMessage<PendingToolCall> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 5);
+  messageDesc(file_codemode_common_v1_common, 7);
 
 /**
  * @generated from message codemode.common.v1.SourceCounts
@@ -316,7 +457,7 @@ export type SourceCounts = Message<"codemode.common.v1.SourceCounts"> & {
  * Use `create(SourceCountsSchema)` to create a new message.
  */
 export const SourceCountsSchema: GenMessage<SourceCounts> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 6);
+  messageDesc(file_codemode_common_v1_common, 8);
 
 /**
  * The seed's telemetry plus runtime figures.
@@ -383,7 +524,7 @@ export type Telemetry = Message<"codemode.common.v1.Telemetry"> & {
  * Use `create(TelemetrySchema)` to create a new message.
  */
 export const TelemetrySchema: GenMessage<Telemetry> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 7);
+  messageDesc(file_codemode_common_v1_common, 9);
 
 /**
  * The result of an exec or wait: the seed's CodeModeResult.
@@ -457,7 +598,7 @@ export type Result = Message<"codemode.common.v1.Result"> & {
  * Use `create(ResultSchema)` to create a new message.
  */
 export const ResultSchema: GenMessage<Result> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 8);
+  messageDesc(file_codemode_common_v1_common, 10);
 
 /**
  * An error a tool or the host reports into the guest: plain data, never a host stack.
@@ -483,7 +624,7 @@ export type ToolError = Message<"codemode.common.v1.ToolError"> & {
  * Use `create(ToolErrorSchema)` to create a new message.
  */
 export const ToolErrorSchema: GenMessage<ToolError> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 9);
+  messageDesc(file_codemode_common_v1_common, 11);
 
 /**
  * Where a tool comes from.

@@ -8,7 +8,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CodeModeConfig, Policy, RunScope, SourceCounts, Tool } from "../../common/v1/common_pb.js";
+import type { CodeModeConfig, McpServer, Policy, RunScope, SourceCounts, Tool } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/control.proto.
  */
 export const file_codemode_orchestrator_v1_control: GenFile = /*@__PURE__*/
-  fileDesc("CiZjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvY29udHJvbC5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIjwKEVB1dENhdGFsb2dSZXF1ZXN0EicKBXRvb2xzGAEgAygLMhguY29kZW1vZGUuY29tbW9uLnYxLlRvb2wiPAoSUHV0Q2F0YWxvZ1Jlc3BvbnNlEhIKCmNhdGFsb2dfaWQYASABKAkSEgoKdG9vbF9jb3VudBgCIAEoDSKPAgoOT3BlblJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSFAoKY2F0YWxvZ19pZBgCIAEoCUgAEjgKBXRvb2xzGAMgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLklubGluZUNhdGFsb2dIABIqCgZwb2xpY3kYBCABKAsyGi5jb2RlbW9kZS5jb21tb24udjEuUG9saWN5EjIKBmNvbmZpZxgFIAEoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5Db2RlTW9kZUNvbmZpZxIVCg1kaXNhYmxlX3Rvb2xzGAYgASgIQgkKB2NhdGFsb2ciOAoNSW5saW5lQ2F0YWxvZxInCgV0b29scxgBIAMoCzIYLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sIl4KD09wZW5SdW5SZXNwb25zZRISCgpjYXRhbG9nX2lkGAEgASgJEjcKB3N1cmZhY2UYAiABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTW9kZWxTdXJmYWNlIkUKFkRlc2NyaWJlU3VyZmFjZVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUgoXRGVzY3JpYmVTdXJmYWNlUmVzcG9uc2USNwoHc3VyZmFjZRgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFN1cmZhY2Ui7AEKDE1vZGVsU3VyZmFjZRIYChBjb2RlX21vZGVfYWN0aXZlGAEgASgIEhcKD2luYWN0aXZlX3JlYXNvbhgCIAEoCRIyCgV0b29scxgDIAMoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFRvb2wSEgoKdG9vbHNfanNvbhgEIAEoCRIYChBzZXJpYWxpemVkX2J5dGVzGAUgASgNEhQKDGNhdGFsb2dfc2l6ZRgGIAEoDRIxCgdzb3VyY2VzGAcgASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNvdXJjZUNvdW50cyJJCglNb2RlbFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIZChFpbnB1dF9zY2hlbWFfanNvbhgDIAEoCSJDChRHZXRUcmFqZWN0b3J5UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZSJQChVHZXRUcmFqZWN0b3J5UmVzcG9uc2USNwoFc3RlcHMYASADKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVHJhamVjdG9yeVN0ZXAi1QEKDlRyYWplY3RvcnlTdGVwEgwKBGtpbmQYASABKAkSDwoHY2FsbF9pZBgCIAEoCRIYChBjb2RlX21vZGVfcnVuX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRISCgplcnJvcl9jb2RlGAUgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYBiABKAMSEwoLZHVyYXRpb25fbXMYByABKAESOgoMbmVzdGVkX2NhbGxzGAggAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk5lc3RlZENhbGwirQEKCk5lc3RlZENhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIPCgdvdXRjb21lGAQgASgJEhUKDWVycm9yX21lc3NhZ2UYBSABKAkSFQoNc3RhcnRlZF9hdF9tcxgGIAEoAxITCgtkdXJhdGlvbl9tcxgHIAEoARIWCg5wYXJlbnRfY2FsbF9pZBgIIAEoCSI+Cg9DbG9zZVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiMgoQQ2xvc2VSdW5SZXNwb25zZRIeChZzdXNwZW5kZWRfcnVuc19kZWxldGVkGAEgASgNMp8ECgdDb250cm9sEmcKClB1dENhdGFsb2cSKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUHV0Q2F0YWxvZ1JlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUHV0Q2F0YWxvZ1Jlc3BvbnNlEl4KB09wZW5SdW4SKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuT3BlblJ1blJlcXVlc3QaKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuT3BlblJ1blJlc3BvbnNlEnYKD0Rlc2NyaWJlU3VyZmFjZRIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZXNjcmliZVN1cmZhY2VSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkRlc2NyaWJlU3VyZmFjZVJlc3BvbnNlEnAKDUdldFRyYWplY3RvcnkSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuR2V0VHJhamVjdG9yeVJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuR2V0VHJhamVjdG9yeVJlc3BvbnNlEmEKCENsb3NlUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsb3NlUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbG9zZVJ1blJlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common]);
+  fileDesc("CiZjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvY29udHJvbC5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxInAKEVB1dENhdGFsb2dSZXF1ZXN0EicKBXRvb2xzGAEgAygLMhguY29kZW1vZGUuY29tbW9uLnYxLlRvb2wSMgoLbWNwX3NlcnZlcnMYAiADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyIjwKElB1dENhdGFsb2dSZXNwb25zZRISCgpjYXRhbG9nX2lkGAEgASgJEhIKCnRvb2xfY291bnQYAiABKA0ijwIKDk9wZW5SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhQKCmNhdGFsb2dfaWQYAiABKAlIABI4CgV0b29scxgDIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbmxpbmVDYXRhbG9nSAASKgoGcG9saWN5GAQgASgLMhouY29kZW1vZGUuY29tbW9uLnYxLlBvbGljeRIyCgZjb25maWcYBSABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFQoNZGlzYWJsZV90b29scxgGIAEoCEIJCgdjYXRhbG9nImwKDUlubGluZUNhdGFsb2cSJwoFdG9vbHMYASADKAsyGC5jb2RlbW9kZS5jb21tb24udjEuVG9vbBIyCgttY3Bfc2VydmVycxgCIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXIiXgoPT3BlblJ1blJlc3BvbnNlEhIKCmNhdGFsb2dfaWQYASABKAkSNwoHc3VyZmFjZRgCIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFN1cmZhY2UiRQoWRGVzY3JpYmVTdXJmYWNlUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZSJSChdEZXNjcmliZVN1cmZhY2VSZXNwb25zZRI3CgdzdXJmYWNlGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk1vZGVsU3VyZmFjZSKAAgoMTW9kZWxTdXJmYWNlEhgKEGNvZGVfbW9kZV9hY3RpdmUYASABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAIgASgJEjIKBXRvb2xzGAMgAygLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk1vZGVsVG9vbBISCgp0b29sc19qc29uGAQgASgJEhgKEHNlcmlhbGl6ZWRfYnl0ZXMYBSABKA0SFAoMY2F0YWxvZ19zaXplGAYgASgNEjEKB3NvdXJjZXMYByABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhIKCm5hbWVzcGFjZXMYCCADKAkiSQoJTW9kZWxUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSGQoRaW5wdXRfc2NoZW1hX2pzb24YAyABKAkiQwoUR2V0VHJhamVjdG9yeVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUAoVR2V0VHJhamVjdG9yeVJlc3BvbnNlEjcKBXN0ZXBzGAEgAygLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwItUBCg5UcmFqZWN0b3J5U3RlcBIMCgRraW5kGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSEgoKZXJyb3JfY29kZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEjoKDG5lc3RlZF9jYWxscxgIIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5OZXN0ZWRDYWxsIq0BCgpOZXN0ZWRDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDwoHb3V0Y29tZRgEIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAUgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYBiABKAMSEwoLZHVyYXRpb25fbXMYByABKAESFgoOcGFyZW50X2NhbGxfaWQYCCABKAkiPgoPQ2xvc2VSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIjIKEENsb3NlUnVuUmVzcG9uc2USHgoWc3VzcGVuZGVkX3J1bnNfZGVsZXRlZBgBIAEoDSKhAQoVTmFtZXNwYWNlUmVnaXN0cmF0aW9uEhEKCXBsdWdpbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIOCgZwcm9tcHQYBSABKAkSGwoTcmVxdWlyZWRfdG9vbF9uYW1lcxgGIAMoCRISCgpzY29wZV9qc29uGAcgASgJIl4KGFJlZ2lzdGVyTmFtZXNwYWNlUmVxdWVzdBJCCgluYW1lc3BhY2UYASABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmFtZXNwYWNlUmVnaXN0cmF0aW9uIkUKGVJlZ2lzdGVyTmFtZXNwYWNlUmVzcG9uc2USFgoOY2FsbGFibGVfY291bnQYASABKA0SEAoIcmVwbGFjZWQYAiABKAgiKwoWQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBIRCglwbHVnaW5faWQYASABKAkiKgoXQ2xlYXJOYW1lc3BhY2VzUmVzcG9uc2USDwoHY2xlYXJlZBgBIAEoDSIXChVMaXN0TmFtZXNwYWNlc1JlcXVlc3QiXQoWTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJDCgpuYW1lc3BhY2VzGAEgAygLMi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk5hbWVzcGFjZVJlZ2lzdHJhdGlvbjKKBwoHQ29udHJvbBJnCgpQdXRDYXRhbG9nEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXNwb25zZRJeCgdPcGVuUnVuEiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXF1ZXN0GikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXNwb25zZRJ2Cg9EZXNjcmliZVN1cmZhY2USMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVzY3JpYmVTdXJmYWNlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZXNjcmliZVN1cmZhY2VSZXNwb25zZRJwCg1HZXRUcmFqZWN0b3J5Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXNwb25zZRJhCghDbG9zZVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbG9zZVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xvc2VSdW5SZXNwb25zZRJ8ChFSZWdpc3Rlck5hbWVzcGFjZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWdpc3Rlck5hbWVzcGFjZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVnaXN0ZXJOYW1lc3BhY2VSZXNwb25zZRJ2Cg9DbGVhck5hbWVzcGFjZXMSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhck5hbWVzcGFjZXNSZXNwb25zZRJzCg5MaXN0TmFtZXNwYWNlcxIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common]);
 
 /**
  * @generated from message codemode.orchestrator.v1.PutCatalogRequest
@@ -26,6 +26,14 @@ export type PutCatalogRequest = Message<"codemode.orchestrator.v1.PutCatalogRequ
    * @generated from field: repeated codemode.common.v1.Tool tools = 1;
    */
   tools: Tool[];
+
+  /**
+   * Metadata of the MCP servers whose tools are in `tools`. A server named by an MCP
+   * tool but not listed here gets empty metadata (no resources, no prompts).
+   *
+   * @generated from field: repeated codemode.common.v1.McpServer mcp_servers = 2;
+   */
+  mcpServers: McpServer[];
 };
 
 /**
@@ -122,6 +130,11 @@ export type InlineCatalog = Message<"codemode.orchestrator.v1.InlineCatalog"> & 
    * @generated from field: repeated codemode.common.v1.Tool tools = 1;
    */
   tools: Tool[];
+
+  /**
+   * @generated from field: repeated codemode.common.v1.McpServer mcp_servers = 2;
+   */
+  mcpServers: McpServer[];
 };
 
 /**
@@ -237,6 +250,13 @@ export type ModelSurface = Message<"codemode.orchestrator.v1.ModelSurface"> & {
    * @generated from field: codemode.common.v1.SourceCounts sources = 7;
    */
   sources?: SourceCounts | undefined;
+
+  /**
+   * Global names of the internal namespaces visible to the run (code mode only).
+   *
+   * @generated from field: repeated string namespaces = 8;
+   */
+  namespaces: string[];
 };
 
 /**
@@ -466,6 +486,183 @@ export const CloseRunResponseSchema: GenMessage<CloseRunResponse> = /*@__PURE__*
   messageDesc(file_codemode_orchestrator_v1_control, 14);
 
 /**
+ * An internal code-mode namespace (the seed's "Internal namespaces"): a guest global such
+ * as `Issues` whose callable members are declared, not code. Functions cannot cross gRPC,
+ * so `scope_json` is plain JSON in which a callable member is a marker naming its backing
+ * tool and how guest arguments map to the tool's input:
+ *   {"$tool": "github_update_issue", "args": ["number", "patch"]}
+ * calls the plugin's tool `github_update_issue` with {"number": <arg 0>, "patch": <arg 1>};
+ * without "args" the input is the first argument, or {} when there is none. A value
+ * {"$context": "agentId" | "sessionId" | "sessionKey" | "runId" | "config"} is replaced
+ * by that run context when the namespace is installed in a run.
+ *
+ * @generated from message codemode.orchestrator.v1.NamespaceRegistration
+ */
+export type NamespaceRegistration = Message<"codemode.orchestrator.v1.NamespaceRegistration"> & {
+  /**
+   * The plugin that owns the namespace and its backing tools (their Tool.source_name).
+   *
+   * @generated from field: string plugin_id = 1;
+   */
+  pluginId: string;
+
+  /**
+   * Registry key: re-registering an id replaces it (only by the same plugin).
+   *
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * The guest global, also reachable as `namespaces.<global_name>`.
+   *
+   * @generated from field: string global_name = 3;
+   */
+  globalName: string;
+
+  /**
+   * Appended to the model-visible `exec` description when the namespace is visible.
+   *
+   * @generated from field: string description = 4;
+   */
+  description: string;
+
+  /**
+   * @generated from field: string prompt = 5;
+   */
+  prompt: string;
+
+  /**
+   * Visibility gate and ownership check: every name must be a tool of the run's catalog
+   * owned by plugin_id (source OPENCLAW, source_name == plugin_id) and visible under policy.
+   *
+   * @generated from field: repeated string required_tool_names = 6;
+   */
+  requiredToolNames: string[];
+
+  /**
+   * The scope as JSON text (an object).
+   *
+   * @generated from field: string scope_json = 7;
+   */
+  scopeJson: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.NamespaceRegistration.
+ * Use `create(NamespaceRegistrationSchema)` to create a new message.
+ */
+export const NamespaceRegistrationSchema: GenMessage<NamespaceRegistration> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 15);
+
+/**
+ * @generated from message codemode.orchestrator.v1.RegisterNamespaceRequest
+ */
+export type RegisterNamespaceRequest = Message<"codemode.orchestrator.v1.RegisterNamespaceRequest"> & {
+  /**
+   * @generated from field: codemode.orchestrator.v1.NamespaceRegistration namespace = 1;
+   */
+  namespace?: NamespaceRegistration | undefined;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.RegisterNamespaceRequest.
+ * Use `create(RegisterNamespaceRequestSchema)` to create a new message.
+ */
+export const RegisterNamespaceRequestSchema: GenMessage<RegisterNamespaceRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 16);
+
+/**
+ * @generated from message codemode.orchestrator.v1.RegisterNamespaceResponse
+ */
+export type RegisterNamespaceResponse = Message<"codemode.orchestrator.v1.RegisterNamespaceResponse"> & {
+  /**
+   * Callable members (tool markers) found in the scope.
+   *
+   * @generated from field: uint32 callable_count = 1;
+   */
+  callableCount: number;
+
+  /**
+   * True when an existing registration with the same id was replaced.
+   *
+   * @generated from field: bool replaced = 2;
+   */
+  replaced: boolean;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.RegisterNamespaceResponse.
+ * Use `create(RegisterNamespaceResponseSchema)` to create a new message.
+ */
+export const RegisterNamespaceResponseSchema: GenMessage<RegisterNamespaceResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 17);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ClearNamespacesRequest
+ */
+export type ClearNamespacesRequest = Message<"codemode.orchestrator.v1.ClearNamespacesRequest"> & {
+  /**
+   * @generated from field: string plugin_id = 1;
+   */
+  pluginId: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ClearNamespacesRequest.
+ * Use `create(ClearNamespacesRequestSchema)` to create a new message.
+ */
+export const ClearNamespacesRequestSchema: GenMessage<ClearNamespacesRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 18);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ClearNamespacesResponse
+ */
+export type ClearNamespacesResponse = Message<"codemode.orchestrator.v1.ClearNamespacesResponse"> & {
+  /**
+   * @generated from field: uint32 cleared = 1;
+   */
+  cleared: number;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ClearNamespacesResponse.
+ * Use `create(ClearNamespacesResponseSchema)` to create a new message.
+ */
+export const ClearNamespacesResponseSchema: GenMessage<ClearNamespacesResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 19);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ListNamespacesRequest
+ */
+export type ListNamespacesRequest = Message<"codemode.orchestrator.v1.ListNamespacesRequest"> & {
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ListNamespacesRequest.
+ * Use `create(ListNamespacesRequestSchema)` to create a new message.
+ */
+export const ListNamespacesRequestSchema: GenMessage<ListNamespacesRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 20);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ListNamespacesResponse
+ */
+export type ListNamespacesResponse = Message<"codemode.orchestrator.v1.ListNamespacesResponse"> & {
+  /**
+   * @generated from field: repeated codemode.orchestrator.v1.NamespaceRegistration namespaces = 1;
+   */
+  namespaces: NamespaceRegistration[];
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ListNamespacesResponse.
+ * Use `create(ListNamespacesResponseSchema)` to create a new message.
+ */
+export const ListNamespacesResponseSchema: GenMessage<ListNamespacesResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 21);
+
+/**
  * @generated from service codemode.orchestrator.v1.Control
  */
 export const Control: GenService<{
@@ -519,6 +716,38 @@ export const Control: GenService<{
     methodKind: "unary";
     input: typeof CloseRunRequestSchema;
     output: typeof CloseRunResponseSchema;
+  },
+  /**
+   * Registers (or replaces) an internal code-mode namespace owned by a plugin. The
+   * registration is checked whole (identifier, collisions, scope rules) and refused
+   * with INVALID_ARGUMENT naming the offending path; nothing is half-applied.
+   *
+   * @generated from rpc codemode.orchestrator.v1.Control.RegisterNamespace
+   */
+  registerNamespace: {
+    methodKind: "unary";
+    input: typeof RegisterNamespaceRequestSchema;
+    output: typeof RegisterNamespaceResponseSchema;
+  },
+  /**
+   * Removes every namespace a plugin registered (plugin disabled, uninstalled, rolled back).
+   *
+   * @generated from rpc codemode.orchestrator.v1.Control.ClearNamespaces
+   */
+  clearNamespaces: {
+    methodKind: "unary";
+    input: typeof ClearNamespacesRequestSchema;
+    output: typeof ClearNamespacesResponseSchema;
+  },
+  /**
+   * The registered namespaces, in id order.
+   *
+   * @generated from rpc codemode.orchestrator.v1.Control.ListNamespaces
+   */
+  listNamespaces: {
+    methodKind: "unary";
+    input: typeof ListNamespacesRequestSchema;
+    output: typeof ListNamespacesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_codemode_orchestrator_v1_control, 0);

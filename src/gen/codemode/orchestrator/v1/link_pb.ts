@@ -8,7 +8,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CodeModeConfig, ErrorCode, RunScope, ToolError, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
+import type { CodeModeConfig, ErrorCode, McpServer, RunScope, ToolAnnotations, ToolError, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { TrajectoryStep } from "./control_pb.js";
 import { file_codemode_orchestrator_v1_control } from "./control_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIo0BCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIAEIJCgdtZXNzYWdlIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNItcBCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAQgkKB21lc3NhZ2UiLgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkiSQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIibwoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSJfChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkiuAIKElJlc29sdmVSdW5SZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFwoPY2F0YWxvZ192ZXJzaW9uGAMgASgJEjcKB2VudHJpZXMYBCADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2F0YWxvZ0VudHJ5EhgKEGVudHJpZXNfaW5jbHVkZWQYBSABKAgSFAoMc2VhcmNoX2NvdW50GAYgASgNEhYKDmRlc2NyaWJlX2NvdW50GAcgASgNEhIKCmNhbGxfY291bnQYCCABKA0SGAoQY29kZV9tb2RlX2FjdGl2ZRgJIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YCiABKAkiqgEKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCSK9AQoUUmVjb3JkU2VnbWVudFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNgoEc3RlcBgCIAEoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcBIUCgxzZWFyY2hfZGVsdGEYAyABKA0SFgoOZGVzY3JpYmVfZGVsdGEYBCABKA0SEgoKY2FsbF9kZWx0YRgFIAEoDSIXChVSZWNvcmRTZWdtZW50UmVzcG9uc2Ui9wIKDFN1c3BlbmRlZFJ1bhIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhAKCHNuYXBzaG90GAMgASgMEjYKB3BlbmRpbmcYBCADKAsyJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0NhbGwSNQoHYW5zd2VycxgFIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEi4KBnJlYXNvbhgGIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEhMKC2NvbmZpZ19qc29uGAcgASgJEhQKDG91dHB1dF9ieXRlcxgIIAEoBBIVCg1leHBpcmVzX2F0X21zGAkgASgDEhcKD2NhdGFsb2dfdmVyc2lvbhgKIAEoCRIUCgxleGVjX2NhbGxfaWQYCyABKAkidwoLUGVuZGluZ0NhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIzCgRraW5kGAQgASgOMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdLaW5kIm4KEVN1c3BlbmRSdW5SZXF1ZXN0EjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVjbGFpbRgCIAEoCBITCgtjbGFpbV90b2tlbhgDIAEoCSJ1ChJTdXNwZW5kUnVuUmVzcG9uc2USDwoHcmVmdXNlZBgBIAEoCRIzCgxyZWZ1c2VkX2NvZGUYAiABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEhkKEWFuc3dlcmVkX2NhbGxfaWRzGAMgAygJIn8KD0NsYWltUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIYChBjb2RlX21vZGVfcnVuX2lkGAIgASgJEhAKCGxlYXNlX21zGAMgASgNEhMKC2NsYWltX3Rva2VuGAQgASgJIm0KEENsYWltUnVuUmVzcG9uc2USMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWZ1c2VkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJIlAKEVJlbGVhc2VSdW5SZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSDAoEa2VlcBgDIAEoCCImChJSZWxlYXNlUnVuUmVzcG9uc2USEAoIcmVsZWFzZWQYASABKAgiewoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlciIzChdSb3V0ZVRvb2xSZXN1bHRSZXNwb25zZRIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJInMKF0F3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSEgoKdGltZW91dF9tcxgDIAEoDRIVCg1zZWVuX2NhbGxfaWRzGAQgAygJImgKGEF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZRI1CgdhbnN3ZXJzGAEgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISFQoNY2xhaW1fY3VycmVudBgCIAEoCCqBAQoLUGVuZGluZ0tpbmQSHAoYUEVORElOR19LSU5EX1VOU1BFQ0lGSUVEEAASGgoWUEVORElOR19LSU5EX1RPT0xfQ0FMTBABEiAKHFBFTkRJTkdfS0lORF9DQVRBTE9HX1JFUVVFU1QQAhIWChJQRU5ESU5HX0tJTkRfWUlFTEQQAzLxBgoLU2lkZWNhckxpbmsSXwoGQXR0YWNoEicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlcXVlc3QaKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVzcG9uc2UoATABEmcKClJlc29sdmVSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlc3BvbnNlEnAKDVJlY29yZFNlZ21lbnQSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlc3BvbnNlEmcKClN1c3BlbmRSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlc3BvbnNlEmEKCENsYWltUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlEmcKClJlbGVhc2VSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlEnYKD1JvdXRlVG9vbFJlc3VsdBIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEnkKEEF3YWl0VG9vbFJlc3VsdHMSMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QaMi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIo0BCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIAEIJCgdtZXNzYWdlIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNItcBCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAQgkKB21lc3NhZ2UiLgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkiSQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIibwoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSJfChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkirAMKElJlc29sdmVSdW5SZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFwoPY2F0YWxvZ192ZXJzaW9uGAMgASgJEjcKB2VudHJpZXMYBCADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2F0YWxvZ0VudHJ5EhgKEGVudHJpZXNfaW5jbHVkZWQYBSABKAgSFAoMc2VhcmNoX2NvdW50GAYgASgNEhYKDmRlc2NyaWJlX2NvdW50GAcgASgNEhIKCmNhbGxfY291bnQYCCABKA0SGAoQY29kZV9tb2RlX2FjdGl2ZRgJIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YCiABKAkSMgoLbWNwX3NlcnZlcnMYCyADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyEj4KCm5hbWVzcGFjZXMYDCADKAsyKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVmlzaWJsZU5hbWVzcGFjZSJaChBWaXNpYmxlTmFtZXNwYWNlEgoKAmlkGAEgASgJEhEKCXBsdWdpbl9pZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRISCgpzY29wZV9qc29uGAQgASgJIqkCCgxDYXRhbG9nRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YByABKAkSGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIr0BChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNIhcKFVJlY29yZFNlZ21lbnRSZXNwb25zZSL3AgoMU3VzcGVuZGVkUnVuEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEAoIc25hcHNob3QYAyABKAwSNgoHcGVuZGluZxgEIAMoCzIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nQ2FsbBI1CgdhbnN3ZXJzGAUgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISLgoGcmVhc29uGAYgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLldhaXRSZWFzb24SEwoLY29uZmlnX2pzb24YByABKAkSFAoMb3V0cHV0X2J5dGVzGAggASgEEhUKDWV4cGlyZXNfYXRfbXMYCSABKAMSFwoPY2F0YWxvZ192ZXJzaW9uGAogASgJEhQKDGV4ZWNfY2FsbF9pZBgLIAEoCSJ3CgtQZW5kaW5nQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEjMKBGtpbmQYBCABKA4yJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0tpbmQibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCJ7ChZSb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjQKBmFuc3dlchgCIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyIjMKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKoEBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -295,6 +295,21 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
    * @generated from field: string inactive_reason = 10;
    */
   inactiveReason: string;
+
+  /**
+   * MCP servers with something visible to the run (absent when catalog_version equals
+   * known_catalog_version). `resources`/`prompts` are already filtered by policy.
+   *
+   * @generated from field: repeated codemode.common.v1.McpServer mcp_servers = 11;
+   */
+  mcpServers: McpServer[];
+
+  /**
+   * Internal namespaces visible to the run (same rule as entries).
+   *
+   * @generated from field: repeated codemode.orchestrator.v1.VisibleNamespace namespaces = 12;
+   */
+  namespaces: VisibleNamespace[];
 };
 
 /**
@@ -303,6 +318,40 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
  */
 export const ResolveRunResponseSchema: GenMessage<ResolveRunResponse> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 8);
+
+/**
+ * A namespace visible to a run, with its scope checked at registration.
+ *
+ * @generated from message codemode.orchestrator.v1.VisibleNamespace
+ */
+export type VisibleNamespace = Message<"codemode.orchestrator.v1.VisibleNamespace"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string plugin_id = 2;
+   */
+  pluginId: string;
+
+  /**
+   * @generated from field: string global_name = 3;
+   */
+  globalName: string;
+
+  /**
+   * @generated from field: string scope_json = 4;
+   */
+  scopeJson: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.VisibleNamespace.
+ * Use `create(VisibleNamespaceSchema)` to create a new message.
+ */
+export const VisibleNamespaceSchema: GenMessage<VisibleNamespace> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 9);
 
 /**
  * A policy-visible catalog entry with its id, in catalog order.
@@ -344,6 +393,26 @@ export type CatalogEntry = Message<"codemode.orchestrator.v1.CatalogEntry"> & {
    * @generated from field: string parameters_json = 7;
    */
   parametersJson: string;
+
+  /**
+   * @generated from field: string output_schema_json = 8;
+   */
+  outputSchemaJson: string;
+
+  /**
+   * @generated from field: codemode.common.v1.ToolAnnotations annotations = 9;
+   */
+  annotations?: ToolAnnotations | undefined;
+
+  /**
+   * @generated from field: repeated string examples_json = 10;
+   */
+  examplesJson: string[];
+
+  /**
+   * @generated from field: repeated string keywords = 11;
+   */
+  keywords: string[];
 };
 
 /**
@@ -351,7 +420,7 @@ export type CatalogEntry = Message<"codemode.orchestrator.v1.CatalogEntry"> & {
  * Use `create(CatalogEntrySchema)` to create a new message.
  */
 export const CatalogEntrySchema: GenMessage<CatalogEntry> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 9);
+  messageDesc(file_codemode_orchestrator_v1_link, 10);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentRequest
@@ -388,7 +457,7 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
  * Use `create(RecordSegmentRequestSchema)` to create a new message.
  */
 export const RecordSegmentRequestSchema: GenMessage<RecordSegmentRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 10);
+  messageDesc(file_codemode_orchestrator_v1_link, 11);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentResponse
@@ -401,7 +470,7 @@ export type RecordSegmentResponse = Message<"codemode.orchestrator.v1.RecordSegm
  * Use `create(RecordSegmentResponseSchema)` to create a new message.
  */
 export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 11);
+  messageDesc(file_codemode_orchestrator_v1_link, 12);
 
 /**
  * What a suspended run needs to resume anywhere.
@@ -483,7 +552,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 12);
+  messageDesc(file_codemode_orchestrator_v1_link, 13);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
@@ -522,7 +591,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 13);
+  messageDesc(file_codemode_orchestrator_v1_link, 14);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -551,7 +620,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 14);
+  messageDesc(file_codemode_orchestrator_v1_link, 15);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -583,7 +652,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 15);
+  messageDesc(file_codemode_orchestrator_v1_link, 16);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -620,7 +689,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 16);
+  messageDesc(file_codemode_orchestrator_v1_link, 17);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -649,7 +718,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 17);
+  messageDesc(file_codemode_orchestrator_v1_link, 18);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -679,7 +748,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 18);
+  messageDesc(file_codemode_orchestrator_v1_link, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -698,7 +767,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 19);
+  messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -720,7 +789,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 20);
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -742,7 +811,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -776,7 +845,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -800,7 +869,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind
