@@ -27,7 +27,7 @@ const sandboxAt = /sandbox=(\S+)/.exec(ready)[1];
 const orchestratorAt = /orchestrator=(\S+)/.exec(ready)[1];
 const sandbox = createClient(Sandbox, sandboxAt);
 const control = createClient(Control, orchestratorAt);
-const scope = { agentId: "bench", sessionId: "s", sessionKey: "k", runId: "bench-run" };
+const scope = { agentId: "bench", sessionId: "s", sessionKey: "k", agentRunId: "bench-run" };
 await control.openRun({ scope, catalog: { case: "tools", value: { tools: [{ name: "echo", description: "echo input", parametersJson: "{}" }] } } });
 
 async function exec(code) {

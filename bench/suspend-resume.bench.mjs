@@ -27,7 +27,7 @@ const proc = spawn(process.execPath, ["bin/codemode.js", "start", "--sandbox-add
 const ready = await new Promise((resolve) => createInterface({ input: proc.stdout }).on("line", (l) => l.startsWith("ready ") && resolve(l)));
 const sandbox = createClient(Sandbox, /sandbox=(\S+)/.exec(ready)[1]);
 const control = createClient(Control, /orchestrator=(\S+)/.exec(ready)[1]);
-const scope = { agentId: "bench", sessionId: "s", sessionKey: "k", runId: "bench-run" };
+const scope = { agentId: "bench", sessionId: "s", sessionKey: "k", agentRunId: "bench-run" };
 await control.openRun({ scope, catalog: { case: "tools", value: { tools: [{ name: "echo", description: "echo input", parametersJson: "{}" }] } } });
 
 async function follow(stream) {
@@ -38,7 +38,7 @@ async function follow(stream) {
   throw new Error("no result");
 }
 const exec = (code) => follow(sandbox.exec({ scope, code }));
-const wait = (runId) => follow(sandbox.wait({ scope, runId }));
+const wait = (runId) => follow(sandbox.wait({ scope, codeModeRunId: runId }));
 
 async function measure(name, fn, extra = () => "") {
   for (let i = 0; i < Math.min(10, N); i++) await fn();

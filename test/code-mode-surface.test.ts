@@ -6,6 +6,7 @@
  * model-visible surface.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Refusal } from "../src/gen/codemode/common/v1/common_pb.js";
 import { execute, startStack, type Stack } from "./harness.js";
 import { gatewayExec, openRun, type TestTool } from "./gateway.js";
 
@@ -76,8 +77,9 @@ describe("catalog (seed: tool catalog)", () => {
     const none = await openRun(stack, TOOLS, { allowNone: true });
     expect(none.response.surface).toMatchObject({ codeModeActive: false, tools: [] });
     expect(none.response.surface?.inactiveReason).toMatch(/no tools are visible/);
-    const { model } = await execute(stack, { scope: none.scope, code: "return 1" });
+    const { model, result } = await execute(stack, { scope: none.scope, code: "return 1" });
     expect(model).toMatchObject({ status: "failed", code: "invalid_input" });
+    expect(result.refusal).toBe(Refusal.CODE_MODE_INACTIVE);
   });
 
   it("Tool Search control tools are hidden from the model surface and the hidden catalog", async () => {
@@ -264,7 +266,7 @@ describe("BridgeCallback under misuse", () => {
     });
     expect(answeredTwice.model).toMatchObject({ status: "completed", value: "first" });
     await expect(stack.sandbox.bridgeCallback({ scope, callId: first!, outcome: { case: "resultJson", value: '"again"' } })).rejects.toMatchObject({ code: "already_exists" });
-    await expect(stack.sandbox.bridgeCallback({ scope: { ...scope, runId: "someone-else" }, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "permission_denied" });
+    await expect(stack.sandbox.bridgeCallback({ scope: { ...scope, agentRunId: "someone-else" }, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "permission_denied" });
     await expect(stack.sandbox.bridgeCallback({ scope, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "failed_precondition" });
     const again = await execute(stack, { code: "return 'still serving'" });
     expect(again.model.value).toBe("still serving");

@@ -73,13 +73,13 @@ describe("id and scope fields over their limits are INVALID_ARGUMENT naming the 
       ["agentId", "agent_id"],
       ["sessionId", "session_id"],
       ["sessionKey", "session_key"],
-      ["runId", "run_id"],
+      ["agentRunId", "agent_run_id"],
     ] as const;
     for (const [key, field] of fields) {
       const s = { ...newScope("lim"), [key]: over(field) };
       const expected = { code: "invalid_argument", message: message(`scope.${field}`, field) };
       await expect(collectStream(stack.sandbox.exec({ scope: s, code: "return 1" }))).rejects.toMatchObject(expected);
-      await expect(collectStream(stack.sandbox.wait({ scope: s, runId: "cm_x" }))).rejects.toMatchObject(expected);
+      await expect(collectStream(stack.sandbox.wait({ scope: s, codeModeRunId: "cm_x" }))).rejects.toMatchObject(expected);
       await expect(stack.sandbox.bridgeCallback({ scope: s, callId: "c1", outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject(expected);
       await expect(stack.control.openRun({ scope: s, catalog: { case: "tools", value: { tools: [] } } })).rejects.toMatchObject(expected);
       await expect(stack.control.describeSurface({ scope: s })).rejects.toMatchObject(expected);
@@ -89,8 +89,8 @@ describe("id and scope fields over their limits are INVALID_ARGUMENT naming the 
   it("exec_call_id, wait_call_id, run_id, call_id and catalog_id", async () => {
     const s = await openEmptyRun(stack.control, "lim");
     await expect(collectStream(stack.sandbox.exec({ scope: s, execCallId: over("exec_call_id"), code: "return 1" }))).rejects.toMatchObject({ code: "invalid_argument", message: message("exec_call_id", "exec_call_id") });
-    await expect(collectStream(stack.sandbox.wait({ scope: s, waitCallId: over("wait_call_id"), runId: "cm_x" }))).rejects.toMatchObject({ code: "invalid_argument", message: message("wait_call_id", "wait_call_id") });
-    await expect(collectStream(stack.sandbox.wait({ scope: s, runId: over("run_id") }))).rejects.toMatchObject({ code: "invalid_argument", message: message("run_id", "run_id") });
+    await expect(collectStream(stack.sandbox.wait({ scope: s, waitCallId: over("wait_call_id"), codeModeRunId: "cm_x" }))).rejects.toMatchObject({ code: "invalid_argument", message: message("wait_call_id", "wait_call_id") });
+    await expect(collectStream(stack.sandbox.wait({ scope: s, codeModeRunId: over("code_mode_run_id") }))).rejects.toMatchObject({ code: "invalid_argument", message: message("code_mode_run_id", "code_mode_run_id") });
     await expect(stack.sandbox.bridgeCallback({ scope: s, callId: over("call_id"), outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "invalid_argument", message: message("call_id", "call_id") });
     await expect(stack.control.openRun({ scope: newScope("lim"), catalog: { case: "catalogId", value: over("catalog_id") } })).rejects.toMatchObject({ code: "invalid_argument", message: message("catalog_id", "catalog_id") });
   });
@@ -114,7 +114,7 @@ describe("a scope no gateway opened", () => {
     const described = await stack.control.describeSurface({ scope: s }).catch((err: unknown) => err as { code: string; message: string });
     expect(described).toMatchObject({ message: NO_OPEN_RUN });
     await expect(collectStream(stack.sandbox.exec({ scope: s, code: "return 1" }))).rejects.toMatchObject({ code: "failed_precondition", message: NO_OPEN_RUN });
-    await expect(collectStream(stack.sandbox.wait({ scope: s, runId: "cm_never" }))).rejects.toMatchObject({ code: "failed_precondition", message: NO_OPEN_RUN });
+    await expect(collectStream(stack.sandbox.wait({ scope: s, codeModeRunId: "cm_never" }))).rejects.toMatchObject({ code: "failed_precondition", message: NO_OPEN_RUN });
     // Once opened, the same scope runs.
     await stack.control.openRun({ scope: s, catalog: { case: "tools", value: { tools: [] } } });
     expect((await execute(stack, { scope: s, code: "return 'opened'" })).model.value).toBe("opened");

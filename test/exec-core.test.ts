@@ -97,7 +97,7 @@ describe("exec input", () => {
     expect(model.error).toMatch(/line 2, column 9/);
   });
   it("a scope without run_id is a contract violation (gRPC INVALID_ARGUMENT)", async () => {
-    await expect(execute(stack, { scope: { agentId: "a", sessionId: "s", sessionKey: "k", runId: "" }, code: "return 1" })).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(execute(stack, { scope: { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "" }, code: "return 1" })).rejects.toMatchObject({ code: "invalid_argument" });
   });
 });
 

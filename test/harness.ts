@@ -77,7 +77,7 @@ export async function startStack(extra: string[] = []): Promise<Stack> {
 let seq = 0;
 export function scope(prefix = "t") {
   seq++;
-  return { agentId: `${prefix}-agent`, sessionId: `${prefix}-session-${seq}`, sessionKey: `${prefix}-key`, runId: `${prefix}-run-${seq}-${Date.now()}` };
+  return { agentId: `${prefix}-agent`, sessionId: `${prefix}-session-${seq}`, sessionKey: `${prefix}-key`, agentRunId: `${prefix}-run-${seq}-${Date.now()}` };
 }
 
 export type Model = { status: string; value?: unknown; error?: string; code?: string; output?: unknown[]; telemetry: Record<string, unknown>; runId?: string; reason?: string; pendingToolCalls?: unknown[] };
@@ -129,8 +129,8 @@ export async function waitFor(
   request: { scope: ReturnType<typeof scope>; runId: string; signal?: AbortSignal },
   onToolCall?: (call: ToolCallEvent) => void,
 ): Promise<ExecOutcome> {
-  const { signal, ...req } = request;
-  return collectStream(sandbox.wait({ ...req, waitCallId: `wait-${Date.now()}` }, signal ? { signal } : {}), onToolCall);
+  const { signal, runId, scope: s } = request;
+  return collectStream(sandbox.wait({ scope: s, codeModeRunId: runId, waitCallId: `wait-${Date.now()}` }, signal ? { signal } : {}), onToolCall);
 }
 
 /** One snapshot key for every sidecar of a cluster, so any of them can resume any run. */

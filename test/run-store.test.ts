@@ -35,7 +35,7 @@ function redisStore(prefix = `test:${randomUUID()}:`): RedisRunStore {
   return tracked(new RedisRunStore(redis.url, { prefix }));
 }
 
-const SCOPE: StoreScope = { agentId: "agent-1", sessionId: "session-1", sessionKey: "key-1", runId: "run-1" };
+const SCOPE: StoreScope = { agentId: "agent-1", sessionId: "session-1", sessionKey: "key-1", agentRunId: "run-1" };
 const LEASE = 30_000;
 const MAX = 100;
 
@@ -103,7 +103,7 @@ describe.each([
     expect(await store.claim("sc", { ...SCOPE, sessionId: "other" }, LEASE)).toEqual({ ok: false, why: "session" });
     expect(await store.claim("sc", { ...SCOPE, sessionKey: "other" }, LEASE)).toEqual({ ok: false, why: "session" });
     expect(await store.claim("sc", { ...SCOPE, agentId: "other" }, LEASE)).toEqual({ ok: false, why: "session" });
-    expect(await store.claim("sc", { ...SCOPE, runId: "other" }, LEASE)).toEqual({ ok: false, why: "run" });
+    expect(await store.claim("sc", { ...SCOPE, agentRunId: "other" }, LEASE)).toEqual({ ok: false, why: "run" });
     expect((await store.claim("sc", SCOPE, LEASE)).ok).toBe(true);
   });
 
@@ -203,7 +203,7 @@ describe.each([
     await store.suspend(record("an"), { maxSuspendedRuns: MAX });
     expect(await store.addAnswer(SCOPE, ok("an:c1"))).toEqual({ result: "stored", codeModeRunId: "an" });
     expect(await store.addAnswer(SCOPE, ok("an:c1", "again"))).toEqual({ result: "duplicate", codeModeRunId: "an" });
-    expect(await store.addAnswer({ ...SCOPE, runId: "other" }, ok("an:c2"))).toEqual({ result: "scope" });
+    expect(await store.addAnswer({ ...SCOPE, agentRunId: "other" }, ok("an:c2"))).toEqual({ result: "scope" });
     expect(await store.addAnswer({ ...SCOPE, sessionId: "other" }, ok("an:c2"))).toEqual({ result: "scope" });
     expect(await store.addAnswer(SCOPE, ok("nobody:c1"))).toEqual({ result: "unknown" });
     const failed: StoredAnswer = { callId: "an:c3", ok: false, error: { name: "ToolError", message: "nope" } };
@@ -261,7 +261,7 @@ describe.each([
 
   it("deletes every run of one scope and nothing else", async () => {
     const store = open();
-    const other: StoreScope = { ...SCOPE, runId: "run-2" };
+    const other: StoreScope = { ...SCOPE, agentRunId: "run-2" };
     await store.suspend(record("d1"), { maxSuspendedRuns: MAX });
     await store.suspend(record("d2"), { maxSuspendedRuns: MAX });
     await store.suspend(record("d3", { scope: other }), { maxSuspendedRuns: MAX });

@@ -4,7 +4,7 @@
 // snapshot dropped is checked from the gateway's side.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunScope } from "../src/gen/codemode/common/v1/common_pb.js";
-import { ResultStatus, WaitReason } from "../src/gen/codemode/common/v1/common_pb.js";
+import { Refusal, ResultStatus, WaitReason } from "../src/gen/codemode/common/v1/common_pb.js";
 import { openRun, type TestTool } from "./gateway.js";
 import { execute, scope as newScope, spawnCodemode, startCluster, waitFor, type Cluster, type ToolCallEvent } from "./harness.js";
 
@@ -181,17 +181,21 @@ describe("wait refusals and cleanup", () => {
     const { scope, calls, model } = await suspendOnA(`return await tools.slow_lookup({ key: "k" });`);
     const unknown = await waitFor(B(), { scope, runId: "cm_nope" });
     expect(unknown.model).toMatchObject({ status: "failed", code: "invalid_input", error: "code mode run is unavailable or expired." });
+    expect(unknown.result.refusal).toBe(Refusal.RUN_UNAVAILABLE);
     const missing = await waitFor(B(), { scope, runId: "" });
     expect(missing.model).toMatchObject({ status: "failed", code: "invalid_input" });
+    expect(missing.result.refusal).toBe(Refusal.MISSING_RUN_ID);
 
     // Other scopes with runs of their own (Exec and Wait need an open run).
     const otherSession = { ...scope, sessionId: `${scope.sessionId}-other` };
-    const otherRun = { ...scope, runId: `${scope.runId}-other` };
+    const otherRun = { ...scope, agentRunId: `${scope.agentRunId}-other` };
     for (const s of [otherSession, otherRun]) await cluster.control.openRun({ scope: s, catalog: { case: "tools", value: { tools: [] } } });
     const wrong = await waitFor(B(), { scope: otherSession, runId: model.runId! });
     expect(wrong.model).toMatchObject({ status: "failed", code: "invalid_input", error: "code mode run belongs to a different session." });
+    expect(wrong.result.refusal).toBe(Refusal.OTHER_SESSION);
     const wrongRun = await waitFor(B(), { scope: otherRun, runId: model.runId! });
     expect(wrongRun.model).toMatchObject({ status: "failed", code: "invalid_input", error: "code mode run belongs to a different agent run." });
+    expect(wrongRun.result.refusal).toBe(Refusal.OTHER_AGENT_RUN);
 
     // Another scope cannot answer the run's call either.
     expect(await errorCode(answer(B(), otherSession, calls[0]!.callId, 1))).toBe("permission_denied");
@@ -211,6 +215,7 @@ describe("wait refusals and cleanup", () => {
     await new Promise((r) => setTimeout(r, 1000));
     const second = await waitFor(B(), { scope, runId: model.runId! });
     expect(second.model).toMatchObject({ status: "failed", code: "invalid_input", error: "a wait is already in flight for this code mode run." });
+    expect(second.result.refusal).toBe(Refusal.WAIT_IN_FLIGHT);
     await answer(B(), scope, calls[0]!.callId, 7);
     expect((await first).model).toMatchObject({ status: "completed", value: 7 });
   });
@@ -302,6 +307,7 @@ describe("snapshot authentication and the suspended-run cap", () => {
       else refused = s;
     }
     expect(refused?.model).toMatchObject({ status: "failed", code: "invalid_input", error: "too many suspended code mode runs." });
+    expect(refused?.result.refusal).toBe(Refusal.TOO_MANY_SUSPENDED);
     expect(held.length).toBeLessThanOrEqual(6);
     const first = held.shift()!;
     expect((await waitFor(B(), { scope: first.scope, runId: first.model.runId! })).model.status).toBe("completed");

@@ -87,7 +87,7 @@ export async function runExec(argv: string[]): Promise<number> {
     if (!Number.isInteger(maxWaits) || maxWaits < 0) throw new UsageError(`--max-waits must be a non-negative integer, got ${JSON.stringify(values["max-waits"])}`);
   }
 
-  const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", runId: newId("run", 8) };
+  const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", agentRunId: newId("run", 8) };
   const module: ToolsModule = values.tools ? await loadToolsModule(values.tools) : { tools: [], mcpServers: [], namespaces: [] };
   const handlers = new Map<string, CliTool>();
   // Exec and Wait need an open run, with tools or without.
@@ -122,7 +122,7 @@ export async function runExec(argv: string[]): Promise<number> {
         process.stderr.write(`codemode exec: could not answer tool call ${callId}: ${(err as Error).message}\n`);
       }
     };
-    /** Follows one exec or wait stream; returns the result's runId when it is waiting. */
+    /** Follows one exec or wait stream; returns the code-mode run id when it is waiting. */
     const follow = async (stream: AsyncIterable<ExecEvent>): Promise<string | undefined> => {
       for await (const ev of stream) {
         if (ev.event.case === "toolCall") {
@@ -132,7 +132,7 @@ export async function runExec(argv: string[]): Promise<number> {
         } else if (ev.event.case === "result") {
           const r = ev.event.value;
           process.stdout.write(`${r.modelJson}\n`);
-          return r.status === ResultStatus.WAITING ? r.runId : "";
+          return r.status === ResultStatus.WAITING ? r.codeModeRunId : "";
         }
       }
       throw new Error("the sandbox closed the stream without a result");
@@ -147,7 +147,7 @@ export async function runExec(argv: string[]): Promise<number> {
       }),
     );
     for (let waits = 0; runId && waits < maxWaits; waits++) {
-      runId = await follow(sandbox.wait({ scope, waitCallId: newId("wait", 8), runId }));
+      runId = await follow(sandbox.wait({ scope, waitCallId: newId("wait", 8), codeModeRunId: runId }));
     }
     return 0;
   } finally {

@@ -85,7 +85,7 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
         openedAtMs: Date.now(),
       };
       await runs.open(run);
-      log.info({ runId: scope.runId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
+      log.info({ agentRunId: scope.agentRunId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
       return { catalogId: catalog.id, surface: surfaceOf(run, await namespaces.forRun(run)) };
     },
     async describeSurface(req) {
@@ -104,7 +104,7 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
       const scope = requireScope(req.scope);
       await runs.close(scope);
       const deleted = await storeCall(log, "delete the run's suspended runs", () => deps.store.deleteScope(scope));
-      if (deleted > 0) log.info({ runId: scope.runId, deleted }, "run closed; its suspended runs were deleted");
+      if (deleted > 0) log.info({ agentRunId: scope.agentRunId, deleted }, "run closed; its suspended runs were deleted");
       return { suspendedRunsDeleted: deleted };
     },
     async registerNamespace(req) {

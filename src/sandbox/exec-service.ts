@@ -18,7 +18,7 @@ import { ServiceError } from "../protocol/service-error.js";
 import { ConfigError, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import { newId } from "../shared/ids.js";
-import { answerToWire } from "../shared/link-wire.js";
+import { answerToWire, INACTIVE_PREFIX, RUN_MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
 import { NO_OPEN_RUN, requireScope, scopeKeyOf } from "../shared/scope.js";
@@ -55,7 +55,7 @@ export type SandboxService = {
 
 /** The run context internal namespaces may reference (`{"$context": "runId"}` and so on). */
 function runContextJson(scope: Scope, config: CodeModeConfig): string {
-  return JSON.stringify({ agentId: scope.agentId, sessionId: scope.sessionId, sessionKey: scope.sessionKey, runId: scope.runId, config });
+  return JSON.stringify({ agentId: scope.agentId, sessionId: scope.sessionId, sessionKey: scope.sessionKey, runId: scope.agentRunId, config });
 }
 
 export function createSandboxService(deps: ExecServiceDeps): SandboxService {
@@ -101,7 +101,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       const scopeKey = scopeKeyOf(scope);
       const execCallId = req.execCallId || newId("exec", 8);
       const codeModeRunId = newId("cm");
-      const rlog = log.child({ runId: scope.runId, codeModeRunId, execCallId });
+      const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, execCallId });
       await tracked(async (drainSignal) => {
         const run = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
@@ -114,8 +114,8 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         }
         const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
         if (run === undefined) return seg.finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
-        if (!run.active) return seg.finish({ status: "failed", error: `code mode is not active for this run: ${run.inactiveReason}.`, code: "invalid_input" }, 0);
-        if (!config.enabled) return seg.finish({ status: "failed", error: "code mode is disabled for this run.", code: "invalid_input" }, 0);
+        if (!run.active) return seg.finish({ status: "failed", error: `${INACTIVE_PREFIX}${run.inactiveReason}.`, code: "invalid_input" }, 0);
+        if (!config.enabled) return seg.finish({ status: "failed", error: RUN_MESSAGES.disabled, code: "invalid_input" }, 0);
         const input = checkExecInput({ code: req.code, command: req.command, language: req.language }, config.languages);
         if (!input.ok) return seg.finish({ status: "failed", error: input.error, code: "invalid_input" }, 0);
 
@@ -139,10 +139,10 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
     async wait(req, stream) {
       const scope = requireScope(req.scope);
       checkIdLength("wait_call_id", req.waitCallId);
-      checkIdLength("run_id", req.runId);
+      checkIdLength("code_mode_run_id", req.codeModeRunId);
       const waitCallId = req.waitCallId || newId("wait", 8);
-      const runId = req.runId.trim();
-      const rlog = log.child({ runId: scope.runId, codeModeRunId: runId, waitCallId });
+      const runId = req.codeModeRunId.trim();
+      const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId: runId, waitCallId });
       await tracked(async (drainSignal) => {
         const run = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
@@ -150,7 +150,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
         if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
         if (!runId) {
-          return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: "wait requires the runId of a waiting result.", code: "invalid_input" }, 0);
+          return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
         }
         await serveWait(runId, { link, sealer, log: rlog, segment, init, run, drainSignal }, stream.signal);
       });

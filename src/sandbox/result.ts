@@ -3,7 +3,8 @@
  * JSON shape (`model_json`), which the gateway can hand to the model unchanged.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { ErrorCode, ResultStatus, WaitReason, type ResultSchema } from "../gen/codemode/common/v1/common_pb.js";
+import { ErrorCode, Refusal, ResultStatus, WaitReason, type ResultSchema } from "../gen/codemode/common/v1/common_pb.js";
+import { INACTIVE_PREFIX, RUN_MESSAGES } from "../shared/link-wire.js";
 import type { ErrorCodeName } from "./task-protocol.js";
 
 export type OutputItem = { kind: "text" | "json"; data: string };
@@ -34,6 +35,27 @@ const CODE_ENUM: Record<ErrorCodeName, ErrorCode> = {
   snapshot_limit_exceeded: ErrorCode.SNAPSHOT_LIMIT_EXCEEDED,
   internal_error: ErrorCode.INTERNAL_ERROR,
 };
+
+const REFUSALS: ReadonlyMap<string, Refusal> = new Map([
+  [RUN_MESSAGES.unavailable, Refusal.RUN_UNAVAILABLE],
+  [RUN_MESSAGES.session, Refusal.OTHER_SESSION],
+  [RUN_MESSAGES.run, Refusal.OTHER_AGENT_RUN],
+  [RUN_MESSAGES.busy, Refusal.WAIT_IN_FLIGHT],
+  [RUN_MESSAGES.cap, Refusal.TOO_MANY_SUSPENDED],
+  [RUN_MESSAGES.missingRunId, Refusal.MISSING_RUN_ID],
+  [RUN_MESSAGES.disabled, Refusal.CODE_MODE_DISABLED],
+]);
+
+/**
+ * Which refusal an invalid_input failure is, from its message: the messages are the
+ * seed's constants (and ours), so the one mapping lives here, beside the wire result.
+ */
+export function refusalOf(error: string): Refusal {
+  const known = REFUSALS.get(error);
+  if (known !== undefined) return known;
+  if (error.startsWith(INACTIVE_PREFIX)) return Refusal.CODE_MODE_INACTIVE;
+  return Refusal.INVALID_PROGRAM;
+}
 
 /** The seed's name of a wire error code (undefined for UNSPECIFIED or unknown values). */
 export function errorCodeName(code: ErrorCode): ErrorCodeName | undefined {
@@ -83,7 +105,13 @@ export function buildResult(r: ResultInput, output: readonly OutputItem[], t: Te
     case "failed":
       model.error = r.error;
       if (r.code) model.code = r.code;
-      wire = { ...base, status: ResultStatus.FAILED, error: r.error, code: r.code ? CODE_ENUM[r.code] : ErrorCode.UNSPECIFIED };
+      wire = {
+        ...base,
+        status: ResultStatus.FAILED,
+        error: r.error,
+        code: r.code ? CODE_ENUM[r.code] : ErrorCode.UNSPECIFIED,
+        refusal: r.code === "invalid_input" ? refusalOf(r.error) : Refusal.UNSPECIFIED,
+      };
       break;
     case "waiting":
       model.runId = r.runId;
@@ -92,7 +120,7 @@ export function buildResult(r: ResultInput, output: readonly OutputItem[], t: Te
       wire = {
         ...base,
         status: ResultStatus.WAITING,
-        runId: r.runId,
+        codeModeRunId: r.runId,
         reason: r.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
         pendingToolCalls: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName })),
       };

@@ -12,7 +12,12 @@ export const RUN_MESSAGES = {
   run: "code mode run belongs to a different agent run.",
   busy: "a wait is already in flight for this code mode run.",
   cap: "too many suspended code mode runs.",
+  missingRunId: "wait requires the runId of a waiting result.",
+  disabled: "code mode is disabled for this run.",
 } as const;
+
+/** The start of the refusal of an exec on a run whose surface is not code mode. */
+export const INACTIVE_PREFIX = "code mode is not active for this run: ";
 
 /** A tool call, a catalog request (search/describe/API), or a yield. */
 export type PendingKind = "call" | "request" | "yield";

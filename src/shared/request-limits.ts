@@ -11,7 +11,8 @@ export const ID_LIMITS = {
   session_id: 256,
   // Session keys are composite (agent, channel, peer, thread), so they get more room.
   session_key: 512,
-  run_id: 256,
+  agent_run_id: 256,
+  code_mode_run_id: 256,
   exec_call_id: 256,
   wait_call_id: 256,
   call_id: 256,

@@ -7,13 +7,13 @@ import type { RunScope } from "../gen/codemode/common/v1/common_pb.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { checkIdLength } from "./request-limits.js";
 
-export type Scope = { agentId: string; sessionId: string; sessionKey: string; runId: string };
+export type Scope = { agentId: string; sessionId: string; sessionKey: string; agentRunId: string };
 
 /** What a call on a scope with no open run is told (DescribeSurface, Exec, Wait). */
 export const NO_OPEN_RUN = "no run is open for this scope; call OpenRun first";
 
 export function scopeKeyOf(s: Scope): string {
-  return JSON.stringify([s.agentId, s.sessionId, s.sessionKey, s.runId]);
+  return JSON.stringify([s.agentId, s.sessionId, s.sessionKey, s.agentRunId]);
 }
 
 /** Same agent, session and session key (the gateway run id may still differ). */
@@ -23,10 +23,10 @@ export function sameSession(a: Scope, b: Scope): boolean {
 
 /** The scope a request names; every service call must name its gateway run, within the id limits. */
 export function requireScope(s: RunScope | undefined): Scope {
-  if (!s || !s.runId.trim()) throw new ServiceError("invalid_argument", "scope.run_id is required");
+  if (!s || !s.agentRunId.trim()) throw new ServiceError("invalid_argument", "scope.agent_run_id is required");
   checkIdLength("agent_id", s.agentId, "scope.agent_id");
   checkIdLength("session_id", s.sessionId, "scope.session_id");
   checkIdLength("session_key", s.sessionKey, "scope.session_key");
-  checkIdLength("run_id", s.runId, "scope.run_id");
-  return { agentId: s.agentId, sessionId: s.sessionId, sessionKey: s.sessionKey, runId: s.runId };
+  checkIdLength("agent_run_id", s.agentRunId, "scope.agent_run_id");
+  return { agentId: s.agentId, sessionId: s.sessionId, sessionKey: s.sessionKey, agentRunId: s.agentRunId };
 }

@@ -82,7 +82,7 @@ export class MemoryRunStore implements RunStore {
     const run = this.live(codeModeRunId, now);
     if (!run) return { ok: false, why: "unavailable" };
     if (!sameSession(run.record.scope, scope)) return { ok: false, why: "session" };
-    if (run.record.scope.runId !== scope.runId) return { ok: false, why: "run" };
+    if (run.record.scope.agentRunId !== scope.agentRunId) return { ok: false, why: "run" };
     if (run.claim && run.claim.leaseEndMs > now && run.claim.token !== token) return { ok: false, why: "busy" };
     const claim = { token, leaseEndMs: now + leaseMs };
     run.claim = claim;

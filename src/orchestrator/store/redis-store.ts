@@ -112,7 +112,7 @@ export class RedisRunStore implements RunStore {
         record.codeModeRunId,
         scopeKeyOf(scope),
         sessionKeyOf(scope),
-        scope.runId,
+        scope.agentRunId,
         Math.ceil(record.expiresAtMs),
         JSON.stringify(meta),
         JSON.stringify(pending),
@@ -132,7 +132,7 @@ export class RedisRunStore implements RunStore {
 
   async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID()): Promise<ClaimResult> {
     const reply = buffers(
-      await scripts.claim.run(this.redis, [this.prefix, Date.now(), codeModeRunId, sessionKeyOf(scope), scope.runId, Math.ceil(leaseMs), token]),
+      await scripts.claim.run(this.redis, [this.prefix, Date.now(), codeModeRunId, sessionKeyOf(scope), scope.agentRunId, Math.ceil(leaseMs), token]),
     );
     const [status, exp, meta, pending, snapshot, ...answers] = reply;
     const why = text(status);

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/common/v1/common.proto.
  */
 export const file_codemode_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiVQoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIOCgZydW5faWQYBCABKAkisQQKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQFCCgoIX2VuYWJsZWRCDQoLX3RpbWVvdXRfbXNCFQoTX21lbW9yeV9saW1pdF9ieXRlc0ITChFfbWF4X291dHB1dF9ieXRlc0IVChNfbWF4X3NuYXBzaG90X2J5dGVzQhkKF19tYXhfcGVuZGluZ190b29sX2NhbGxzQhcKFV9zbmFwc2hvdF90dGxfc2Vjb25kc0IXChVfc2VhcmNoX2RlZmF1bHRfbGltaXRCEwoRX21heF9zZWFyY2hfbGltaXRCEwoRX2NvcmVfc291cmNlX25hbWUixQIKBFRvb2wSDAoEbmFtZRgBIAEoCRINCgVsYWJlbBgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSLgoGb3JpZ2luGAcgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xPcmlnaW4SGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIvcBCg9Ub29sQW5ub3RhdGlvbnMSEgoFdGl0bGUYASABKAlIAIgBARIbCg5yZWFkX29ubHlfaGludBgCIAEoCEgBiAEBEh0KEGRlc3RydWN0aXZlX2hpbnQYAyABKAhIAogBARIcCg9pZGVtcG90ZW50X2hpbnQYBCABKAhIA4gBARIcCg9vcGVuX3dvcmxkX2hpbnQYBSABKAhIBIgBAUIICgZfdGl0bGVCEQoPX3JlYWRfb25seV9oaW50QhMKEV9kZXN0cnVjdGl2ZV9oaW50QhIKEF9pZGVtcG90ZW50X2hpbnRCEgoQX29wZW5fd29ybGRfaGludCKsAQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSFAoMaW5zdHJ1Y3Rpb25zGAYgASgJEhEKCXJlc291cmNlcxgHIAEoCBIPCgdwcm9tcHRzGAggASgIEg8KB2FsaWFzZXMYCSADKAkiOQoGUG9saWN5Eg0KBWFsbG93GAEgAygJEgwKBGRlbnkYAiADKAkSEgoKYWxsb3dfbm9uZRgDIAEoCCIwCgZPdXRwdXQSDgoEdGV4dBgBIAEoCUgAEg4KBGpzb24YAiABKAlIAEIGCgRraW5kIkYKD1BlbmRpbmdUb29sQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJIj0KDFNvdXJjZUNvdW50cxIQCghvcGVuY2xhdxgBIAEoDRILCgNtY3AYAiABKA0SDgoGY2xpZW50GAMgASgNIvYBCglUZWxlbWV0cnkSFAoMY2F0YWxvZ19zaXplGAEgASgNEjEKB3NvdXJjZXMYAiABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhQKDHNlYXJjaF9jb3VudBgDIAEoDRIWCg5kZXNjcmliZV9jb3VudBgEIAEoDRISCgpjYWxsX2NvdW50GAUgASgNEhsKE21vZGVsX3Zpc2libGVfdG9vbHMYBiADKAkSEwoLZHVyYXRpb25fbXMYByABKAESFgoOc25hcHNob3RfYnl0ZXMYCCABKAQSFAoMb3V0cHV0X2J5dGVzGAkgASgEIv0CCgZSZXN1bHQSMAoGc3RhdHVzGAEgASgOMiAuY29kZW1vZGUuY29tbW9uLnYxLlJlc3VsdFN0YXR1cxISCgp2YWx1ZV9qc29uGAIgASgJEg4KBnJ1bl9pZBgDIAEoCRIuCgZyZWFzb24YBCABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhI/ChJwZW5kaW5nX3Rvb2xfY2FsbHMYBSADKAsyIy5jb2RlbW9kZS5jb21tb24udjEuUGVuZGluZ1Rvb2xDYWxsEg0KBWVycm9yGAYgASgJEisKBGNvZGUYByABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEioKBm91dHB1dBgIIAMoCzIaLmNvZGVtb2RlLmNvbW1vbi52MS5PdXRwdXQSMAoJdGVsZW1ldHJ5GAkgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRlbGVtZXRyeRISCgptb2RlbF9qc29uGAogASgJIioKCVRvb2xFcnJvchIMCgRuYW1lGAEgASgJEg8KB21lc3NhZ2UYAiABKAkqcAoKVG9vbFNvdXJjZRIbChdUT09MX1NPVVJDRV9VTlNQRUNJRklFRBAAEhgKFFRPT0xfU09VUkNFX09QRU5DTEFXEAESEwoPVE9PTF9TT1VSQ0VfTUNQEAISFgoSVE9PTF9TT1VSQ0VfQ0xJRU5UEAMqgAEKClRvb2xPcmlnaW4SGwoXVE9PTF9PUklHSU5fVU5TUEVDSUZJRUQQABIUChBUT09MX09SSUdJTl9DT1JFEAESHgoaVE9PTF9PUklHSU5fQlVORExFRF9QTFVHSU4QAhIfChtUT09MX09SSUdJTl9FWFRFUk5BTF9QTFVHSU4QAyp/CgxSZXN1bHRTdGF0dXMSHQoZUkVTVUxUX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1JFU1VMVF9TVEFUVVNfQ09NUExFVEVEEAESGQoVUkVTVUxUX1NUQVRVU19XQUlUSU5HEAISGAoUUkVTVUxUX1NUQVRVU19GQUlMRUQQAyruAQoJRXJyb3JDb2RlEhoKFkVSUk9SX0NPREVfVU5TUEVDSUZJRUQQABIcChhFUlJPUl9DT0RFX0lOVkFMSURfSU5QVVQQARIiCh5FUlJPUl9DT0RFX1JVTlRJTUVfVU5BVkFJTEFCTEUQAhIWChJFUlJPUl9DT0RFX1RJTUVPVVQQAxIkCiBFUlJPUl9DT0RFX09VVFBVVF9MSU1JVF9FWENFRURFRBAEEiYKIkVSUk9SX0NPREVfU05BUFNIT1RfTElNSVRfRVhDRUVERUQQBRIdChlFUlJPUl9DT0RFX0lOVEVSTkFMX0VSUk9SEAYqXwoKV2FpdFJlYXNvbhIbChdXQUlUX1JFQVNPTl9VTlNQRUNJRklFRBAAEh0KGVdBSVRfUkVBU09OX1BFTkRJTkdfVE9PTFMQARIVChFXQUlUX1JFQVNPTl9ZSUVMRBACYgZwcm90bzM");
+  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiWwoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIUCgxhZ2VudF9ydW5faWQYBCABKAkisQQKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQFCCgoIX2VuYWJsZWRCDQoLX3RpbWVvdXRfbXNCFQoTX21lbW9yeV9saW1pdF9ieXRlc0ITChFfbWF4X291dHB1dF9ieXRlc0IVChNfbWF4X3NuYXBzaG90X2J5dGVzQhkKF19tYXhfcGVuZGluZ190b29sX2NhbGxzQhcKFV9zbmFwc2hvdF90dGxfc2Vjb25kc0IXChVfc2VhcmNoX2RlZmF1bHRfbGltaXRCEwoRX21heF9zZWFyY2hfbGltaXRCEwoRX2NvcmVfc291cmNlX25hbWUixQIKBFRvb2wSDAoEbmFtZRgBIAEoCRINCgVsYWJlbBgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSLgoGb3JpZ2luGAcgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xPcmlnaW4SGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIvcBCg9Ub29sQW5ub3RhdGlvbnMSEgoFdGl0bGUYASABKAlIAIgBARIbCg5yZWFkX29ubHlfaGludBgCIAEoCEgBiAEBEh0KEGRlc3RydWN0aXZlX2hpbnQYAyABKAhIAogBARIcCg9pZGVtcG90ZW50X2hpbnQYBCABKAhIA4gBARIcCg9vcGVuX3dvcmxkX2hpbnQYBSABKAhIBIgBAUIICgZfdGl0bGVCEQoPX3JlYWRfb25seV9oaW50QhMKEV9kZXN0cnVjdGl2ZV9oaW50QhIKEF9pZGVtcG90ZW50X2hpbnRCEgoQX29wZW5fd29ybGRfaGludCKsAQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSFAoMaW5zdHJ1Y3Rpb25zGAYgASgJEhEKCXJlc291cmNlcxgHIAEoCBIPCgdwcm9tcHRzGAggASgIEg8KB2FsaWFzZXMYCSADKAkiOQoGUG9saWN5Eg0KBWFsbG93GAEgAygJEgwKBGRlbnkYAiADKAkSEgoKYWxsb3dfbm9uZRgDIAEoCCIwCgZPdXRwdXQSDgoEdGV4dBgBIAEoCUgAEg4KBGpzb24YAiABKAlIAEIGCgRraW5kIkYKD1BlbmRpbmdUb29sQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJIj0KDFNvdXJjZUNvdW50cxIQCghvcGVuY2xhdxgBIAEoDRILCgNtY3AYAiABKA0SDgoGY2xpZW50GAMgASgNIvYBCglUZWxlbWV0cnkSFAoMY2F0YWxvZ19zaXplGAEgASgNEjEKB3NvdXJjZXMYAiABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhQKDHNlYXJjaF9jb3VudBgDIAEoDRIWCg5kZXNjcmliZV9jb3VudBgEIAEoDRISCgpjYWxsX2NvdW50GAUgASgNEhsKE21vZGVsX3Zpc2libGVfdG9vbHMYBiADKAkSEwoLZHVyYXRpb25fbXMYByABKAESFgoOc25hcHNob3RfYnl0ZXMYCCABKAQSFAoMb3V0cHV0X2J5dGVzGAkgASgEIrUDCgZSZXN1bHQSMAoGc3RhdHVzGAEgASgOMiAuY29kZW1vZGUuY29tbW9uLnYxLlJlc3VsdFN0YXR1cxISCgp2YWx1ZV9qc29uGAIgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYAyABKAkSLgoGcmVhc29uGAQgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLldhaXRSZWFzb24SPwoScGVuZGluZ190b29sX2NhbGxzGAUgAygLMiMuY29kZW1vZGUuY29tbW9uLnYxLlBlbmRpbmdUb29sQ2FsbBINCgVlcnJvchgGIAEoCRIrCgRjb2RlGAcgASgOMh0uY29kZW1vZGUuY29tbW9uLnYxLkVycm9yQ29kZRIqCgZvdXRwdXQYCCADKAsyGi5jb2RlbW9kZS5jb21tb24udjEuT3V0cHV0EjAKCXRlbGVtZXRyeRgJIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5UZWxlbWV0cnkSEgoKbW9kZWxfanNvbhgKIAEoCRIsCgdyZWZ1c2FsGAsgASgOMhsuY29kZW1vZGUuY29tbW9uLnYxLlJlZnVzYWwiKgoJVG9vbEVycm9yEgwKBG5hbWUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSpwCgpUb29sU291cmNlEhsKF1RPT0xfU09VUkNFX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9TT1VSQ0VfT1BFTkNMQVcQARITCg9UT09MX1NPVVJDRV9NQ1AQAhIWChJUT09MX1NPVVJDRV9DTElFTlQQAyqAAQoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhQKEFRPT0xfT1JJR0lOX0NPUkUQARIeChpUT09MX09SSUdJTl9CVU5ETEVEX1BMVUdJThACEh8KG1RPT0xfT1JJR0lOX0VYVEVSTkFMX1BMVUdJThADKn8KDFJlc3VsdFN0YXR1cxIdChlSRVNVTFRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXUkVTVUxUX1NUQVRVU19DT01QTEVURUQQARIZChVSRVNVTFRfU1RBVFVTX1dBSVRJTkcQAhIYChRSRVNVTFRfU1RBVFVTX0ZBSUxFRBADKu4BCglFcnJvckNvZGUSGgoWRVJST1JfQ09ERV9VTlNQRUNJRklFRBAAEhwKGEVSUk9SX0NPREVfSU5WQUxJRF9JTlBVVBABEiIKHkVSUk9SX0NPREVfUlVOVElNRV9VTkFWQUlMQUJMRRACEhYKEkVSUk9SX0NPREVfVElNRU9VVBADEiQKIEVSUk9SX0NPREVfT1VUUFVUX0xJTUlUX0VYQ0VFREVEEAQSJgoiRVJST1JfQ09ERV9TTkFQU0hPVF9MSU1JVF9FWENFRURFRBAFEh0KGUVSUk9SX0NPREVfSU5URVJOQUxfRVJST1IQBipfCgpXYWl0UmVhc29uEhsKF1dBSVRfUkVBU09OX1VOU1BFQ0lGSUVEEAASHQoZV0FJVF9SRUFTT05fUEVORElOR19UT09MUxABEhUKEVdBSVRfUkVBU09OX1lJRUxEEAIqrAIKB1JlZnVzYWwSFwoTUkVGVVNBTF9VTlNQRUNJRklFRBAAEhsKF1JFRlVTQUxfUlVOX1VOQVZBSUxBQkxFEAESGQoVUkVGVVNBTF9PVEhFUl9TRVNTSU9OEAISGwoXUkVGVVNBTF9PVEhFUl9BR0VOVF9SVU4QAxIaChZSRUZVU0FMX1dBSVRfSU5fRkxJR0hUEAQSHgoaUkVGVVNBTF9UT09fTUFOWV9TVVNQRU5ERUQQBRIeChpSRUZVU0FMX0NPREVfTU9ERV9JTkFDVElWRRAGEh4KGlJFRlVTQUxfQ09ERV9NT0RFX0RJU0FCTEVEEAcSGgoWUkVGVVNBTF9NSVNTSU5HX1JVTl9JRBAIEhsKF1JFRlVTQUxfSU5WQUxJRF9QUk9HUkFNEAliBnByb3RvMw");
 
 /**
  * The scope a code-mode run belongs to. A run never sees tools, snapshots or
@@ -51,12 +51,12 @@ export type RunScope = Message<"codemode.common.v1.RunScope"> & {
   sessionKey: string;
 
   /**
-   * The gateway's agent run id (one model turn loop). Not the code-mode runId of a
-   * waiting result, which names one suspended program.
+   * The gateway's agent run id (one model turn loop). Not the code-mode run id of a
+   * waiting result (`code_mode_run_id`, the model's `runId`), which names one program.
    *
-   * @generated from field: string run_id = 4;
+   * @generated from field: string agent_run_id = 4;
    */
-  runId: string;
+  agentRunId: string;
 };
 
 /**
@@ -75,6 +75,11 @@ export const RunScopeSchema: GenMessage<RunScope> = /*@__PURE__*/
  */
 export type CodeModeConfig = Message<"codemode.common.v1.CodeModeConfig"> & {
   /**
+   * Code mode on or off for the run. Default true for runs opened through this API (a
+   * gateway calling a code-mode sidecar wants code mode; the seed's own default is false
+   * because there it is a gateway-wide opt-in). false: DescribeSurface returns the run's
+   * tools as direct definitions and Exec is refused (Refusal CODE_MODE_DISABLED).
+   *
    * @generated from field: optional bool enabled = 1;
    */
   enabled?: boolean | undefined;
@@ -545,11 +550,11 @@ export type Result = Message<"codemode.common.v1.Result"> & {
   valueJson: string;
 
   /**
-   * waiting: the code-mode runId to pass to wait.
+   * waiting: the code-mode run id; the model passes it to wait as `runId`.
    *
-   * @generated from field: string run_id = 3;
+   * @generated from field: string code_mode_run_id = 3;
    */
-  runId: string;
+  codeModeRunId: string;
 
   /**
    * @generated from field: codemode.common.v1.WaitReason reason = 4;
@@ -591,6 +596,13 @@ export type Result = Message<"codemode.common.v1.Result"> & {
    * @generated from field: string model_json = 10;
    */
   modelJson: string;
+
+  /**
+   * failed with invalid_input: which refusal (see Refusal).
+   *
+   * @generated from field: codemode.common.v1.Refusal refusal = 11;
+   */
+  refusal: Refusal;
 };
 
 /**
@@ -799,4 +811,89 @@ export enum WaitReason {
  */
 export const WaitReasonSchema: GenEnum<WaitReason> = /*@__PURE__*/
   enumDesc(file_codemode_common_v1_common, 4);
+
+/**
+ * Why a `failed` result with code `invalid_input` refused the exec or wait, for gateways
+ * that branch on it; the human-readable `error` keeps the seed's exact message.
+ *
+ * @generated from enum codemode.common.v1.Refusal
+ */
+export enum Refusal {
+  /**
+   * Not a refusal, or a failure of another kind.
+   *
+   * @generated from enum value: REFUSAL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * "code mode run is unavailable or expired.": unknown, expired or settled runId.
+   *
+   * @generated from enum value: REFUSAL_RUN_UNAVAILABLE = 1;
+   */
+  RUN_UNAVAILABLE = 1,
+
+  /**
+   * "code mode run belongs to a different session."
+   *
+   * @generated from enum value: REFUSAL_OTHER_SESSION = 2;
+   */
+  OTHER_SESSION = 2,
+
+  /**
+   * "code mode run belongs to a different agent run."
+   *
+   * @generated from enum value: REFUSAL_OTHER_AGENT_RUN = 3;
+   */
+  OTHER_AGENT_RUN = 3,
+
+  /**
+   * "a wait is already in flight for this code mode run."
+   *
+   * @generated from enum value: REFUSAL_WAIT_IN_FLIGHT = 4;
+   */
+  WAIT_IN_FLIGHT = 4,
+
+  /**
+   * "too many suspended code mode runs."
+   *
+   * @generated from enum value: REFUSAL_TOO_MANY_SUSPENDED = 5;
+   */
+  TOO_MANY_SUSPENDED = 5,
+
+  /**
+   * The run's surface is not code mode (no tools visible, tools disabled).
+   *
+   * @generated from enum value: REFUSAL_CODE_MODE_INACTIVE = 6;
+   */
+  CODE_MODE_INACTIVE = 6,
+
+  /**
+   * The run's config has enabled: false.
+   *
+   * @generated from enum value: REFUSAL_CODE_MODE_DISABLED = 7;
+   */
+  CODE_MODE_DISABLED = 7,
+
+  /**
+   * wait without a runId.
+   *
+   * @generated from enum value: REFUSAL_MISSING_RUN_ID = 8;
+   */
+  MISSING_RUN_ID = 8,
+
+  /**
+   * The exec input or program is invalid: code/command/language rules, module access,
+   * a syntax or TypeScript transform error.
+   *
+   * @generated from enum value: REFUSAL_INVALID_PROGRAM = 9;
+   */
+  INVALID_PROGRAM = 9,
+}
+
+/**
+ * Describes the enum codemode.common.v1.Refusal.
+ */
+export const RefusalSchema: GenEnum<Refusal> = /*@__PURE__*/
+  enumDesc(file_codemode_common_v1_common, 5);
 

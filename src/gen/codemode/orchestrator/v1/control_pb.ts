@@ -494,7 +494,8 @@ export const CloseRunResponseSchema: GenMessage<CloseRunResponse> = /*@__PURE__*
  * calls the plugin's tool `github_update_issue` with {"number": <arg 0>, "patch": <arg 1>};
  * without "args" the input is the first argument, or {} when there is none. A value
  * {"$context": "agentId" | "sessionId" | "sessionKey" | "runId" | "config"} is replaced
- * by that run context when the namespace is installed in a run.
+ * by that run context when the namespace is installed in a run ("runId" is the scope's
+ * agent_run_id, as the seed's namespace context names it).
  *
  * @generated from message codemode.orchestrator.v1.NamespaceRegistration
  */
