@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs from Debian's packages when it is missing, so
 # `npm test` passes on a fresh machine: redis-server (the Redis store's tests start a
-# real one on a free port). Runs as `npm test`'s pretest step; a no-op when all is there.
+# real one on a free port), and for the Python gateway client's tests
+# (test/python-client.test.ts) Debian's /usr/bin/python3 with python3-grpcio and
+# python3-protobuf, plus protoc and grpc_python_plugin (protobuf-compiler,
+# protobuf-compiler-grpc) for clients/python/generate.sh. Runs as `npm test`'s pretest
+# step; a no-op when all is there.
 set -euo pipefail
+PY=/usr/bin/python3 # Debian's; a python3 earlier on PATH may not see Debian's packages
+has_py_module() { [ -x "$PY" ] && "$PY" -c "import $1" >/dev/null 2>&1; }
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+has_py_module grpc || missing+=(python3-grpcio)
+has_py_module google.protobuf || missing+=(python3-protobuf)
+command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+command -v grpc_python_plugin >/dev/null 2>&1 || missing+=(protobuf-compiler-grpc)
 [ "${#missing[@]}" -eq 0 ] && exit 0
 
 SUDO=""
@@ -19,3 +29,5 @@ echo "ensure-test-deps: installing ${missing[*]} from Debian's packages" >&2
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 command -v redis-server >/dev/null
+has_py_module grpc && has_py_module google.protobuf
+command -v protoc >/dev/null && command -v grpc_python_plugin >/dev/null

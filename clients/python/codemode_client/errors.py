@@ -1,0 +1,102 @@
+"""Exceptions: contract violations (gRPC statuses) and a tool failure a handler may raise.
+
+A program that fails is never an exception here: it is an ``ExecResult`` with status
+``failed``. Exceptions are for the gRPC statuses the service answers contract violations
+with (README, "Design decisions": ``src/protocol/service-error.ts`` is the one place they
+map on the server).
+"""
+from __future__ import annotations
+
+import grpc
+
+
+class CodeModeError(Exception):
+    """A gRPC error from the service. ``status`` is the gRPC status code, ``details`` its message."""
+
+    status: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, details: str, status: grpc.StatusCode | None = None) -> None:
+        super().__init__(details)
+        self.details = details
+        if status is not None:
+            self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.status.name}: {self.details}"
+
+
+class InvalidArgument(CodeModeError):
+    """The request breaks the contract: no scope, malformed JSON, an id over its byte limit,
+    bytes that do not decode, a namespace registration refused (the message names the path)."""
+
+    status = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(CodeModeError):
+    """No such call, run or catalog (e.g. BridgeCallback with an unknown call id)."""
+
+    status = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(CodeModeError):
+    """The nested call was already answered."""
+
+    status = grpc.StatusCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(CodeModeError):
+    """No run is open for the scope (call OpenRun first), or the call's exec already ended."""
+
+    status = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class PermissionDenied(CodeModeError):
+    """The caller's scope does not own the call or run."""
+
+    status = grpc.StatusCode.PERMISSION_DENIED
+
+
+class ResourceExhausted(CodeModeError):
+    """A store or queue limit was reached."""
+
+    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Unavailable(CodeModeError):
+    """The service (or its orchestrator, or store) cannot be reached, or the sidecar is draining:
+    retry on another replica."""
+
+    status = grpc.StatusCode.UNAVAILABLE
+
+
+class Internal(CodeModeError):
+    """A server bug (logged there with details)."""
+
+    status = grpc.StatusCode.INTERNAL
+
+
+_BY_STATUS: dict[grpc.StatusCode, type[CodeModeError]] = {
+    cls.status: cls
+    for cls in (InvalidArgument, NotFound, AlreadyExists, FailedPrecondition, PermissionDenied, ResourceExhausted, Unavailable, Internal)
+}
+
+
+def from_rpc_error(err: grpc.RpcError) -> CodeModeError:
+    """The CodeModeError subclass for a gRPC error raised by a stub call."""
+    status = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = (err.details() if isinstance(err, grpc.Call) else None) or str(err)
+    cls = _BY_STATUS.get(status, CodeModeError)
+    return cls(details, status)
+
+
+class ToolFailure(Exception):
+    """Raise from a tool handler to fail the nested call with an explicit error name.
+
+    Any other exception fails it too, named after the exception's class. The guest sees a
+    plain catchable ``Error`` with ``name`` and ``message``; never a host stack.
+    """
+
+    def __init__(self, message: str, name: str = "Error") -> None:
+        super().__init__(message)
+        self.name = name
+        self.message = message

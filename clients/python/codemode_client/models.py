@@ -1,0 +1,581 @@
+"""Typed values a gateway works with, and their mapping to and from the wire messages.
+
+Enums are ``StrEnum``s whose values are the seed's lower-case names (``"completed"``,
+``"invalid_input"``, ``"pending_tools"``, ``"run_unavailable"``…), the words ``model_json``
+uses. They map to the proto enums by name (``ERROR_CODE_INVALID_INPUT`` ↔
+``ErrorCode.INVALID_INPUT``); the tests check both sides list the same values.
+JSON values cross the wire as JSON text (``*_json`` fields): this module parses them
+(``value``, ``input``) and keeps the text beside (``value_json``, ``input_json``).
+"""
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+
+from ._proto import common_pb2, control_pb2, sandbox_pb2
+
+# --- enums -------------------------------------------------------------------------------
+
+
+class ToolSource(enum.StrEnum):
+    """Where a tool comes from; also the first segment of its catalog id (``openclaw`` by
+    default, see ``CodeModeConfig.core_source_name``)."""
+
+    OPENCLAW = "openclaw"
+    MCP = "mcp"
+    CLIENT = "client"
+
+
+class ToolOrigin(enum.StrEnum):
+    """Where a gateway tool sits in the seed's catalog order."""
+
+    CORE = "core"
+    BUNDLED_PLUGIN = "bundled_plugin"
+    EXTERNAL_PLUGIN = "external_plugin"
+
+
+class Status(enum.StrEnum):
+    COMPLETED = "completed"
+    WAITING = "waiting"
+    FAILED = "failed"
+
+
+class ErrorCode(enum.StrEnum):
+    """The seed's CodeModeErrorCode of a ``failed`` result (None: an uncaught guest exception)."""
+
+    INVALID_INPUT = "invalid_input"
+    RUNTIME_UNAVAILABLE = "runtime_unavailable"
+    TIMEOUT = "timeout"
+    OUTPUT_LIMIT_EXCEEDED = "output_limit_exceeded"
+    SNAPSHOT_LIMIT_EXCEEDED = "snapshot_limit_exceeded"
+    INTERNAL_ERROR = "internal_error"
+
+
+class WaitReason(enum.StrEnum):
+    PENDING_TOOLS = "pending_tools"
+    YIELD = "yield"
+
+
+class Refusal(enum.StrEnum):
+    """Why a ``failed``/``invalid_input`` result refused the exec or wait (``ExecResult.error``
+    keeps the seed's exact message)."""
+
+    RUN_UNAVAILABLE = "run_unavailable"
+    OTHER_SESSION = "other_session"
+    OTHER_AGENT_RUN = "other_agent_run"
+    WAIT_IN_FLIGHT = "wait_in_flight"
+    TOO_MANY_SUSPENDED = "too_many_suspended"
+    CODE_MODE_INACTIVE = "code_mode_inactive"
+    CODE_MODE_DISABLED = "code_mode_disabled"
+    MISSING_RUN_ID = "missing_run_id"
+    INVALID_PROGRAM = "invalid_program"
+
+
+E = TypeVar("E", bound=enum.StrEnum)
+
+# Each Python enum and the proto enum it mirrors, with the proto's value-name prefix.
+ENUM_WIRE: dict[type[enum.StrEnum], tuple[EnumTypeWrapper, str]] = {
+    ToolSource: (common_pb2.ToolSource, "TOOL_SOURCE_"),
+    ToolOrigin: (common_pb2.ToolOrigin, "TOOL_ORIGIN_"),
+    Status: (common_pb2.ResultStatus, "RESULT_STATUS_"),
+    ErrorCode: (common_pb2.ErrorCode, "ERROR_CODE_"),
+    WaitReason: (common_pb2.WaitReason, "WAIT_REASON_"),
+    Refusal: (common_pb2.Refusal, "REFUSAL_"),
+}
+
+
+def enum_from_wire(cls: type[E], number: int) -> E | None:
+    """The member for a proto enum number; None for UNSPECIFIED (0) or a number this client
+    does not know (a newer server)."""
+    wrapper, prefix = ENUM_WIRE[cls]
+    if number == 0:
+        return None
+    try:
+        name = wrapper.Name(number)
+    except ValueError:
+        return None
+    try:
+        return cls(name.removeprefix(prefix).lower())
+    except ValueError:
+        return None
+
+
+def enum_to_wire(member: enum.StrEnum | None, cls: type[enum.StrEnum]) -> str:
+    """The proto enum value name for a member (the generated constructors take names);
+    ``<PREFIX>UNSPECIFIED`` for None."""
+    _, prefix = ENUM_WIRE[cls]
+    return prefix + ("UNSPECIFIED" if member is None else member.value.upper())
+
+
+# --- what a gateway sends ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who a run belongs to. ``agent_run_id`` is the gateway's agent run (one model turn
+    loop), not the code-mode run id of a ``waiting`` result."""
+
+    agent_id: str
+    session_id: str
+    session_key: str
+    agent_run_id: str
+
+    def to_wire(self) -> common_pb2.RunScope:
+        return common_pb2.RunScope(agent_id=self.agent_id, session_id=self.session_id, session_key=self.session_key, agent_run_id=self.agent_run_id)
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """MCP tool annotations (hints shown in declarations; never trusted for policy)."""
+
+    title: str | None = None
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+    idempotent_hint: bool | None = None
+    open_world_hint: bool | None = None
+
+    def to_wire(self) -> common_pb2.ToolAnnotations:
+        msg = common_pb2.ToolAnnotations()
+        for name in ("title", "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(msg, name, value)
+        return msg
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool of the gateway's catalog.
+
+    ``owner`` is the wire's ``source_name``: ``"core"`` (the default for OPENCLAW tools), a
+    plugin id, an MCP server name (required for MCP tools) or a client app name. The catalog
+    id is ``<source>:<owner>:<name>`` (``openclaw:core:weather``, ``mcp:github:create_issue``).
+    ``handler`` never crosses the wire: ``dispatch()`` routes nested calls to it.
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] | None = None
+    source: ToolSource = ToolSource.OPENCLAW
+    owner: str = ""
+    origin: ToolOrigin | None = None
+    label: str = ""
+    output_schema: Mapping[str, Any] | None = None
+    annotations: Annotations | None = None
+    examples: Sequence[Any] = ()
+    keywords: Sequence[str] = ()
+    handler: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def effective_owner(self) -> str:
+        return self.owner or ("core" if self.source is ToolSource.OPENCLAW else "")
+
+    def to_wire(self) -> common_pb2.Tool:
+        msg = common_pb2.Tool(
+            name=self.name,
+            label=self.label,
+            description=self.description,
+            parameters_json=json.dumps(self.parameters if self.parameters is not None else {"type": "object"}),
+            source=enum_to_wire(self.source, ToolSource),
+            source_name=self.owner,
+            origin=enum_to_wire(self.origin, ToolOrigin),
+            output_schema_json=json.dumps(self.output_schema) if self.output_schema is not None else "",
+            examples_json=[json.dumps(e) for e in self.examples],
+            keywords=list(self.keywords),
+        )
+        if self.annotations is not None:
+            msg.annotations.CopyFrom(self.annotations.to_wire())
+        return msg
+
+
+@dataclass(frozen=True)
+class McpServerSpec:
+    """What the gateway knows about one MCP server; its tools are ``ToolSpec``s with
+    ``source=ToolSource.MCP`` and ``owner=name``."""
+
+    name: str
+    server_id: str = ""
+    title: str = ""
+    version: str = ""
+    description: str = ""
+    instructions: str = ""
+    resources: bool = False
+    prompts: bool = False
+    aliases: Sequence[str] = ()
+
+    def to_wire(self) -> common_pb2.McpServer:
+        return common_pb2.McpServer(
+            name=self.name,
+            server_id=self.server_id,
+            title=self.title,
+            version=self.version,
+            description=self.description,
+            instructions=self.instructions,
+            resources=self.resources,
+            prompts=self.prompts,
+            aliases=list(self.aliases),
+        )
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Allow/deny patterns over catalog ids and tool names (``*`` matches any run of
+    characters). ``allow_none`` means "allow nothing", unlike an empty ``allow``."""
+
+    allow: Sequence[str] = ()
+    deny: Sequence[str] = ()
+    allow_none: bool = False
+
+    def to_wire(self) -> common_pb2.Policy:
+        return common_pb2.Policy(allow=list(self.allow), deny=list(self.deny), allow_none=self.allow_none)
+
+
+@dataclass(frozen=True)
+class CodeModeConfig:
+    """Code-mode limits and switches; ``None`` inherits (run config, then defaults). The
+    server clamps numbers to the seed's ranges (README, "Config")."""
+
+    enabled: bool | None = None
+    timeout_ms: int | None = None
+    memory_limit_bytes: int | None = None
+    max_output_bytes: int | None = None
+    max_snapshot_bytes: int | None = None
+    max_pending_tool_calls: int | None = None
+    snapshot_ttl_seconds: int | None = None
+    search_default_limit: int | None = None
+    max_search_limit: int | None = None
+    languages: Sequence[str] = ()
+    core_source_name: str | None = None
+
+    def to_wire(self) -> common_pb2.CodeModeConfig:
+        msg = common_pb2.CodeModeConfig(languages=list(self.languages))
+        for name in (
+            "enabled",
+            "timeout_ms",
+            "memory_limit_bytes",
+            "max_output_bytes",
+            "max_snapshot_bytes",
+            "max_pending_tool_calls",
+            "snapshot_ttl_seconds",
+            "search_default_limit",
+            "max_search_limit",
+            "core_source_name",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(msg, name, value)
+        return msg
+
+
+def ns_tool(tool_name: str, args: Sequence[str] | None = None) -> dict[str, Any]:
+    """A callable member of a namespace scope: calls the plugin tool ``tool_name``; with
+    ``args``, positional guest arguments become those input keys."""
+    marker: dict[str, Any] = {"$tool": tool_name}
+    if args is not None:
+        marker["args"] = list(args)
+    return marker
+
+
+def ns_context(name: str) -> dict[str, str]:
+    """A run-context value in a namespace scope: ``agentId``, ``sessionId``, ``sessionKey``,
+    ``runId`` (the scope's agent_run_id) or ``config``."""
+    return {"$context": name}
+
+
+@dataclass(frozen=True)
+class NamespaceSpec:
+    """An internal code-mode namespace (``Issues.list(...)``) owned by a plugin. ``scope`` is
+    plain JSON in which ``ns_tool(...)`` markers are the callable members."""
+
+    plugin_id: str
+    id: str
+    global_name: str
+    scope: Mapping[str, Any]
+    required_tool_names: Sequence[str] = ()
+    description: str = ""
+    prompt: str = ""
+
+    def to_wire(self) -> control_pb2.NamespaceRegistration:
+        return control_pb2.NamespaceRegistration(
+            plugin_id=self.plugin_id,
+            id=self.id,
+            global_name=self.global_name,
+            description=self.description,
+            prompt=self.prompt,
+            required_tool_names=list(self.required_tool_names),
+            scope_json=json.dumps(self.scope),
+        )
+
+    @staticmethod
+    def from_wire(msg: control_pb2.NamespaceRegistration) -> NamespaceSpec:
+        return NamespaceSpec(
+            plugin_id=msg.plugin_id,
+            id=msg.id,
+            global_name=msg.global_name,
+            scope=json.loads(msg.scope_json or "{}"),
+            required_tool_names=tuple(msg.required_tool_names),
+            description=msg.description,
+            prompt=msg.prompt,
+        )
+
+
+@dataclass(frozen=True)
+class RawJson:
+    """A tool result that is already JSON text: sent as ``result_json`` unchanged."""
+
+    text: str
+
+
+# --- what a gateway receives -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A nested tool call the guest made (``ToolCallRequested``), with its input parsed."""
+
+    call_id: str
+    tool_id: str
+    tool_name: str
+    source: ToolSource
+    source_name: str
+    input: Any
+    input_json: str
+    parent_call_id: str
+    code_mode_run_id: str
+
+    @staticmethod
+    def from_wire(msg: sandbox_pb2.ToolCallRequested) -> ToolCall:
+        return ToolCall(
+            call_id=msg.call_id,
+            tool_id=msg.tool_id,
+            tool_name=msg.tool_name,
+            source=enum_from_wire(ToolSource, msg.source) or ToolSource.OPENCLAW,
+            source_name=msg.source_name,
+            input=json.loads(msg.input_json) if msg.input_json else None,
+            input_json=msg.input_json,
+            parent_call_id=msg.parent_call_id,
+            code_mode_run_id=msg.code_mode_run_id,
+        )
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A nested call still unsettled when the run suspended."""
+
+    call_id: str
+    tool_id: str
+    tool_name: str
+
+
+@dataclass(frozen=True)
+class OutputItem:
+    """One ``text(value)`` / ``json(value)`` / ``console.*`` item, in guest order."""
+
+    kind: str  # "text" or "json"
+    text: str
+
+    @property
+    def value(self) -> Any:
+        """The item's value: the text, or the parsed JSON of a ``json`` item."""
+        return json.loads(self.text) if self.kind == "json" else self.text
+
+    @staticmethod
+    def from_wire(msg: common_pb2.Output) -> OutputItem:
+        kind = msg.WhichOneof("kind") or "text"
+        return OutputItem(kind=kind, text=getattr(msg, kind))
+
+
+@dataclass(frozen=True)
+class SourceCounts:
+    openclaw: int = 0
+    mcp: int = 0
+    client: int = 0
+
+    @staticmethod
+    def from_wire(msg: common_pb2.SourceCounts) -> SourceCounts:
+        return SourceCounts(openclaw=msg.openclaw, mcp=msg.mcp, client=msg.client)
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    catalog_size: int
+    sources: SourceCounts
+    search_count: int
+    describe_count: int
+    call_count: int
+    model_visible_tools: tuple[str, ...]
+    duration_ms: float
+    snapshot_bytes: int
+    output_bytes: int
+
+    @staticmethod
+    def from_wire(msg: common_pb2.Telemetry) -> Telemetry:
+        return Telemetry(
+            catalog_size=msg.catalog_size,
+            sources=SourceCounts.from_wire(msg.sources),
+            search_count=msg.search_count,
+            describe_count=msg.describe_count,
+            call_count=msg.call_count,
+            model_visible_tools=tuple(msg.model_visible_tools),
+            duration_ms=msg.duration_ms,
+            snapshot_bytes=msg.snapshot_bytes,
+            output_bytes=msg.output_bytes,
+        )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The result of one exec or wait segment.
+
+    ``model_json`` is what the gateway hands its model as the exec/wait tool result (the
+    seed's exact shape, with ``runId``); the other fields are the same result typed for the
+    gateway. ``tool_calls`` lists the nested calls announced during this segment.
+    """
+
+    status: Status
+    model_json: str
+    value: Any = None
+    value_json: str = ""
+    code_mode_run_id: str | None = None
+    reason: WaitReason | None = None
+    pending_calls: tuple[PendingCall, ...] = ()
+    error: str | None = None
+    code: ErrorCode | None = None
+    refusal: Refusal | None = None
+    output: tuple[OutputItem, ...] = ()
+    telemetry: Telemetry | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    @property
+    def completed(self) -> bool:
+        return self.status is Status.COMPLETED
+
+    @property
+    def waiting(self) -> bool:
+        return self.status is Status.WAITING
+
+    @property
+    def failed(self) -> bool:
+        return self.status is Status.FAILED
+
+    @property
+    def model(self) -> dict[str, Any]:
+        """``model_json`` parsed."""
+        parsed: dict[str, Any] = json.loads(self.model_json)
+        return parsed
+
+    @staticmethod
+    def from_wire(msg: common_pb2.Result, tool_calls: Sequence[ToolCall] = ()) -> ExecResult:
+        status = enum_from_wire(Status, msg.status)
+        if status is None:
+            raise ValueError(f"result with unknown status {msg.status}")
+        return ExecResult(
+            status=status,
+            model_json=msg.model_json,
+            value=json.loads(msg.value_json) if status is Status.COMPLETED and msg.value_json else None,
+            value_json=msg.value_json,
+            code_mode_run_id=msg.code_mode_run_id or None,
+            reason=enum_from_wire(WaitReason, msg.reason),
+            pending_calls=tuple(PendingCall(p.call_id, p.tool_id, p.tool_name) for p in msg.pending_tool_calls),
+            error=msg.error or None,
+            code=enum_from_wire(ErrorCode, msg.code),
+            refusal=enum_from_wire(Refusal, msg.refusal),
+            output=tuple(OutputItem.from_wire(o) for o in msg.output),
+            telemetry=Telemetry.from_wire(msg.telemetry) if msg.HasField("telemetry") else None,
+            tool_calls=tuple(tool_calls),
+        )
+
+
+@dataclass(frozen=True)
+class ModelTool:
+    """One model-visible tool definition."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Surface:
+    """What the model sees for a run: with code mode active, exactly ``exec`` and ``wait``.
+    ``tools_json`` is the JSON array of definitions (``{name, description, input_schema}``)
+    to send to the model as is."""
+
+    code_mode_active: bool
+    inactive_reason: str
+    tools: tuple[ModelTool, ...]
+    tools_json: str
+    serialized_bytes: int
+    catalog_size: int
+    sources: SourceCounts
+    namespaces: tuple[str, ...]
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+    @staticmethod
+    def from_wire(msg: control_pb2.ModelSurface) -> Surface:
+        return Surface(
+            code_mode_active=msg.code_mode_active,
+            inactive_reason=msg.inactive_reason,
+            tools=tuple(ModelTool(t.name, t.description, json.loads(t.input_schema_json or "{}")) for t in msg.tools),
+            tools_json=msg.tools_json,
+            serialized_bytes=msg.serialized_bytes,
+            catalog_size=msg.catalog_size,
+            sources=SourceCounts.from_wire(msg.sources),
+            namespaces=tuple(msg.namespaces),
+        )
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A catalog stored with PutCatalog: its content address and size."""
+
+    catalog_id: str
+    tool_count: int
+
+
+@dataclass(frozen=True)
+class NestedCall:
+    call_id: str
+    tool_id: str
+    tool_name: str
+    outcome: str  # "ok", "error", "pending", "denied", "abandoned"
+    error_message: str
+    started_at_ms: int
+    duration_ms: float
+    parent_call_id: str
+
+
+@dataclass(frozen=True)
+class TrajectoryStep:
+    kind: str  # "exec" or "wait"
+    call_id: str
+    code_mode_run_id: str
+    status: str
+    error_code: str
+    started_at_ms: int
+    duration_ms: float
+    nested_calls: tuple[NestedCall, ...]
+
+    @staticmethod
+    def from_wire(msg: control_pb2.TrajectoryStep) -> TrajectoryStep:
+        return TrajectoryStep(
+            kind=msg.kind,
+            call_id=msg.call_id,
+            code_mode_run_id=msg.code_mode_run_id,
+            status=msg.status,
+            error_code=msg.error_code,
+            started_at_ms=msg.started_at_ms,
+            duration_ms=msg.duration_ms,
+            nested_calls=tuple(
+                NestedCall(n.call_id, n.tool_id, n.tool_name, n.outcome, n.error_message, n.started_at_ms, n.duration_ms, n.parent_call_id)
+                for n in msg.nested_calls
+            ),
+        )

@@ -1,0 +1,549 @@
+"""The Python gateway client against the real service (`codemode start` on port 0).
+
+Run from the repository root, after clients/python/generate.sh:
+    /usr/bin/python3 -m unittest discover -s clients/python/tests -v
+(test/python-client.test.ts does this inside `npm test`; the service runs from dist/.)
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+CLIENT_DIR = Path(__file__).resolve().parents[1]
+REPO = CLIENT_DIR.parents[1]
+sys.path.insert(0, str(CLIENT_DIR))
+
+from codemode_client import (  # noqa: E402
+    ANSWER_LATER,
+    AlreadyExists,
+    Annotations,
+    CodeModeClient,
+    CodeModeConfig,
+    CodeModeError,
+    ErrorCode,
+    FailedPrecondition,
+    InvalidArgument,
+    McpServerSpec,
+    NamespaceSpec,
+    NotFound,
+    OutputItem,
+    PermissionDenied,
+    Policy,
+    Refusal,
+    Run,
+    Scope,
+    Status,
+    ToolCall,
+    ToolFailure,
+    ToolOrigin,
+    ToolSource,
+    ToolSpec,
+    Unavailable,
+    WaitReason,
+    ns_context,
+    ns_tool,
+)
+from codemode_client.models import ENUM_WIRE  # noqa: E402
+
+
+def start_service() -> tuple[subprocess.Popen[str], str, str, Path]:
+    """`codemode start` on port 0 (bin/codemode.js, or $CODEMODE_BIN); returns the process,
+    the sandbox and orchestrator addresses from its ready line, and the file its stderr goes to."""
+    node = os.environ.get("CODEMODE_NODE") or shutil.which("node")
+    if node is None:
+        raise RuntimeError("node is not on PATH (set CODEMODE_NODE)")
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"codemode-python-client-{os.getpid()}.log"
+    err = log.open("w")
+    proc = subprocess.Popen(
+        [node, os.environ.get("CODEMODE_BIN") or str(REPO / "bin" / "codemode.js"), "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=err,
+        text=True,
+        env={**os.environ, "CODEMODE_LOG_LEVEL": os.environ.get("CODEMODE_LOG_LEVEL", "warn")},
+    )
+    err.close()
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        if line.startswith("ready "):
+            fields = dict(kv.split("=", 1) for kv in line.split()[1:])
+            return proc, fields["sandbox"], fields["orchestrator"], log
+    proc.kill()
+    proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    raise RuntimeError(f"no ready line from codemode start:\n{log.read_text()}")
+
+
+_seq = 0
+
+
+def new_scope(prefix: str = "py") -> Scope:
+    global _seq
+    _seq += 1
+    tag = f"{_seq}-{uuid.uuid4().hex[:8]}"
+    return Scope(agent_id=f"{prefix}-agent", session_id=f"{prefix}-session-{tag}", session_key=f"{prefix}-key", agent_run_id=f"{prefix}-run-{tag}")
+
+
+def weather(args: dict[str, Any]) -> dict[str, Any]:
+    return {"city": args["city"], "tempC": 4}
+
+
+def broken(args: dict[str, Any]) -> Any:
+    raise LookupError(f"no station for {args.get('city')}")
+
+
+def quota(args: dict[str, Any]) -> Any:
+    raise ToolFailure("daily quota used up", name="QuotaExceeded")
+
+
+def create_issue(args: dict[str, Any]) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": f"created: {args['title']}"}], "structuredContent": {"number": 7}}
+
+
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOLS = [
+    ToolSpec("weather", "Current weather for a city.", CITY, handler=weather, label="Weather", keywords=("forecast",)),
+    ToolSpec("broken", "Always fails.", CITY, handler=broken),
+    ToolSpec("quota", "Fails with a named error.", handler=quota),
+    ToolSpec("pick_file", "Ask the user for a file.", source=ToolSource.CLIENT, owner="app", handler=lambda a: {"path": "/tmp/x"}),
+    ToolSpec(
+        "create_issue",
+        "Create an issue.",
+        {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+        source=ToolSource.MCP,
+        owner="github",
+        output_schema={"type": "object", "properties": {"number": {"type": "integer"}}},
+        annotations=Annotations(title="Create issue", destructive_hint=True),
+        examples=({"title": "Bug"},),
+        handler=create_issue,
+    ),
+]
+GITHUB = McpServerSpec("github", server_id="github-mcp", title="GitHub", version="1.2.3", description="Issues.", instructions="Be nice.", aliases=("gh",))
+
+
+class Stack:
+    """One `codemode start` for the whole module (started once: each start costs seconds)."""
+
+    proc: subprocess.Popen[str]
+    log: Path
+    sandbox: str
+    orchestrator: str
+    client: CodeModeClient
+
+
+STACK = Stack()
+
+
+def setUpModule() -> None:
+    STACK.proc, STACK.sandbox, STACK.orchestrator, STACK.log = start_service()
+    STACK.client = CodeModeClient(orchestrator=STACK.orchestrator, sandbox=STACK.sandbox)
+
+
+def tearDownModule() -> None:
+    STACK.client.close()
+    STACK.proc.terminate()
+    try:
+        code = STACK.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        STACK.proc.kill()
+        code = STACK.proc.wait()
+    if STACK.proc.stdout is not None:
+        STACK.proc.stdout.close()
+    if code != 0:
+        raise AssertionError(f"codemode start exited {code} on SIGTERM:\n{STACK.log.read_text()}")
+    STACK.log.unlink(missing_ok=True)
+
+
+class ServiceTestCase(unittest.TestCase):
+    sandbox: ClassVar[str]
+    orchestrator: ClassVar[str]
+    client: ClassVar[CodeModeClient]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.sandbox, cls.orchestrator, cls.client = STACK.sandbox, STACK.orchestrator, STACK.client
+
+    def open(self, tools: list[ToolSpec] | None = None, **kw: Any) -> Run:
+        return self.client.open_run(new_scope(), tools=TOOLS if tools is None else tools, mcp_servers=kw.pop("mcp_servers", [GITHUB]), **kw)
+
+
+class EnumTest(unittest.TestCase):
+    def test_python_enums_list_exactly_the_proto_values(self) -> None:
+        for cls, (wrapper, prefix) in ENUM_WIRE.items():
+            proto = {name.removeprefix(prefix).lower() for name in wrapper.keys() if not name.endswith("_UNSPECIFIED")}
+            self.assertEqual({m.value for m in cls}, proto, cls.__name__)
+
+
+class SurfaceTest(ServiceTestCase):
+    def test_surface_is_exactly_exec_and_wait(self) -> None:
+        run = self.open()
+        assert run.surface is not None
+        surface = run.describe_surface()
+        self.assertEqual(surface, run.surface)
+        self.assertTrue(surface.code_mode_active)
+        self.assertEqual(surface.tool_names, ["exec", "wait"])
+        model_tools = json.loads(surface.tools_json)
+        self.assertEqual([t["name"] for t in model_tools], ["exec", "wait"])
+        self.assertEqual(surface.serialized_bytes, len(surface.tools_json.encode()))
+        self.assertEqual(model_tools[0]["input_schema"]["required"], ["code"])
+        self.assertEqual(model_tools[1]["input_schema"]["required"], ["runId"])
+        self.assertIn("MCP.<server>", surface.tools[0].description)  # the run sees an MCP server
+        self.assertEqual(surface.catalog_size, len(TOOLS))
+        self.assertEqual((surface.sources.openclaw, surface.sources.mcp, surface.sources.client), (3, 1, 1))
+
+    def test_catalog_by_id_policy_and_disabled_code_mode(self) -> None:
+        first = self.client.put_catalog(TOOLS, [GITHUB])
+        self.assertEqual(self.client.put_catalog(TOOLS, [GITHUB]), first)
+        self.assertTrue(first.catalog_id.startswith("sha256:"))
+        self.assertEqual(first.tool_count, len(TOOLS))
+        run = self.client.open_run(new_scope(), catalog_id=first.catalog_id, policy=Policy(deny=["mcp:github:*", "broken"]))
+        self.assertEqual(run.catalog_id, first.catalog_id)
+        self.assertEqual(run.describe_surface().catalog_size, len(TOOLS) - 2)
+        denied = run.exec("try { await tools.call('openclaw:core:broken', {city: 'x'}); return 'called' } catch (e) { return e.message }")
+        self.assertEqual(denied.status, Status.COMPLETED)
+        self.assertNotEqual(denied.value, "called")
+
+        off = self.open(config=CodeModeConfig(enabled=False))
+        assert off.surface is not None
+        self.assertFalse(off.surface.code_mode_active)
+        self.assertIn("weather", off.surface.tool_names)  # direct tool exposure
+        refused = off.exec("return 1")
+        self.assertEqual((refused.status, refused.code), (Status.FAILED, ErrorCode.INVALID_INPUT))
+        self.assertIn(refused.refusal, (Refusal.CODE_MODE_INACTIVE, Refusal.CODE_MODE_DISABLED))
+        # Disabled by the exec's own config override on an active run.
+        on = self.open()
+        self.assertEqual(on.exec("return 1", config=CodeModeConfig(enabled=False)).refusal, Refusal.CODE_MODE_DISABLED)
+
+        none = self.open(policy=Policy(allow_none=True))
+        assert none.surface is not None
+        self.assertFalse(none.surface.code_mode_active)
+        self.assertEqual(none.exec("return 1").refusal, Refusal.CODE_MODE_INACTIVE)
+
+
+class ExecTest(ServiceTestCase):
+    def test_exec_completes_with_a_value_output_and_telemetry(self) -> None:
+        run = self.open()
+        streamed: list[OutputItem] = []
+        result = run.exec("text('hi'); json({a: 1}); console.log('log', 2); return {sum: 1 + 1, list: [1, 'x', null]}", on_output=streamed.append)
+        self.assertEqual(result.status, Status.COMPLETED)
+        self.assertTrue(result.completed)
+        self.assertEqual(result.value, {"sum": 2, "list": [1, "x", None]})
+        self.assertEqual(json.loads(result.value_json), result.value)
+        self.assertEqual([(o.kind, o.value) for o in result.output[:2]], [("text", "hi"), ("json", {"a": 1})])
+        self.assertEqual(len(result.output), 3)
+        self.assertEqual(streamed, list(result.output))
+        # Every result names its code-mode run; the model sees it only when waiting.
+        self.assertTrue(result.code_mode_run_id and result.code_mode_run_id.startswith("cm_"))
+        self.assertNotIn("runId", json.loads(result.model_json))
+        self.assertIsNone(result.refusal)
+        assert result.telemetry is not None
+        self.assertEqual(result.telemetry.model_visible_tools, ("exec", "wait"))
+        self.assertEqual(result.telemetry.catalog_size, len(TOOLS))
+        model = result.model
+        self.assertEqual((model["status"], model["value"]), ("completed", result.value))
+        self.assertEqual(model["output"][0], {"type": "text", "text": "hi"})
+
+    def test_typescript_and_invalid_programs(self) -> None:
+        run = self.open()
+        ts = run.exec("const n: number = 40; return n + 2", language="typescript")
+        self.assertEqual(ts.value, 42)
+        self.assertEqual(run.exec("return (").refusal, Refusal.INVALID_PROGRAM)
+        bad_language = run.exec("return 1", language="python")
+        self.assertEqual((bad_language.code, bad_language.refusal), (ErrorCode.INVALID_INPUT, Refusal.INVALID_PROGRAM))
+        self.assertEqual(run.exec(command="return 5").value, 5)
+        thrown = run.exec("throw new TypeError('nope')")
+        self.assertEqual(thrown.status, Status.FAILED)
+        self.assertIsNone(thrown.code)  # an uncaught guest exception has no code
+        self.assertIn("nope", thrown.error or "")
+
+    def test_nested_calls_answered_by_the_callback(self) -> None:
+        run = self.open()
+        result = run.exec(
+            """
+            const w = await tools.weather({ city: "Oslo" });
+            const byId = await tools.call("client:app:pick_file", {});
+            const errors = [];
+            for (const name of ["broken", "quota"]) {
+              try { await tools[name]({ city: "Nowhere" }); } catch (e) { errors.push([e.name, e.message]); }
+            }
+            return { w, byId, errors };
+            """,
+            exec_call_id="exec-call-1",
+        )
+        self.assertEqual(result.status, Status.COMPLETED, result.model_json)
+        self.assertEqual(result.value["w"], {"city": "Oslo", "tempC": 4})
+        self.assertEqual(result.value["byId"], {"path": "/tmp/x"})
+        self.assertEqual(result.value["errors"], [["LookupError", "no station for Nowhere"], ["QuotaExceeded", "daily quota used up"]])
+        calls = {c.tool_name: c for c in result.tool_calls}
+        self.assertEqual(set(calls), {"weather", "pick_file", "broken", "quota"})
+        self.assertEqual(calls["weather"].tool_id, "openclaw:core:weather")
+        self.assertEqual((calls["weather"].source, calls["weather"].source_name), (ToolSource.OPENCLAW, "core"))
+        self.assertEqual(calls["weather"].input, {"city": "Oslo"})
+        self.assertEqual(json.loads(calls["weather"].input_json), {"city": "Oslo"})
+        self.assertEqual((calls["pick_file"].tool_id, calls["pick_file"].source), ("client:app:pick_file", ToolSource.CLIENT))
+        self.assertTrue(all(c.parent_call_id == "exec-call-1" for c in result.tool_calls))
+        self.assertEqual(len({c.code_mode_run_id for c in result.tool_calls}), 1)
+        # An explicit callback replaces the ToolSpecs' handlers; a value that is not JSON fails the call.
+        custom = run.exec(
+            "const a = await tools.weather({city: 'x'}); let b; try { await tools.weather({city: 'y'}) } catch (e) { b = e.name } return [a, b]",
+            on_tool_call=lambda call: float("nan") if call.input["city"] == "y" else "custom",
+        )
+        self.assertEqual(custom.value, ["custom", "ValueError"])
+
+    def test_parallel_calls_run_in_parallel(self) -> None:
+        lock = threading.Lock()
+        active = [0, 0]  # now, peak
+
+        def slowish(args: dict[str, Any]) -> int:
+            with lock:
+                active[0] += 1
+                active[1] = max(active[1], active[0])
+            time.sleep(0.3)
+            with lock:
+                active[0] -= 1
+            return int(args["i"]) * 2
+
+        run = self.open([ToolSpec("double", "Doubles slowly.", handler=slowish)])
+        started = time.monotonic()
+        result = run.exec("return await Promise.all(Array.from({length: 8}, (_, i) => tools.double({ i })))")
+        elapsed = time.monotonic() - started
+        self.assertEqual(result.value, [i * 2 for i in range(8)], result.model_json)
+        self.assertEqual(len(result.tool_calls), 8)
+        self.assertGreaterEqual(active[1], 4)
+        self.assertLess(elapsed, 8 * 0.3)
+
+    def test_mcp_call_has_the_exact_catalog_id(self) -> None:
+        seen: list[ToolCall] = []
+
+        def handler(call: ToolCall) -> Any:
+            seen.append(call)
+            return create_issue(call.input)
+
+        run = self.open(on_tool_call=handler)
+        result = run.exec(
+            """
+            const files = await API.list("mcp");
+            const d = await API.read("mcp/github.d.ts");
+            const issue = await MCP.github.createIssue({ title: "Investigate" });
+            return { paths: files.map((f) => f.path), declares: d.includes("createIssue"),
+                     inAllTools: ALL_TOOLS.some((t) => t.name === "create_issue"), issue };
+            """
+        )
+        self.assertEqual(result.status, Status.COMPLETED, result.model_json)
+        self.assertIn("mcp/github.d.ts", result.value["paths"])
+        self.assertTrue(result.value["declares"])
+        self.assertFalse(result.value["inAllTools"])
+        self.assertEqual(result.value["issue"]["structuredContent"], {"number": 7})
+        self.assertEqual(len(seen), 1)  # API.list/read are answered by the sidecar
+        call = seen[0]
+        self.assertEqual((call.tool_id, call.tool_name, call.source, call.source_name), ("mcp:github:create_issue", "create_issue", ToolSource.MCP, "github"))
+        self.assertEqual(call.input, {"title": "Investigate"})
+
+
+class SuspendTest(ServiceTestCase):
+    def test_slow_tool_waits_then_wait_completes(self) -> None:
+        def report(args: dict[str, Any]) -> dict[str, Any]:
+            time.sleep(0.8)
+            return {"rows": 3}
+
+        run = self.open([ToolSpec("report", "Slow.", handler=report), TOOLS[0]])
+        first = run.exec("const w = await tools.weather({city: 'Oslo'}); text('before'); const r = await tools.report({}); return {w, r}", config=CodeModeConfig(timeout_ms=200))
+        self.assertEqual(first.status, Status.WAITING, first.model_json)
+        self.assertEqual(first.reason, WaitReason.PENDING_TOOLS)
+        assert first.code_mode_run_id is not None
+        self.assertEqual([(p.tool_id, p.tool_name) for p in first.pending_calls], [("openclaw:core:report", "report")])
+        model = first.model
+        self.assertEqual(model["runId"], first.code_mode_run_id)  # what the model passes to wait
+        self.assertEqual(model["pendingToolCalls"][0]["toolId"], "openclaw:core:report")
+        self.assertEqual([o.value for o in first.output], ["before"])
+        # The handler answers when it finishes, after the exec returned: kept with the run.
+        self.assertTrue(self.client.join_answers(timeout=10))
+        done = run.wait(first.code_mode_run_id)
+        self.assertEqual(done.status, Status.COMPLETED, done.model_json)
+        self.assertEqual(done.value, {"w": {"city": "Oslo", "tempC": 4}, "r": {"rows": 3}})
+        # The code-mode run is settled: a second wait is refused.
+        self.assertEqual(run.wait(first.code_mode_run_id).refusal, Refusal.RUN_UNAVAILABLE)
+        steps = run.trajectory()
+        self.assertEqual([s.kind for s in steps], ["exec", "wait", "wait"])
+        self.assertEqual({n.tool_name for n in steps[0].nested_calls}, {"weather", "report"})
+
+    def test_run_until_done_follows_waits(self) -> None:
+        def slow(args: dict[str, Any]) -> str:
+            time.sleep(0.5)
+            return "late"
+
+        run = self.open([ToolSpec("slow", "Slow.", handler=slow)])
+        results = run.run_until_done("await yield_control('checkpoint'); return await tools.slow({})", max_waits=20)
+        self.assertEqual(results[0].reason, WaitReason.YIELD)
+        self.assertEqual(results[-1].status, Status.COMPLETED, [r.model_json for r in results])
+        self.assertEqual(results[-1].value, "late")
+        self.assertTrue(all(r.waiting for r in results[:-1]))
+        bounded = run.run_until_done("for (;;) await yield_control('again')", max_waits=2)
+        self.assertEqual([r.status for r in bounded], [Status.WAITING] * 3)
+
+    def test_answer_later_on_a_suspended_run(self) -> None:
+        run = self.open([ToolSpec("job", "A long job.")], on_tool_call=lambda call: ANSWER_LATER)
+        first = run.exec("return await tools.job({n: 1})", config=CodeModeConfig(timeout_ms=150))
+        self.assertEqual(first.status, Status.WAITING, first.model_json)
+        assert first.code_mode_run_id is not None
+        call_id = first.pending_calls[0].call_id
+        stranger = self.open([ToolSpec("job", "A long job.")])
+        with self.assertRaises(PermissionDenied):
+            stranger.answer(call_id, "forged")
+        self.assertFalse(run.answer(call_id, {"done": True}))  # delivered_live false: kept with the run
+        with self.assertRaises(AlreadyExists):
+            run.answer(call_id, {"done": "again"})
+        done = run.wait(first.code_mode_run_id)
+        self.assertEqual(done.value, {"done": True})
+        # A failure answered later is a catchable guest error too.
+        second = run.exec("try { await tools.job({}) } catch (e) { return [e.name, e.message] }", config=CodeModeConfig(timeout_ms=150))
+        assert second.code_mode_run_id is not None
+        run.fail(second.pending_calls[0].call_id, "job cancelled", name="Cancelled")
+        self.assertEqual(run.wait(second.code_mode_run_id).value, ["Cancelled", "job cancelled"])
+
+    def test_wait_refusals_carry_the_refusal_enum(self) -> None:
+        run = self.open()
+        unknown = run.wait("cm_does_not_exist")
+        self.assertEqual((unknown.status, unknown.code, unknown.refusal), (Status.FAILED, ErrorCode.INVALID_INPUT, Refusal.RUN_UNAVAILABLE))
+        self.assertEqual(unknown.error, "code mode run is unavailable or expired.")
+        self.assertEqual(run.wait("").refusal, Refusal.MISSING_RUN_ID)
+        suspended = run.exec("await yield_control('x'); return 1")
+        assert suspended.code_mode_run_id is not None
+        other_session = self.client.open_run(new_scope(), tools=TOOLS)
+        refused = other_session.wait(suspended.code_mode_run_id)
+        self.assertEqual((refused.refusal, refused.error), (Refusal.OTHER_SESSION, "code mode run belongs to a different session."))
+        s = run.scope
+        other_turn = self.client.open_run(Scope(s.agent_id, s.session_id, s.session_key, s.agent_run_id + "-next"), tools=TOOLS)
+        self.assertEqual(other_turn.wait(suspended.code_mode_run_id).refusal, Refusal.OTHER_AGENT_RUN)
+        # Refusals leave the run alone; CloseRun deletes it.
+        self.assertEqual(run.close(), 1)
+
+
+class NamespaceTest(ServiceTestCase):
+    def test_internal_namespace(self) -> None:
+        plugin = f"issues-plugin-{uuid.uuid4().hex[:6]}"
+        calls: list[ToolCall] = []
+
+        def handler(call: ToolCall) -> Any:
+            calls.append(call)
+            return {"tool": call.tool_name, "input": call.input}
+
+        tools = [
+            ToolSpec("issues_list", "List issues.", source=ToolSource.OPENCLAW, owner=plugin, origin=ToolOrigin.EXTERNAL_PLUGIN),
+            ToolSpec("issues_update", "Update an issue.", source=ToolSource.OPENCLAW, owner=plugin, origin=ToolOrigin.EXTERNAL_PLUGIN),
+        ]
+        spec = NamespaceSpec(
+            plugin_id=plugin,
+            id=f"{plugin}.issues",
+            global_name=f"Issues_{uuid.uuid4().hex[:6]}",
+            description="Issue tracker.",
+            prompt="Use it for issues.",
+            required_tool_names=("issues_list", "issues_update"),
+            scope={"repo": "openclaw", "list": ns_tool("issues_list"), "update": ns_tool("issues_update", ["number", "patch"]), "session": ns_context("sessionId")},
+        )
+        try:
+            registered = self.client.register_namespace(spec)
+            self.assertEqual((registered.callable_count, registered.replaced), (2, False))
+            self.assertIn(spec, self.client.list_namespaces())
+            run = self.open(tools, on_tool_call=handler, mcp_servers=[])
+            assert run.surface is not None
+            self.assertEqual(run.surface.namespaces, (spec.global_name,))
+            self.assertIn(f"`{spec.global_name}`: Issue tracker. Use it for issues.", run.surface.tools[0].description)
+            g = spec.global_name
+            result = run.exec(f"return [{g}.repo, {g}.session, await {g}.list({{state: 'open'}}), await namespaces.{g}.update(5, {{title: 't'}})]")
+            self.assertEqual(result.status, Status.COMPLETED, result.model_json)
+            self.assertEqual(result.value[:2], ["openclaw", run.scope.session_id])
+            self.assertEqual(result.value[2], {"tool": "issues_list", "input": {"state": "open"}})
+            self.assertEqual(result.value[3], {"tool": "issues_update", "input": {"number": 5, "patch": {"title": "t"}}})
+            self.assertEqual([c.tool_id for c in calls], [f"openclaw:{plugin}:issues_list", f"openclaw:{plugin}:issues_update"])
+            with self.assertRaises(InvalidArgument) as refused:
+                self.client.register_namespace(NamespaceSpec(plugin, f"{plugin}.bad", "JSON", {"x": ns_tool("issues_list")}, ("issues_list",)))
+            self.assertIn("JSON", refused.exception.details)
+        finally:
+            self.assertEqual(self.client.clear_namespaces(plugin), 1)
+        self.assertNotIn(spec, self.client.list_namespaces())
+
+
+class ErrorMappingTest(ServiceTestCase):
+    def test_grpc_statuses_become_typed_exceptions(self) -> None:
+        never_opened = self.client.run(new_scope())
+        with self.assertRaises(FailedPrecondition) as no_run:
+            never_opened.exec("return 1")
+        self.assertIn("call OpenRun first", no_run.exception.details)
+        self.assertIsInstance(no_run.exception, CodeModeError)
+        with self.assertRaises(FailedPrecondition):
+            never_opened.wait("cm_x")
+        with self.assertRaises(InvalidArgument) as no_scope:
+            self.client.exec(Scope("", "", "", ""), "return 1")
+        self.assertIn("scope", no_scope.exception.details)
+        with self.assertRaises(InvalidArgument):
+            self.client.put_catalog([ToolSpec("x", owner="not an owner")])
+        with self.assertRaises(InvalidArgument):
+            self.client.run(new_scope()).wait("x" * 300)  # over the 256-byte id limit
+        run = self.open()
+        with self.assertRaises(NotFound):
+            run.answer("c_unknown", 1)
+        # An answer for a call whose code-mode run already ended (here: deleted by CloseRun).
+        parked = run.exec("return await tools.weather({city: 'x'})", config=CodeModeConfig(timeout_ms=150), on_tool_call=lambda call: ANSWER_LATER)
+        self.assertEqual(parked.status, Status.WAITING, parked.model_json)
+        self.assertEqual(run.close(), 1)
+        with self.assertRaises(FailedPrecondition):
+            run.answer(parked.pending_calls[0].call_id, 1)
+
+    def test_unreachable_service_is_unavailable(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with CodeModeClient(orchestrator=f"127.0.0.1:{port}", sandbox=f"127.0.0.1:{port}") as dead:
+            with self.assertRaises(Unavailable):
+                dead.put_catalog([])
+            with self.assertRaises(Unavailable):
+                dead.exec(new_scope(), "return 1")
+
+
+class ExampleGatewayTest(ServiceTestCase):
+    def test_example_gateway_runs_to_completion(self) -> None:
+        out = subprocess.run(
+            [sys.executable, str(CLIENT_DIR / "example_gateway.py"), "--sandbox", self.sandbox, "--orchestrator", self.orchestrator],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        results = [json.loads(line) for line in out.stdout.splitlines()]
+        self.assertEqual(results[0]["status"], "waiting")
+        self.assertEqual(results[0]["pendingToolCalls"][0]["toolId"], "openclaw:core:build_report")
+        self.assertEqual(results[-1]["status"], "completed")
+        self.assertEqual(results[-1]["value"]["issue"], 42)
+        self.assertEqual(results[-1]["value"]["missing"], "no weather station in Atlantis")
+        self.assertIn("model tools: ['exec', 'wait']", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
