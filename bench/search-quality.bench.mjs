@@ -4,7 +4,7 @@
 // whose right answers are known (bench/fixtures/search-queries.json, tune and held-out
 // halves). Prints recall@1, recall@5, MRR@10, build time and search latency for our
 // ToolSearchIndex next to two baselines in the same run: MiniSearch configured like
-// today's run-catalog.ts, and a plain Okapi BM25 over the same concatenated text.
+// run-catalog.ts before ToolSearchIndex, and a plain Okapi BM25 over the same concatenated text.
 // Asserts nothing. Usage: npx tsc -p tsconfig.json && node bench/search-quality.bench.mjs
 //   [--size 2000] [--reps 20] [--misses tune] [--misses-at 1|5] [--tune-only] [--tuning '{"k1":1.5}'] [--only ToolSearchIndex]
 import { readFileSync } from "node:fs";
@@ -81,7 +81,7 @@ function parameterNames(parametersJson) {
   }
 }
 
-/** Today's ranking, configured exactly like src/sandbox/catalog/run-catalog.ts. */
+/** The previous ranking, configured exactly like src/sandbox/catalog/run-catalog.ts was before ToolSearchIndex. */
 function miniSearchRanker(catalog) {
   const idx = new MiniSearch({
     fields: ["name", "label", "description", "params"],
@@ -134,10 +134,10 @@ function oursRanker(catalog) {
 }
 const withServerDescriptions = docs.map((d) => (d.source === "mcp" && serverDescriptions.get(d.sourceName) ? { ...d, serverDescription: serverDescriptions.get(d.sourceName) } : d));
 const RANKERS = [
-  { name: "MiniSearch (today's run-catalog.ts)", build: () => miniSearchRanker(docs) },
+  { name: "MiniSearch (previous run-catalog.ts)", build: () => miniSearchRanker(docs) },
   { name: "Okapi BM25 (plain)", build: () => okapiRanker(docs) },
   { name: "ToolSearchIndex", build: () => oursRanker(docs) },
-  { name: "ToolSearchIndex + server descriptions", build: () => oursRanker(withServerDescriptions) },
+  { name: "ToolSearchIndex + server descriptions (as run-catalog.ts indexes)", build: () => oursRanker(withServerDescriptions) },
 ].filter((r) => !values.only || r.name.startsWith(values.only));
 
 // ---- Measuring. ----

@@ -258,13 +258,14 @@ describe("BridgeCallback under misuse", () => {
 
     let first: string | undefined;
     const stale: string[] = [];
-    const answeredTwice = await execute(stack, { scope, code: `const a = await tools.message({}); const b = tools.web_search({}).catch(() => 0); return a` }, (call) => {
+    // The program fails while web_search is still pending, so its exec ends with the call open.
+    const answeredTwice = await execute(stack, { scope, code: `const a = await tools.message({}); tools.web_search({}).catch(() => 0); throw new Error(a)` }, (call) => {
       if (call.toolName === "message") {
         first = call.callId;
         void stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: '"first"' } });
       } else stale.push(call.callId);
     });
-    expect(answeredTwice.model).toMatchObject({ status: "completed", value: "first" });
+    expect(answeredTwice.model).toMatchObject({ status: "failed", error: expect.stringMatching(/^Error: first/) });
     await expect(stack.sandbox.bridgeCallback({ scope, callId: first!, outcome: { case: "resultJson", value: '"again"' } })).rejects.toMatchObject({ code: "already_exists" });
     await expect(stack.sandbox.bridgeCallback({ scope: { ...scope, agentRunId: "someone-else" }, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "permission_denied" });
     await expect(stack.sandbox.bridgeCallback({ scope, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "failed_precondition" });

@@ -2,14 +2,20 @@
  * Drain on SIGTERM, through a real `codemode start`: health goes NOT_SERVING at once on
  * both ports, a new Exec is UNAVAILABLE, Control keeps serving, tool answers for runs in
  * flight are accepted and those runs complete, a suspended run can still be waited on,
- * and the process exits 0 within the budget. When the budget runs out, what is still
- * running is cancelled with a `failed` result and the process still exits 0.
+ * and the process exits 0 within the budget. When the budget runs out, a run whose VM is
+ * idle (awaiting a tool) is suspended into the store and returned as `waiting` (with a
+ * shared Redis store, another sidecar continues it), a guest still computing is cancelled
+ * with a `failed` result, and the process still exits 0.
  */
 import { once } from "node:events";
 import { describe, expect, it } from "vitest";
 import { healthClient } from "./health-client.js";
 import { openRun, type TestTool } from "./gateway.js";
-import { collectStream, execute, startStack, waitFor, type ToolCallEvent } from "./harness.js";
+import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
+import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+import { createClient } from "../src/protocol/grpc-service.js";
+import { collectStream, execute, SHARED_SNAPSHOT_KEY, spawnCodemode, startStack, waitFor, type ToolCallEvent } from "./harness.js";
+import { startRedis } from "./redis.js";
 
 const TOOLS: TestTool[] = [{ name: "slow_lookup", description: "Answers when the gateway gets round to it", parameters: { type: "object" } }];
 
@@ -76,28 +82,65 @@ describe("SIGTERM drains", () => {
     }
   });
 
-  it("when the budget runs out, runs still in flight are cancelled with a failed result and the process exits 0", async () => {
+  it("when the budget runs out, an idle run is suspended as waiting, a computing one is cancelled, and the process exits 0", async () => {
     const budgetMs = 1_500;
     const stack = await startStack(["--drain-timeout-ms", String(budgetMs)]);
     try {
       const { scope } = await openRun(stack, TOOLS);
-      const run = execWithPendingCall(stack, scope, `return await tools.slow_lookup({});`);
-      await run.call;
+      const idle = execWithPendingCall(stack, scope, `return await tools.slow_lookup({});`);
+      await idle.call;
+      const busy = execute(stack, { scope, code: "for (;;) {}", config: { timeoutMs: 30_000 } });
+      await new Promise((r) => setTimeout(r, 300));
       const signalledAt = Date.now();
       const exited = once(stack.proc.child, "exit") as Promise<[number | null]>;
       stack.proc.child.kill("SIGTERM");
-      const { model } = await run.done;
-      expect(model.status).toBe("failed");
-      expect(model.error).toMatch(/drain budget ran out/);
+      const [idleOut, busyOut] = await Promise.all([idle.done, busy]);
+      expect(idleOut.model).toMatchObject({ status: "waiting", reason: "pending_tools" });
+      expect(busyOut.model.status).toBe("failed");
+      expect(busyOut.model.error).toMatch(/drain budget ran out/);
       const [code] = await exited;
       expect(code).toBe(0);
       const took = Date.now() - signalledAt;
       expect(took).toBeGreaterThanOrEqual(budgetMs - 100);
-      // The budget, the cancelled run's settling and the final grace; generous on a shared machine.
-      expect(took).toBeLessThan(20_000);
-      expect(stack.proc.stderr.join("\n")).toMatch(/drain budget ran out; cancelling what is still running/);
+      // The budget, the suspension and cancellation settling and the final grace; generous on a shared machine.
+      expect(took).toBeLessThan(25_000);
+      expect(stack.proc.stderr.join("\n")).toMatch(/drain budget ran out/);
     } finally {
       await stack.stop();
+    }
+  });
+
+  it("with a shared Redis store, a run suspended by a draining sidecar is continued by another", async () => {
+    const redis = await startRedis();
+    const orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--store", redis.url]);
+    const env = { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY };
+    const sidecarArgs = ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestrator.ready.orchestrator!];
+    const a = await spawnCodemode([...sidecarArgs, "--drain-timeout-ms", "1000"], env);
+    const b = await spawnCodemode(sidecarArgs, env);
+    const control = createClient(Control, orchestrator.ready.orchestrator!);
+    const onA = createClient(Sandbox, a.ready.sandbox!);
+    const onB = createClient(Sandbox, b.ready.sandbox!);
+    try {
+      const { scope } = await openRun({ control }, TOOLS);
+      let callId = "";
+      const execP = collectStream(onA.exec({ scope, code: `text("before"); const r = await tools.slow_lookup({}); return "got " + r`, config: { timeoutMs: 30_000 } }), (c) => (callId = c.callId));
+      for (let i = 0; i < 100 && !callId; i++) await new Promise((r) => setTimeout(r, 50));
+      const exited = once(a.child, "exit") as Promise<[number | null]>;
+      a.child.kill("SIGTERM");
+      const first = await execP;
+      expect(first.model).toMatchObject({ status: "waiting", output: [{ type: "text", text: "before" }] });
+      expect((await exited)[0]).toBe(0);
+      // The gateway answers on the surviving sidecar and waits there.
+      await onB.bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: '"it"' } });
+      const done = await waitFor(onB, { scope, runId: first.model.runId! });
+      expect(done.model).toMatchObject({ status: "completed", value: "got it" });
+    } finally {
+      control.close();
+      onA.close();
+      onB.close();
+      await b.stop();
+      await orchestrator.stop();
+      await redis.stop();
     }
   });
 });

@@ -120,3 +120,25 @@ describe("a scope no gateway opened", () => {
     expect((await execute(stack, { scope: s, code: "return 'opened'" })).model.value).toBe("opened");
   });
 });
+
+describe("per-run caps are refused inside the guest at once", () => {
+  it("maxToolCallsPerRun and maxSearchesPerRun refuse further calls with a catchable RangeError", async () => {
+    const { openRun, gatewayExec } = await import("./gateway.js");
+    const tools = [{ name: "ping", description: "Ping.", handler: () => "pong" }];
+    const { scope } = await openRun(stack, tools, {}, { config: { maxToolCallsPerRun: 3, maxSearchesPerRun: 2 } });
+    const out = await gatewayExec(stack, scope, tools, `
+      const calls = [];
+      for (let i = 0; i < 5; i++) { try { calls.push(await tools.ping({})); } catch (e) { calls.push(e.name + ": " + e.message); } }
+      const searches = [];
+      for (let i = 0; i < 3; i++) { try { searches.push((await tools.search("ping")).length); } catch (e) { searches.push(e.name); } }
+      return { calls, searches };`);
+    expect(out.model.value).toEqual({
+      calls: ["pong", "pong", "pong", "RangeError: this run made 3 tool calls, its limit (maxToolCallsPerRun).", "RangeError: this run made 3 tool calls, its limit (maxToolCallsPerRun)."],
+      searches: [1, 1, "RangeError"],
+    });
+    expect(out.answered).toHaveLength(3);
+    // The caps count over the whole agent run: the next exec is refused at once too.
+    const next = await gatewayExec(stack, scope, tools, `try { await tools.ping({}); return "called"; } catch (e) { return e.name; }`);
+    expect(next.model.value).toBe("RangeError");
+  });
+});

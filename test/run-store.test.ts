@@ -5,11 +5,12 @@
  * not a hang or a crash.
  */
 import { randomBytes, randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createRunStore } from "../src/orchestrator/store/create-store.js";
 import { MemoryRunStore } from "../src/orchestrator/store/memory-store.js";
 import { RedisRunStore } from "../src/orchestrator/store/redis-store.js";
-import type { RunStore, StoreScope, StoredAnswer, SuspendedRecord } from "../src/orchestrator/store/run-store.js";
+import { GENERATION_MEMORY_MS, type RunStore, type StoreScope, type StoredAnswer, type SuspendedRecord } from "../src/orchestrator/store/run-store.js";
 import { freePort, startRedis, type RedisServer } from "./redis.js";
 
 let redis: RedisServer;
@@ -52,6 +53,7 @@ function record(id: string, over: Partial<SuspendedRecord> = {}): SuspendedRecor
     expiresAtMs: Date.now() + 60_000,
     catalogVersion: "v1",
     execCallId: `${id}:exec`,
+    generation: 1,
     ...over,
   };
 }
@@ -181,7 +183,7 @@ describe.each([
     for (const id of ["a", "b", "c"]) expect(await store.suspend(record(id), { maxSuspendedRuns: 3 })).toEqual({ ok: true, answeredCallIds: [] });
     expect(await store.suspend(record("d"), { maxSuspendedRuns: 3 })).toEqual({ ok: false, why: "cap" });
     const { token } = await claimed(store, "b");
-    expect(await store.suspend(record("b"), { maxSuspendedRuns: 3, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+    expect(await store.suspend(record("b", { generation: 2 }), { maxSuspendedRuns: 3, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
     expect(await store.count()).toBe(3);
   });
 
@@ -191,9 +193,9 @@ describe.each([
     expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX })).toEqual({ ok: false, why: "claim_lost" });
     expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX, claimToken: "made-up" })).toEqual({ ok: false, why: "claim_lost" });
     const { token } = await claimed(store, "st");
-    expect(await store.suspend(record("st", { outputBytes: 1 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+    expect(await store.suspend(record("st", { outputBytes: 1, generation: 2 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
     // The re-suspension ended that claim.
-    expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
+    expect(await store.suspend(record("st", { generation: 3 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
     expect((await claimed(store, "st")).run.outputBytes).toBe(1);
     expect(await store.suspend(record("gone"), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
   });
@@ -234,7 +236,7 @@ describe.each([
     await store.addAnswer(SCOPE, ok("p2"));
     const { token } = await claimed(store, "rs");
     // The VM consumed p1 and p5 went away unanswered; p3 was answered in the sidecar; p4 is new.
-    const next = record("rs", { pending: pending("p2", "p3", "p4"), answers: [ok("p3"), ok("p2", "sidecar copy")] });
+    const next = record("rs", { pending: pending("p2", "p3", "p4"), answers: [ok("p3"), ok("p2", "sidecar copy")], generation: 2 });
     const stored = await store.suspend(next, { maxSuspendedRuns: MAX, claimToken: token });
     expect(stored.ok && stored.answeredCallIds.sort()).toEqual(["p2", "p3"]);
 
@@ -245,6 +247,52 @@ describe.each([
     expect(await store.addAnswer(SCOPE, ok("p3"))).toEqual({ result: "duplicate", codeModeRunId: "rs" });
     expect(await store.addAnswer(SCOPE, ok("p5"))).toEqual({ result: "ended", codeModeRunId: "rs" });
     expect(await store.addAnswer(SCOPE, ok("p4"))).toEqual({ result: "stored", codeModeRunId: "rs" });
+  });
+
+  it("keeps a per-run generation: 1 for a new run, the claimed one plus one for each re-suspension, nothing else", async () => {
+    const store = open();
+    const stale = { ok: false, why: "stale" };
+    for (const generation of [0, 2, 7]) expect(await store.suspend(record("g", { generation }), { maxSuspendedRuns: MAX })).toEqual(stale);
+    expect(await store.count()).toBe(0);
+    expect(await store.suspend(record("g"), { maxSuspendedRuns: MAX })).toEqual({ ok: true, answeredCallIds: [] });
+    let { run, token } = await claimed(store, "g");
+    expect(run.generation).toBe(1);
+    // The same, an older, or a skipped generation is refused and changes nothing; the claim holds.
+    for (const generation of [1, 0, 3]) {
+      expect(await store.suspend(record("g", { generation, outputBytes: 7, snapshot: Uint8Array.from([generation]) }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual(stale);
+    }
+    expect(await store.answers("g", token, new Set())).toEqual([]);
+    expect(await store.suspend(record("g", { generation: 2, snapshot: Uint8Array.from([2]) }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+    ({ run, token } = await claimed(store, "g"));
+    expect([run.generation, [...run.snapshot], run.outputBytes]).toEqual([2, [2], 42]);
+    // A wait that stored nothing leaves the generation as it was.
+    expect(await store.release("g", token, true)).toBe(true);
+    ({ run, token } = await claimed(store, "g"));
+    expect(run.generation).toBe(2);
+    expect(await store.suspend(record("g", { generation: 3 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+    expect((await claimed(store, "g")).run.generation).toBe(3);
+  });
+
+  it("remembers a run's generation after it settled, was closed or expired: the run id never starts over", async () => {
+    const store = open();
+    const stale = { ok: false, why: "stale" };
+    await store.suspend(record("gs"), { maxSuspendedRuns: MAX });
+    const { token } = await claimed(store, "gs");
+    expect(await store.suspend(record("gs", { generation: 2 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+    const settle = await claimed(store, "gs");
+    expect(await store.release("gs", settle.token, false)).toBe(true);
+    // An older snapshot of the settled run (generation 1 or 2), or a made-up later one, sent as a new run.
+    for (const generation of [1, 2, 3]) expect(await store.suspend(record("gs", { generation }), { maxSuspendedRuns: MAX })).toEqual(stale);
+    expect(await store.claim("gs", SCOPE, LEASE)).toEqual({ ok: false, why: "unavailable" });
+
+    await store.suspend(record("gc"), { maxSuspendedRuns: MAX });
+    expect(await store.deleteScope(SCOPE)).toBe(1);
+    expect(await store.suspend(record("gc"), { maxSuspendedRuns: MAX })).toEqual(stale);
+
+    await store.suspend(record("ge", { expiresAtMs: Date.now() + 300 }), { maxSuspendedRuns: MAX });
+    await until("the run to expire", async () => ((await store.count()) === 0 ? true : undefined));
+    expect(await store.suspend(record("ge"), { maxSuspendedRuns: MAX })).toEqual(stale);
+    expect(await store.count()).toBe(0);
   });
 
   it("tells listeners about stored answers until they unsubscribe", async () => {
@@ -297,6 +345,29 @@ describe("redis run store across orchestrators", () => {
     expect(await restarted.answers("rr", token, new Set(["rr:c1"]))).toEqual([ok("rr:c2")]);
     await first.close();
     await restarted.close();
+  });
+
+  it("keeps a run's generation in its own key, outliving the run by GENERATION_MEMORY_MS past its expiry", async () => {
+    const prefix = `test:${randomUUID()}:`;
+    const store = redisStore(prefix);
+    const raw = new Redis(redis.url);
+    try {
+      const start = Date.now();
+      const expiresAtMs = start + 60_000;
+      await store.suspend(record("gk", { expiresAtMs }), { maxSuspendedRuns: MAX });
+      const { token } = await claimed(store, "gk", SCOPE, 1_000);
+      expect(await store.suspend(record("gk", { generation: 2, expiresAtMs }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+      expect(await raw.get(`${prefix}gen:gk`)).toBe("2");
+      const settle = await claimed(store, "gk");
+      expect(await store.release("gk", settle.token, false)).toBe(true);
+      expect(await raw.exists(`${prefix}run:gk`)).toBe(0);
+      expect(await raw.get(`${prefix}gen:gk`)).toBe("2");
+      const ttl = await raw.pttl(`${prefix}gen:gk`);
+      expect(ttl).toBeGreaterThan(expiresAtMs - Date.now() + GENERATION_MEMORY_MS - 5_000);
+      expect(ttl).toBeLessThanOrEqual(expiresAtMs - start + GENERATION_MEMORY_MS);
+    } finally {
+      raw.disconnect();
+    }
   });
 
   it("rejects calls while Redis is away instead of hanging, and closes cleanly", async () => {

@@ -1,5 +1,6 @@
 // Suspended runs in a real Redis: an orchestrator restarted between `exec` and `wait`
-// loses nothing, and a snapshot tampered with inside Redis is refused, never restored.
+// loses nothing; a snapshot tampered with inside Redis, or an older one of the same run
+// written back (a replay), is refused, never restored.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Redis } from "ioredis";
 import { openRun, type TestTool } from "./gateway.js";
@@ -79,6 +80,50 @@ describe("suspended runs in Redis", () => {
     expect(await inspect.exists(key)).toBe(0);
     const again = await waitFor(cluster.sidecars[0]!.sandbox, { scope, runId: exec.model.runId! });
     expect(again.model.error).toBe("code mode run is unavailable or expired.");
+  });
+
+  it("refuses and deletes an older snapshot of a run written back into Redis (a replay inside the TTL)", async () => {
+    const { scope } = await openRun(cluster, tools);
+    const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `await yield_control(); text("second segment"); await yield_control(); return "end";` });
+    expect(exec.model.status).toBe("waiting");
+    const runId = exec.model.runId!;
+    const key = `codemode:run:${runId}`;
+    const generation = `codemode:gen:${runId}`;
+    expect(await inspect.get(generation)).toBe("1");
+    // Everything of generation 1's record a replay needs: sealed bytes, metadata, pending list.
+    const first = { snap: (await inspect.hgetBuffer(key, "snap"))!, meta: (await inspect.hget(key, "meta"))!, pending: (await inspect.hget(key, "pending"))! };
+
+    const second = await waitFor(cluster.sidecars[1]!.sandbox, { scope, runId });
+    expect(second.model).toMatchObject({ status: "waiting", runId, output: [{ type: "text", text: "second segment" }] });
+    expect(await inspect.get(generation)).toBe("2");
+    expect((await inspect.hgetBuffer(key, "snap"))!.equals(first.snap)).toBe(false);
+
+    // Put generation 1 back, all but the store's generation counter.
+    await inspect.hset(key, "snap", first.snap, "meta", first.meta, "pending", first.pending);
+    const refused = await waitFor(cluster.sidecars[0]!.sandbox, { scope, runId });
+    expect(refused.model).toMatchObject({ status: "failed", code: "internal_error" });
+    expect(refused.model.error).toMatch(/snapshot failed authentication and was discarded \(the snapshot was sealed for generation 1 of this run but the store is at generation 2/);
+    expect(cluster.sidecars[0]!.proc.stderr.join("\n")).toMatch(/refused a suspended run whose snapshot failed authentication; deleting it/);
+    // Deleted: its stored bytes are no longer the run's state and can never become valid again.
+    expect(await inspect.exists(key)).toBe(0);
+    expect((await waitFor(cluster.sidecars[1]!.sandbox, { scope, runId })).model.error).toBe("code mode run is unavailable or expired.");
+    // The generation outlives the run, so the old record cannot come back as a new run either.
+    expect(await inspect.get(generation)).toBe("2");
+  });
+
+  it("what the generation does not stop: a writer of the whole store rolls a run back, counter included", async () => {
+    const { scope } = await openRun(cluster, tools);
+    const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `await yield_control(); text("second segment"); await yield_control(); return "end";` });
+    const runId = exec.model.runId!;
+    const key = `codemode:run:${runId}`;
+    const first = { snap: (await inspect.hgetBuffer(key, "snap"))!, meta: (await inspect.hget(key, "meta"))!, pending: (await inspect.hget(key, "pending"))! };
+    expect((await waitFor(cluster.sidecars[1]!.sandbox, { scope, runId })).model.status).toBe("waiting");
+    await inspect.hset(key, "snap", first.snap, "meta", first.meta, "pending", first.pending);
+    await inspect.set(`codemode:gen:${runId}`, "1", "KEEPTTL");
+    // Within the snapshot's not-after, the second segment runs again: the documented limit.
+    const again = await waitFor(cluster.sidecars[0]!.sandbox, { scope, runId });
+    expect(again.model).toMatchObject({ status: "waiting", output: [{ type: "text", text: "second segment" }] });
+    await cluster.control.closeRun({ scope });
   });
 
   it("refuses a run whose stored metadata was edited (limits raised, a tool call relabelled as a yield)", async () => {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunScope } from "../src/gen/codemode/common/v1/common_pb.js";
 import { Refusal, ResultStatus, WaitReason } from "../src/gen/codemode/common/v1/common_pb.js";
 import { openRun, type TestTool } from "./gateway.js";
-import { execute, scope as newScope, spawnCodemode, startCluster, waitFor, type Cluster, type ToolCallEvent } from "./harness.js";
+import { execute, scope as newScope, SHARED_SNAPSHOT_KEY, spawnCodemode, startCluster, waitFor, type Cluster, type ToolCallEvent } from "./harness.js";
 
 const tools: TestTool[] = [
   { name: "slow_lookup", description: "Looks something up slowly", parameters: { type: "object", properties: { key: { type: "string" } } } },
@@ -91,7 +91,8 @@ describe("exec → waiting → wait on another sidecar (seed E2E 12–16)", () =
       ["exec", "waiting"],
       ["wait", "completed"],
     ]);
-    expect(traj.steps[0]!.nestedCalls.map((n) => [n.toolName, n.outcome])).toEqual([["slow_lookup", "pending"]]);
+    // The call was answered while the run was suspended: its step says so.
+    expect(traj.steps[0]!.nestedCalls.map((n) => [n.toolName, n.outcome, n.answeredWhileSuspended])).toEqual([["slow_lookup", "ok", true]]);
     expect(traj.steps[1]!.nestedCalls.map((n) => [n.toolName, n.outcome])).toEqual([["fast_add", "ok"]]);
 
     // Completed: the snapshot is gone.
@@ -277,24 +278,29 @@ describe("wait refusals and cleanup", () => {
 });
 
 describe("snapshot authentication and the suspended-run cap", () => {
-  it("a sidecar with another snapshot key refuses the run and deletes it", async () => {
-    const foreign = await spawnCodemode(
+  it("rotates snapshot keys: a sidecar listing the old key resumes old runs and seals under the new one; one without a run's key refuses it and leaves it", async () => {
+    // The cluster's sidecars have the single CODEMODE_SNAPSHOT_KEY; this one seals under
+    // k2 and still reads the cluster's key (listed bare: the same derived id).
+    const rotated = await spawnCodemode(
       ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.orchestratorAddress, "--threads", "1"],
-      { CODEMODE_SNAPSHOT_KEY: "another-key-that-is-long-enough-0123456789" },
+      { CODEMODE_SNAPSHOT_KEYS: `k2:rotated-snapshot-key-0123456789abcdef0123, ${SHARED_SNAPSHOT_KEY}` },
     );
     const { createClient } = await import("../src/protocol/grpc-service.js");
     const { Sandbox } = await import("../src/gen/codemode/sandbox/v1/sandbox_pb.js");
-    const client = createClient(Sandbox, foreign.ready.sandbox!);
+    const R = createClient(Sandbox, rotated.ready.sandbox!);
     try {
-      const { scope, model } = await suspendOnA(`await yield_control(); return "never";`);
-      const refused = await waitFor(client, { scope, runId: model.runId! });
-      expect(refused.model).toMatchObject({ status: "failed", code: "internal_error" });
-      expect(refused.model.error).toMatch(/snapshot failed authentication/);
-      expect(foreign.stderr.join("\n")).toMatch(/failed authentication/);
-      expect((await waitFor(A(), { scope, runId: model.runId! })).model.error).toBe("code mode run is unavailable or expired.");
+      const { scope, model } = await suspendOnA(`await yield_control(); text("second segment"); await yield_control(); return "done";`);
+      const resumed = await waitFor(R, { scope, runId: model.runId! });
+      expect(resumed.model).toMatchObject({ status: "waiting", runId: model.runId, reason: "yield", output: [{ type: "text", text: "second segment" }] });
+      // Sealed under k2 now: A does not have that key. Refused, not deleted.
+      const refused = await waitFor(A(), { scope, runId: model.runId! });
+      expect(refused.model).toMatchObject({ status: "failed", code: "runtime_unavailable" });
+      expect(refused.model.error).toMatch(/sealed under key id "k2", which is not among this sidecar's snapshot keys .*the run is kept/);
+      expect(cluster.sidecars[0]!.proc.stderr.join("\n")).toMatch(/snapshot key this sidecar does not have; leaving it/);
+      expect((await waitFor(R, { scope, runId: model.runId! })).model).toMatchObject({ status: "completed", value: "done" });
     } finally {
-      client.close();
-      expect(await foreign.stop()).toBe(0);
+      R.close();
+      expect(await rotated.stop()).toBe(0);
     }
   });
 

@@ -5,7 +5,8 @@
  * namespaces, opens the run with its tools, MCP servers and `--allow`/`--deny` policy,
  * runs each nested call's handler, and answers with BridgeCallback. A `waiting` result is followed with `wait` calls, as
  * a model would, each result printed as it comes (a handler may finish long after the
- * exec returned). Exit status is 0 whenever a result came back.
+ * exec returned). Exit status is 0 whenever a result came back. `--mode tool_search_code`
+ * opens the run with Tool Search instead of code mode, so the program runs on that surface.
  */
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
@@ -21,7 +22,7 @@ import { loadToolsModule, type CliTool, type ToolsModule } from "./tools-module.
 const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javascript|typescript]
                      [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
                      [--tools FILE.mjs] [--allow PATTERN]... [--deny PATTERN]...
-                     [--max-waits N]`;
+                     [--max-waits N] [--mode code|tool_search_code]`;
 
 /** Waits followed by default before giving up on a run that keeps waiting. */
 const DEFAULT_MAX_WAITS = 20;
@@ -57,6 +58,7 @@ export async function runExec(argv: string[]): Promise<number> {
         allow: { type: "string", multiple: true },
         deny: { type: "string", multiple: true },
         "max-waits": { type: "string" },
+        mode: { type: "string", default: "code" },
       },
       strict: true,
     });
@@ -87,6 +89,11 @@ export async function runExec(argv: string[]): Promise<number> {
     if (!Number.isInteger(maxWaits) || maxWaits < 0) throw new UsageError(`--max-waits must be a non-negative integer, got ${JSON.stringify(values["max-waits"])}`);
   }
 
+  // --mode tool_search_code: the run's surface is Tool Search (the program sees openclaw.tools).
+  const mode = values.mode;
+  if (mode !== "code" && mode !== "tool_search_code") throw new UsageError(`--mode must be "code" or "tool_search_code", got ${JSON.stringify(mode)}\n${USAGE}`);
+  const toolSearch = mode === "tool_search_code" ? { enabled: true, mode: "code", ...(timeoutMs !== undefined ? { codeTimeoutMs: timeoutMs } : {}) } : undefined;
+
   const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", agentRunId: newId("run", 8) };
   const module: ToolsModule = values.tools ? await loadToolsModule(values.tools) : { tools: [], mcpServers: [], namespaces: [] };
   const handlers = new Map<string, CliTool>();
@@ -99,6 +106,7 @@ export async function runExec(argv: string[]): Promise<number> {
       catalog: { case: "tools", value: { tools: module.tools.map(toWireTool), mcpServers: module.mcpServers.map(toWireMcpServer) } },
       policy: { allow: values.allow ?? [], deny: values.deny ?? [], allowNone: false },
       config: timeoutMs !== undefined ? { timeoutMs } : {},
+      ...(toolSearch ? { toolSearch } : {}),
     });
   } finally {
     control.close();

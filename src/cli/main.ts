@@ -5,13 +5,15 @@
 import { runExec, UsageError } from "./exec.js";
 import { runHealth } from "./health.js";
 import { runOrchestrator, runSandbox, runStart } from "./serve.js";
+import { runSurface } from "./surface.js";
 
 const HELP = `codemode: a code-mode runtime for AI agents
 
   codemode start          orchestrator + sandbox on localhost (in-memory state)
   codemode sandbox        a sandbox sidecar (--sandbox-address, --orchestrator-address)
   codemode orchestrator   the orchestrator (--orchestrator-address)
-  codemode exec           run a program: --code STRING | FILE | -
+  codemode exec           run a program: --code STRING | FILE | - [--mode code|tool_search_code]
+  codemode surface        print the model-visible tools and their bytes: --mode code|tool_search_code|tool_search|direct [--tools FILE.mjs]
   codemode health         gRPC health check: [--address HOST:PORT] [--service NAME]; exit 0 when SERVING
 `;
 
@@ -31,6 +33,8 @@ async function main(argv: string[]): Promise<number> {
       return runExec(rest);
     case "health":
       return runHealth(rest);
+    case "surface":
+      return runSurface(rest);
     case undefined:
     case "help":
     case "--help":
@@ -50,5 +54,8 @@ main(process.argv.slice(2)).then(
     const usage = err instanceof UsageError || (err as { code?: string })?.code?.startsWith("ERR_PARSE_ARGS");
     process.stderr.write(`codemode: ${(err as Error)?.message ?? String(err)}\n`);
     process.exitCode = usage ? 2 : 1;
+    // A server that failed to start (e.g. its sandbox pool) may leave others it opened
+    // listening (`start`'s orchestrator): exit now instead of hanging without a ready line.
+    if (["start", "sandbox", "orchestrator"].includes(process.argv[2] ?? "")) process.exit();
   },
 );

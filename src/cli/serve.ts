@@ -7,7 +7,9 @@ import { DEFAULT_DRAIN_MS } from "../protocol/drain.js";
 import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { createLogger } from "../shared/logger.js";
 import { startOrchestrator } from "../orchestrator/server.js";
-import { startSandbox } from "../sandbox/server.js";
+import { startSandbox, VERSION } from "../sandbox/server.js";
+import { startTracing } from "../shared/tracing.js";
+import type { Logger } from "../shared/logger.js";
 import { onShutdown } from "./signals.js";
 
 function intFlag(value: string | undefined, flag: string): number | undefined {
@@ -28,6 +30,24 @@ function drainBudget(values: { "drain-timeout-ms"?: string | undefined }): numbe
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new Error(`--drain-timeout-ms must be a non-negative integer, got ${JSON.stringify(v)}`);
   return n;
+}
+
+const metricsFlags = {
+  "metrics-address": { type: "string" },
+} as const;
+
+/**
+ * `--metrics-address HOST:PORT`: a Prometheus registry and its HTTP server, started
+ * before anything else so a taken port fails fast; none without the flag.
+ */
+async function metricsFor(values: { "metrics-address"?: string | undefined }, log: Logger) {
+  const v = values["metrics-address"];
+  if (v === undefined) return { registry: undefined, ready: "", close: async () => {} };
+  const listen = parseHostPort(v, "--metrics-address");
+  const { createMetricsRegistry, startMetricsServer } = await import("../shared/metrics-server.js");
+  const registry = createMetricsRegistry();
+  const server = await startMetricsServer(registry, listen, log);
+  return { registry, ready: ` metrics=${server.address}`, close: () => server.close() };
 }
 
 const poolFlags = {
@@ -54,6 +74,7 @@ export async function runStart(argv: string[]): Promise<void> {
       ...poolFlags,
       ...storeFlags,
       ...drainFlags,
+      ...metricsFlags,
     },
     strict: true,
   });
@@ -61,7 +82,9 @@ export async function runStart(argv: string[]): Promise<void> {
   const sandboxAt = parseHostPort(values["sandbox-address"], "--sandbox-address");
   const orchestratorAt = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const log = createLogger("codemode");
-  const orchestrator = await startOrchestrator({ listen: orchestratorAt, log: log.child({ process: "orchestrator" }), ...storeOptions(values) });
+  const metrics = await metricsFor(values, log);
+  const tracing = await startTracing("codemode", VERSION, log);
+  const orchestrator = await startOrchestrator({ listen: orchestratorAt, log: log.child({ process: "orchestrator" }), ...storeOptions(values), ...(metrics.registry ? { metrics: metrics.registry } : {}) });
   const threads = intFlag(values.threads, "--threads");
   const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
   const sandbox = await startSandbox({
@@ -70,16 +93,18 @@ export async function runStart(argv: string[]): Promise<void> {
     log: log.child({ process: "sandbox" }),
     // One process, one sidecar: a per-process key is enough unless one is configured.
     singleSidecar: true,
+    ...(metrics.registry ? { metrics: metrics.registry } : {}),
     ...(threads !== undefined ? { threads } : {}),
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
   });
-  process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address}\n`);
+  process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address}${metrics.ready}\n`);
   onShutdown(log, async () => {
     // Both report NOT_SERVING at once; the orchestrator keeps serving while the sidecar drains.
     const started = Date.now();
     orchestrator.startDrain();
     await sandbox.drain(budget);
     await orchestrator.drain(Math.max(0, budget - (Date.now() - started)));
+    await Promise.all([metrics.close(), tracing.shutdown()]);
   });
 }
 
@@ -91,6 +116,7 @@ export async function runSandbox(argv: string[]): Promise<void> {
       "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
       ...poolFlags,
       ...drainFlags,
+      ...metricsFlags,
     },
     strict: true,
   });
@@ -98,29 +124,39 @@ export async function runSandbox(argv: string[]): Promise<void> {
   const listen = parseHostPort(values["sandbox-address"], "--sandbox-address");
   parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const log = createLogger("codemode-sandbox");
+  const metrics = await metricsFor(values, log);
+  const tracing = await startTracing("codemode-sandbox", VERSION, log);
   const threads = intFlag(values.threads, "--threads");
   const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
   const sandbox = await startSandbox({
     listen,
     orchestrator: values["orchestrator-address"],
     log,
+    ...(metrics.registry ? { metrics: metrics.registry } : {}),
     ...(threads !== undefined ? { threads } : {}),
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
   });
-  process.stdout.write(`ready sandbox=${sandbox.address}\n`);
-  onShutdown(log, () => sandbox.drain(budget));
+  process.stdout.write(`ready sandbox=${sandbox.address}${metrics.ready}\n`);
+  onShutdown(log, async () => {
+    await sandbox.drain(budget);
+    await Promise.all([metrics.close(), tracing.shutdown()]);
+  });
 }
 
 export async function runOrchestrator(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS }, ...storeFlags, ...drainFlags },
+    options: { "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS }, ...storeFlags, ...drainFlags, ...metricsFlags },
     strict: true,
   });
   const budget = drainBudget(values);
   const listen = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const log = createLogger("codemode-orchestrator");
-  const orchestrator = await startOrchestrator({ listen, log, ...storeOptions(values) });
-  process.stdout.write(`ready orchestrator=${orchestrator.address}\n`);
-  onShutdown(log, () => orchestrator.drain(budget));
+  const metrics = await metricsFor(values, log);
+  const orchestrator = await startOrchestrator({ listen, log, ...storeOptions(values), ...(metrics.registry ? { metrics: metrics.registry } : {}) });
+  process.stdout.write(`ready orchestrator=${orchestrator.address}${metrics.ready}\n`);
+  onShutdown(log, async () => {
+    await orchestrator.drain(budget);
+    await metrics.close();
+  });
 }

@@ -8,8 +8,9 @@
 import type { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
-import { ConfigError, parseCodeModeConfig } from "../shared/config.js";
-import { configLayerFromWire } from "../shared/config-wire.js";
+import { SurfaceKind } from "../gen/codemode/common/v1/common_pb.js";
+import { ConfigError, parseCodeModeConfig, parseToolSearchConfig } from "../shared/config.js";
+import { configLayerFromWire, toolSearchLayerFromWire } from "../shared/config-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
 import { NO_OPEN_RUN, requireScope } from "../shared/scope.js";
@@ -23,23 +24,37 @@ import { storeCall } from "./state/store-failure.js";
 import type { RunStore } from "./store/run-store.js";
 
 
+const KIND_ENUM = {
+  code_mode: SurfaceKind.CODE_MODE,
+  tool_search_code: SurfaceKind.TOOL_SEARCH_CODE,
+  tool_search: SurfaceKind.TOOL_SEARCH_TOOLS,
+  direct: SurfaceKind.DIRECT,
+  none: SurfaceKind.NONE,
+} as const;
+
 export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView) {
   const config = parseCodeModeConfig(run.config);
   const s = describeSurface(config, run.view, run.disableTools, {
     namespaces: namespaces.visible,
     mcpServerCount: run.mcpServers?.length ?? 0,
     emptyCatalog: run.catalogToolCount === 0,
+    toolSearch: parseToolSearchConfig(run.toolSearch),
+    codeModeExplicit: run.config.enabled === true,
+    ...(run.fallbackReason ? { fallbackReason: run.fallbackReason } : {}),
   });
   const counts = sourceCounts(run.view);
   return {
     codeModeActive: s.active,
     inactiveReason: s.inactiveReason,
-    tools: s.tools.map((t) => ({ name: t.name, description: t.description, inputSchemaJson: JSON.stringify(t.inputSchema) })),
+    tools: s.tools.map((t) => ({ name: t.name, description: t.description, inputSchemaJson: JSON.stringify(t.inputSchema), toolId: t.toolId ?? "" })),
     toolsJson: s.toolsJson,
     serializedBytes: s.serializedBytes,
     catalogSize: run.view.length,
     sources: { openclaw: counts.core, mcp: counts.mcp, client: counts.client },
     namespaces: s.active ? namespaces.visible.map((n) => n.globalName) : [],
+    kind: KIND_ENUM[s.kind],
+    fallback: s.fallbackReason !== "",
+    fallbackReason: s.fallbackReason,
   };
 }
 
@@ -53,9 +68,11 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
     async openRun(req) {
       const scope = requireScope(req.scope);
       const layer = configLayerFromWire(req.config);
+      const toolSearch = toolSearchLayerFromWire(req.toolSearch);
       let config;
       try {
         config = parseCodeModeConfig(layer);
+        parseToolSearchConfig(toolSearch);
       } catch (err) {
         if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
         throw err;
@@ -83,6 +100,7 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
         catalogToolCount: catalog.tools.length,
         viewVersion: viewVersion(catalog.id, rules, config.coreSourceName),
         openedAtMs: Date.now(),
+        ...(req.toolSearch ? { toolSearch } : {}),
       };
       await runs.open(run);
       log.info({ agentRunId: scope.agentRunId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
@@ -98,7 +116,16 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
       const scope = requireScope(req.scope);
       const steps = await runs.trajectory(scope);
       if (!steps) throw new ServiceError("not_found", "no run is open for this scope");
-      return { steps: steps.map((s) => ({ ...s, startedAtMs: BigInt(s.startedAtMs), nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: BigInt(n.startedAtMs) })) })) };
+      const replay = (r: { text: string; bytes: number; sha256: string }) => ({ ...r, bytes: BigInt(r.bytes) });
+      return {
+        steps: steps.map(({ input, result, ...s }) => ({
+          ...s,
+          ...(input ? { input: replay(input) } : {}),
+          ...(result ? { result: replay(result) } : {}),
+          startedAtMs: BigInt(s.startedAtMs),
+          nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: BigInt(n.startedAtMs) })),
+        })),
+      };
     },
     async closeRun(req) {
       const scope = requireScope(req.scope);

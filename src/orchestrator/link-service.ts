@@ -8,6 +8,7 @@ import type { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { parseCodeModeConfig } from "../shared/config.js";
 import { configLayerToWire } from "../shared/config-wire.js";
+import { parseToolSearchConfig } from "../shared/config.js";
 import type { Logger } from "../shared/logger.js";
 import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { requireScope } from "../shared/scope.js";
@@ -19,6 +20,10 @@ const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client
 
 export type AttachedSidecar = { sidecarId: string; address: string; peer: string; attachedAtMs: number; lastSeenMs: number };
 
+function replayFromWire(r: { text: string; bytes: bigint; sha256: string }) {
+  return { text: r.text, bytes: Number(r.bytes), sha256: r.sha256 };
+}
+
 export function linkHandlers(deps: {
   runs: RunRegistry;
   namespaces: RunNamespaces;
@@ -27,6 +32,18 @@ export function linkHandlers(deps: {
   sidecars: Map<string, AttachedSidecar>;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const { runs, log, sidecars } = deps;
+  /**
+   * A tool_search_code program of the run could not start an isolated runtime: from now
+   * on the run's Tool Search surface is mode tools (the seed's fallback), until the
+   * gateway opens the run again.
+   */
+  const fallBackToTools = async (scope: Parameters<RunRegistry["get"]>[0], reason: string) => {
+    const run = await runs.get(scope);
+    if (!run || run.fallbackReason || run.toolSearch?.enabled !== true) return;
+    const { counters: _c, ...spec } = run;
+    await runs.open({ ...spec, fallbackReason: reason.slice(0, 500) });
+    log.warn({ agentRunId: scope.agentRunId, reason }, "Tool Search falls back from mode code to mode tools for the run");
+  };
   return {
     async attach(stream) {
       let id: string | undefined;
@@ -72,6 +89,8 @@ export function linkHandlers(deps: {
         callCount: run.counters.call,
         codeModeActive: surface.codeModeActive,
         inactiveReason: surface.inactiveReason,
+        surface: surface.kind,
+        toolSearch: parseToolSearchConfig(run.toolSearch),
       };
     },
     async recordSegment(req) {
@@ -86,12 +105,17 @@ export function linkHandlers(deps: {
           codeModeRunId: s.codeModeRunId,
           status: s.status,
           errorCode: s.errorCode,
+          errorMessage: s.errorMessage,
           startedAtMs: Number(s.startedAtMs),
           durationMs: s.durationMs,
           nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: Number(n.startedAtMs) })),
+          ...(s.input ? { input: replayFromWire(s.input) } : {}),
+          ...(s.result ? { result: replayFromWire(s.result) } : {}),
         },
         { search: req.searchDelta, describe: req.describeDelta, call: req.callDelta },
+        req.resolved.map((n) => ({ callId: n.callId, outcome: n.outcome, errorMessage: n.errorMessage, deliveredAtMs: Number(n.deliveredAtMs) })),
       );
+      if (s.kind === "tool_search_code" && s.errorCode === "runtime_unavailable") await fallBackToTools(scope, s.errorMessage || "the isolated runtime could not start");
       return {};
     },
   };

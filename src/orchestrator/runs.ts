@@ -6,7 +6,7 @@
  * its gateway closes it (CloseRun); nothing expires it. Two registries: in memory (below,
  * the default) and Redis (./state/redis-runs.ts), shared by replicas.
  */
-import type { CodeModeConfigInput } from "../shared/config.js";
+import type { CodeModeConfigInput, ToolSearchConfigInput } from "../shared/config.js";
 import { scopeKeyOf, type Scope } from "../shared/scope.js";
 import type { ViewEntry, ViewServer } from "./catalog/catalog-view.js";
 import type { PolicyRules } from "./catalog/policy.js";
@@ -22,7 +22,35 @@ export type TrajectoryNested = {
   startedAtMs: number;
   durationMs: number;
   parentCallId: string;
+  /** ToolSource of the called tool, and its owner (absent in steps recorded by older builds). */
+  source?: number;
+  sourceName?: string;
+  /** Answered while the run was suspended; delivered by a later wait. */
+  answeredWhileSuspended?: boolean;
 };
+
+/** A text kept for replay: whole up to 64 KiB, else only its size and hash. */
+export type ReplayText = { text: string; bytes: number; sha256: string };
+
+/** How a later segment settles a call an earlier one made (answered while suspended). */
+export type ResolvedCall = { callId: string; outcome: string; errorMessage: string; deliveredAtMs: number };
+
+/**
+ * Applies resolved calls to the newest steps that still list them as pending: the
+ * trajectory then shows the answer a suspended run received, not "pending" forever.
+ */
+export function applyResolved(steps: TrajectoryStepRecord[], resolved: readonly ResolvedCall[]): void {
+  for (const r of resolved) {
+    for (let i = steps.length - 1; i >= 0; i--) {
+      const n = steps[i]!.nestedCalls.find((c) => c.callId === r.callId);
+      if (!n) continue;
+      if (n.outcome === "pending") {
+        Object.assign(n, { outcome: r.outcome, errorMessage: r.errorMessage, durationMs: Math.max(0, r.deliveredAtMs - n.startedAtMs), answeredWhileSuspended: true });
+      }
+      break;
+    }
+  }
+}
 
 export type TrajectoryStepRecord = {
   kind: string;
@@ -33,6 +61,11 @@ export type TrajectoryStepRecord = {
   startedAtMs: number;
   durationMs: number;
   nestedCalls: TrajectoryNested[];
+  /** The failure's message (absent in steps recorded by older builds). */
+  errorMessage?: string;
+  /** The model's input and the result it was given, for replay. */
+  input?: ReplayText;
+  result?: ReplayText;
 };
 
 export type Counters = { search: number; describe: number; call: number };
@@ -51,6 +84,13 @@ export type RunSpec = {
   catalogToolCount?: number;
   viewVersion: string;
   openedAtMs: number;
+  /** The Tool Search config layer from OpenRun (absent: Tool Search off). */
+  toolSearch?: Partial<ToolSearchConfigInput>;
+  /**
+   * Set when a tool_search_code program of this run could not start an isolated
+   * runtime: the run's Tool Search mode code falls back to mode tools (the seed's rule).
+   */
+  fallbackReason?: string;
 };
 
 export type OpenRun = RunSpec & { counters: Counters };
@@ -65,8 +105,11 @@ export interface RunRegistry {
   get(scope: Scope): Promise<OpenRun | undefined>;
   /** The open run's trajectory, oldest step first; undefined when no run is open. */
   trajectory(scope: Scope): Promise<TrajectoryStepRecord[] | undefined>;
-  /** Adds a segment's step and counter deltas to the open run; nothing when none is open. */
-  record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters): Promise<void>;
+  /**
+   * Adds a segment's step and counter deltas to the open run, and settles calls of earlier
+   * steps the segment resolved; nothing when no run is open.
+   */
+  record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters, resolved?: readonly ResolvedCall[]): Promise<void>;
   /** Forgets the run; false when none was open. */
   close(scope: Scope): Promise<boolean>;
 }
@@ -91,9 +134,10 @@ export class MemoryRunRegistry implements RunRegistry {
     return this.runs.get(scopeKeyOf(scope))?.trajectory.slice();
   }
 
-  async record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters): Promise<void> {
+  async record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters, resolved: readonly ResolvedCall[] = []): Promise<void> {
     const run = this.runs.get(scopeKeyOf(scope));
     if (!run) return;
+    applyResolved(run.trajectory, resolved);
     run.counters.search += deltas.search;
     run.counters.describe += deltas.describe;
     run.counters.call += deltas.call;

@@ -23,6 +23,7 @@ import { RunNamespaces } from "./namespaces/run-namespaces.js";
 import { createOrchestratorState } from "./state/create-state.js";
 import { createRunStore } from "./store/create-store.js";
 import { suspendedRunHandlers } from "./suspended-runs.js";
+import type { Registry } from "prom-client";
 
 export type OrchestratorOptions = {
   listen: HostPort;
@@ -31,6 +32,8 @@ export type OrchestratorOptions = {
   store?: string;
   /** Cap on unexpired suspended runs (64 by default). */
   maxSuspendedRuns?: number;
+  /** Where to register the orchestrator's Prometheus metrics (`--metrics-address`); none when absent. */
+  metrics?: Registry;
 };
 
 export const DEFAULT_MAX_SUSPENDED_RUNS = 64;
@@ -65,8 +68,12 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const health = new ServingHealth([Control.typeName, SidecarLink.typeName]);
   health.addToServer(server);
   addReflection(server, [Control]);
-  addService(server, Control, controlHandlers({ catalogs, runs, store, namespaces, log }), log, drain);
-  addService(server, SidecarLink, { ...linkHandlers({ runs, namespaces, orchestratorId, log, sidecars }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log }) }, log, drain);
+  // Loaded only when metrics are configured.
+  const metrics = options.metrics ? new (await import("./metrics.js")).OrchestratorMetrics(options.metrics, { store, sidecars, log }) : undefined;
+  const control = controlHandlers({ catalogs, runs, store, namespaces, log });
+  const link = { ...linkHandlers({ runs, namespaces, orchestratorId, log, sidecars }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log }) };
+  addService(server, Control, metrics ? metrics.countRequests(Control, control) : control, log, drain);
+  addService(server, SidecarLink, metrics ? metrics.countRequests(SidecarLink, metrics.watchSuspendedRuns(link)) : link, log, drain);
   const closeStores = () => Promise.all([store.close(), state.close()]);
   const port = await bindServer(server, options.listen.host, options.listen.port).catch(async (err: unknown) => {
     await closeStores();

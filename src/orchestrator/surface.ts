@@ -1,20 +1,30 @@
 /**
  * The model-visible surface of a run: with code mode active, exactly `exec` and
- * `wait`, with descriptions that teach the guest API and the run's limits; otherwise
- * the run's tools as direct definitions (or none for a run without tools). The
- * serialized bytes are reported so a gateway can compare prompt sizes.
+ * `wait`, with descriptions that teach the guest API and the run's limits; with Tool
+ * Search, `tool_search_code` (mode code) or `tool_search`/`tool_describe`/`tool_call`
+ * (mode tools, or mode code after a fallback); otherwise the run's tools as direct
+ * definitions (or none for a run without tools). The serialized bytes are reported so
+ * a gateway can compare prompt sizes.
  */
-import type { CodeModeConfig } from "../shared/config.js";
+import { createHash } from "node:crypto";
+import type { CodeModeConfig, ToolSearchConfig } from "../shared/config.js";
 import type { ViewEntry } from "./catalog/catalog-view.js";
 
 /** What the `exec` description says about a visible internal namespace. */
 export type SurfaceNamespace = { globalName: string; description: string; prompt: string };
 
-export type ModelToolDef = { name: string; description: string; inputSchema: Record<string, unknown> };
+export type ModelToolDef = { name: string; description: string; inputSchema: Record<string, unknown>; toolId?: string };
+
+/** Which surface a run has (SurfaceKind on the wire). */
+export type SurfaceKindName = "code_mode" | "tool_search_code" | "tool_search" | "direct" | "none";
 
 export type Surface = {
+  /** Code mode is active. */
   active: boolean;
   inactiveReason: string;
+  kind: SurfaceKindName;
+  /** Set when Tool Search mode code fell back to mode tools: why. */
+  fallbackReason: string;
   tools: ModelToolDef[];
   toolsJson: string;
   serializedBytes: number;
@@ -84,8 +94,31 @@ export function codeModeTools(config: CodeModeConfig, catalogSize: number, hasMc
   ];
 }
 
+/** A model-visible name from a catalog id: provider-safe characters, at most 64 of them. */
+function nameFromId(id: string): string {
+  const safe = id.replace(/:/g, "__").replace(/[^A-Za-z0-9_-]/g, "_");
+  if (safe.length <= 64) return safe;
+  return `${safe.slice(0, 55)}_${createHash("sha256").update(id).digest("hex").slice(0, 8)}`;
+}
+
+/**
+ * The run's tools as direct definitions. Model providers refuse two tools with one name,
+ * so when visible tools share a name (two owners each have `search`), every one of them
+ * is named after its catalog id instead; the gateway maps names back by `toolId`.
+ */
 function directTools(view: readonly ViewEntry[]): ModelToolDef[] {
-  return view.map((e) => ({ name: e.name, description: e.description, inputSchema: JSON.parse(e.parametersJson) as Record<string, unknown> }));
+  const counts = new Map<string, number>();
+  for (const e of view) counts.set(e.name, (counts.get(e.name) ?? 0) + 1);
+  const used = new Set(view.filter((e) => counts.get(e.name) === 1).map((e) => e.name));
+  return view.map((e) => {
+    let name = e.name;
+    if (counts.get(e.name)! > 1) {
+      name = nameFromId(e.id);
+      for (let n = 2; used.has(name); n++) name = `${nameFromId(e.id).slice(0, 60)}_${n}`;
+      used.add(name);
+    }
+    return { name, description: e.description, inputSchema: JSON.parse(e.parametersJson) as Record<string, unknown>, toolId: e.id };
+  });
 }
 
 /** What else a code-mode surface teaches besides the catalog: namespaces, MCP servers. */
@@ -98,24 +131,102 @@ export type SurfaceExtras = {
    * tool, or disable_tools, is what the seed means by a run without tools.
    */
   emptyCatalog?: boolean;
+  /** The run's Tool Search config: enabled, it is the surface unless code mode was enabled explicitly. */
+  toolSearch?: ToolSearchConfig;
+  /** The run's config layer set code mode's `enabled: true` itself (code mode then supersedes Tool Search, as the seed says). */
+  codeModeExplicit?: boolean;
+  /** A tool_search_code program of this run could not start a runtime: mode code falls back to tools. */
+  fallbackReason?: string;
 };
 
 export function describeSurface(config: CodeModeConfig, view: readonly ViewEntry[], disableTools: boolean, extras: SurfaceExtras = {}): Surface {
   let tools: ModelToolDef[];
   let inactiveReason = "";
+  let kind: SurfaceKindName = "code_mode";
+  let fallbackReason = "";
+  const ts = extras.toolSearch;
   if (disableTools) {
     tools = [];
+    kind = "none";
     inactiveReason = "the run disables tools, so code mode does not activate";
   } else if (view.length === 0 && !extras.emptyCatalog) {
     tools = [];
+    kind = "none";
     inactiveReason = "no tools are visible to the run after policy, so code mode does not activate";
+  } else if (ts?.enabled && !extras.codeModeExplicit) {
+    fallbackReason = ts.mode === "code" ? (extras.fallbackReason ?? "") : "";
+    const code = ts.mode === "code" && !fallbackReason;
+    kind = code ? "tool_search_code" : "tool_search";
+    tools = code ? toolSearchCodeTools(ts, view.length) : toolSearchTools(ts, view.length);
+    inactiveReason = code
+      ? "Tool Search is the run's surface (tool_search_code)"
+      : "Tool Search is the run's surface (tool_search, tool_describe, tool_call)";
   } else if (!config.enabled) {
     tools = directTools(view);
+    kind = "direct";
     inactiveReason = "code mode is disabled in the run's config; the run's tools are exposed directly";
   } else {
     const hasMcp = (extras.mcpServerCount ?? 0) > 0 || view.some((e) => e.source === "mcp");
     tools = codeModeTools(config, view.filter((e) => e.source !== "mcp").length, hasMcp, extras.namespaces ?? []);
   }
   const toolsJson = JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })));
-  return { active: inactiveReason === "", inactiveReason, tools, toolsJson, serializedBytes: Buffer.byteLength(toolsJson, "utf8") };
+  return { active: inactiveReason === "", inactiveReason, kind, fallbackReason, tools, toolsJson, serializedBytes: Buffer.byteLength(toolsJson, "utf8") };
+}
+
+const ENTRY_SHAPE = "{id, name, label?, description, source, sourceName?}";
+
+/** Tool Search, mode code: one compact program tool over `openclaw.tools` (the seed's bridge). */
+export function toolSearchCodeTools(ts: ToolSearchConfig, catalogSize: number): ModelToolDef[] {
+  return [
+    {
+      name: "tool_search_code",
+      description: [
+        `Search, describe and call this run's hidden tools (${catalogSize} tools) from a short JavaScript program: an async function body (use \`await\`, \`return\` a JSON-compatible value).`,
+        `- \`await openclaw.tools.search(query, { limit })\`: ranked entries ${ENTRY_SHAPE} (default ${ts.searchDefaultLimit}, at most ${ts.maxSearchLimit}).`,
+        "- `await openclaw.tools.describe(id)`: the entry with its exact JSON Schema `parameters`.",
+        "- `await openclaw.tools.call(id, args)`: runs the tool and returns its result; a failure throws a catchable Error.",
+        `Only console.log/warn/error besides: no imports, filesystem, network or timers. Limit: ${ts.codeTimeoutMs} ms per program.`,
+      ].join("\n"),
+      inputSchema: {
+        type: "object",
+        properties: { code: { type: "string", description: "The program: an async function body." } },
+        required: ["code"],
+        additionalProperties: false,
+      },
+    },
+  ];
+}
+
+/** Tool Search, mode tools: the seed's three structured tools. */
+export function toolSearchTools(ts: ToolSearchConfig, catalogSize: number): ModelToolDef[] {
+  return [
+    {
+      name: "tool_search",
+      description: `Search this run's hidden tool catalog (${catalogSize} tools) by what you want to do. Returns entries ${ENTRY_SHAPE}, best first (default ${ts.searchDefaultLimit}, at most ${ts.maxSearchLimit}). Then tool_describe one id for its input schema and tool_call it.`,
+      inputSchema: {
+        type: "object",
+        properties: {
+          query: { type: "string", description: "The task, e.g. \"create a GitHub issue\"." },
+          limit: { type: "integer", minimum: 1, maximum: ts.maxSearchLimit },
+        },
+        required: ["query"],
+        additionalProperties: false,
+      },
+    },
+    {
+      name: "tool_describe",
+      description: "Full description and exact JSON Schema input of one tool, by an id from tool_search.",
+      inputSchema: { type: "object", properties: { id: { type: "string" } }, required: ["id"], additionalProperties: false },
+    },
+    {
+      name: "tool_call",
+      description: "Call one tool by its id from tool_search with `args` matching its input schema. Returns the tool's result.",
+      inputSchema: {
+        type: "object",
+        properties: { id: { type: "string" }, args: { type: "object", description: "The tool's input." } },
+        required: ["id"],
+        additionalProperties: false,
+      },
+    },
+  ];
 }

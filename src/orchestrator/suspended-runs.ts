@@ -16,6 +16,9 @@ import { requireScope } from "../shared/scope.js";
 import { storeCall } from "./state/store-failure.js";
 import type { RunStore, StoredAnswer, SuspendedRecord } from "./store/run-store.js";
 
+/** Pending entries a stored run may list: the largest maxPendingToolCalls, plus armed timers (100) and a yield. */
+const MAX_PENDING_ENTRIES = LIMITS.maxPendingToolCalls.max + 101;
+
 /** Longest AwaitToolResults long-poll served. */
 const MAX_AWAIT_MS = 60_000;
 /** Longest claim lease granted. */
@@ -50,19 +53,24 @@ function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecor
   const scope = requireScope(run.scope);
   if (run.snapshot.byteLength === 0) throw new ServiceError("invalid_argument", "run.snapshot is empty");
   // A VM awaits at most maxPendingToolCalls host requests; answers only for those.
-  if (run.pending.length > LIMITS.maxPendingToolCalls.max) throw new ServiceError("invalid_argument", `run.pending lists more than ${LIMITS.maxPendingToolCalls.max} calls`);
+  if (run.pending.length > MAX_PENDING_ENTRIES) throw new ServiceError("invalid_argument", `run.pending lists more than ${MAX_PENDING_ENTRIES} entries`);
   const pendingIds = new Set(run.pending.map((p) => p.callId));
   if (pendingIds.size !== run.pending.length || pendingIds.has("")) throw new ServiceError("invalid_argument", "run.pending call ids must be unique and non-empty");
   const answers = run.answers.map(storedAnswerFromWire);
   if (answers.some((a) => !pendingIds.has(a.callId)) || new Set(answers.map((a) => a.callId)).size !== answers.length) {
     throw new ServiceError("invalid_argument", "run.answers must answer distinct pending calls");
   }
+  // A snapshot is sealed for one generation, exactly one more than the store's; the store checks.
+  if (run.generation < 1n || run.generation > BigInt(Number.MAX_SAFE_INTEGER)) throw new ServiceError("invalid_argument", "run.generation must be from 1 to 2^53 - 1");
   const config = configOf(run.configJson);
   const record: SuspendedRecord = {
     codeModeRunId: run.codeModeRunId,
     scope,
     snapshot: run.snapshot,
-    pending: run.pending.map((p) => ({ callId: p.callId, kind: pendingKindFromWire(p.kind), toolId: p.toolId, toolName: p.toolName })),
+    pending: run.pending.map((p) => {
+      const kind = pendingKindFromWire(p.kind);
+      return kind === "timer" ? { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName, dueAtMs: Number(p.dueAtMs) } : { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName };
+    }),
     answers,
     reason: run.reason === WaitReason.YIELD ? "yield" : "pending_tools",
     configJson: run.configJson,
@@ -71,6 +79,7 @@ function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecor
     expiresAtMs: Date.now() + config.snapshotTtlSeconds * 1000,
     catalogVersion: run.catalogVersion,
     execCallId: run.execCallId,
+    generation: Number(run.generation),
   };
   return { record, config };
 }
@@ -80,7 +89,7 @@ function recordToWire(r: SuspendedRecord) {
     codeModeRunId: r.codeModeRunId,
     scope: r.scope,
     snapshot: r.snapshot,
-    pending: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind) })),
+    pending: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind), dueAtMs: BigInt(p.dueAtMs ?? 0) })),
     answers: r.answers.map(storedAnswerToWire),
     reason: r.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
     configJson: r.configJson,
@@ -88,6 +97,7 @@ function recordToWire(r: SuspendedRecord) {
     expiresAtMs: BigInt(r.expiresAtMs),
     catalogVersion: r.catalogVersion,
     execCallId: r.execCallId,
+    generation: BigInt(r.generation),
   };
 }
 
@@ -124,7 +134,10 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
         store.suspend(record, { maxSuspendedRuns: deps.maxSuspendedRuns, ...(req.reclaim ? { claimToken: req.claimToken } : {}) }),
       );
       if (!res.ok) {
-        log.info({ codeModeRunId: record.codeModeRunId, why: res.why }, "refused to store a suspended run");
+        if (res.why === "stale") {
+          // A sidecar always sends the next generation: anything else is an older snapshot sent again.
+          log.warn({ codeModeRunId: record.codeModeRunId, generation: record.generation }, "refused a suspended run whose generation is not the next one (a replayed or out-of-order snapshot)");
+        } else log.info({ codeModeRunId: record.codeModeRunId, why: res.why }, "refused to store a suspended run");
         return { refused: res.why === "cap" ? MESSAGES.cap : MESSAGES.unavailable, refusedCode: ErrorCode.INVALID_INPUT };
       }
       log.info(

@@ -32,7 +32,9 @@ import type { ResolvedRun, RunResolver } from "./run-resolver.js";
 import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Answer, type Scope, type SegmentInit } from "./segment.js";
 import type { SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf } from "./suspension.js";
+import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
+import { withRetries } from "../shared/retry.js";
 
 /** What a new Exec on a draining sidecar is told (UNAVAILABLE: the gateway retries elsewhere). */
 export const DRAINING = "this sidecar is draining (shutting down); send the exec to another sidecar";
@@ -51,6 +53,8 @@ export type SandboxService = {
   handlers: Partial<ServiceHandlers<typeof Sandbox.method>>;
   /** Ends every exec and wait still running here: the drain budget ran out. */
   cancelInFlight(reason: string): void;
+  /** Asks every exec and wait in flight to suspend its VM into the store at its next idle moment. */
+  suspendInFlight(): void;
 };
 
 /** The run context internal namespaces may reference (`{"$context": "runId"}` and so on). */
@@ -60,22 +64,27 @@ function runContextJson(scope: Scope, config: CodeModeConfig): string {
 
 export function createSandboxService(deps: ExecServiceDeps): SandboxService {
   const { pool, resolver, calls, link, sealer, log, drain } = deps;
-  /** One controller per exec or wait in flight, aborted when the drain budget runs out. */
-  const inFlight = new Set<AbortController>();
-  const tracked = async (body: (drainSignal: AbortSignal) => Promise<void>): Promise<void> => {
-    const ac = new AbortController();
-    inFlight.add(ac);
+  /**
+   * Per exec or wait in flight: `suspend` asks its VM to suspend when idle (the drain
+   * budget ran out: the run goes to the store as waiting), `cancel` ends it (what did not
+   * suspend in time).
+   */
+  const inFlight = new Set<{ suspend: AbortController; cancel: AbortController }>();
+  const tracked = async (body: (drainSignal: AbortSignal, suspendSignal: AbortSignal) => Promise<void>): Promise<void> => {
+    const entry = { suspend: new AbortController(), cancel: new AbortController() };
+    inFlight.add(entry);
     try {
-      await body(ac.signal);
+      await body(entry.cancel.signal, entry.suspend.signal);
     } finally {
-      inFlight.delete(ac);
+      inFlight.delete(entry);
     }
   };
 
   /** Resolves the run; undefined when the orchestrator cannot be reached. */
   const resolve = async (scope: Scope, rlog: Logger): Promise<ResolvedRun | undefined> => {
     try {
-      return await resolver.resolve(scope);
+      // A replica that just died: the retry reaches another one through the same address.
+      return await withRetries(() => resolver.resolve(scope), (err) => err instanceof ServiceError && err.code === "unavailable");
     } catch (err) {
       rlog.warn({ err }, "could not resolve run with the orchestrator");
       return undefined;
@@ -102,7 +111,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       const execCallId = req.execCallId || newId("exec", 8);
       const codeModeRunId = newId("cm");
       const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, execCallId });
-      await tracked(async (drainSignal) => {
+      await tracked(async (drainSignal, suspendSignal) => {
         const run = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
         let config: CodeModeConfig;
@@ -112,12 +121,20 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
           throw err;
         }
+        // Tool Search, mode code: the program runs on the reduced `openclaw.tools` surface.
+        if (run?.surface === "tool_search_code") {
+          return execToolSearchCode(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, AbortSignal.any([stream.signal, drainSignal]));
+        }
         const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
+        seg.recordInput({ ...(req.code !== undefined ? { code: req.code } : {}), ...(req.command !== undefined ? { command: req.command } : {}), ...(req.language !== undefined ? { language: req.language } : {}) });
         if (run === undefined) return seg.finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
-        if (!run.active) return seg.finish({ status: "failed", error: `${INACTIVE_PREFIX}${run.inactiveReason}.`, code: "invalid_input" }, 0);
         if (!config.enabled) return seg.finish({ status: "failed", error: RUN_MESSAGES.disabled, code: "invalid_input" }, 0);
+        if (!run.active) return seg.finish({ status: "failed", error: `${INACTIVE_PREFIX}${run.inactiveReason}.`, code: "invalid_input" }, 0);
         const input = checkExecInput({ code: req.code, command: req.command, language: req.language }, config.languages);
         if (!input.ok) return seg.finish({ status: "failed", error: input.error, code: "invalid_input" }, 0);
+        if (pool.saturated) {
+          throw new ServiceError("resource_exhausted", `this sidecar is at capacity (${pool.maxQueue} execs already wait for a worker); retry later or send the exec to another sidecar`);
+        }
 
         const outcome = await seg.run(
           {
@@ -130,6 +147,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
             outputBytesUsed: 0,
           },
           AbortSignal.any([stream.signal, drainSignal]),
+          suspendSignal,
         );
         await endSegment(seg, outcome, { scope, scopeKey, codeModeRunId, execCallId, config, catalogVersion: run.catalog?.version ?? "", link, sealer, signal: stream.signal });
       });
@@ -143,7 +161,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       const waitCallId = req.waitCallId || newId("wait", 8);
       const runId = req.codeModeRunId.trim();
       const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId: runId, waitCallId });
-      await tracked(async (drainSignal) => {
+      await tracked(async (drainSignal, suspendSignal) => {
         const run = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
         const init = segmentInit("wait", scope, waitCallId, runId, run, (event) => stream.send({ event }), rlog);
@@ -152,9 +170,12 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if (!runId) {
           return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
         }
-        await serveWait(runId, { link, sealer, log: rlog, segment, init, run, drainSignal }, stream.signal);
+        await serveWait(runId, { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal }, stream.signal);
       });
     },
+
+    // Tool Search, mode tools (tool_search, tool_describe, tool_call): no VM.
+    ...toolSearchHandlers({ resolver, calls, log, tracked }),
 
     // Served while draining too: answers let the runs in flight finish.
     async bridgeCallback(req) {
@@ -192,7 +213,10 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
   return {
     handlers,
     cancelInFlight(reason) {
-      for (const ac of inFlight) ac.abort(reason);
+      for (const e of inFlight) e.cancel.abort(reason);
+    },
+    suspendInFlight() {
+      for (const e of inFlight) e.suspend.abort("drain");
     },
   };
 }

@@ -17,7 +17,7 @@ import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
 import type { Logger } from "../shared/logger.js";
-import type { ExecTask, MainMessage, NestedCallMessage, PlainError, RequestOp, ResumeTask, Task, TaskOutcome, WorkerMessage } from "./task-protocol.js";
+import { EMPTY_GUEST_CATALOG, type ExecTask, type MainMessage, type NestedCallMessage, type PlainError, type RequestOp, type ResumeTask, type Task, type TaskOutcome, type UnparkTask, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -38,12 +38,23 @@ export type ExecHandle = {
   outcome: Promise<TaskOutcome>;
   answer(callId: string, result: { ok: true; json: string } | { ok: false; error: PlainError }): void;
   cancel(reason: string): void;
+  /** Asks the VM to suspend at its next idle moment (drain); a computing guest finishes its slice first. */
+  suspend(): void;
 };
 
-/** Grace past the deadline before the host stops trusting the interrupt handler. */
-export function killGraceMs(timeoutMs: number): number {
-  return Math.max(500, Math.round(timeoutMs / 2));
+/**
+ * Grace past a deadline or a cancel before the host stops trusting the interrupt handler
+ * and terminates the thread: a guest that polls interrupts has stopped long before, so
+ * only a native loop (e.g. a huge `Array.join`) is still running then. Under a second,
+ * whatever `timeoutMs` is.
+ */
+export const KILL_GRACE_MS = 750;
+export function killGraceMs(_timeoutMs: number): number {
+  return KILL_GRACE_MS;
 }
+
+/** How a cancelled guest's failure starts (the worker's message, completed here with the reason). */
+const CANCELLED_PREFIX = "code mode exec was cancelled: ";
 
 const WORKER_FILE = fileURLToPath(new URL("./worker/worker.js", import.meta.url));
 /** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
@@ -57,11 +68,19 @@ export class SandboxPool {
   private readonly log: Logger;
   private closed = false;
   readonly threads: number;
+  /** Execs that may wait for a free worker slot before new ones are refused. */
+  readonly maxQueue: number;
 
-  private constructor(piscina: Piscina, threads: number, log: Logger) {
+  private constructor(piscina: Piscina, threads: number, maxQueue: number, log: Logger) {
     this.piscina = piscina;
     this.threads = threads;
+    this.maxQueue = maxQueue;
     this.log = log;
+  }
+
+  /** True when the queue is full: a new exec is refused (RESOURCE_EXHAUSTED) rather than left to hang. */
+  get saturated(): boolean {
+    return this.piscina.queueSize >= this.maxQueue;
   }
 
   static async create(options: PoolOptions): Promise<SandboxPool> {
@@ -81,11 +100,18 @@ export class SandboxPool {
       atomics: "disabled",
     });
     piscina.on("error", (err: unknown) => options.log.error({ err }, "pool worker error"));
-    return new SandboxPool(piscina, threads, options.log);
+    // Room for two more rounds of every slot: beyond that, queueing only adds latency.
+    const maxQueue = threads * Math.max(1, options.execsPerWorker ?? 8) * 2;
+    return new SandboxPool(piscina, threads, maxQueue, options.log);
   }
 
   get utilization(): number {
     return this.piscina.utilization;
+  }
+
+  /** Tasks waiting for a free slot on a worker (metrics). */
+  get queueSize(): number {
+    return this.piscina.queueSize;
   }
 
   exec(submission: Submission, events: ExecEvents): ExecHandle {
@@ -95,14 +121,22 @@ export class SandboxPool {
     let finished = false;
     let cancelledReason: string | undefined;
     const backlog: MainMessage[] = [];
+    const cancelFlag = new SharedArrayBuffer(4);
+    /** The VM's latest idle image on a shared thread, and answers sent to it since. */
+    let parked: Extract<WorkerMessage, { t: "parked" }> | undefined;
+    let answersSinceParked: Array<Extract<MainMessage, { t: "answer" }>> = [];
+    /** Re-arms the running attempt's kill timer (set per attempt). */
+    let killAfter: ((ms: number) => void) | undefined;
     const finish = (o: TaskOutcome) => {
       if (finished) return;
       finished = true;
       port?.close();
+      // A guest stopped through the shared flag knows it was cancelled, not why: say why.
+      if (cancelledReason !== undefined && o.status === "failed" && o.error.startsWith(CANCELLED_PREFIX)) o = { ...o, error: `${CANCELLED_PREFIX}${cancelledReason}` };
       resolveOutcome(o);
     };
 
-    const attempt = (tries: number) => {
+    const attempt = (tries: number, unpark?: Omit<UnparkTask, "port">) => {
       const channel = new MessageChannel();
       port = channel.port1;
       let threadId: number | undefined;
@@ -144,13 +178,20 @@ export class SandboxPool {
           case "request":
           case "yield":
             emitted = true;
+            // The VM moved on since it parked: that image would repeat what the gateway saw.
+            parked = undefined;
+            break;
+          case "parked":
+            parked = m;
+            answersSinceParked = [];
             break;
           case "started":
             started = true;
             threadId = m.threadId;
             clearTimeout(startTimer);
             for (const b of backlog.splice(0)) channel.port1.postMessage(b);
-            armKill(submission.limits.timeoutMs);
+            armKill(cancelledReason !== undefined ? 0 : submission.limits.timeoutMs);
+            killAfter = armKill;
             break;
           case "watch":
             // The worker moved its own deadline (the VM got the thread, or a snapshot is
@@ -164,18 +205,37 @@ export class SandboxPool {
         }
       });
 
-      const task = { ...submission, port: channel.port2 } as Task;
+      const task = (unpark ? { ...unpark, port: channel.port2, cancelFlag } : { ...submission, port: channel.port2, cancelFlag }) as Task;
       this.piscina.run(task, { transferList: [channel.port2] }).then(
         () => undefined,
         (err: unknown) => {
           clearTimeout(startTimer);
           clearTimeout(killTimer);
           if (finished) return;
-          if (!emitted && !this.closed && tries < 3) {
+          if (!emitted && !unpark && !this.closed && tries < 3) {
             // The thread died (another run's loop) before this task reported anything: run it elsewhere.
             this.log.info({ tries, started }, "resubmitting a task whose worker was replaced before it reported anything");
             channel.port1.close();
             attempt(tries + 1);
+            return;
+          }
+          if (parked && !this.closed && tries < 3) {
+            // The thread died for a neighbour while this VM was idle: continue it elsewhere
+            // from the image it parked, with the answers sent since.
+            const p = parked;
+            this.log.info({ tries, pending: p.pending.length }, "continuing a run whose worker was killed for another run, from its parked image");
+            channel.port1.close();
+            parked = undefined;
+            attempt(tries + 1, {
+              kind: "unpark",
+              parked: p.parked,
+              pending: p.pending,
+              answers: answersSinceParked.splice(0),
+              limits: submission.limits,
+              outputBytesUsed: p.outputBytes,
+              deadlineAtMs: p.deadlineAtMs,
+              ...(submission.kind === "exec" && submission.surface !== undefined ? { surface: submission.surface } : {}),
+            });
             return;
           }
           const reason = this.closed ? "the sandbox is shutting down" : (err as Error)?.message ?? String(err);
@@ -196,13 +256,24 @@ export class SandboxPool {
     };
     return {
       outcome,
-      answer: (callId, result) =>
-        send(result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error }),
+      answer: (callId, result) => {
+        const m: Extract<MainMessage, { t: "answer" }> = result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error };
+        if (parked) answersSinceParked.push(m);
+        send(m);
+      },
+      suspend: () => {
+        send({ t: "suspend" });
+        backlog.push({ t: "suspend" });
+      },
       cancel: (reason) => {
         if (cancelledReason !== undefined) return;
         cancelledReason = reason;
+        // The flag reaches a computing guest at its next interrupt poll; the message
+        // carries the reason; a native loop is killed after the grace.
+        Atomics.store(new Int32Array(cancelFlag), 0, 1);
         send({ t: "cancel", reason });
         backlog.push({ t: "cancel", reason });
+        killAfter?.(0);
       },
     };
   }
@@ -219,6 +290,23 @@ export class SandboxPool {
   private terminateThread(threadId: number | undefined): void {
     const worker = this.piscina.threads.find((w) => w.threadId === threadId);
     if (worker) void worker.terminate();
+  }
+
+  /**
+   * Runs `return 1` once on each guest prelude (code mode's and Tool Search's) and
+   * rejects with the reason when the pool cannot: workers that never start, a prelude
+   * that does not compile, QuickJS that cannot create a VM. Bounded by the task timeout.
+   */
+  async probe(): Promise<void> {
+    const limits = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
+    const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
+    const outcomes = await Promise.all(
+      (["code", "tool_search"] as const).map(
+        (surface) =>
+          this.exec({ kind: "exec", source: "return 1", language: "javascript", limits, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface }, ignore).outcome,
+      ),
+    );
+    for (const o of outcomes) if (o.status !== "completed" || o.valueJson !== "1") throw new Error(o.status === "failed" ? o.error : `the probe program ended ${o.status}`);
   }
 
   async close(): Promise<void> {

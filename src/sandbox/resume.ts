@@ -23,7 +23,7 @@ import { killGraceMs } from "./pool.js";
 import type { ResultInput } from "./result.js";
 import type { ResolvedRun } from "./run-resolver.js";
 import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type PendingInfo, type SegmentInit } from "./segment.js";
-import { SnapshotAuthError, type SnapshotSealer } from "./snapshot-seal.js";
+import { SnapshotAuthError, SnapshotKeyUnavailableError, type SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
 import type { AnswerMessage } from "./task-protocol.js";
 
@@ -50,6 +50,8 @@ export type WaitDeps = {
   run: ResolvedRun;
   /** Aborted (with the reason as a string) when the sidecar's drain budget runs out. */
   drainSignal: AbortSignal;
+  /** Aborted when the sidecar's drain budget ran out: the restored VM suspends again when idle. */
+  suspendSignal?: AbortSignal;
 };
 
 /**
@@ -87,6 +89,7 @@ async function collect(link: OrchestratorLink, runId: string, token: string, see
 export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSignal): Promise<void> {
   const { link, sealer, log, run, drainSignal } = deps;
   const early = deps.segment(parseCodeModeConfig(run.configLayer));
+  early.recordInput({ runId });
   const scope = deps.init.scope;
   // The token is ours, so a claim whose reply was lost can be retried without "busy".
   const token = randomUUID();
@@ -106,25 +109,42 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
 
   const outputBytesUsed = Number(rec.outputBytes);
   const pending = new Map<string, PendingInfo>();
-  for (const p of rec.pending) pending.set(p.callId, { callId: p.callId, kind: pendingKindFromWire(p.kind), toolId: p.toolId, toolName: p.toolName });
+  for (const p of rec.pending) {
+    const kind = pendingKindFromWire(p.kind);
+    pending.set(p.callId, kind === "timer" ? { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName, dueAtMs: Number(p.dueAtMs) } : { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName });
+  }
 
-  // The seal is checked first: nothing of a record that fails it is used.
+  // The seal is checked first: nothing of a record that fails it is used. The store's
+  // generation must be the one the snapshot was sealed for: an older one put back is refused.
+  const generation = Number(rec.generation);
   let envelope: Uint8Array;
   try {
     const meta = sealMeta({ configJson: rec.configJson, reason: rec.reason === WaitReason.YIELD ? "yield" : "pending_tools", pending: pending.values(), outputBytes: outputBytesUsed });
-    envelope = sealer.open(rec.snapshot, { codeModeRunId: runId, scopeKey: deps.init.scopeKey, meta });
+    envelope = sealer.open(rec.snapshot, { codeModeRunId: runId, scopeKey: deps.init.scopeKey, meta, generation });
   } catch (err) {
     if (!(err instanceof SnapshotAuthError)) throw err;
-    if (!sealer.shared) {
-      // A per-process key: the run may well be this sidecar's neighbour's, intact. Leave it.
+    if (err instanceof SnapshotKeyUnavailableError) {
+      // Sealed under a key this sidecar does not hold: another sidecar's per-process key, or
+      // a key not (or no longer) configured here. The run may well be intact: leave it.
       await release(true);
-      log.warn({ runId }, "cannot resume a run sealed by another sidecar process (no shared CODEMODE_SNAPSHOT_KEY)");
+      if (!sealer.shared) {
+        log.warn({ runId, keyId: err.keyId }, "cannot resume a run sealed by another sidecar process (no shared CODEMODE_SNAPSHOT_KEYS)");
+        return early.finish(
+          { status: "failed", error: "this sidecar cannot resume code mode runs suspended by another sidecar process; configure the same CODEMODE_SNAPSHOT_KEY on every sidecar.", code: "runtime_unavailable" },
+          outputBytesUsed,
+        );
+      }
+      log.warn({ runId, keyId: err.keyId, keyIds: sealer.keyIds }, "cannot resume a run sealed under a snapshot key this sidecar does not have; leaving it");
       return early.finish(
-        { status: "failed", error: "this sidecar cannot resume code mode runs suspended by another sidecar process; configure the same CODEMODE_SNAPSHOT_KEY on every sidecar.", code: "runtime_unavailable" },
+        {
+          status: "failed",
+          error: `this sidecar cannot resume this code mode run: its snapshot was sealed under key id "${err.keyId}", which is not among this sidecar's snapshot keys (CODEMODE_SNAPSHOT_KEYS); the run is kept for a sidecar that has it.`,
+          code: "runtime_unavailable",
+        },
         outputBytesUsed,
       );
     }
-    log.error({ runId, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
+    log.error({ runId, generation, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
     await release(false);
     return early.finish({ status: "failed", error: `code mode run's snapshot failed authentication and was discarded (${err.message}).`, code: "internal_error" }, outputBytesUsed);
   }
@@ -137,6 +157,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     return early.finish({ status: "failed", error: `code mode run has an unreadable config and was discarded: ${(err as Error).message}`, code: "internal_error" }, 0);
   }
   const seg = deps.segment(config);
+  seg.recordInput({ runId });
   const answers = new Map<string, Answer>();
   for (const w of rec.answers) {
     const a = answerFromWire(w);
@@ -154,15 +175,20 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     if (pending.has(id)) answers.set(id, a);
   };
 
-  if (answers.size === 0) {
-    const current = await collect(link, runId, token, seen, onAnswer, AbortSignal.any([signal, drainSignal]), Date.now() + config.timeoutMs, true, log);
+  // An armed guest timer is work the VM can do without any answer: restore when it is due.
+  let timerDue = Number.POSITIVE_INFINITY;
+  for (const p of pending.values()) if (p.kind === "timer") timerDue = Math.min(timerDue, p.dueAtMs ?? 0);
+  const timerReady = () => timerDue <= Date.now();
+  if (answers.size === 0 && !timerReady()) {
+    const until = Math.min(Date.now() + config.timeoutMs, timerDue);
+    const current = await collect(link, runId, token, seen, onAnswer, AbortSignal.any([signal, drainSignal]), until, true, log);
     if (!current) return seg.finish({ status: "failed", error: UNAVAILABLE, code: "invalid_input" }, outputBytesUsed);
     if (signal.aborted) {
       await release(false);
       return;
     }
     // Nothing came, or the sidecar stops before the VM was restored: the run stays as it was.
-    if (answers.size === 0 || drainSignal.aborted) {
+    if ((answers.size === 0 && !timerReady()) || drainSignal.aborted) {
       await release(true);
       const still: ResultInput = { status: "waiting", runId, reason: "pending_tools", pending: unsettledCalls(pending.values(), (id) => answers.has(id)) };
       return seg.finish(still, outputBytesUsed, rec.snapshot.byteLength);
@@ -170,7 +196,10 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   }
 
   const delivered: AnswerMessage[] = [];
-  for (const [callId, a] of answers) delivered.push(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error });
+  for (const [callId, a] of answers) {
+    delivered.push(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error });
+    if (pending.get(callId)?.kind === "call") seg.recordResolved(callId, a);
+  }
   const polling = new AbortController();
   const running = new AbortController();
   const onCancel = () => running.abort(`the gateway cancelled the wait`);
@@ -181,6 +210,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   if (drainSignal.aborted) onDrained();
   const onLive = (id: string, a: Answer) => {
     onAnswer(id, a);
+    if (pending.get(id)?.kind === "call") seg.recordResolved(id, a);
     seg.answer(id, a);
   };
   const poller = collect(link, runId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log).then((current) => {
@@ -192,12 +222,13 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
       {
         kind: "resume",
         envelope,
-        pending: [...pending.values()].map((p) => ({ callId: p.callId, kind: p.kind })),
+        pending: [...pending.values()].map((p) => (p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind })),
         answers: delivered,
         limits: limitsOf(config),
         outputBytesUsed,
       },
       running.signal,
+      deps.suspendSignal,
     );
   } finally {
     signal.removeEventListener("abort", onCancel);
@@ -215,6 +246,6 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     link,
     sealer,
     signal,
-    claim: { token, pending, answers },
+    claim: { token, generation, pending, answers },
   });
 }

@@ -4,19 +4,28 @@
  * change, not once per exec. A scope with no open run resolves as `found: false`, and
  * Exec and Wait refuse it (FAILED_PRECONDITION: call OpenRun first).
  */
-import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import { SurfaceKind, ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { annotationsFromWire } from "../shared/tool-wire.js";
 import type { RecordSegmentRequestSchema } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CodeModeConfigInput } from "../shared/config.js";
 import type { Scope } from "../shared/scope.js";
-import { configLayerFromWire } from "../shared/config-wire.js";
+import { configLayerFromWire, toolSearchLayerFromWire } from "../shared/config-wire.js";
+import { parseToolSearchConfig, type ToolSearchConfig } from "../shared/config.js";
+import type { Logger } from "../shared/logger.js";
 import { RunCatalog } from "./catalog/run-catalog.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 
+/** The run's model-visible surface, as the orchestrator decided it (see SurfaceKind). */
+export type RunSurface = "code_mode" | "tool_search_code" | "tool_search" | "direct" | "none";
+
 export type ResolvedRun = {
   found: boolean;
+  /** Code mode is active (exec/wait). */
   active: boolean;
+  surface: RunSurface;
+  /** The run's Tool Search config (defaults when it has none). */
+  toolSearch: ToolSearchConfig;
   inactiveReason: string;
   configLayer: Partial<CodeModeConfigInput> | undefined;
   catalog: RunCatalog | undefined;
@@ -26,6 +35,13 @@ export type ResolvedRun = {
 
 const SOURCE_NAME = { [ToolSource.UNSPECIFIED]: "openclaw", [ToolSource.OPENCLAW]: "openclaw", [ToolSource.MCP]: "mcp", [ToolSource.CLIENT]: "client" } as const;
 const MAX_VIEWS = 256;
+const SURFACES: Record<number, RunSurface | undefined> = {
+  [SurfaceKind.CODE_MODE]: "code_mode",
+  [SurfaceKind.TOOL_SEARCH_CODE]: "tool_search_code",
+  [SurfaceKind.TOOL_SEARCH_TOOLS]: "tool_search",
+  [SurfaceKind.DIRECT]: "direct",
+  [SurfaceKind.NONE]: "none",
+};
 
 const RESOLVE_DEADLINE_MS = 5_000;
 
@@ -33,15 +49,23 @@ export class RunResolver {
   private readonly views = new Map<string, RunCatalog>();
   private readonly lastVersion = new Map<string, string>();
 
-  constructor(private readonly link: OrchestratorLink) {}
+  constructor(
+    private readonly link: OrchestratorLink,
+    private readonly log?: Logger,
+  ) {}
 
   async resolve(scope: Scope): Promise<ResolvedRun> {
     const key = JSON.stringify(scope);
     const known = this.lastVersion.get(key) ?? "";
     const res = await this.link.client.resolveRun({ scope, knownCatalogVersion: this.views.has(known) ? known : "" }, { deadlineMs: RESOLVE_DEADLINE_MS });
-    if (!res.found) return { found: false, active: true, inactiveReason: "", configLayer: undefined, catalog: undefined, counters: { search: 0, describe: 0, call: 0 } };
+    if (!res.found) {
+      return { found: false, active: true, surface: "none", toolSearch: parseToolSearchConfig(), inactiveReason: "", configLayer: undefined, catalog: undefined, counters: { search: 0, describe: 0, call: 0 } };
+    }
+    // A version names its content (catalog id, policy, id source, namespaces), so a cached view
+    // is reused even when the entries came again (a new scope does not know the version yet):
+    // its search index is built once per version, not once per agent run.
     let catalog = this.views.get(res.catalogVersion);
-    if (!catalog || res.entriesIncluded) {
+    if (!catalog) {
       catalog = new RunCatalog(
         res.catalogVersion,
         res.entries.map((e) => ({
@@ -60,6 +84,8 @@ export class RunResolver {
         res.mcpServers.map((s) => ({ name: s.name, serverId: s.serverId, title: s.title, version: s.version, description: s.description, instructions: s.instructions, resources: s.resources, prompts: s.prompts, aliases: s.aliases })),
         res.namespaces.map((n) => ({ id: n.id, pluginId: n.pluginId, globalName: n.globalName, scopeJson: n.scopeJson })),
       );
+      // The search index is built here, once per catalog version, so no exec pays for it.
+      this.log?.info({ catalogVersion: res.catalogVersion, tools: catalog.size, indexBuildMs: Math.round(catalog.indexBuildMs * 10) / 10 }, "catalog view cached, search index built");
       this.views.set(res.catalogVersion, catalog);
       if (this.views.size > MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
     }
@@ -68,6 +94,9 @@ export class RunResolver {
     return {
       found: true,
       active: res.codeModeActive,
+      // Orchestrators of older builds send no surface: code mode when active.
+      surface: SURFACES[res.surface] ?? (res.codeModeActive ? "code_mode" : "direct"),
+      toolSearch: parseToolSearchConfig(toolSearchLayerFromWire(res.toolSearch)),
       inactiveReason: res.inactiveReason,
       configLayer: configLayerFromWire(res.config),
       catalog,
@@ -75,7 +104,7 @@ export class RunResolver {
     };
   }
 
-  async record(scope: Scope, segment: { step: NonNullable<MessageInitShape<typeof RecordSegmentRequestSchema>["step"]>; searchDelta: number; describeDelta: number; callDelta: number }): Promise<void> {
+  async record(scope: Scope, segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName">): Promise<void> {
     await this.link.client.recordSegment({ scope, ...segment }, { deadlineMs: RESOLVE_DEADLINE_MS });
   }
 }

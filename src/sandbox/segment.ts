@@ -6,6 +6,7 @@
  * every answer it handed to the VM (a suspension stores the ones the VM had not yet
  * consumed), and ends with exactly one Result plus a trajectory record.
  */
+import { createHash } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import type { ExecEventSchema } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
@@ -14,13 +15,14 @@ import type { AnswerValue } from "../shared/link-wire.js";
 import type { Scope } from "../shared/scope.js";
 import type { Logger } from "../shared/logger.js";
 import type { CallRegistry, LiveCall } from "./call-registry.js";
-import { sourceBreakdown, type CatalogEntryData, type RunCatalog } from "./catalog/run-catalog.js";
+import { sourceBreakdown, type CatalogEntryData, type CatalogSurface, type RunCatalog } from "./catalog/run-catalog.js";
 import type { ExecHandle, SandboxPool, Submission } from "./pool.js";
 import { buildResult, type OutputItem, type ResultInput } from "./result.js";
 import type { ResolvedRun, RunResolver } from "./run-resolver.js";
 import type { NestedCallMessage, PendingKind, TaskOutcome } from "./task-protocol.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
+const TOOL_SEARCH_VISIBLE = ["tool_search_code"] as const;
 /** The error of a segment that cannot reach the orchestrator (to resolve, claim or store its run). */
 export const ORCHESTRATOR_UNREACHABLE = "code mode runtime is unavailable: the orchestrator cannot be reached.";
 /** Longest search query (characters) the catalog ranks; longer queries are cut. */
@@ -30,18 +32,21 @@ const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client
 export type { Scope };
 export type Answer = AnswerValue;
 /** A host request the VM made, as a suspended run lists it. */
-export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string };
+export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string; dueAtMs?: number };
 export type ExecEventInit = NonNullable<MessageInitShape<typeof ExecEventSchema>["event"]>;
 
 type RequestPayload = { query: string; limit: number | null; id: string; path: string; prefix: string; server: string; tool: string; schema: boolean };
 
 const NO_CATALOG = { ok: false as const, name: "ToolNotFound", message: "this run has no tool catalog." };
 
-/** The catalog entry and input of a nested call, however the guest made it. */
-function resolveCall(catalog: RunCatalog | undefined, m: NestedCallMessage): { ok: true; entry: CatalogEntryData; inputJson: string } | { ok: false; name: string; message: string } {
+/**
+ * The catalog entry and input of a nested call, however the guest made it. On the Tool
+ * Search surface (`tool_search_code`) a `tools` call reaches MCP entries by id too.
+ */
+function resolveCall(catalog: RunCatalog | undefined, m: NestedCallMessage, surface: CatalogSurface): { ok: true; entry: CatalogEntryData; inputJson: string } | { ok: false; name: string; message: string } {
   if (!catalog) return { ok: false, name: "ToolNotFound", message: `unknown tool id ${JSON.stringify(m.target.slice(0, 200))}. This run has no tool catalog.` };
   if (m.via === "ns") return catalog.namespaces.resolveCall(m.target, m.path, m.inputJson);
-  const r = m.via === "mcp" ? catalog.mcp.resolve(m.target) : catalog.resolve(m.target);
+  const r = m.via === "mcp" ? catalog.mcp.resolve(m.target) : catalog.resolve(m.target, surface);
   return r.ok ? { ok: true, entry: r.entry, inputJson: m.inputJson } : r;
 }
 
@@ -68,7 +73,8 @@ function requestPayload(json: string): RequestPayload {
 }
 
 export type SegmentInit = {
-  kind: "exec" | "wait";
+  /** `tool_search_code`: a Tool Search program (openclaw.tools over every entry, never suspends). */
+  kind: "exec" | "wait" | "tool_search_code";
   scope: Scope;
   scopeKey: string;
   /** The model's exec or wait tool call id: the parent of nested calls made now. */
@@ -83,6 +89,14 @@ export type SegmentInit = {
   resolver: RunResolver;
 };
 
+/** Largest input or result kept whole in the trajectory; larger ones keep size and hash. */
+const MAX_REPLAY_BYTES = 64 * 1024;
+
+function replayText(text: string): { text: string; bytes: bigint; sha256: string } {
+  const bytes = Buffer.byteLength(text, "utf8");
+  return { text: bytes <= MAX_REPLAY_BYTES ? text : "", bytes: BigInt(bytes), sha256: createHash("sha256").update(text).digest("hex") };
+}
+
 export class Segment {
   readonly outputs: OutputItem[] = [];
   /** Every answer handed to the VM in this segment, by call id. */
@@ -90,8 +104,16 @@ export class Segment {
   /** Host requests the VM made in this segment. */
   readonly made = new Map<string, PendingInfo>();
   private readonly myCalls = new Set<LiveCall>();
+  /** Source and owner of each nested call's tool, for the trajectory. */
+  private readonly callSources = new Map<string, { source: ToolSource; sourceName: string }>();
   private readonly counters = { search: 0, describe: 0, call: 0 };
   private readonly startedAt = Date.now();
+  /** The model's input, for the trajectory's replay record. */
+  private inputJson = "";
+  /** Set when the gateway cancelled the call (or its deadline passed) while it ran. */
+  private cancelledBy: string | undefined;
+  /** Calls of earlier segments answered while the run was suspended, delivered here. */
+  private readonly resolved: Array<{ callId: string; outcome: string; errorMessage: string; deliveredAtMs: bigint }> = [];
   private readonly t0 = performance.now();
   private handle: ExecHandle | undefined;
 
@@ -107,11 +129,22 @@ export class Segment {
     this.handle?.answer(callId, answer);
   }
 
+  /** Keeps the model's input (exec: code/command/language; wait: runId) for replay. */
+  recordInput(input: Record<string, unknown>): void {
+    this.inputJson = JSON.stringify(input);
+  }
+
+  /** An earlier segment's call whose answer (stored while suspended) this segment delivers. */
+  recordResolved(callId: string, answer: Answer): void {
+    this.resolved.push({ callId, outcome: answer.ok ? "ok" : "error", errorMessage: answer.ok ? "" : answer.error.message.slice(0, 2_000), deliveredAtMs: BigInt(Date.now()) });
+  }
+
   /** Runs the task to its outcome; a cancelled stream cancels the VM. */
-  async run(submission: Submission, signal: AbortSignal): Promise<TaskOutcome> {
+  async run(submission: Submission, signal: AbortSignal, suspendSignal?: AbortSignal): Promise<TaskOutcome> {
     const { config, run, calls, scopeKey, parentCallId, codeModeRunId } = this.init;
     const catalog = run?.catalog;
     const send = this.init.send;
+    const surface: CatalogSurface = this.init.kind === "tool_search_code" ? "tool_search" : config.searchIncludesMcp ? "code+mcp" : "code";
     const handle = this.init.pool.exec(submission, {
       onOutput: (kind, data) => {
         this.outputs.push({ kind, data });
@@ -120,7 +153,11 @@ export class Segment {
       onToolCall: (m) => {
         const { callId } = m;
         this.counters.call++;
-        const resolved = resolveCall(catalog, m);
+        const callsSoFar = (run?.counters.call ?? 0) + this.counters.call;
+        const resolved =
+          callsSoFar > config.maxToolCallsPerRun
+            ? { ok: false as const, name: "RangeError", message: `this run made ${config.maxToolCallsPerRun} tool calls, its limit (maxToolCallsPerRun).` }
+            : resolveCall(catalog, m, surface);
         if (!resolved.ok) {
           this.made.set(callId, { callId, kind: "call", toolId: m.via === "ns" ? "" : m.target.slice(0, 256), toolName: "" });
           this.answer(callId, { ok: false, error: { name: resolved.name, message: resolved.message } });
@@ -138,6 +175,7 @@ export class Segment {
           deliver: (answer) => this.answer(callId, answer),
         };
         this.myCalls.add(call);
+        this.callSources.set(callId, { source: SOURCE_ENUM[e.source], sourceName: e.sourceName });
         calls.add(call);
         send({
           case: "toolCall",
@@ -147,14 +185,19 @@ export class Segment {
       onRequest: (reqId, op, payloadJson) => {
         this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
         const payload = requestPayload(payloadJson);
+        const base = run?.counters ?? { search: 0, describe: 0 };
+        if ((op === "search" || op === "describe") && base.search + base.describe + this.counters.search + this.counters.describe >= config.maxSearchesPerRun) {
+          this.answer(reqId, { ok: false, error: { name: "RangeError", message: `this run made ${config.maxSearchesPerRun} searches and describes, its limit (maxSearchesPerRun).` } });
+          return;
+        }
         if (op === "search") {
           this.counters.search++;
           const requested = typeof payload.limit === "number" && Number.isFinite(payload.limit) ? Math.trunc(payload.limit) : config.searchDefaultLimit;
           const limit = Math.min(config.maxSearchLimit, Math.max(1, requested));
-          this.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit) : []) });
+          this.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit, surface) : []) });
         } else if (op === "describe") {
           this.counters.describe++;
-          const d = catalog ? catalog.describe(payload.id) : NO_CATALOG;
+          const d = catalog ? catalog.describe(payload.id, surface) : NO_CATALOG;
           this.answer(reqId, d.ok ? { ok: true, json: JSON.stringify(d.value) } : { ok: false, error: { name: d.name, message: d.message } });
         } else if (op === "api_list") {
           const files = catalog ? catalog.mcp.list(payload.prefix) : [];
@@ -173,12 +216,19 @@ export class Segment {
       },
     });
     this.handle = handle;
-    const onAbort = () => handle.cancel(typeof signal.reason === "string" ? signal.reason : `the gateway cancelled the ${this.init.kind}`);
+    const onAbort = () => {
+      this.cancelledBy = typeof signal.reason === "string" ? signal.reason : `the gateway cancelled the ${this.init.kind}`;
+      handle.cancel(this.cancelledBy);
+    };
+    const onSuspend = () => handle.suspend();
+    suspendSignal?.addEventListener("abort", onSuspend, { once: true });
+    if (suspendSignal?.aborted) onSuspend();
     signal.addEventListener("abort", onAbort, { once: true });
     if (signal.aborted) onAbort();
     try {
       return await handle.outcome;
     } finally {
+      suspendSignal?.removeEventListener("abort", onSuspend);
       signal.removeEventListener("abort", onAbort);
     }
   }
@@ -190,6 +240,19 @@ export class Segment {
 
   /** Sends the segment's Result, logs it, and records its trajectory step. */
   finish(r: ResultInput, outputBytes: number, snapshotBytes?: number): void {
+    void this.settle(r, outputBytes, snapshotBytes, false);
+  }
+
+  /**
+   * Like finish, but the trajectory is recorded before the result is sent, so what the
+   * orchestrator derives from the step (a Tool Search fallback) is in place when the
+   * gateway reads the result.
+   */
+  finishRecorded(r: ResultInput, outputBytes: number): Promise<void> {
+    return this.settle(r, outputBytes, undefined, true);
+  }
+
+  private async settle(r: ResultInput, outputBytes: number, snapshotBytes: number | undefined, recordFirst: boolean): Promise<void> {
     const { run, config, scope, parentCallId, codeModeRunId, kind } = this.init;
     this.endCalls();
     const entries = run?.catalog?.entries ?? [];
@@ -202,43 +265,51 @@ export class Segment {
       searchCount: base.search + this.counters.search,
       describeCount: base.describe + this.counters.describe,
       callCount: base.call + this.counters.call,
-      modelVisibleTools: MODEL_VISIBLE,
+      modelVisibleTools: kind === "tool_search_code" ? TOOL_SEARCH_VISIBLE : MODEL_VISIBLE,
       durationMs,
       outputBytes,
       ...(snapshotBytes !== undefined ? { snapshotBytes } : {}),
     });
-    this.init.send({ case: "result", value: result });
+    // Every result names its code-mode run on the wire; the model sees it only when waiting.
+    result.codeModeRunId = codeModeRunId;
+    if (!recordFirst) this.init.send({ case: "result", value: result });
     const nested = [...this.myCalls].map((c) => ({
       callId: c.callId,
       toolId: c.toolId,
       toolName: c.toolName,
-      outcome: c.outcome ? (c.outcome.ok ? "ok" : "error") : r.status === "waiting" ? "pending" : "abandoned",
+      outcome: c.outcome ? (c.outcome.ok ? "ok" : "error") : r.status === "waiting" ? "pending" : this.cancelledBy !== undefined ? "cancelled" : "abandoned",
       errorMessage: c.outcome?.errorMessage ?? "",
       startedAtMs: BigInt(c.startedAtMs),
       durationMs: c.outcome?.durationMs ?? 0,
       parentCallId: c.parentCallId,
+      ...this.callSources.get(c.callId),
     }));
     this.log.info(
       { status: r.status, code: r.status === "failed" ? r.code : undefined, reason: r.status === "waiting" ? r.reason : undefined, snapshotBytes, ms: Math.round(durationMs), calls: nested.length },
       `${kind} finished`,
     );
-    if (!run?.found) return;
-    this.init.resolver
-      .record(scope, {
-        step: {
-          kind,
-          callId: parentCallId,
-          codeModeRunId,
-          status: r.status,
-          errorCode: r.status === "failed" ? (r.code ?? "") : "",
-          startedAtMs: BigInt(this.startedAt),
-          durationMs,
-          nestedCalls: nested,
-        },
-        searchDelta: this.counters.search,
-        describeDelta: this.counters.describe,
-        callDelta: this.counters.call,
-      })
-      .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
+    const step = {
+      kind,
+      callId: parentCallId,
+      codeModeRunId,
+      // What the gateway saw: a cancelled call got no result, whatever the VM ended with.
+      status: this.cancelledBy !== undefined ? "cancelled" : r.status,
+      input: replayText(this.inputJson),
+      result: replayText(result.modelJson ?? ""),
+      errorCode: r.status === "failed" ? (r.code ?? "") : "",
+      errorMessage: r.status === "failed" ? r.error.slice(0, 2_000) : "",
+      startedAtMs: BigInt(this.startedAt),
+      durationMs,
+      nestedCalls: nested,
+    };
+    const recorded = run?.found
+      ? this.init.resolver
+          .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved })
+          .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`))
+      : Promise.resolve();
+    if (recordFirst) {
+      await recorded;
+      this.init.send({ case: "result", value: result });
+    }
   }
 }

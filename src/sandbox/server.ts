@@ -23,6 +23,8 @@ import { OrchestratorLink } from "./orchestrator-link.js";
 import { SandboxPool } from "./pool.js";
 import { RunResolver } from "./run-resolver.js";
 import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
+import { tracingEnabled } from "../shared/tracing.js";
+import type { Registry } from "prom-client";
 
 export type SandboxOptions = {
   listen: HostPort;
@@ -30,10 +32,12 @@ export type SandboxOptions = {
   threads?: number;
   execsPerWorker?: number;
   log: Logger;
-  /** Seals snapshots; defaults to the key in CODEMODE_SNAPSHOT_KEY (or a random one). */
+  /** Seals snapshots; defaults to the keys in CODEMODE_SNAPSHOT_KEYS / CODEMODE_SNAPSHOT_KEY (or a random one). */
   sealer?: SnapshotSealer;
   /** True when no other sidecar shares the orchestrator (no warning about a per-process key). */
   singleSidecar?: boolean;
+  /** Where to register the sidecar's Prometheus metrics (`--metrics-address`); none when absent. */
+  metrics?: Registry;
 };
 
 export type RunningSandbox = {
@@ -48,23 +52,45 @@ export type RunningSandbox = {
 };
 
 /** After the budget: how long cancelled runs get to send their result. */
+/** After the drain budget: how long idle VMs get to suspend into the store before the rest is cancelled. */
+const SUSPEND_SETTLE_MS = 3_000;
 const CANCEL_SETTLE_MS = 5_000;
 /** After the drain: how long open streams (health watches, reflection) get before they are cut. */
 const FINAL_GRACE_MS = 1_000;
 
 export const VERSION = "0.1.0";
 
+/** The sandbox pool cannot start, so no surface can run: `codemode start`/`sandbox` print it and exit non-zero. */
+export class PoolStartError extends Error {
+  override name = "PoolStartError";
+}
+
+/** The pool, proven able to run a program on both guest preludes, or why it cannot start. */
+async function startPool(options: Parameters<typeof SandboxPool.create>[0]): Promise<SandboxPool> {
+  let pool: SandboxPool | undefined;
+  try {
+    pool = await SandboxPool.create(options);
+    await pool.probe();
+    return pool;
+  } catch (err) {
+    await pool?.close().catch(() => undefined);
+    const e = err as { code?: string; message?: string };
+    const why = e.code === "ERR_ACCESS_DENIED" ? `worker threads are denied (${e.message}; with Node's permission model, allow them with --allow-worker)` : (e.message ?? String(err));
+    throw new PoolStartError(`the sandbox pool cannot start, so no code can run: ${why}`);
+  }
+}
+
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
   const log = options.log;
   const sidecarId = newId("sc", 6);
   const poolOptions = { log, ...(options.threads !== undefined ? { threads: options.threads } : {}), ...(options.execsPerWorker !== undefined ? { execsPerWorker: options.execsPerWorker } : {}) };
-  const pool = await SandboxPool.create(poolOptions);
+  const pool = await startPool(poolOptions);
   const server = new grpc.Server({ "grpc.max_receive_message_length": 16 * 1024 * 1024 });
   const calls = new CallRegistry();
   const port = await bindServer(server, options.listen.host, options.listen.port);
   const address = formatHostPort({ host: options.listen.host, port });
   const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }));
-  const resolver = new RunResolver(link);
+  const resolver = new RunResolver(link, log.child({ sidecarId }));
   const sealer = options.sealer ?? SnapshotSealer.fromEnv();
   if (!sealer.shared && !options.singleSidecar) {
     log.warn({ sidecarId }, `${SNAPSHOT_KEY_ENV} is not set: runs suspended here can be resumed only by this sidecar process; set the same key on every sidecar so any replica can serve wait`);
@@ -76,7 +102,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   health.addToServer(server);
   addReflection(server, [Sandbox]);
   const service = createSandboxService({ pool, resolver, calls, link, sealer, log: log.child({ sidecarId }), drain });
-  addService(server, Sandbox, service.handlers, log, drain);
+  // Metrics and traces are loaded only when configured (no cost otherwise).
+  const metrics = options.metrics ? new (await import("./metrics.js")).SandboxMetrics(options.metrics, { pool, link, calls }) : undefined;
+  const handlers = metrics || tracingEnabled() ? (await import("./instrument.js")).instrumentSandbox(service.handlers, metrics) : service.handlers;
+  addService(server, Sandbox, handlers, log, drain);
   link.start(() => calls.liveCount);
   log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator }, "sandbox listening");
 
@@ -85,7 +114,14 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
    * gets a `failed` result). The one place to change what happens to them instead, e.g.
    * suspend them into the store and return them as `waiting`.
    */
-  const drainDeadline = () => service.cancelInFlight("this sidecar is shutting down and its drain budget ran out");
+  const drainDeadline = async () => {
+    // Idle VMs (awaiting tool answers) suspend into the store and their gateways get
+    // `waiting`: with a shared store any sidecar continues them. What still computes is
+    // cancelled after a short settle.
+    service.suspendInFlight();
+    if (await drain.idle(SUSPEND_SETTLE_MS)) return;
+    service.cancelInFlight("this sidecar is shutting down and its drain budget ran out");
+  };
 
   const startDrain = () => {
     if (!drain.begin()) return;
@@ -98,7 +134,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       startDrain();
       if (!(await drain.idle(budgetMs))) {
         log.warn({ sidecarId, inFlight: drain.inFlight, budgetMs }, "drain budget ran out; cancelling what is still running");
-        drainDeadline();
+        await drainDeadline();
         await drain.idle(CANCEL_SETTLE_MS);
       }
       await shutdownServer(server, FINAL_GRACE_MS);

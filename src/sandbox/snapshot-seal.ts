@@ -1,77 +1,202 @@
 /**
- * Authenticates snapshot envelopes. A snapshot is VM memory: restoring a forged one
- * would hand an attacker the sandbox's state machine, so every envelope leaves a
- * sidecar sealed with HMAC-SHA256 under a key only sidecars hold (the orchestrator and
- * its store keep sealed bytes they cannot forge; the bytes are authenticated, not
- * encrypted). The MAC also covers the code-mode run id, the scope and the run's stored
- * metadata (config, reason, pending calls, output used), so a valid envelope moved to
- * another run's record, or a record whose limits or pending calls were edited, is
- * refused too; and a not-after time, so an old sealed snapshot replayed into the store
- * is refused once its TTL (plus clock slack) has passed. The check runs on the main
- * thread, before any worker sees the bytes.
+ * Seals snapshot envelopes with authenticated encryption (AES-256-GCM) under a key only
+ * sidecars hold. A snapshot is VM memory, tool results included: the orchestrator and
+ * its store keep sealed bytes they can neither read nor forge, and restoring a forged
+ * one would hand an attacker the sandbox's state machine. The associated data binds the
+ * ciphertext to the code-mode run id, the scope, the run's stored metadata (config,
+ * reason, pending calls, output used), the run's generation in the store, and a
+ * not-after time, so a valid snapshot moved to another run's record, a record whose
+ * limits or pending calls were edited, an older snapshot of the same run put back after
+ * a newer one was stored (its generation is behind the store's), or one replayed after
+ * its TTL (plus clock slack), is refused. The check runs on the main thread, before any
+ * worker sees the bytes.
  *
- * Sealed layout: envelope ‖ not-after (u64 LE, ms since epoch) ‖ HMAC-SHA256.
+ * Sealed layout (integers little-endian):
+ *   "CMSS" ‖ version u8 (2) ‖ key id length u8 (1..64) ‖ key id (ASCII)
+ *   ‖ nonce (12 random bytes) ‖ generation u64 ‖ not-after u64 (ms since epoch)
+ *   ‖ AES-256-GCM ciphertext of the envelope ‖ GCM tag (16 bytes)
+ * Associated data: that header (everything before the ciphertext) ‖ 0x00 ‖ the JSON
+ * text of ["codemode-snapshot-v2", run id, scope key, metadata, generation].
  *
- * Every sidecar that may resume another's runs needs the same key: set
- * CODEMODE_SNAPSHOT_KEY (at least 32 characters). Without it a sidecar makes a random
- * key, and only that process can resume the runs it suspended.
+ * Keys: CODEMODE_SNAPSHOT_KEYS="k2:<secret>,k1:<secret>" (every secret at least 32
+ * characters; ids 1-64 of A-Z a-z 0-9 . _ -). The first key seals; every listed key
+ * opens. An entry without ":" is a bare secret whose id is derived from it ("key-" and 12
+ * hex digits of an HKDF of the secret). CODEMODE_SNAPSHOT_KEY=<secret> (the single key of
+ * earlier builds) is one bare secret; set beside CODEMODE_SNAPSHOT_KEYS it is accepted
+ * for reading only. Each secret goes through HKDF-SHA256 to the 256-bit AEAD key. Every
+ * sidecar that may resume another's runs needs the keys they were sealed under; without
+ * any, a sidecar makes a random per-process key (its id "process-" and random hex), and
+ * only that process can resume the runs it suspended. One key seals at most about 2^32
+ * snapshots before random 96-bit nonces risk colliding: rotate well before.
  */
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 
-const MAC_BYTES = 32;
-/** Bytes a seal adds to an envelope. */
-export const SEAL_BYTES = 8 + MAC_BYTES;
+const MAGIC = Buffer.from("CMSS", "ascii");
+const VERSION = 2;
+const NONCE_BYTES = 12;
+const TAG_BYTES = 16;
+/** Header bytes besides the key id: magic, version, id length, nonce, generation, not-after. */
+const FIXED_HEADER_BYTES = MAGIC.length + 2 + NONCE_BYTES + 8 + 8;
 /** Tolerated clock difference between the sidecar that sealed and the one that opens. */
 const CLOCK_SLACK_MS = 60_000;
-const CONTEXT = "codemode-snapshot-v1";
+const CONTEXT = "codemode-snapshot-v2";
+const HKDF_SALT = Buffer.from("codemode snapshot seal", "utf8");
 export const SNAPSHOT_KEY_ENV = "CODEMODE_SNAPSHOT_KEY";
+export const SNAPSHOT_KEYS_ENV = "CODEMODE_SNAPSHOT_KEYS";
 const MIN_KEY_CHARS = 32;
+const KEY_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** Bytes a seal adds to an envelope sealed under `keyId`. */
+export const sealOverhead = (keyId: string): number => FIXED_HEADER_BYTES + Buffer.byteLength(keyId, "ascii") + TAG_BYTES;
 
 export class SnapshotAuthError extends Error {
   override name = "SnapshotAuthError";
 }
 
-/** What a seal binds the envelope to; `meta` is the run's stored metadata, canonically encoded. */
-export type SealContext = { codeModeRunId: string; scopeKey: string; meta: string };
+/**
+ * The snapshot names a key id this sidecar does not hold: a key another sidecar has (or
+ * one retired here). Not evidence of tampering, so the run is left for a sidecar that
+ * has the key.
+ */
+export class SnapshotKeyUnavailableError extends SnapshotAuthError {
+  override name = "SnapshotKeyUnavailableError";
+  constructor(readonly keyId: string) {
+    super(`the snapshot was sealed under key id "${keyId}", which this sidecar does not have`);
+  }
+}
+
+/**
+ * What a seal binds the envelope to: `meta` is the run's stored metadata, canonically
+ * encoded; `generation` the run's generation in the store (bumped by every SuspendRun).
+ */
+export type SealContext = { codeModeRunId: string; scopeKey: string; meta: string; generation: number };
+
+type SealKey = { id: string; key: Buffer };
+
+const hkdf = (secret: string, info: string, bytes: number) => Buffer.from(hkdfSync("sha256", Buffer.from(secret, "utf8"), HKDF_SALT, info, bytes));
+
+/** The id of a secret listed without one. One-way: it does not reveal the secret. */
+export function derivedKeyId(secret: string): string {
+  return `key-${hkdf(secret, "codemode snapshot key id", 6).toString("hex")}`;
+}
+
+function associatedData(header: Buffer, ctx: SealContext): Buffer {
+  const context = JSON.stringify([CONTEXT, ctx.codeModeRunId, ctx.scopeKey, ctx.meta, ctx.generation]);
+  return Buffer.concat([header, Buffer.from([0]), Buffer.from(context, "utf8")]);
+}
 
 export class SnapshotSealer {
   private constructor(
-    private readonly key: Buffer,
-    /** True when the key came from the environment (shared by replicas). */
+    /** The first seals; all open. */
+    private readonly keys: readonly SealKey[],
+    /** True when the keys came from the environment (shared by replicas). */
     readonly shared: boolean,
   ) {}
 
-  /** The key from CODEMODE_SNAPSHOT_KEY, or a random per-process key when it is unset. */
+  /**
+   * The keys from CODEMODE_SNAPSHOT_KEYS and CODEMODE_SNAPSHOT_KEY, or a random
+   * per-process key when neither is set. Errors never quote a secret.
+   */
   static fromEnv(env: NodeJS.ProcessEnv = process.env): SnapshotSealer {
-    const raw = env[SNAPSHOT_KEY_ENV];
-    if (raw === undefined || raw === "") return new SnapshotSealer(randomBytes(32), false);
-    if (raw.length < MIN_KEY_CHARS) throw new Error(`${SNAPSHOT_KEY_ENV} must be at least ${MIN_KEY_CHARS} characters (got ${raw.length})`);
-    return new SnapshotSealer(Buffer.from(raw, "utf8"), true);
+    const keys: SealKey[] = [];
+    const add = (id: string, secret: string, what: string) => {
+      if (secret.length < MIN_KEY_CHARS) throw new Error(`${what} must be at least ${MIN_KEY_CHARS} characters (got ${secret.length})`);
+      const key = hkdf(secret, "codemode snapshot aes-256-gcm key", 32);
+      const same = keys.find((k) => k.id === id);
+      if (same && !same.key.equals(key)) throw new Error(`${SNAPSHOT_KEYS_ENV} and ${SNAPSHOT_KEY_ENV} name key id "${id}" with two different secrets`);
+      if (!same) keys.push({ id, key });
+    };
+    const list = env[SNAPSHOT_KEYS_ENV];
+    if (list !== undefined && list.trim() !== "") {
+      for (const raw of list.split(",")) {
+        const entry = raw.trim();
+        if (entry === "") continue;
+        const colon = entry.indexOf(":");
+        if (colon < 0) {
+          add(derivedKeyId(entry), entry, `each secret in ${SNAPSHOT_KEYS_ENV}`);
+          continue;
+        }
+        const id = entry.slice(0, colon);
+        // The text before ":" may be part of a mistyped secret: never echoed.
+        if (!KEY_ID.test(id)) throw new Error(`an entry of ${SNAPSHOT_KEYS_ENV} has an invalid key id before ":" (ids are 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit)`);
+        add(id, entry.slice(colon + 1), `the secret of key id "${id}" in ${SNAPSHOT_KEYS_ENV}`);
+      }
+      if (keys.length === 0) throw new Error(`${SNAPSHOT_KEYS_ENV} is set but lists no keys`);
+    }
+    const single = env[SNAPSHOT_KEY_ENV];
+    if (single !== undefined && single !== "") add(derivedKeyId(single), single, SNAPSHOT_KEY_ENV);
+    if (keys.length === 0) return new SnapshotSealer([{ id: `process-${randomBytes(6).toString("hex")}`, key: randomBytes(32) }], false);
+    return new SnapshotSealer(keys, true);
   }
 
-  private mac(body: Uint8Array, ctx: SealContext): Buffer {
-    const context = JSON.stringify([CONTEXT, ctx.codeModeRunId, ctx.scopeKey, ctx.meta]);
-    return createHmac("sha256", this.key).update(`${context}\0`).update(body).digest();
+  /** The id new snapshots are sealed under. */
+  get sealingKeyId(): string {
+    return this.keys[0]!.id;
+  }
+
+  /** Every key id this sidecar opens, the sealing one first. */
+  get keyIds(): string[] {
+    return this.keys.map((k) => k.id);
   }
 
   seal(envelope: Uint8Array, ctx: SealContext, notAfterMs: number): Uint8Array {
-    const out = Buffer.allocUnsafe(envelope.byteLength + SEAL_BYTES);
-    out.set(envelope, 0);
-    out.writeBigUInt64LE(BigInt(Math.max(0, Math.ceil(notAfterMs))), envelope.byteLength);
-    this.mac(out.subarray(0, envelope.byteLength + 8), ctx).copy(out, envelope.byteLength + 8);
-    return out;
+    if (!Number.isSafeInteger(ctx.generation) || ctx.generation < 0) throw new RangeError(`generation ${ctx.generation} is not a non-negative integer`);
+    const { id, key } = this.keys[0]!;
+    const header = Buffer.alloc(FIXED_HEADER_BYTES + id.length);
+    let at = MAGIC.copy(header, 0);
+    at = header.writeUInt8(VERSION, at);
+    at = header.writeUInt8(id.length, at);
+    at += header.write(id, at, "ascii");
+    const nonce = randomBytes(NONCE_BYTES);
+    at += nonce.copy(header, at);
+    at = header.writeBigUInt64LE(BigInt(ctx.generation), at);
+    header.writeBigUInt64LE(BigInt(Math.max(0, Math.ceil(notAfterMs))), at);
+    const cipher = createCipheriv("aes-256-gcm", key, nonce, { authTagLength: TAG_BYTES });
+    cipher.setAAD(associatedData(header, ctx));
+    return Buffer.concat([header, cipher.update(envelope), cipher.final(), cipher.getAuthTag()]);
   }
 
-  /** The envelope inside a sealed snapshot, or SnapshotAuthError when the seal does not hold. */
+  /**
+   * The envelope inside a sealed snapshot. SnapshotKeyUnavailableError when it names a
+   * key id this sidecar does not hold; SnapshotAuthError when anything else does not hold.
+   */
   open(sealed: Uint8Array, ctx: SealContext, nowMs = Date.now()): Uint8Array {
-    if (sealed.byteLength <= SEAL_BYTES) throw new SnapshotAuthError("the snapshot is truncated");
-    const body = sealed.subarray(0, sealed.byteLength - MAC_BYTES);
-    const given = sealed.subarray(sealed.byteLength - MAC_BYTES);
-    if (!timingSafeEqual(this.mac(body, ctx), given)) {
-      throw new SnapshotAuthError("the snapshot's seal does not match (tampered, foreign, or sealed under another key)");
+    const b = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
+    if (b.byteLength < MAGIC.length + 2 || !b.subarray(0, MAGIC.length).equals(MAGIC)) {
+      throw new SnapshotAuthError("the snapshot is not sealed in a format this build reads (truncated, tampered, or sealed by an older build)");
     }
-    const notAfter = Buffer.from(body.buffer, body.byteOffset, body.byteLength).readBigUInt64LE(body.byteLength - 8);
+    const version = b.readUInt8(MAGIC.length);
+    if (version !== VERSION) throw new SnapshotAuthError(`the snapshot's seal version ${version} is not supported`);
+    const idLength = b.readUInt8(MAGIC.length + 1);
+    const headerLength = FIXED_HEADER_BYTES + idLength;
+    if (b.byteLength < headerLength + TAG_BYTES) throw new SnapshotAuthError("the snapshot is truncated");
+    let at = MAGIC.length + 2;
+    const id = b.toString("latin1", at, at + idLength);
+    if (!KEY_ID.test(id)) throw new SnapshotAuthError("the snapshot's key id is malformed");
+    at += idLength;
+    const nonce = b.subarray(at, at + NONCE_BYTES);
+    at += NONCE_BYTES;
+    const generation = b.readBigUInt64LE(at);
+    const notAfter = b.readBigUInt64LE(at + 8);
+    const entry = this.keys.find((k) => k.id === id);
+    if (!entry) throw new SnapshotKeyUnavailableError(id);
+    // Refusing on the header's (not yet authenticated) generation is safe: a match is
+    // authenticated below, with the store's generation in the associated data too.
+    if (generation !== BigInt(ctx.generation)) {
+      throw new SnapshotAuthError(
+        `the snapshot was sealed for generation ${generation} of this run but the store is at generation ${ctx.generation} (an older snapshot was put back, or the record was edited)`,
+      );
+    }
+    const decipher = createDecipheriv("aes-256-gcm", entry.key, nonce, { authTagLength: TAG_BYTES });
+    decipher.setAAD(associatedData(b.subarray(0, headerLength), ctx));
+    decipher.setAuthTag(b.subarray(b.byteLength - TAG_BYTES));
+    let envelope: Buffer;
+    try {
+      envelope = Buffer.concat([decipher.update(b.subarray(headerLength, b.byteLength - TAG_BYTES)), decipher.final()]);
+    } catch {
+      throw new SnapshotAuthError("the snapshot's seal does not match (tampered, moved to another run, its record edited, or sealed under another secret with the same key id)");
+    }
     if (BigInt(nowMs - CLOCK_SLACK_MS) > notAfter) throw new SnapshotAuthError("the snapshot's seal has expired (an old snapshot was replayed)");
-    return body.subarray(0, body.byteLength - 8);
+    return envelope;
   }
 }

@@ -2,9 +2,10 @@
  * Stores a suspended segment with the orchestrator and says what the model gets back.
  *
  * The worker hands over an idle VM's snapshot and everything the VM still awaits. Here
- * the snapshot is sealed (HMAC, bound to the run and scope), checked against
- * `maxSnapshotBytes`, and sent with the pending list and the answers the VM had not yet
- * consumed (an answer can arrive after the snapshot was taken). Answers that arrive
+ * the snapshot is sealed (AES-256-GCM, bound to the run, scope, metadata and the run's
+ * next generation in the store), checked against `maxSnapshotBytes`, and sent with the
+ * pending list and the answers the VM had not yet consumed (an answer can arrive after
+ * the snapshot was taken). Answers that arrive
  * while the store call is in flight are routed to the orchestrator afterwards, so
  * nothing a gateway sent is lost between "the VM stopped" and "the run is stored".
  */
@@ -13,6 +14,7 @@ import type { CodeModeConfig } from "../shared/config.js";
 import { answerToWire, pendingKindToWire } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { withRetries } from "../shared/retry.js";
+import { ServiceError } from "../protocol/service-error.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 import { errorCodeName, type ResultInput } from "./result.js";
 import type { Answer, PendingInfo, Scope, Segment } from "./segment.js";
@@ -32,8 +34,8 @@ export type SuspendContext = {
   sealer: SnapshotSealer;
   /** The gateway's call: a suspension it cancelled is dropped, not stored. */
   signal: AbortSignal;
-  /** For a resumed run: its claim, and what the stored run already knew. */
-  claim?: { token: string; pending: Map<string, PendingInfo>; answers: Map<string, Answer> };
+  /** For a resumed run: its claim (with the store's generation of the run), and what the stored run already knew. */
+  claim?: { token: string; generation: number; pending: Map<string, PendingInfo>; answers: Map<string, Answer> };
 };
 
 export type SuspendResult = { result: ResultInput; snapshotBytes?: number };
@@ -50,7 +52,7 @@ export function unsettledCalls(pending: Iterable<PendingInfo>, answered: (callId
  * run rebuilds it from the stored record, so an edited record fails the seal.
  */
 export function sealMeta(m: { configJson: string; reason: "pending_tools" | "yield"; pending: Iterable<PendingInfo>; outputBytes: number }): string {
-  return JSON.stringify([m.configJson, m.reason, [...m.pending].map((p) => [p.callId, p.kind, p.toolId, p.toolName]), m.outputBytes]);
+  return JSON.stringify([m.configJson, m.reason, [...m.pending].map((p) => [p.callId, p.kind, p.toolId, p.toolName, p.dueAtMs ?? 0]), m.outputBytes]);
 }
 
 /**
@@ -72,12 +74,17 @@ async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Se
 
 export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, ctx: SuspendContext): Promise<SuspendResult> {
   const pending: PendingInfo[] = outcome.pending.map(
-    (ref) => seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" },
+    (ref) =>
+      ref.kind === "timer"
+        ? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "", dueAtMs: ref.dueAtMs ?? Date.now() }
+        : (seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" }),
   );
   const configJson = JSON.stringify(ctx.config);
   const meta = sealMeta({ configJson, reason: outcome.reason, pending, outputBytes: outcome.outputBytes });
   const notAfterMs = Date.now() + ctx.config.snapshotTtlSeconds * 1000;
-  const sealed = ctx.sealer.seal(outcome.envelope, { codeModeRunId: ctx.codeModeRunId, scopeKey: ctx.scopeKey, meta }, notAfterMs);
+  // The store takes exactly its generation plus one: 1 for a first suspension.
+  const generation = (ctx.claim?.generation ?? 0) + 1;
+  const sealed = ctx.sealer.seal(outcome.envelope, { codeModeRunId: ctx.codeModeRunId, scopeKey: ctx.scopeKey, meta, generation }, notAfterMs);
   const limit = Math.min(ctx.config.maxSnapshotBytes, MAX_STORED_SNAPSHOT_BYTES);
   if (sealed.byteLength > limit) {
     const which = limit === ctx.config.maxSnapshotBytes ? "maxSnapshotBytes" : "the largest snapshot the store link carries";
@@ -101,13 +108,14 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
         codeModeRunId: ctx.codeModeRunId,
         scope: ctx.scope,
         snapshot: sealed,
-        pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind) })),
+        pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind), dueAtMs: BigInt(p.dueAtMs ?? 0) })),
         answers: [...included].map(([id, a]) => answerToWire(id, a)),
         reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
         configJson,
         outputBytes: BigInt(outcome.outputBytes),
         catalogVersion: ctx.catalogVersion,
         execCallId: ctx.execCallId,
+        generation: BigInt(generation),
       },
       reclaim: ctx.claim !== undefined,
       claimToken: ctx.claim?.token ?? "",
@@ -136,7 +144,9 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
 /** Ends a wait's claim: keep=false deletes the run (it settled), keep=true leaves it as it was. */
 export async function releaseClaim(link: OrchestratorLink, codeModeRunId: string, token: string, keep: boolean, log: Logger): Promise<void> {
   try {
-    const r = await link.client.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 });
+    // Safe to repeat: a release that already happened is "no longer current". Without it a
+    // settled run would stay claimed, then be resumable again once the lease passed.
+    const r = await withRetries(() => link.client.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 }), (err) => err instanceof ServiceError && err.code === "unavailable");
     if (!r.released) log.warn({ codeModeRunId, keep }, "the claim on the suspended run was no longer current at release");
   } catch (err) {
     log.warn({ err, codeModeRunId, keep }, "could not release the suspended run");
@@ -166,13 +176,17 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
   if (outcome.status === "suspended") {
     seg.log.debug({ reason: outcome.reason, pending: outcome.pending.length, ...outcome.snapshot, envelopeBytes: outcome.envelope.byteLength }, "VM snapshotted");
     let r: SuspendResult;
+    let unreachable = false;
     try {
       r = await storeSuspension(seg, outcome, ctx);
     } catch (err) {
       seg.log.warn({ err }, "could not store the suspended run");
+      unreachable = true;
       r = { result: { status: "failed", error: "code mode could not store the suspended run: the orchestrator cannot be reached.", code: "runtime_unavailable" } };
     }
-    if (r.result.status === "failed" && ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, false, seg.log);
+    // A resumed run whose new snapshot could not be stored keeps its previous one (a later
+    // wait resumes from there; calls made in this segment are asked again): not lost.
+    if (r.result.status === "failed" && ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, unreachable, seg.log);
     seg.finish(r.result, outcome.outputBytes, r.snapshotBytes);
     return;
   }

@@ -49,11 +49,13 @@ export type ExecTask = {
   contextJson: string;
   /** Output bytes already used by earlier segments of this run. */
   outputBytesUsed: number;
-};
+  /** Which guest prelude the VM gets: code mode's (default) or Tool Search's reduced one (`tool_search_code`). */
+  surface?: "code" | "tool_search";
+} & CancelFlag;
 
 /** Something a VM awaits from the host, by the id its guest-side promise waits on. */
 export type { PendingKind };
-export type PendingRef = { callId: string; kind: PendingKind };
+export type PendingRef = { callId: string; kind: PendingKind; dueAtMs?: number };
 
 export type AnswerMessage = { t: "answer"; callId: string; ok: true; json: string } | { t: "answer"; callId: string; ok: false; error: PlainError };
 
@@ -69,9 +71,45 @@ export type ResumeTask = {
   answers: AnswerMessage[];
   limits: TaskLimits;
   outputBytesUsed: number;
+} & CancelFlag;
+
+/** A raw VM image a worker parked on the main thread, restorable on any worker. */
+export type ParkedVm = {
+  memory: Uint8Array;
+  stackPointer: number;
+  runtimePtr: number;
+  contextPtr: number;
+  extensions: Array<{ name: string; memoryBase: number; tableBase: number; initFn: string }>;
+  guestToken: number;
 };
 
-export type Task = ExecTask | ResumeTask;
+/**
+ * Continues a VM whose worker thread was killed for another run's runaway loop, from the
+ * copy it parked while idle: the same segment goes on, on another thread.
+ */
+export type UnparkTask = {
+  kind: "unpark";
+  port: MessagePort;
+  parked: ParkedVm;
+  pending: PendingRef[];
+  /** Answers sent to the lost VM after it parked, delivered again in order. */
+  answers: AnswerMessage[];
+  limits: TaskLimits;
+  outputBytesUsed: number;
+  /** The segment's deadline (epoch ms), unchanged by the move. */
+  deadlineAtMs: number;
+  surface?: "code" | "tool_search";
+} & CancelFlag;
+
+export type Task = ExecTask | ResumeTask | UnparkTask;
+
+/**
+ * A 4-byte SharedArrayBuffer the pool gives every task: the main thread stores 1 in it to
+ * cancel the task. The VM's interrupt handler reads it, so a cancel stops a guest at its
+ * next interrupt poll even while it computes (when the worker's event loop cannot receive
+ * messages).
+ */
+export type CancelFlag = { cancelFlag?: SharedArrayBuffer };
 
 export type PlainError = { name: string; message: string };
 
@@ -94,10 +132,16 @@ export type WorkerMessage =
   | { t: "call"; callId: string; via: CallVia; target: string; path: string; inputJson: string }
   | { t: "request"; reqId: string; op: RequestOp; payloadJson: string }
   | { t: "yield"; callId: string; reason: string }
+  /** The VM is idle on a shared thread: here is its current image (memory transferred). */
+  | { t: "parked"; parked: ParkedVm; pending: PendingRef[]; outputBytes: number; deadlineAtMs: number }
   | { t: "done"; outcome: TaskOutcome };
 
 /** Main → worker. */
-export type MainMessage = AnswerMessage | { t: "cancel"; reason: string };
+export type MainMessage =
+  | AnswerMessage
+  | { t: "cancel"; reason: string }
+  /** Suspend as soon as the VM is idle with work pending (the sidecar is draining). */
+  | { t: "suspend" };
 
 export type TaskOutcome =
   | { status: "completed"; valueJson: string; outputBytes: number }

@@ -1,6 +1,6 @@
-/** Converts the wire CodeModeConfig (all fields optional) into a config layer, and back. */
-import type { CodeModeConfig as WireConfig } from "../gen/codemode/common/v1/common_pb.js";
-import type { CodeModeConfigInput } from "./config.js";
+/** Converts the wire CodeModeConfig and ToolSearchConfig (all fields optional) into config layers, and back. */
+import type { CodeModeConfig as WireConfig, ToolSearchConfig as WireToolSearch } from "../gen/codemode/common/v1/common_pb.js";
+import type { CodeModeConfigInput, ToolSearchConfigInput } from "./config.js";
 
 export function configLayerFromWire(c: WireConfig | undefined): Partial<CodeModeConfigInput> {
   if (!c) return {};
@@ -16,6 +16,9 @@ export function configLayerFromWire(c: WireConfig | undefined): Partial<CodeMode
   if (c.maxSearchLimit !== undefined) out.maxSearchLimit = c.maxSearchLimit;
   if (c.languages.length > 0) out.languages = [...c.languages];
   if (c.coreSourceName !== undefined) out.coreSourceName = c.coreSourceName;
+  if (c.searchIncludesMcp !== undefined) out.searchIncludesMcp = c.searchIncludesMcp;
+  if (c.maxToolCallsPerRun !== undefined) out.maxToolCallsPerRun = c.maxToolCallsPerRun;
+  if (c.maxSearchesPerRun !== undefined) out.maxSearchesPerRun = c.maxSearchesPerRun;
   return out as Partial<CodeModeConfigInput>;
 }
 
@@ -26,4 +29,15 @@ export function configLayerToWire(layer: Partial<CodeModeConfigInput>): Record<s
   }
   if (layer.languages) out.languages = [...layer.languages];
   return out;
+}
+
+export function toolSearchLayerFromWire(c: WireToolSearch | undefined): Partial<ToolSearchConfigInput> {
+  if (!c) return {};
+  const out: Record<string, unknown> = {};
+  if (c.enabled !== undefined) out.enabled = c.enabled;
+  if (c.mode !== undefined) out.mode = c.mode;
+  if (c.codeTimeoutMs !== undefined) out.codeTimeoutMs = c.codeTimeoutMs;
+  if (c.searchDefaultLimit !== undefined) out.searchDefaultLimit = c.searchDefaultLimit;
+  if (c.maxSearchLimit !== undefined) out.maxSearchLimit = c.maxSearchLimit;
+  return out as Partial<ToolSearchConfigInput>;
 }

@@ -19,12 +19,14 @@ export const LIMITS = {
   snapshotTtlSeconds: { default: 900, min: 1, max: 86_400 },
   maxSearchLimit: { default: 50, min: 1, max: 50 },
   searchDefaultLimit: { default: 8, min: 1, max: 50 },
+  maxToolCallsPerRun: { default: 1_000, min: 1, max: 100_000 },
+  maxSearchesPerRun: { default: 1_000, min: 1, max: 100_000 },
 } as const;
 
-type LimitKey = keyof typeof LIMITS;
+type Limit = { readonly default: number; readonly min: number; readonly max: number };
 
-const clamped = (key: LimitKey) => {
-  const { default: dflt, min, max } = LIMITS[key];
+const clamped = <T extends Record<string, Limit>>(key: keyof T & string, table: T = LIMITS as unknown as T) => {
+  const { default: dflt, min, max } = table[key]!;
   return z
     .number({ error: (issue) => `${key} must be a number, got ${describe(issue.input)}` })
     .finite({ error: `${key} must be finite` })
@@ -60,11 +62,16 @@ const schema = z
     snapshotTtlSeconds: clamped("snapshotTtlSeconds"),
     searchDefaultLimit: clamped("searchDefaultLimit"),
     maxSearchLimit: clamped("maxSearchLimit"),
+    /** Beyond the seed: total nested calls, and searches plus describes, per agent run. */
+    maxToolCallsPerRun: clamped("maxToolCallsPerRun"),
+    maxSearchesPerRun: clamped("maxSearchesPerRun"),
     /** First id segment of gateway-owned tools; the seed's literal by default. */
     coreSourceName: z
       .string()
       .regex(/^[A-Za-z0-9_.-]+$/, { error: (i) => `coreSourceName must be a plain name, got ${describe(i.input)}` })
       .default("openclaw"),
+    /** Beyond the seed: tools.search also returns MCP entries, each with its `MCP.<server>.<fn>` path (`call`). */
+    searchIncludesMcp: z.boolean({ error: (i) => `searchIncludesMcp must be a boolean, got ${describe(i.input)}` }).default(false),
   })
   .strict()
   .transform((c) => ({ ...c, searchDefaultLimit: Math.min(c.searchDefaultLimit, c.maxSearchLimit) }));
@@ -94,3 +101,49 @@ export function parseCodeModeConfig(...layers: Array<Partial<Record<string, unkn
 }
 
 export const DEFAULT_CONFIG: CodeModeConfig = parseCodeModeConfig();
+
+/**
+ * Tool Search (the seed's `tools.toolSearch`), selected per run at OpenRun. Its own
+ * defaults and clamps, in the style of LIMITS: the seed gives none, so codeTimeoutMs
+ * follows code mode's timeoutMs, and a search returns at most 20 entries by default
+ * (the results go straight into the model's context) and never more than 50.
+ */
+export const TOOL_SEARCH_MODES = ["code", "tools"] as const;
+export type ToolSearchMode = (typeof TOOL_SEARCH_MODES)[number];
+
+export const TOOL_SEARCH_LIMITS = {
+  codeTimeoutMs: { default: 10_000, min: 100, max: 60_000 },
+  maxSearchLimit: { default: 20, min: 1, max: 50 },
+  searchDefaultLimit: { default: 8, min: 1, max: 50 },
+} as const;
+
+const toolSearchSchema = z
+  .object({
+    enabled: z.boolean({ error: (i) => `enabled must be a boolean, got ${describe(i.input)}` }).default(false),
+    mode: z.enum(TOOL_SEARCH_MODES, { error: (i) => `mode must be "code" or "tools", got ${describe(i.input)}` }).default("code"),
+    codeTimeoutMs: clamped("codeTimeoutMs", TOOL_SEARCH_LIMITS),
+    searchDefaultLimit: clamped("searchDefaultLimit", TOOL_SEARCH_LIMITS),
+    maxSearchLimit: clamped("maxSearchLimit", TOOL_SEARCH_LIMITS),
+  })
+  .strict()
+  .transform((c) => ({ ...c, searchDefaultLimit: Math.min(c.searchDefaultLimit, c.maxSearchLimit) }));
+
+export type ToolSearchConfig = Readonly<z.output<typeof toolSearchSchema>>;
+export type ToolSearchConfigInput = z.input<typeof toolSearchSchema>;
+
+/** Parses layered partial Tool Search configs (later layers win), clamped; errors name the key as `toolSearch.<key>`. */
+export function parseToolSearchConfig(...layers: Array<Partial<Record<string, unknown>> | undefined>): ToolSearchConfig {
+  const merged: Record<string, unknown> = {};
+  for (const layer of layers) {
+    if (!layer) continue;
+    for (const [k, v] of Object.entries(layer)) if (v !== undefined) merged[k] = v;
+  }
+  const parsed = toolSearchSchema.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? issue.path.join(".") : "";
+    const msg = issue?.message ?? "invalid config";
+    throw new ConfigError(`toolSearch.${msg.startsWith(String(issue?.path[0] ?? "\0")) ? msg : `${where}${where ? ": " : ""}${msg}`}`);
+  }
+  return Object.freeze(parsed.data);
+}

@@ -19,8 +19,8 @@ export const RUN_MESSAGES = {
 /** The start of the refusal of an exec on a run whose surface is not code mode. */
 export const INACTIVE_PREFIX = "code mode is not active for this run: ";
 
-/** A tool call, a catalog request (search/describe/API), or a yield. */
-export type PendingKind = "call" | "request" | "yield";
+/** A tool call, a catalog request (search/describe/API), a yield, or an armed timer. */
+export type PendingKind = "call" | "request" | "yield" | "timer";
 
 /** A tool's answer, without the call id it answers. */
 export type AnswerValue = { ok: true; json: string } | { ok: false; error: { name: string; message: string } };
@@ -29,6 +29,7 @@ const TO_WIRE: Record<PendingKind, WirePendingKind> = {
   call: WirePendingKind.TOOL_CALL,
   request: WirePendingKind.CATALOG_REQUEST,
   yield: WirePendingKind.YIELD,
+  timer: WirePendingKind.TIMER,
 };
 
 export function pendingKindToWire(kind: PendingKind): WirePendingKind {
@@ -39,6 +40,7 @@ export function pendingKindToWire(kind: PendingKind): WirePendingKind {
 export function pendingKindFromWire(kind: WirePendingKind): PendingKind {
   if (kind === WirePendingKind.CATALOG_REQUEST) return "request";
   if (kind === WirePendingKind.YIELD) return "yield";
+  if (kind === WirePendingKind.TIMER) return "timer";
   return "call";
 }
 

@@ -8,6 +8,9 @@
  *                       disableTools, view, viewVersion, openedAtMs), and the cumulative
  *                       counters search, describe, call (absent reads as 0)
  *   trajectory:<scope>  list: step JSON, oldest first, at most MAX_STEPS
+ *   resolved:<scope>    hash: call id → how a call an earlier step lists as pending was
+ *                       settled while the run was suspended (applied when the trajectory
+ *                       is read, so steps are never rewritten in place)
  * No TTL: a run stays until its gateway closes it with CloseRun (which deletes both keys),
  * as in the in-memory registry.
  *
@@ -19,10 +22,13 @@
 import type { Redis } from "ioredis";
 import type { Logger } from "../../shared/logger.js";
 import { scopeKeyOf } from "../../shared/scope.js";
-import { MAX_STEPS, type Counters, type OpenRun, type RunRegistry, type RunSpec, type Scope, type TrajectoryStepRecord } from "../runs.js";
+import { applyResolved, MAX_STEPS, type Counters, type OpenRun, type ResolvedCall, type RunRegistry, type RunSpec, type Scope, type TrajectoryStepRecord } from "../runs.js";
 import { storeCall } from "./store-failure.js";
 
-/** KEYS: 1 openrun, 2 trajectory. ARGV: 1-3 search/describe/call deltas, 4 step JSON, 5 steps kept. */
+/**
+ * KEYS: 1 openrun, 2 trajectory, 3 resolved. ARGV: 1-3 search/describe/call deltas, 4 step
+ * JSON, 5 steps kept, then pairs of resolved call id and resolution JSON.
+ */
 const RECORD = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HINCRBY', KEYS[1], 'search', ARGV[1])
@@ -30,6 +36,7 @@ redis.call('HINCRBY', KEYS[1], 'describe', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'call', ARGV[3])
 redis.call('RPUSH', KEYS[2], ARGV[4])
 redis.call('LTRIM', KEYS[2], -tonumber(ARGV[5]), -1)
+for i = 6, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
 return 1
 `;
 
@@ -54,8 +61,8 @@ export class RedisRunRegistry implements RunRegistry {
 
   async trajectory(scope: Scope): Promise<TrajectoryStepRecord[] | undefined> {
     const { run, trajectory } = this.keys(scope);
-    const [open, steps] = await storeCall(this.log, "read the trajectory", async () => {
-      const replies = await this.redis.multi().exists(run).lrange(trajectory, 0, -1).exec();
+    const [open, steps, resolved] = await storeCall(this.log, "read the trajectory", async () => {
+      const replies = await this.redis.multi().exists(run).lrange(trajectory, 0, -1).hgetall(this.keys(scope).resolved).exec();
       if (!replies) throw new Error("the trajectory read was aborted");
       return replies.map(([err, reply]) => {
         if (err) throw err;
@@ -63,23 +70,27 @@ export class RedisRunRegistry implements RunRegistry {
       });
     });
     if (open !== 1) return undefined;
-    return (steps as string[]).map((s) => JSON.parse(s) as TrajectoryStepRecord);
+    const out = (steps as string[]).map((s) => JSON.parse(s) as TrajectoryStepRecord);
+    const byCall = resolved as Record<string, string>;
+    applyResolved(out, Object.keys(byCall).map((callId) => ({ callId, ...(JSON.parse(byCall[callId]!) as Omit<ResolvedCall, "callId">) })));
+    return out;
   }
 
-  async record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters): Promise<void> {
-    const { run, trajectory } = this.keys(scope);
+  async record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters, resolved: readonly ResolvedCall[] = []): Promise<void> {
+    const { run, trajectory, resolved: resolvedKey } = this.keys(scope);
+    const pairs = resolved.flatMap(({ callId, ...r }) => [callId, JSON.stringify(r)]);
     await storeCall(this.log, "record the segment", () =>
-      this.redis.eval(RECORD, 2, run, trajectory, deltas.search, deltas.describe, deltas.call, JSON.stringify(step), MAX_STEPS),
+      this.redis.eval(RECORD, 3, run, trajectory, resolvedKey, deltas.search, deltas.describe, deltas.call, JSON.stringify(step), MAX_STEPS, ...pairs),
     );
   }
 
   async close(scope: Scope): Promise<boolean> {
-    const { run, trajectory } = this.keys(scope);
-    return (await storeCall(this.log, "close the run", () => this.redis.del(run, trajectory))) > 0;
+    const { run, trajectory, resolved } = this.keys(scope);
+    return (await storeCall(this.log, "close the run", () => this.redis.del(run, trajectory, resolved))) > 0;
   }
 
-  private keys(scope: Scope): { run: string; trajectory: string } {
+  private keys(scope: Scope): { run: string; trajectory: string; resolved: string } {
     const key = scopeKeyOf(scope);
-    return { run: `${this.prefix}openrun:${key}`, trajectory: `${this.prefix}trajectory:${key}` };
+    return { run: `${this.prefix}openrun:${key}`, trajectory: `${this.prefix}trajectory:${key}`, resolved: `${this.prefix}resolved:${key}` };
   }
 }

@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../../shared/logger.js";
 import {
+  GENERATION_MEMORY_MS,
   SETTLED_CALL_MEMORY_MS,
   sameSession,
   scopeKeyOf,
@@ -43,6 +44,8 @@ export class MemoryRunStore implements RunStore {
   private readonly callRuns = new Map<string, string>();
   /** Call ids of settled runs, oldest first. */
   private readonly settled = new Map<string, SettledCall>();
+  /** Run id → its generation, kept past the run until `forgetAtMs` (GENERATION_MEMORY_MS after its last expiry). */
+  private readonly generations = new Map<string, { generation: number; forgetAtMs: number }>();
   private readonly listeners = new Set<(codeModeRunId: string) => void>();
   private readonly sweeper: NodeJS.Timeout;
 
@@ -60,6 +63,10 @@ export class MemoryRunStore implements RunStore {
     } else if (!existing || !isCurrent(existing, options.claimToken, now)) {
       return { ok: false, why: "claim_lost" };
     }
+    const known = this.generations.get(id);
+    const current = known && known.forgetAtMs > now ? known.generation : 0;
+    // A new run starts at 1, on a run id whose generation is not remembered (it never starts over).
+    if (record.generation !== current + 1 || (options.claimToken === undefined && current !== 0)) return { ok: false, why: "stale" };
     const pending = new Set(record.pending.map((p) => p.callId));
     const answers = new Map<string, StoredAnswer>();
     const calls = new Map<string, CallState>();
@@ -74,6 +81,7 @@ export class MemoryRunStore implements RunStore {
     }
     for (const callId of answers.keys()) calls.set(callId, "answered");
     this.runs.set(id, { record: copyRecord(record), answers, calls, claim: undefined });
+    this.rememberGeneration(id, record.generation, record.expiresAtMs);
     return { ok: true, answeredCallIds: [...answers.keys()] };
   }
 
@@ -87,6 +95,7 @@ export class MemoryRunStore implements RunStore {
     const claim = { token, leaseEndMs: now + leaseMs };
     run.claim = claim;
     run.record.expiresAtMs = Math.max(run.record.expiresAtMs, claim.leaseEndMs);
+    this.rememberGeneration(codeModeRunId, run.record.generation, run.record.expiresAtMs);
     return { ok: true, token: claim.token, run: { ...copyRecord(run.record), answers: inPendingOrder(run) } };
   }
 
@@ -165,6 +174,12 @@ export class MemoryRunStore implements RunStore {
     return run;
   }
 
+  /** Keeps a run's generation until GENERATION_MEMORY_MS after its expiry (never less long than before). */
+  private rememberGeneration(id: string, generation: number, expiresAtMs: number): void {
+    const forgetAtMs = Math.max(expiresAtMs + GENERATION_MEMORY_MS, this.generations.get(id)?.forgetAtMs ?? 0);
+    this.generations.set(id, { generation, forgetAtMs });
+  }
+
   private countLive(now: number): number {
     let n = 0;
     for (const id of this.runs.keys()) if (this.live(id, now)) n++;
@@ -191,6 +206,7 @@ export class MemoryRunStore implements RunStore {
     const now = Date.now();
     this.countLive(now);
     for (const [callId, settled] of this.settled) if (settled.forgetAtMs <= now) this.settled.delete(callId);
+    for (const [id, known] of this.generations) if (known.forgetAtMs <= now) this.generations.delete(id);
   }
 
   private emit(codeModeRunId: string): void {

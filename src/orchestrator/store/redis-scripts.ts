@@ -7,17 +7,18 @@
  */
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
-import { SETTLED_CALL_MEMORY_MS } from "./run-store.js";
+import { GENERATION_MEMORY_MS, SETTLED_CALL_MEMORY_MS } from "./run-store.js";
 
 /** Shared by every script. ARGV[1] is the key prefix, ARGV[2] the orchestrator's Date.now(). */
 const PRELUDE = `
-local P, NOW, MEMORY = ARGV[1], tonumber(ARGV[2]), ${SETTLED_CALL_MEMORY_MS}
+local P, NOW, MEMORY, GEN_MEMORY = ARGV[1], tonumber(ARGV[2]), ${SETTLED_CALL_MEMORY_MS}, ${GENERATION_MEMORY_MS}
 local RUNS = P .. 'runs'
 local function runKey(id) return P .. 'run:' .. id end
 local function answersKey(id) return P .. 'answers:' .. id end
 local function callsKey(id) return P .. 'calls:' .. id end
 local function callKey(c) return P .. 'call:' .. c end
 local function scopeSetKey(s) return P .. 'scope:' .. s end
+local function genKey(id) return P .. 'gen:' .. id end
 -- The run's expiry when it is stored and has not expired, else nil.
 local function liveExp(id)
   local exp = tonumber(redis.call('HGET', runKey(id), 'exp'))
@@ -29,9 +30,11 @@ local function holds(id, token)
   local claim = redis.call('HMGET', runKey(id), 'token', 'lease')
   return claim[1] == token and tonumber(claim[2]) > NOW
 end
--- Moves a run's expiry: Redis drops its keys then, and its call ids MEMORY later.
+-- Moves a run's expiry: Redis drops its keys then, its call ids MEMORY later, and its
+-- generation GEN_MEMORY later (never sooner than it would have before).
 local function setExpiry(id, exp, scope)
   local ttl = exp - NOW
+  if redis.call('PTTL', genKey(id)) < ttl + GEN_MEMORY then redis.call('PEXPIRE', genKey(id), ttl + GEN_MEMORY) end
   redis.call('HSET', runKey(id), 'exp', exp)
   redis.call('ZADD', RUNS, exp, id)
   for _, key in ipairs({runKey(id), answersKey(id), callsKey(id)}) do redis.call('PEXPIRE', key, ttl) end
@@ -58,22 +61,25 @@ end
 /**
  * ARGV: 3 id, 4 scope key, 5 session key, 6 agent run id, 7 expiresAtMs, 8 meta JSON,
  * 9 pending JSON, 10 snapshot, 11 maxSuspendedRuns, 12 "new" | "replace", 13 claim token,
- * 14 n, then n pending call ids, then (call id, answer JSON) pairs.
+ * 14 generation (the stored one plus one, else 'stale'), 15 n, then n pending call ids,
+ * then (call id, answer JSON) pairs.
  */
 const SUSPEND = `
 local id, scope, session, runid = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local exp, n = tonumber(ARGV[7]), tonumber(ARGV[14])
+local exp, gen, n = tonumber(ARGV[7]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local live = liveExp(id)
 if ARGV[12] == 'new' then
   if live then return {'claim_lost'} end
   redis.call('ZREMRANGEBYSCORE', RUNS, '-inf', NOW)
   if redis.call('ZCARD', RUNS) >= tonumber(ARGV[11]) then return {'cap'} end
-  remove(id, false)
 elseif not live or not holds(id, ARGV[13]) then
   return {'claim_lost'}
 end
+local current = tonumber(redis.call('GET', genKey(id))) or 0
+if gen ~= current + 1 or (ARGV[12] == 'new' and current ~= 0) then return {'stale'} end
+if not live then remove(id, false) end
 local pending, answers = {}, {}
-for i = 15, 14 + n do pending[ARGV[i]] = true end
+for i = 16, 15 + n do pending[ARGV[i]] = true end
 if live then
   local old = redis.call('HGETALL', answersKey(id))
   for i = 1, #old, 2 do if pending[old[i]] then answers[old[i]] = old[i + 1] end end
@@ -82,12 +88,12 @@ if live then
     if not pending[c] and call[1] == id and call[2] == 'pending' then redis.call('HSET', callKey(c), 'state', 'ended') end
   end
 end
-for i = 15 + n, #ARGV, 2 do
+for i = 16 + n, #ARGV, 2 do
   if pending[ARGV[i]] and not answers[ARGV[i]] then answers[ARGV[i]] = ARGV[i + 1] end
 end
 redis.call('DEL', runKey(id), answersKey(id))
 for c, json in pairs(answers) do redis.call('HSET', answersKey(id), c, json) end
-for i = 15, 14 + n do
+for i = 16, 15 + n do
   local c = ARGV[i]
   local call = redis.call('HMGET', callKey(c), 'run', 'state')
   local state = 'pending'
@@ -97,6 +103,9 @@ for i = 15, 14 + n do
 end
 redis.call('HSET', runKey(id), 'meta', ARGV[8], 'pending', ARGV[9], 'snap', ARGV[10], 'scope', scope, 'session', session, 'runid', runid)
 redis.call('SADD', scopeSetKey(scope), id)
+local genTtl = redis.call('PTTL', genKey(id))
+redis.call('SET', genKey(id), gen)
+if genTtl > 0 then redis.call('PEXPIRE', genKey(id), genTtl) end
 setExpiry(id, exp, scope)
 local out = {'ok'}
 for c, _ in pairs(answers) do out[#out + 1] = c end
@@ -118,7 +127,7 @@ if leaseEnd > exp then
   exp = leaseEnd
   setExpiry(id, exp, run[5])
 end
-local out = {'ok', tostring(exp)}
+local out = {'ok', tostring(exp), redis.call('GET', genKey(id)) or '0'}
 for _, field in ipairs(redis.call('HMGET', runKey(id), 'meta', 'pending', 'snap')) do out[#out + 1] = field end
 for _, answer in ipairs(redis.call('HVALS', answersKey(id))) do out[#out + 1] = answer end
 return out

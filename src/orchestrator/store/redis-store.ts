@@ -12,6 +12,8 @@
  *   call:<callId>   hash: run, scope, state (pending | answered | ended); outlives its run
  *                   by SETTLED_CALL_MEMORY_MS
  *   scope:<scope>   set: run ids of one scope (deleteScope)
+ *   gen:<id>        string: the run's generation; outlives the run by
+ *                   GENERATION_MEMORY_MS past its last expiry
  * Channel `<prefix>answers` carries the run id of every stored answer.
  */
 import { randomUUID } from "node:crypto";
@@ -120,13 +122,14 @@ export class RedisRunStore implements RunStore {
         options.maxSuspendedRuns,
         options.claimToken === undefined ? "new" : "replace",
         options.claimToken ?? "",
+        record.generation,
         pending.length,
         ...pending.map((p) => p.callId),
         ...record.answers.flatMap((a) => [a.callId, JSON.stringify(a)]),
       ]),
     );
     const why = text(status);
-    if (why === "cap" || why === "claim_lost") return { ok: false, why };
+    if (why === "cap" || why === "claim_lost" || why === "stale") return { ok: false, why };
     return { ok: true, answeredCallIds: answered.map(text) };
   }
 
@@ -134,7 +137,7 @@ export class RedisRunStore implements RunStore {
     const reply = buffers(
       await scripts.claim.run(this.redis, [this.prefix, Date.now(), codeModeRunId, sessionKeyOf(scope), scope.agentRunId, Math.ceil(leaseMs), token]),
     );
-    const [status, exp, meta, pending, snapshot, ...answers] = reply;
+    const [status, exp, generation, meta, pending, snapshot, ...answers] = reply;
     const why = text(status);
     if (why === "unavailable" || why === "session" || why === "run" || why === "busy") return { ok: false, why };
     const entries = JSON.parse(text(pending)) as PendingEntry[];
@@ -145,6 +148,7 @@ export class RedisRunStore implements RunStore {
       pending: entries,
       answers: inPendingOrder(entries, answers),
       expiresAtMs: Number(text(exp)),
+      generation: Number(text(generation)),
     };
     return { ok: true, run, token };
   }

@@ -13,8 +13,18 @@
  * - one claim (one `wait`) at a time per run; a claim whose lease passed is void;
  * - answers to pending calls are kept with the run, once per call, from any sidecar;
  * - a call id is remembered for a while after its run settled, so a late or second
- *   answer is told apart from an unknown one.
- * The snapshot bytes are opaque here: sealed by the sidecar, never opened by the store.
+ *   answer is told apart from an unknown one;
+ * - a per-run generation that only goes up: a new run is generation 1, on a run id whose
+ *   generation the store does not remember; a re-suspension by the current claim must
+ *   carry exactly the stored generation plus one. The generation is remembered until
+ *   GENERATION_MEMORY_MS after the run's last expiry, past its settling or expiry, so a
+ *   run id cannot start over while a snapshot sealed for it can still be opened. The sidecar seals the generation into the snapshot and
+ *   refuses one whose generation is not the store's: an older snapshot of a run put back
+ *   (through SidecarLink or by writing its bytes into the store) is never restored. A
+ *   party that can rewrite the store's generation too (write access to the Redis keys)
+ *   can roll a run back to an earlier state it saw, within that snapshot's not-after.
+ * The snapshot bytes are opaque here: sealed (encrypted and authenticated) by the
+ * sidecar, never opened by the store.
  */
 
 import type { PendingKind } from "../../shared/link-wire.js";
@@ -28,6 +38,8 @@ export type { PendingKind };
 export type PendingEntry = {
   callId: string;
   kind: PendingKind;
+  /** When an armed timer is due (epoch ms); timers only. */
+  dueAtMs?: number;
   /** Catalog id for calls; "" for requests and yields. */
   toolId: string;
   /** Tool name for calls; the operation for requests; "" for yields. */
@@ -56,9 +68,15 @@ export type SuspendedRecord = {
   expiresAtMs: number;
   catalogVersion: string;
   execCallId: string;
+  /**
+   * In suspend: the generation the snapshot was sealed for (the stored one plus one). From
+   * claim: the store's current generation.
+   */
+  generation: number;
 };
 
-export type SuspendResult = { ok: true; answeredCallIds: string[] } | { ok: false; why: "cap" | "claim_lost" };
+/** stale: `record.generation` is not the stored generation plus one. */
+export type SuspendResult = { ok: true; answeredCallIds: string[] } | { ok: false; why: "cap" | "claim_lost" | "stale" };
 
 export type ClaimResult =
   | { ok: true; run: SuspendedRecord; token: string }
@@ -79,7 +97,10 @@ export interface RunStore {
    * (`claim_lost` when the claim is not current). On replacement, answers already stored
    * for calls that are still pending are kept and merged with `record.answers` (one per
    * call id); call ids no longer pending are remembered as answered or ended. Returns the
-   * pending call ids that have a stored answer after the merge.
+   * pending call ids that have a stored answer after the merge. Refused with `stale` (and
+   * nothing changed) unless `record.generation` is the stored generation plus one, and for
+   * a new run 1 on a run id whose generation is not remembered; on success it is the
+   * run's generation.
    */
   suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult>;
   /**
@@ -109,5 +130,13 @@ export interface RunStore {
 
 /** How long a settled call id is remembered, to explain late or second answers. */
 export const SETTLED_CALL_MEMORY_MS = 10 * 60_000;
+
+/**
+ * How long past a run's expiry its generation is remembered: longer than any snapshot
+ * sealed for it stays openable (its not-after is at most that expiry, on the sealing
+ * sidecar's clock, plus a minute of clock slack), with room for clocks that disagree by
+ * up to about nine minutes.
+ */
+export const GENERATION_MEMORY_MS = 10 * 60_000;
 
 export { sameSession, scopeKeyOf };

@@ -1,13 +1,17 @@
 /**
  * A run's catalog as the sidecar uses it: the policy-filtered view from the
  * orchestrator (cached by version), the guest's compact ALL_TOOLS and convenience
- * names, relevance search, describe, and call-id resolution with "did you mean"
- * suggestions. MCP entries stay in the view but are never reachable through tools.*:
- * they are the MCP namespace's (./mcp-catalog.ts). Internal namespaces are in
- * ./namespace-catalog.ts. Everything the guest prelude needs is serialized once per
- * version (`guest`), not per exec.
+ * names, relevance search (ToolSearchIndex, built once per version when the view
+ * arrives, shared by every surface), describe, and call-id resolution with "did you
+ * mean" suggestions. In code mode MCP entries stay in the view but are never reachable
+ * through tools.*: they are the MCP namespace's (./mcp-catalog.ts); with
+ * `searchIncludesMcp` tools.search also lists them with their `MCP.<server>.<fn>` path.
+ * On the Tool Search surfaces every entry is searchable and callable by id. Internal
+ * namespaces are in ./namespace-catalog.ts. Everything the guest prelude needs is
+ * serialized once per version (`guest`), not per exec.
  */
-import MiniSearch from "minisearch";
+import { oneLine, ToolSearchIndex, type SearchDoc } from "../../shared/search/tool-search-index.js";
+import { queryWords } from "../../shared/search/tokenize.js";
 import type { GuestCatalog } from "../task-protocol.js";
 import type { CatalogEntryData, McpServerData, NamespaceData } from "./catalog-types.js";
 import { McpCatalog } from "./mcp-catalog.js";
@@ -26,30 +30,36 @@ function safeName(name: string): string | undefined {
   return s;
 }
 
-function splitWords(text: string): string[] {
-  return text
-    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
-    .toLowerCase()
-    .split(/[^a-z0-9]+/)
-    .filter((w) => w.length > 0);
-}
+/**
+ * Who reads the catalog: code mode (MCP entries left out, as the seed says), code mode
+ * with `searchIncludesMcp` (MCP entries listed with their `call` path, still called
+ * through MCP.*), or a Tool Search surface (every entry, callable by id).
+ */
+export type CatalogSurface = "code" | "code+mcp" | "tool_search";
 
-function parameterNames(parametersJson: string): string {
-  try {
-    const schema = JSON.parse(parametersJson) as { properties?: Record<string, unknown> };
-    return Object.keys(schema.properties ?? {}).join(" ");
-  } catch {
-    return "";
+/** The seed's ToolCatalogEntry; `call` only for MCP entries under `searchIncludesMcp`. */
+export type CompactEntry = { id: string; name: string; label?: string; description: string; source: string; sourceName?: string; call?: string };
+
+function searchDoc(e: CatalogEntryData, server: McpServerData | undefined): SearchDoc {
+  const d: SearchDoc = { id: e.id, name: e.name, description: e.description, source: e.source, sourceName: e.sourceName, parametersJson: e.parametersJson, keywords: e.keywords };
+  if (e.label) d.label = e.label;
+  if (server) {
+    if (server.title) d.serverTitle = server.title;
+    if (server.description) d.serverDescription = server.description;
+    if (server.aliases.length > 0) d.serverAliases = server.aliases;
   }
+  return d;
 }
-
-export type CompactEntry = { id: string; name: string; label?: string; description: string; source: string; sourceName?: string };
 
 export class RunCatalog {
   readonly entries: readonly CatalogEntryData[];
   private readonly byId = new Map<string, CatalogEntryData>();
   private readonly guestVisible: CatalogEntryData[];
-  private index: MiniSearch | undefined;
+  private readonly index: ToolSearchIndex;
+  /** Milliseconds the search index took to build (logged by the resolver). */
+  readonly indexBuildMs: number;
+  /** `MCP.<server>.<fn>` of each MCP tool id, as the guest calls it. */
+  private readonly mcpPaths = new Map<string, string>();
   readonly guest: GuestCatalog;
   readonly mcp: McpCatalog;
   readonly namespaces: NamespaceCatalog;
@@ -65,6 +75,11 @@ export class RunCatalog {
     this.namespaces = new NamespaceCatalog(namespaces, entries);
     for (const e of entries) this.byId.set(e.id, e);
     this.guestVisible = entries.filter((e) => e.source !== "mcp");
+    const t0 = performance.now();
+    const serverMeta = new Map(servers.map((s) => [s.name, s]));
+    this.index = new ToolSearchIndex(entries.map((e) => searchDoc(e, e.source === "mcp" ? serverMeta.get(e.sourceName) : undefined)));
+    this.indexBuildMs = performance.now() - t0;
+    for (const [key, , fns] of this.mcp.guestTable) for (const [fn, id] of fns) this.mcpPaths.set(id, `MCP.${key}.${fn}`);
     const counts = new Map<string, number>();
     for (const e of this.guestVisible) {
       const s = safeName(e.name);
@@ -77,7 +92,7 @@ export class RunCatalog {
     }
     this.guest = {
       staticJson: JSON.stringify({
-        allTools: this.guestVisible.map(compact),
+        allTools: this.guestVisible.map((e) => compact(e, false)),
         convenience,
         mcp: this.mcp.guestTable,
         namespaces: this.namespaces.guestTable,
@@ -90,35 +105,40 @@ export class RunCatalog {
     return this.entries.length;
   }
 
-  private searchIndex(): MiniSearch {
-    if (!this.index) {
-      const idx = new MiniSearch<{ id: string; name: string; label: string; description: string; params: string }>({
-        fields: ["name", "label", "description", "params"],
-        storeFields: [],
-        tokenize: (text) => splitWords(text),
-        searchOptions: { boost: { name: 3, label: 2, params: 1.5, description: 1 }, prefix: true, fuzzy: 0.2, combineWith: "OR" },
-      });
-      idx.addAll(this.guestVisible.map((e) => ({ id: e.id, name: e.name, label: e.label, description: e.description, params: parameterNames(e.parametersJson) })));
-      this.index = idx;
-    }
-    return this.index;
+  /** Whether a surface lists (searches, describes) an entry. */
+  private lists(e: CatalogEntryData, surface: CatalogSurface): boolean {
+    return surface !== "code" || e.source !== "mcp";
   }
 
-  search(query: string, limit: number): CompactEntry[] {
+  /** Best matches first, one-line descriptions; a query with no searchable word ("", "a") lists the catalog in order. */
+  search(query: string, limit: number, surface: CatalogSurface = "code"): CompactEntry[] {
     const q = query.trim();
-    if (!q) return this.guestVisible.slice(0, limit).map(compact);
-    return this.searchIndex()
-      .search(q)
-      .slice(0, limit)
-      .map((hit) => compact(this.byId.get(String(hit.id))!));
+    if (queryWords(q).length === 0) return this.entries.filter((e) => this.lists(e, surface)).slice(0, limit).map((e) => this.entry(e, surface, true));
+    const filter = surface === "code" ? (id: string) => this.byId.get(id)?.source !== "mcp" : undefined;
+    return this.index.search(q, limit, filter).map((id) => this.entry(this.byId.get(id)!, surface, true));
   }
 
-  /** The guest-callable entry for an id, or an error message that helps the model. */
-  resolve(id: string): { ok: true; entry: CatalogEntryData } | { ok: false; name: string; message: string } {
+  /** The seed's compact entry; with `searchIncludesMcp`, an MCP entry also says how to call it. */
+  private entry(e: CatalogEntryData, surface: CatalogSurface, short: boolean): CompactEntry {
+    const out = compact(e, short);
+    if (surface === "code+mcp" && e.source === "mcp") {
+      const path = this.mcpPaths.get(e.id);
+      if (path) out.call = path;
+    }
+    return out;
+  }
+
+  /** The entry a surface may call by id, or an error message that helps the model. */
+  resolve(id: string, surface: CatalogSurface = "code"): { ok: true; entry: CatalogEntryData } | { ok: false; name: string; message: string } {
     const entry = this.byId.get(id);
-    if (entry && entry.source !== "mcp") return { ok: true, entry };
+    if (entry && (entry.source !== "mcp" || surface === "tool_search")) return { ok: true, entry };
     if (entry && entry.source === "mcp") {
-      return { ok: false, name: "ToolNotFound", message: `tool ${id} is an MCP tool; MCP tools are called through the MCP namespace, not tools.*.` };
+      const path = this.mcpPaths.get(id);
+      return {
+        ok: false,
+        name: "ToolNotFound",
+        message: `tool ${id} is an MCP tool; MCP tools are called through the MCP namespace, not tools.*.${path ? ` Call it as ${path}({ ... }).` : ""}`,
+      };
     }
     if (CONTROL_NAMES.has(id)) {
       const shell = this.guestVisible.find((e) => e.name === id);
@@ -129,29 +149,34 @@ export class RunCatalog {
       };
     }
     const shown = id.length > 200 ? `${id.slice(0, 200)}…` : id;
-    const suggestions = id.length <= 200 ? this.suggest(id) : [];
+    const suggestions = id.length <= 200 ? this.suggest(id, surface) : [];
+    const hint = surface === "tool_search" ? " Search the catalog (tool_search) to find tool ids." : " Use tools.search(query) to find tool ids.";
     return {
       ok: false,
       name: "ToolNotFound",
-      message: `unknown tool id ${JSON.stringify(shown)}.${suggestions.length > 0 ? ` Did you mean: ${suggestions.join(", ")}?` : " Use tools.search(query) to find tool ids."}`,
+      message: `unknown tool id ${JSON.stringify(shown)}.${suggestions.length > 0 ? ` Did you mean: ${suggestions.join(", ")}?` : hint}`,
     };
   }
 
-  describe(id: string): { ok: true; value: CompactEntry & { parameters: unknown } } | { ok: false; name: string; message: string } {
-    const r = this.resolve(id);
+  /** One entry with its full description and exact input schema (`parameters`). */
+  describe(id: string, surface: CatalogSurface = "code"): { ok: true; value: CompactEntry & { parameters: unknown } } | { ok: false; name: string; message: string } {
+    const listed = this.byId.get(id);
+    const r = listed && surface === "code+mcp" ? { ok: true as const, entry: listed } : this.resolve(id, surface);
     if (!r.ok) return r;
-    return { ok: true, value: { ...compact(r.entry), parameters: JSON.parse(r.entry.parametersJson) as unknown } };
+    return { ok: true, value: { ...this.entry(r.entry, surface, false), parameters: JSON.parse(r.entry.parametersJson) as unknown } };
   }
 
-  private suggest(id: string): string[] {
-    const namePart = id.split(":").pop() ?? id;
-    const hits = this.searchIndex().search(namePart, { fuzzy: 0.34, prefix: true });
-    return hits.slice(0, 3).map((h) => String(h.id));
+  /** "Did you mean": up to 3 ids the surface lists, closest first. */
+  private suggest(id: string, surface: CatalogSurface): string[] {
+    return this.index
+      .suggest(id, 10)
+      .filter((s) => this.lists(this.byId.get(s)!, surface))
+      .slice(0, 3);
   }
 }
 
-function compact(e: CatalogEntryData): CompactEntry {
-  const out: CompactEntry = { id: e.id, name: e.name, description: e.description, source: e.source };
+function compact(e: CatalogEntryData, short: boolean): CompactEntry {
+  const out: CompactEntry = { id: e.id, name: e.name, description: short ? oneLine(e.description) : e.description, source: e.source };
   if (e.label) out.label = e.label;
   if (e.sourceName) out.sourceName = e.sourceName;
   return out;

@@ -1,144 +1,65 @@
 /**
  * The guest prelude: JavaScript that runs inside each fresh VM before the model's
- * program and builds the seed's guest API (ALL_TOOLS, tools, text, json,
- * yield_control, MCP, namespaces, API, console) on top of two host functions.
+ * program and builds the seed's guest API (ALL_TOOLS, tools, text, json, yield_control,
+ * MCP, namespaces, API, console) and the everyday web globals on top of two host
+ * functions.
  *
  * Everything crosses as JSON text: the guest serializes with intrinsics captured here,
- * before any model code ran, and the host never walks a guest object. Host calls are
- * keyed by stable names so a restored snapshot can re-register them. Results come back
- * through `__cm_deliver`, a non-writable global the host calls by call id.
+ * before any model code ran (./prelude-marshal.ts), and the host never walks a guest
+ * object. Host calls are keyed by stable names so a restored snapshot can re-register
+ * them. The prelude exposes no internal binding: it returns its delivery function and
+ * its one-shot `run` to the host, which keeps the first as an exported handle (a token
+ * that survives snapshots), so guest code can neither call nor replace them.
  */
+import { CONSOLE_SOURCE } from "./prelude-console.js";
+import { MARSHAL_SOURCE, MAX_VALUE_DEPTH } from "./prelude-marshal.js";
+import { URL_SHIM_SOURCE, WEB_SOURCE } from "./prelude-web.js";
 
 /** Names the host registers; part of the snapshot format, never rename. */
 export const HOST_SYNC = "__cm_host_sync";
 export const HOST_ASYNC = "__cm_host_async";
-export const DELIVER_GLOBAL = "__cm_deliver";
-export const RUN_GLOBAL = "__cm_run";
 export const PRELUDE_FILENAME = "prelude.js";
 export const CELL_FILENAME = "cell.js";
-
-/** Deepest value nesting converted for output, results and tool inputs. */
-export const MAX_VALUE_DEPTH = 64;
+export { MAX_VALUE_DEPTH };
+/** The id `deliver` answers with the program's settlement (for a VM restored from a snapshot). */
+export const SETTLEMENT_QUERY = "";
 
 export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   "use strict";
   const G = globalThis;
-  const parse = JSON.parse, stringify = JSON.stringify;
-  const defineProperty = Object.defineProperty, freeze = Object.freeze, create = Object.create;
-  const keysOf = Object.keys, isArray = Array.isArray, getProto = Object.getPrototypeOf;
-  const ErrorCtor = Error, TypeErrorCtor = TypeError, PromiseCtor = Promise, StringCtor = String;
-  const objectToString = Object.prototype.toString;
-  const MAX_DEPTH = ${MAX_VALUE_DEPTH};
-
-  function describeFunction(f) {
-    let n = "";
-    try { n = typeof f.name === "string" ? f.name : ""; } catch (_) {}
-    return n ? "[Function " + n + "]" : "[Function]";
-  }
-
-  // The seed's output adapter: JSON-compatible values pass; others become plain data.
-  function toPlain(value, depth, seen) {
-    switch (typeof value) {
-      case "string": case "boolean": return value;
-      case "number": return Number.isFinite(value) ? value : StringCtor(value);
-      case "bigint": return StringCtor(value);
-      case "undefined": return null;
-      case "symbol": return StringCtor(value);
-      case "function": return describeFunction(value);
-    }
-    if (value === null) return null;
-    if (depth >= MAX_DEPTH) return "[MaxDepth]";
-    if (seen.indexOf(value) !== -1) return "[Circular]";
-    seen.push(value);
-    try {
-      const tag = objectToString.call(value);
-      if (tag === "[object Error]" || value instanceof ErrorCtor) {
-        return { name: StringCtor(value.name), message: StringCtor(value.message) };
-      }
-      if (tag === "[object Date]") {
-        const t = value.getTime();
-        return Number.isFinite(t) ? value.toISOString() : null;
-      }
-      if (tag === "[object Map]") {
-        const out = [];
-        value.forEach((v, k) => { out.push([toPlain(k, depth + 1, seen), toPlain(v, depth + 1, seen)]); });
-        return out;
-      }
-      if (tag === "[object Set]") {
-        const out = [];
-        value.forEach((v) => { out.push(toPlain(v, depth + 1, seen)); });
-        return out;
-      }
-      if (typeof value.toJSON === "function" && !isArray(value)) {
-        return toPlain(value.toJSON(), depth + 1, seen);
-      }
-      if (ArrayBuffer.isView(value) || tag === "[object ArrayBuffer]") return "[Binary]";
-      if (tag === "[object Promise]") return "[Promise]";
-      if (isArray(value)) {
-        const out = [];
-        for (let i = 0; i < value.length; i++) out.push(toPlain(value[i], depth + 1, seen));
-        return out;
-      }
-      const out = {};
-      const ks = keysOf(value);
-      for (let i = 0; i < ks.length; i++) {
-        const k = ks[i];
-        const v = value[k];
-        if (typeof v === "undefined") continue;
-        defineProperty(out, k, { value: toPlain(v, depth + 1, seen), enumerable: true, writable: true, configurable: true });
-      }
-      return out;
-    } finally {
-      seen.pop();
-    }
-  }
-  function toJsonText(value) { return stringify(toPlain(value, 0, [])); }
-  function errorJson(e) {
-    let name = "Error", message = "", stack = "";
-    try {
-      if (e !== null && (typeof e === "object" || typeof e === "function")) {
-        name = StringCtor(e.name ?? "Error");
-        message = StringCtor(e.message ?? "");
-        stack = typeof e.stack === "string" ? e.stack : "";
-      } else {
-        name = "Error";
-        message = "uncaught " + toJsonText(e);
-      }
-    } catch (_) { message = "uncaught exception"; }
-    return stringify({ name, message, stack });
-  }
-  function textOf(value) {
-    if (typeof value === "string") return value;
-    const plain = toPlain(value, 0, []);
-    return typeof plain === "string" ? plain : stringify(plain);
-  }
+  ${MARSHAL_SOURCE}
+  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
+  function then(p, onOk, onErr) { return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]); }
 
   const waiting = create(null);
+  const promiseReject = Promise.reject;
   function request(op, payload) {
     let id;
-    try { id = hostAsync(op, toJsonText(payload)); } catch (e) { return PromiseCtor.reject(e); }
+    try { id = hostAsync(op, toJsonText(payload)); } catch (e) { return apply(promiseReject, PromiseCtor, [e]); }
     return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
   }
+  // "" until the program settled, then "1" + value JSON or "0" + error JSON.
+  let settlement = "";
   function deliver(id, ok, json) {
+    if (id === "") return settlement;
     const entry = waiting[id];
-    if (!entry) return false;
+    if (entry === undefined) return false;
     delete waiting[id];
     if (ok) { entry[0](json === "" ? undefined : parse(json)); return true; }
     const data = parse(json);
-    const err = new ErrorCtor(StringCtor(data.message));
-    if (data.name) defineProperty(err, "name", { value: StringCtor(data.name), writable: true, configurable: true });
+    const err = new ErrorCtor(typeof data.message === "string" ? data.message : "");
+    if (typeof data.name === "string" && data.name) defineProperty(err, "name", { value: data.name, writable: true, configurable: true });
     entry[1](err);
     return true;
   }
-  defineProperty(G, "${DELIVER_GLOBAL}", { value: deliver });
 
   const boot = parse(hostSync("boot", ""));
   const catalog = boot.catalog, context = boot.context;
-  const hasOwn = Object.hasOwn;
 
+  function textOf(value) { return typeof value === "string" ? value : value === undefined ? "undefined" : toJsonText(value); }
   function text(value) { hostSync("text", textOf(value)); }
   function json(value) { hostSync("json", toJsonText(value)); }
-  function yield_control(reason) { return request("yield", { reason: reason === undefined ? "" : textOf(reason) }).then(() => undefined); }
+  function yield_control(reason) { return then(request("yield", { reason: reason === undefined ? "" : textOf(reason) }), () => undefined); }
 
   const tools = create(null);
   defineProperty(tools, "search", { enumerable: true, value: function search(query, options) {
@@ -160,18 +81,19 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   }
   freeze(tools);
 
-  const ALL_TOOLS = freeze(catalog.allTools.map((t) => freeze(t)));
+  const ALL_TOOLS = catalog.allTools;
+  for (let i = 0; i < ALL_TOOLS.length; i++) freeze(ALL_TOOLS[i]);
+  freeze(ALL_TOOLS);
 
   // MCP.<server>.<function>(input): one object argument, dispatched by exact catalog id.
   function mcpCall(label, id) {
     return function (input) {
       if (input !== undefined && (input === null || typeof input !== "object" || isArray(input))) {
-        return PromiseCtor.reject(new TypeErrorCtor(label + " takes one object argument, e.g. " + label + "({ ... })."));
+        return apply(promiseReject, PromiseCtor, [new TypeErrorCtor(label + " takes one object argument, e.g. " + label + "({ ... }).")]);
       }
       return request("mcp", { id, input: input === undefined ? {} : input });
     };
   }
-  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
   const MCP = create(null);
   const servers = catalog.mcp;
   for (let i = 0; i < servers.length; i++) {
@@ -217,11 +139,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
       return freeze(out);
     }
     if (hasOwn(value, "$tool")) {
-      return function () {
-        const args = [];
-        for (let i = 0; i < arguments.length; i++) args.push(arguments[i]);
-        return request("ns", { ns: nsId, path, args });
-      };
+      return function () { return request("ns", { ns: nsId, path, args: restArgs(arguments, 0) }); };
     }
     if (hasOwn(value, "$context")) return context === null ? null : deepFreeze(parse(stringify(context[value.$context] ?? null)));
     const out = {};
@@ -242,33 +160,37 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     list(prefix) { return request("api_list", { prefix: prefix === undefined ? "" : textOf(prefix) }); },
     read(path) { return request("api_read", { path: textOf(path ?? "") }); },
   });
-  function logWith(level) {
-    return function () {
-      const parts = [];
-      for (let i = 0; i < arguments.length; i++) parts.push(textOf(arguments[i]));
-      hostSync("text", (level ? "[" + level + "] " : "") + parts.join(" "));
-    };
-  }
-  const console = freeze({ log: logWith(""), info: logWith(""), debug: logWith(""), warn: logWith("warn"), error: logWith("error") });
+  ${CONSOLE_SOURCE}
+  ${WEB_SOURCE}
+  ${URL_SHIM_SOURCE}
 
-  const api = { ALL_TOOLS, tools, MCP, namespaces, API, text, json, yield_control, console };
-  for (const k of keysOf(api)) defineProperty(G, k, { value: api[k], enumerable: false, writable: false, configurable: false });
+  const api = {
+    ALL_TOOLS, tools, MCP, namespaces, API, text, json, yield_control, console,
+    setTimeout, setInterval, clearTimeout, clearInterval, queueMicrotask, atob, btoa, TextEncoder, TextDecoder, structuredClone,
+  };
+  const apiNames = keysOf(api);
+  for (let i = 0; i < apiNames.length; i++) defineProperty(G, apiNames[i], { value: api[apiNames[i]], enumerable: false, writable: false, configurable: false });
   const nsNames = keysOf(namespaces);
   for (let i = 0; i < nsNames.length; i++) defineProperty(G, nsNames[i], { value: namespaces[nsNames[i]], enumerable: false, writable: false, configurable: false });
 
-  function run(cell) {
-    let p;
-    try { p = cell(); } catch (e) { hostSync("error", errorJson(e)); return; }
-    PromiseCtor.resolve(p).then(
-      (v) => {
-        let text;
-        try { text = toJsonText(v); } catch (e) { hostSync("error", errorJson(e)); return; }
-        hostSync("result", text);
-      },
-      (e) => { hostSync("error", errorJson(e)); },
-    );
+  function settle(ok, text) {
+    if (settlement !== "") return;
+    settlement = (ok ? "1" : "0") + text;
+    hostSync(ok ? "result" : "error", text);
   }
-  defineProperty(G, "${RUN_GLOBAL}", { value: run });
+  let started = false;
+  function run(cell) {
+    if (started) return;
+    started = true;
+    let p;
+    try { p = cell(); } catch (e) { settle(false, errorJson(e)); return; }
+    then(p, (v) => {
+      let text;
+      try { text = toJsonText(v); } catch (e) { settle(false, errorJson(e)); return; }
+      settle(true, text);
+    }, (e) => { settle(false, errorJson(e)); });
+  }
+  return [deliver, run];
 })`;
 
 /**

@@ -5,8 +5,9 @@
  * bytecode compiled here. A compiler VM that failed in a way that could have left it
  * damaged is replaced before the next compile.
  */
-import { QuickJS, EvalFlags, type JSException } from "quickjs-wasi";
+import { QuickJS, CompileFlags, EvalFlags, type JSException } from "quickjs-wasi";
 import { CELL_FILENAME, PRELUDE_FILENAME, PRELUDE_SOURCE, wrapCell } from "../guest/prelude.js";
+import { TOOL_SEARCH_PRELUDE_FILENAME, TOOL_SEARCH_PRELUDE_SOURCE } from "../guest/tool-search-prelude.js";
 import { cellPosition, formatLocation } from "./guest-errors.js";
 import { STACK_BYTES } from "./vm-options.js";
 
@@ -33,10 +34,11 @@ export async function compileScript(
   wasm: WebAssembly.Module,
   source: string,
   filename: string,
+  compileFlags = 0,
 ): Promise<{ ok: true; bytecode: Uint8Array } | { ok: false; error: CompileError }> {
   const vm = await compiler(wasm);
   try {
-    return { ok: true, bytecode: vm.compile(source, filename) };
+    return { ok: true, bytecode: vm.compile(source, filename, undefined, compileFlags) };
   } catch {
     // compile() drops the location; a COMPILE_ONLY eval reports it in the stack.
   }
@@ -73,10 +75,23 @@ export async function compileCell(wasm: WebAssembly.Module, source: string): Pro
 
 export async function preludeBytecode(wasm: WebAssembly.Module): Promise<Uint8Array> {
   if (prelude) return prelude;
-  const compiled = await compileScript(wasm, PRELUDE_SOURCE, PRELUDE_FILENAME);
+  // Stripped of its source text and debug info: a third of the size, about 0.2 ms less per
+  // VM to load, and the guest cannot read the prelude through Function.prototype.toString.
+  const compiled = await compileScript(wasm, PRELUDE_SOURCE, PRELUDE_FILENAME, CompileFlags.STRIP_SOURCE | CompileFlags.STRIP_DEBUG);
   if (!compiled.ok) throw new Error(`internal: the guest prelude does not compile: ${compiled.error.message}`);
   prelude = compiled.bytecode;
   return prelude;
+}
+
+let toolSearchPrelude: Uint8Array | undefined;
+
+/** The reduced prelude of the Tool Search surface (`tool_search_code`), compiled once per worker. */
+export async function toolSearchPreludeBytecode(wasm: WebAssembly.Module): Promise<Uint8Array> {
+  if (toolSearchPrelude) return toolSearchPrelude;
+  const compiled = await compileScript(wasm, TOOL_SEARCH_PRELUDE_SOURCE, TOOL_SEARCH_PRELUDE_FILENAME);
+  if (!compiled.ok) throw new Error(`internal: the Tool Search prelude does not compile: ${compiled.error.message}`);
+  toolSearchPrelude = compiled.bytecode;
+  return toolSearchPrelude;
 }
 
 /** Drops the compiler VM (after a WASM trap anywhere in this worker, to be safe). */

@@ -44,7 +44,10 @@ export function guestErrorMessage(errorJson: string): string {
   const message = typeof data.message === "string" ? data.message : "";
   const stack = typeof data.stack === "string" ? data.stack : "";
   const m = new RegExp(`${CELL_FILENAME}:(\\d+):(\\d+)`).exec(stack);
-  if (!m) return message ? `${name}: ${message}` : name;
+  // QuickJS records no position for a few operations (a property read on a literal
+  // `null`): the frame then points at the cell wrapper itself, which is no place in the
+  // model's code, so no position is claimed rather than a wrong one.
+  if (!m || (m[1] === "1" && Number(m[2]) <= CELL_PREFIX.length)) return message ? `${name}: ${message}` : name;
   const pos = cellPosition(Number(m[1]), Number(m[2]));
   return `${message ? `${name}: ${message}` : name} (${formatLocation(pos.line, pos.column)})`;
 }

@@ -8,19 +8,23 @@
  * compression time. When most pages changed, the plain memory is compressed too and
  * the smaller encoding wins.
  *
- * Envelope, version 1 (integers little-endian):
+ * Envelope, version 2 (integers little-endian):
  *
  *   0   4  magic "CMSN"
- *   4   1  version (1)
+ *   4   1  version (2)
  *   5   1  encoding: 0 plain memory, 1 page delta against the base image
- *   6   2  reserved (0)
+ *   6   2  extension table bytes (E, at most 4096)
  *   8  32  engine fingerprint: sha256 of the base image
  *  40   4  memory bytes (uncompressed)
  *  44   4  stack pointer
  *  48   4  runtime pointer
  *  52   4  context pointer
  *  56   4  payload bytes
- *  60   N  brotli(payload)
+ *  60   4  guest handle token: the prelude's delivery function, exported with
+ *          quickjs-wasi's exportHandle, so no global name is needed to reach it
+ *  64   E  extension table: JSON [{name, memoryBase, tableBase, initFn}] of the native
+ *          extensions the VM had loaded (only known extension names are accepted)
+ *  64+E N  brotli(payload)
  *
  * Authentication (HMAC) is added and checked outside, on the sidecar's main thread, so
  * the key never enters a thread that runs guest code. Decoding still treats every field
@@ -31,8 +35,11 @@ import type { Snapshot } from "quickjs-wasi";
 import type { BaseImage } from "./base-image.js";
 
 const MAGIC = 0x4e534d43; // "CMSN" read as little-endian u32
-const VERSION = 1;
-const HEADER_BYTES = 60;
+const VERSION = 2;
+const HEADER_BYTES = 64;
+const MAX_EXTENSION_TABLE = 4096;
+/** Native extensions a snapshot may name (the worker loads these by name). */
+export const KNOWN_EXTENSIONS: ReadonlySet<string> = new Set(["url"]);
 const PAGE = 4096;
 const WASM_PAGE = 65536;
 /** The largest memory a restore accepts: the largest memory limit plus headroom. */
@@ -46,6 +53,8 @@ export class SnapshotFormatError extends Error {
 }
 
 export type EncodedSnapshot = { envelope: Uint8Array; encoding: number; memoryBytes: number; changedPages: number };
+/** A decoded snapshot with the guest handle token it carries. */
+export type DecodedSnapshot = Snapshot & { guestToken: number };
 
 function compress(data: Uint8Array): Buffer {
   return brotliCompressSync(data, {
@@ -112,8 +121,10 @@ function applyPageDelta(delta: Buffer, memoryBytes: number, base: Uint8Array): B
   return memory;
 }
 
-export function encodeSnapshot(snapshot: Snapshot, base: BaseImage): EncodedSnapshot {
-  if (snapshot.extensions.length > 0) throw new SnapshotFormatError("snapshots of VMs with native extensions are not supported");
+export function encodeSnapshot(snapshot: Snapshot, base: BaseImage, guestToken = 0): EncodedSnapshot {
+  for (const ext of snapshot.extensions) if (!KNOWN_EXTENSIONS.has(ext.name)) throw new SnapshotFormatError(`snapshots of VMs with the ${ext.name} extension are not supported`);
+  const table = snapshot.extensions.length > 0 ? Buffer.from(JSON.stringify(snapshot.extensions.map((e) => ({ name: e.name, memoryBase: e.memoryBase, tableBase: e.tableBase, initFn: e.initFn })))) : Buffer.alloc(0);
+  if (table.byteLength > MAX_EXTENSION_TABLE) throw new SnapshotFormatError("the snapshot's extension table is too large");
   const mem = snapshot.memory;
   const delta = pageDelta(mem, base.memory);
   const changedPages = delta.changedPages;
@@ -127,39 +138,63 @@ export function encodeSnapshot(snapshot: Snapshot, base: BaseImage): EncodedSnap
       encoding = ENCODING_PLAIN;
     }
   }
-  const out = Buffer.alloc(HEADER_BYTES + payload.byteLength);
+  const out = Buffer.alloc(HEADER_BYTES + table.byteLength + payload.byteLength);
   out.writeUInt32LE(MAGIC, 0);
   out.writeUInt8(VERSION, 4);
   out.writeUInt8(encoding, 5);
+  out.writeUInt16LE(table.byteLength, 6);
   base.fingerprint.copy(out, 8);
   out.writeUInt32LE(mem.byteLength, 40);
   out.writeUInt32LE(snapshot.stackPointer, 44);
   out.writeUInt32LE(snapshot.runtimePtr, 48);
   out.writeUInt32LE(snapshot.contextPtr, 52);
   out.writeUInt32LE(payload.byteLength, 56);
-  payload.copy(out, HEADER_BYTES);
+  out.writeUInt32LE(guestToken >>> 0, 60);
+  table.copy(out, HEADER_BYTES);
+  payload.copy(out, HEADER_BYTES + table.byteLength);
   return { envelope: out, encoding, memoryBytes: mem.byteLength, changedPages };
 }
 
-export function decodeSnapshot(envelope: Uint8Array, base: BaseImage): Snapshot {
+function extensionTable(bytes: Buffer): Snapshot["extensions"] {
+  if (bytes.byteLength === 0) return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString("utf8"));
+  } catch {
+    throw new SnapshotFormatError("snapshot extension table is malformed");
+  }
+  if (!Array.isArray(parsed) || parsed.length > 8) throw new SnapshotFormatError("snapshot extension table is malformed");
+  return parsed.map((e: unknown) => {
+    const x = e as Record<string, unknown>;
+    const int = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v >= 0 && v < 2 ** 32;
+    if (!x || typeof x.name !== "string" || !KNOWN_EXTENSIONS.has(x.name) || !int(x.memoryBase) || !int(x.tableBase) || typeof x.initFn !== "string" || !/^[A-Za-z0-9_]{1,64}$/.test(x.initFn)) {
+      throw new SnapshotFormatError("snapshot extension table names an unknown or malformed extension");
+    }
+    return { name: x.name, memoryBase: x.memoryBase as number, tableBase: x.tableBase as number, initFn: x.initFn };
+  });
+}
+
+export function decodeSnapshot(envelope: Uint8Array, base: BaseImage): DecodedSnapshot {
   const buf = Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
   if (buf.byteLength < HEADER_BYTES || buf.readUInt32LE(0) !== MAGIC) throw new SnapshotFormatError("not a code mode snapshot");
   const version = buf.readUInt8(4);
   if (version !== VERSION) throw new SnapshotFormatError(`snapshot format version ${version} is not supported (this sandbox reads version ${VERSION})`);
   const encoding = buf.readUInt8(5);
-  if ((encoding !== ENCODING_PLAIN && encoding !== ENCODING_DELTA) || buf.readUInt16LE(6) !== 0) throw new SnapshotFormatError("snapshot header is malformed");
+  const tableBytes = buf.readUInt16LE(6);
+  if ((encoding !== ENCODING_PLAIN && encoding !== ENCODING_DELTA) || tableBytes > MAX_EXTENSION_TABLE) throw new SnapshotFormatError("snapshot header is malformed");
   if (!buf.subarray(8, 40).equals(base.fingerprint)) {
     throw new SnapshotFormatError("the snapshot was made by a different sandbox build (engine fingerprint differs)");
   }
   const memoryBytes = buf.readUInt32LE(40);
   const payloadBytes = buf.readUInt32LE(56);
   if (memoryBytes === 0 || memoryBytes % WASM_PAGE !== 0 || memoryBytes > MAX_MEMORY_BYTES) throw new SnapshotFormatError("snapshot memory size is malformed");
-  if (HEADER_BYTES + payloadBytes !== buf.byteLength) throw new SnapshotFormatError("snapshot payload length does not match");
+  if (HEADER_BYTES + tableBytes + payloadBytes !== buf.byteLength) throw new SnapshotFormatError("snapshot payload length does not match");
+  const extensions = extensionTable(buf.subarray(HEADER_BYTES, HEADER_BYTES + tableBytes));
   // A delta is the bitmap plus at most every page: never larger than memory plus the bitmap.
   const maxPayload = memoryBytes + Math.ceil(memoryBytes / PAGE / 8);
   let payload: Buffer;
   try {
-    payload = brotliDecompressSync(buf.subarray(HEADER_BYTES), { maxOutputLength: maxPayload });
+    payload = brotliDecompressSync(buf.subarray(HEADER_BYTES + tableBytes), { maxOutputLength: maxPayload });
   } catch (err) {
     throw new SnapshotFormatError(`snapshot payload does not decompress: ${(err as Error).message}`);
   }
@@ -175,6 +210,7 @@ export function decodeSnapshot(envelope: Uint8Array, base: BaseImage): Snapshot 
     stackPointer: buf.readUInt32LE(44),
     runtimePtr: buf.readUInt32LE(48),
     contextPtr: buf.readUInt32LE(52),
-    extensions: [],
+    extensions,
+    guestToken: buf.readUInt32LE(60),
   };
 }

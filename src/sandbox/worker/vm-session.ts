@@ -18,17 +18,24 @@
 import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
-import type { ErrorCodeName, ExecTask, MainMessage, PendingKind, ResumeTask, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
-import { DELIVER_GLOBAL, HOST_ASYNC, HOST_SYNC, RUN_GLOBAL } from "../guest/prelude.js";
-import { compileCell, preludeBytecode } from "./compiler.js";
+import type { ErrorCodeName, ExecTask, MainMessage, PendingKind, ResumeTask, TaskLimits, TaskOutcome, UnparkTask, WorkerMessage } from "../task-protocol.js";
+import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
+import { compileCell, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
 import { decodeSnapshot, encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
+import { extensionDescriptors, extensionsFor } from "./extensions.js";
+import { cohosted, enter, leave } from "./occupancy.js";
 
 type Settled = { ok: true; valueJson: string } | { ok: false; errorJson: string };
 type Fatal = { code: ErrorCodeName | undefined; message: string };
+
+/** Timers a run may have armed at once (they do not count against maxPendingToolCalls). */
+export const MAX_TIMERS = 100;
+/** The longest timer delay accepted (as browsers clamp to a signed 32-bit millisecond count). */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /** Time the host allows for snapshotting and encoding an idle VM (up to 1 GiB of memory). */
 const SNAPSHOT_BUDGET_MS = 30_000;
@@ -53,10 +60,18 @@ class GuestSession {
   private cancelled: string | undefined;
   private settled: Settled | undefined;
   private readonly pending = new Map<string, PendingKind>();
+  /** Armed timers: call id → when it is due (epoch ms). Each is also in `pending`. */
+  private readonly timers = new Map<string, number>();
   private readonly inbox: MainMessage[] = [];
+  /** The prelude's delivery function, and its snapshot-portable token. */
+  deliverFn: JSValueHandle | undefined;
+  guestToken = 0;
   private wake: (() => void) | undefined;
+  /** The sidecar drains: suspend at the next idle moment instead of waiting on. */
+  private suspendRequested = false;
   private readonly onMessage = (m: MainMessage) => {
     if (m.t === "cancel") this.cancelled = m.reason;
+    else if (m.t === "suspend") this.suspendRequested = true;
     else this.inbox.push(m);
     this.wake?.();
   };
@@ -71,7 +86,18 @@ class GuestSession {
     port.on("message", this.onMessage);
   }
 
-  readonly interrupt = () => this.fatal !== undefined || this.cancelled !== undefined || Date.now() > this.deadline;
+  /** The surface never suspends (tool_search_code): no snapshot is taken at the deadline. */
+  neverSuspends = false;
+  /** Set by the main thread through shared memory when the task is cancelled. */
+  cancelFlag: Int32Array | undefined;
+  readonly interrupt = () =>
+    this.fatal !== undefined || this.cancelled !== undefined || (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) || Date.now() > this.deadline;
+
+  /** Cancelled by the gateway (or the drain), known from the flag even before the message arrives. */
+  private cancelReason(): string | undefined {
+    if (this.cancelled !== undefined) return this.cancelled;
+    return this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0 ? "the gateway cancelled the call" : undefined;
+  }
 
   private post(m: WorkerMessage): void {
     this.port.postMessage(m);
@@ -81,14 +107,60 @@ class GuestSession {
     return failed(error, this.outputBytes, code);
   }
 
-  /** Starts the VM's deadline, and moves the host's kill timer with it. */
-  startDeadline(): void {
-    this.deadline = Date.now() + this.limits.timeoutMs;
+  /** Starts the VM's deadline (or continues one set elsewhere), and moves the host's kill timer with it. */
+  startDeadline(atMs?: number): void {
+    this.deadline = atMs ?? Date.now() + this.limits.timeoutMs;
     this.post({ t: "watch", untilMs: this.deadline });
   }
 
-  awaitAgain(callId: string, kind: PendingKind): void {
+  /** True while the session waits for host answers (its VM is not on the stack). */
+  private idle = false;
+  /** Something ran in the VM since it last parked. */
+  private dirty = true;
+
+  /**
+   * Parks a copy of the idle VM on the main thread, so that if this thread is killed for
+   * a neighbour's runaway loop, the pool continues this run elsewhere. Only on a shared
+   * thread (a lone VM has no neighbour to die for), and only when something changed.
+   */
+  parkIfIdle(): void {
+    if (!this.idle || !this.dirty || !this.vm || this.deliverFn === undefined || this.settled?.ok === false) return;
+    const snap = this.vm.snapshot();
+    const parked = {
+      memory: snap.memory,
+      stackPointer: snap.stackPointer,
+      runtimePtr: snap.runtimePtr,
+      contextPtr: snap.contextPtr,
+      extensions: snap.extensions.map((e) => ({ name: e.name, memoryBase: e.memoryBase, tableBase: e.tableBase, initFn: e.initFn })),
+      guestToken: this.guestToken,
+    };
+    const pending = [...this.pending].map(([callId, kind]) => (kind === "timer" ? { callId, kind, dueAtMs: this.timers.get(callId) ?? Date.now() } : { callId, kind }));
+    const buffer = snap.memory.buffer;
+    const transfer = snap.memory.byteOffset === 0 && snap.memory.byteLength === buffer.byteLength && buffer instanceof ArrayBuffer ? [buffer] : [];
+    this.port.postMessage({ t: "parked", parked, pending, outputBytes: this.outputBytes, deadlineAtMs: this.deadline } satisfies WorkerMessage, transfer);
+    this.dirty = false;
+  }
+
+  awaitAgain(callId: string, kind: PendingKind, dueAtMs?: number): void {
     this.pending.set(callId, kind);
+    if (kind === "timer") this.timers.set(callId, dueAtMs ?? Date.now());
+  }
+
+  /** After a restore: what the program settled to before the snapshot, if it had. */
+  restoreSettlement(): void {
+    const vm = this.vm!;
+    const q = vm.newString(SETTLEMENT_QUERY);
+    const e = vm.newString("");
+    try {
+      const h = vm.callFunction(this.deliverFn!, vm.undefined, q, vm.false, e);
+      const s = h.isString ? h.toString() : "";
+      h.dispose();
+      if (s.startsWith("1")) this.settled = { ok: true, valueJson: s.slice(1) };
+      else if (s.startsWith("0")) this.settled = { ok: false, errorJson: s.slice(1) };
+    } finally {
+      q.dispose();
+      e.dispose();
+    }
   }
 
   enqueue(m: MainMessage): void {
@@ -126,6 +198,16 @@ class GuestSession {
         case "error":
           if (!this.settled) this.settled = { ok: false, errorJson: arg };
           return vm.undefined;
+        case "uncaught":
+          // A timer callback or microtask threw: the run fails, even after its value settled.
+          if (!this.settled || this.settled.ok) this.settled = { ok: false, errorJson: arg };
+          return vm.undefined;
+        case "timer_clear":
+          if (this.pending.get(arg) === "timer") {
+            this.pending.delete(arg);
+            this.timers.delete(arg);
+          }
+          return vm.undefined;
         default:
           throw guestError("TypeError", "unknown host operation");
       }
@@ -141,7 +223,14 @@ class GuestSession {
       const payloadJson = argH?.isString ? argH.toString() : "null";
       const callId = `c_${randomBytes(9).toString("base64url")}`;
       const payload = parseBridgeJson(payloadJson, "tool input") as Record<string, unknown> | null;
-      if (this.pending.size >= this.limits.maxPendingToolCalls) {
+      if (op === "timer") {
+        if (this.timers.size >= MAX_TIMERS) throw guestError("RangeError", `too many timers (at most ${MAX_TIMERS} may be armed at once).`);
+        const ms = typeof payload?.ms === "number" && payload.ms > 0 ? Math.min(payload.ms, MAX_TIMER_MS) : 0;
+        this.pending.set(callId, "timer");
+        this.timers.set(callId, Date.now() + ms);
+        return vm.newString(callId);
+      }
+      if (this.pending.size - this.timers.size >= this.limits.maxPendingToolCalls) {
         throw guestError("RangeError", `too many pending tool calls (maxPendingToolCalls is ${this.limits.maxPendingToolCalls}).`);
       }
       if (op === "call" || op === "mcp") {
@@ -168,7 +257,7 @@ class GuestSession {
 
   private deliver(callId: string, ok: boolean, json: string): void {
     const vm = this.vm!;
-    const fn = vm.global.getOwnPropertyDescriptor(DELIVER_GLOBAL)?.value;
+    const fn = this.deliverFn;
     if (!fn) return;
     const a = vm.newString(callId);
     const c = vm.newString(json);
@@ -177,13 +266,30 @@ class GuestSession {
     } finally {
       a.dispose();
       c.dispose();
-      fn.dispose();
     }
+  }
+
+  /** Moves timers that are due into the inbox, earliest first. */
+  private fireDueTimers(): void {
+    if (this.timers.size === 0) return;
+    const now = Date.now();
+    const due = [...this.timers].filter(([, at]) => at <= now).sort((a, b) => a[1] - b[1]);
+    for (const [callId] of due) {
+      this.timers.delete(callId);
+      this.inbox.push({ t: "answer", callId, ok: true, json: "" });
+    }
+  }
+
+  private nextTimerDue(): number {
+    let next = Number.POSITIVE_INFINITY;
+    for (const at of this.timers.values()) if (at < next) next = at;
+    return next;
   }
 
   private outcomeFor(err: unknown): TaskOutcome {
     if (this.fatal) return this.fail(this.fatal.message, this.fatal.code);
-    if (this.cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${this.cancelled}`, "internal_error");
+    const cancelled = this.cancelReason();
+    if (cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
     if (Date.now() > this.deadline) return this.fail(`code mode exec timed out after ${this.limits.timeoutMs} ms.`, "timeout");
     if (err instanceof JSException) {
       const msg = `${err.name}: ${err.message}`.replace(/^Error: Job execution error: /, "");
@@ -204,13 +310,18 @@ class GuestSession {
   /** Snapshots the idle VM for a `wait` to continue later. */
   private async suspend(reason: "pending_tools" | "yield", wasm: WebAssembly.Module): Promise<TaskOutcome> {
     const t0 = performance.now();
+    const pendingRefs = [...this.pending].map(([callId, kind]) => (kind === "timer" ? { callId, kind, dueAtMs: this.timers.get(callId) ?? Date.now() } : { callId, kind }));
+    if (this.neverSuspends) {
+      // A surface that never suspends (tool_search_code) only needs to know what was pending.
+      return { status: "suspended", reason, envelope: new Uint8Array(0), pending: pendingRefs, outputBytes: this.outputBytes, snapshot: { encoding: "plain", memoryBytes: 0, changedPages: 0, encodeMs: 0 } };
+    }
     this.post({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS });
-    const encoded = encodeSnapshot(this.vm!.snapshot(), await baseImage(wasm));
+    const encoded = encodeSnapshot(this.vm!.snapshot(), await baseImage(wasm), this.guestToken);
     return {
       status: "suspended",
       reason,
       envelope: encoded.envelope,
-      pending: [...this.pending].map(([callId, kind]) => ({ callId, kind })),
+      pending: pendingRefs,
       outputBytes: this.outputBytes,
       snapshot: {
         encoding: encoded.encoding === ENCODING_DELTA ? "delta" : "plain",
@@ -223,29 +334,42 @@ class GuestSession {
 
   /** Runs `start` (which puts the program in motion), then drains until the segment ends. */
   async run(start: () => void, wasm: WebAssembly.Module): Promise<TaskOutcome> {
+    enter(this);
     try {
       try {
         start();
         for (;;) {
           this.vm!.executePendingJobs();
           if (this.fatal) return this.fail(this.fatal.message, this.fatal.code);
-          if (this.settled) break;
+          // The seed: completed only when the value settled and no work is pending
+          // (nested calls, timers, yields); a failure ends the run at once.
+          if (this.settled && (!this.settled.ok || this.pending.size === 0)) break;
+          this.fireDueTimers();
+          if (this.suspendRequested && this.inbox.length === 0 && this.pending.size > 0) return await this.suspend("pending_tools", wasm);
           if (this.inbox.length === 0) {
             if (this.pending.size === 0) {
               return this.fail("code mode program is awaiting a promise that can never settle (no tool calls are pending).");
             }
             if (this.hasPendingYield()) return await this.suspend("yield", wasm);
-            const remaining = this.deadline - Date.now();
+            const now = Date.now();
+            const remaining = this.deadline - now;
             if (remaining <= 0) return await this.suspend("pending_tools", wasm);
+            const sleep = Math.min(remaining + 1, Math.max(0, this.nextTimerDue() - now));
+            this.idle = true;
+            if (cohosted()) this.parkIfIdle();
             await new Promise<void>((resolve) => {
-              const timer = setTimeout(resolve, remaining + 1);
+              const timer = setTimeout(resolve, sleep);
               this.wake = () => {
                 clearTimeout(timer);
                 resolve();
               };
             });
             this.wake = undefined;
-            if (this.cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${this.cancelled}`, "internal_error");
+            this.idle = false;
+            this.dirty = true;
+            const cancelled = this.cancelReason();
+            if (cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
+            this.fireDueTimers();
             if (this.inbox.length === 0 && Date.now() > this.deadline) return await this.suspend("pending_tools", wasm);
           }
           while (this.inbox.length > 0) {
@@ -260,6 +384,7 @@ class GuestSession {
       }
       return this.completion(this.settled);
     } finally {
+      leave(this);
       this.port.off("message", this.onMessage);
       try {
         this.vm?.dispose();
@@ -291,7 +416,8 @@ class GuestSession {
 export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
   let prelude: Uint8Array;
   try {
-    prelude = await preludeBytecode(wasm);
+    // Tool Search (`tool_search_code`) gets its reduced prelude; the session is the same.
+    prelude = task.surface === "tool_search" ? await toolSearchPreludeBytecode(wasm) : await preludeBytecode(wasm);
   } catch (err) {
     return failed((err as Error).message, task.outputBytesUsed, "internal_error");
   }
@@ -299,8 +425,12 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   if (!cell.ok) return failed(cell.message, task.outputBytesUsed, "invalid_input");
   const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
+  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  session.neverSuspends = task.surface === "tool_search";
   try {
-    session.vm = await QuickJS.create(guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt));
+    const extensions = await extensionDescriptors(extensionsFor(cellSource));
+    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
+    session.vm = await QuickJS.create(extensions.length > 0 ? { ...options, extensions } : options);
   } catch (err) {
     session.dispose();
     return failed(`QuickJS-WASI could not start: ${(err as Error).message}`, task.outputBytesUsed, "runtime_unavailable");
@@ -311,12 +441,16 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
     const sync = vm.newFunction(HOST_SYNC, session.hostSync);
     const asyncFn = vm.newFunction(HOST_ASYNC, session.hostAsync);
     const preludeFn = vm.evalBytecode(prelude);
-    vm.callFunction(preludeFn, vm.undefined, sync, asyncFn).dispose();
+    // The prelude returns [deliver, run] instead of publishing them on globalThis.
+    const api = vm.callFunction(preludeFn, vm.undefined, sync, asyncFn);
     preludeFn.dispose();
     sync.dispose();
     asyncFn.dispose();
+    session.deliverFn = api.getProp("0");
+    const run = api.getProp("1");
+    api.dispose();
+    session.guestToken = vm.exportHandle(session.deliverFn);
     const cellFn = vm.evalBytecode(cell.bytecode);
-    const run = vm.global.getOwnPropertyDescriptor(RUN_GLOBAL)!.value!;
     vm.callFunction(run, vm.undefined, cellFn).dispose();
     run.dispose();
     cellFn.dispose();
@@ -325,20 +459,53 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
 
 export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
+  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
   // Decoding and restoring a large snapshot must not count against the VM's deadline.
   task.port.postMessage({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS } satisfies WorkerMessage);
   try {
     const snapshot = decodeSnapshot(task.envelope, await baseImage(wasm));
-    session.vm = await QuickJS.restore(snapshot, guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt));
+    const extensions = await extensionDescriptors(snapshot.extensions.map((e) => e.name));
+    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
+    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
+    session.guestToken = snapshot.guestToken;
+    session.deliverFn = session.vm.importHandle(snapshot.guestToken);
+    session.restoreSettlement();
   } catch (err) {
     session.dispose();
     return failed(`code mode could not restore the suspended run: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
   }
-  for (const p of task.pending) session.awaitAgain(p.callId, p.kind);
+  for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
   for (const a of task.answers) session.enqueue(a);
   return session.run(() => {
     const vm = session.vm!;
     session.startDeadline();
+    vm.registerHostCallback(HOST_SYNC, session.hostSync);
+    vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
+  }, wasm);
+}
+
+/** Continues a VM parked by a worker that was killed for another run's loop. */
+export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
+  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
+  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  try {
+    const p = task.parked;
+    const extensions = await extensionDescriptors(p.extensions.map((e) => e.name));
+    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
+    const snapshot = { memory: p.memory, stackPointer: p.stackPointer, runtimePtr: p.runtimePtr, contextPtr: p.contextPtr, extensions: p.extensions };
+    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
+    session.guestToken = p.guestToken;
+    session.deliverFn = session.vm.importHandle(p.guestToken);
+    session.restoreSettlement();
+  } catch (err) {
+    session.dispose();
+    return failed(`code mode could not continue the run on another worker: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
+  }
+  for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
+  for (const a of task.answers) session.enqueue(a);
+  return session.run(() => {
+    const vm = session.vm!;
+    session.startDeadline(task.deadlineAtMs);
     vm.registerHostCallback(HOST_SYNC, session.hostSync);
     vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
   }, wasm);

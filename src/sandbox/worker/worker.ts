@@ -10,7 +10,7 @@ import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/modu
 import { compileCell } from "./compiler.js";
 import { formatLocation } from "./guest-errors.js";
 import { transformTypeScript } from "../guest/ts-transform.js";
-import { runExecSession, runResumeSession } from "./vm-session.js";
+import { runExecSession, runResumeSession, runUnparkSession } from "./vm-session.js";
 
 if (isMainThread) throw new Error("sandbox/worker/worker.js runs only inside a pool worker thread");
 
@@ -59,7 +59,7 @@ export default async function runTask(task: Task): Promise<void> {
   task.port.postMessage({ t: "started", threadId } satisfies WorkerMessage);
   let outcome: TaskOutcome;
   try {
-    outcome = task.kind === "exec" ? await runExec(task) : await runResumeSession(task, wasm);
+    outcome = task.kind === "exec" ? await runExec(task) : task.kind === "resume" ? await runResumeSession(task, wasm) : await runUnparkSession(task, wasm);
   } catch (err) {
     outcome = { status: "failed", error: `internal: ${(err as Error).message}`, code: "internal_error", outputBytes: task.outputBytesUsed };
   }

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/common/v1/common.proto.
  */
 export const file_codemode_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiWwoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIUCgxhZ2VudF9ydW5faWQYBCABKAkisQQKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQFCCgoIX2VuYWJsZWRCDQoLX3RpbWVvdXRfbXNCFQoTX21lbW9yeV9saW1pdF9ieXRlc0ITChFfbWF4X291dHB1dF9ieXRlc0IVChNfbWF4X3NuYXBzaG90X2J5dGVzQhkKF19tYXhfcGVuZGluZ190b29sX2NhbGxzQhcKFV9zbmFwc2hvdF90dGxfc2Vjb25kc0IXChVfc2VhcmNoX2RlZmF1bHRfbGltaXRCEwoRX21heF9zZWFyY2hfbGltaXRCEwoRX2NvcmVfc291cmNlX25hbWUixQIKBFRvb2wSDAoEbmFtZRgBIAEoCRINCgVsYWJlbBgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSLgoGb3JpZ2luGAcgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xPcmlnaW4SGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIvcBCg9Ub29sQW5ub3RhdGlvbnMSEgoFdGl0bGUYASABKAlIAIgBARIbCg5yZWFkX29ubHlfaGludBgCIAEoCEgBiAEBEh0KEGRlc3RydWN0aXZlX2hpbnQYAyABKAhIAogBARIcCg9pZGVtcG90ZW50X2hpbnQYBCABKAhIA4gBARIcCg9vcGVuX3dvcmxkX2hpbnQYBSABKAhIBIgBAUIICgZfdGl0bGVCEQoPX3JlYWRfb25seV9oaW50QhMKEV9kZXN0cnVjdGl2ZV9oaW50QhIKEF9pZGVtcG90ZW50X2hpbnRCEgoQX29wZW5fd29ybGRfaGludCKsAQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSFAoMaW5zdHJ1Y3Rpb25zGAYgASgJEhEKCXJlc291cmNlcxgHIAEoCBIPCgdwcm9tcHRzGAggASgIEg8KB2FsaWFzZXMYCSADKAkiOQoGUG9saWN5Eg0KBWFsbG93GAEgAygJEgwKBGRlbnkYAiADKAkSEgoKYWxsb3dfbm9uZRgDIAEoCCIwCgZPdXRwdXQSDgoEdGV4dBgBIAEoCUgAEg4KBGpzb24YAiABKAlIAEIGCgRraW5kIkYKD1BlbmRpbmdUb29sQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJIj0KDFNvdXJjZUNvdW50cxIQCghvcGVuY2xhdxgBIAEoDRILCgNtY3AYAiABKA0SDgoGY2xpZW50GAMgASgNIvYBCglUZWxlbWV0cnkSFAoMY2F0YWxvZ19zaXplGAEgASgNEjEKB3NvdXJjZXMYAiABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhQKDHNlYXJjaF9jb3VudBgDIAEoDRIWCg5kZXNjcmliZV9jb3VudBgEIAEoDRISCgpjYWxsX2NvdW50GAUgASgNEhsKE21vZGVsX3Zpc2libGVfdG9vbHMYBiADKAkSEwoLZHVyYXRpb25fbXMYByABKAESFgoOc25hcHNob3RfYnl0ZXMYCCABKAQSFAoMb3V0cHV0X2J5dGVzGAkgASgEIrUDCgZSZXN1bHQSMAoGc3RhdHVzGAEgASgOMiAuY29kZW1vZGUuY29tbW9uLnYxLlJlc3VsdFN0YXR1cxISCgp2YWx1ZV9qc29uGAIgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYAyABKAkSLgoGcmVhc29uGAQgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLldhaXRSZWFzb24SPwoScGVuZGluZ190b29sX2NhbGxzGAUgAygLMiMuY29kZW1vZGUuY29tbW9uLnYxLlBlbmRpbmdUb29sQ2FsbBINCgVlcnJvchgGIAEoCRIrCgRjb2RlGAcgASgOMh0uY29kZW1vZGUuY29tbW9uLnYxLkVycm9yQ29kZRIqCgZvdXRwdXQYCCADKAsyGi5jb2RlbW9kZS5jb21tb24udjEuT3V0cHV0EjAKCXRlbGVtZXRyeRgJIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5UZWxlbWV0cnkSEgoKbW9kZWxfanNvbhgKIAEoCRIsCgdyZWZ1c2FsGAsgASgOMhsuY29kZW1vZGUuY29tbW9uLnYxLlJlZnVzYWwiKgoJVG9vbEVycm9yEgwKBG5hbWUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSpwCgpUb29sU291cmNlEhsKF1RPT0xfU09VUkNFX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9TT1VSQ0VfT1BFTkNMQVcQARITCg9UT09MX1NPVVJDRV9NQ1AQAhIWChJUT09MX1NPVVJDRV9DTElFTlQQAyqAAQoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhQKEFRPT0xfT1JJR0lOX0NPUkUQARIeChpUT09MX09SSUdJTl9CVU5ETEVEX1BMVUdJThACEh8KG1RPT0xfT1JJR0lOX0VYVEVSTkFMX1BMVUdJThADKn8KDFJlc3VsdFN0YXR1cxIdChlSRVNVTFRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXUkVTVUxUX1NUQVRVU19DT01QTEVURUQQARIZChVSRVNVTFRfU1RBVFVTX1dBSVRJTkcQAhIYChRSRVNVTFRfU1RBVFVTX0ZBSUxFRBADKu4BCglFcnJvckNvZGUSGgoWRVJST1JfQ09ERV9VTlNQRUNJRklFRBAAEhwKGEVSUk9SX0NPREVfSU5WQUxJRF9JTlBVVBABEiIKHkVSUk9SX0NPREVfUlVOVElNRV9VTkFWQUlMQUJMRRACEhYKEkVSUk9SX0NPREVfVElNRU9VVBADEiQKIEVSUk9SX0NPREVfT1VUUFVUX0xJTUlUX0VYQ0VFREVEEAQSJgoiRVJST1JfQ09ERV9TTkFQU0hPVF9MSU1JVF9FWENFRURFRBAFEh0KGUVSUk9SX0NPREVfSU5URVJOQUxfRVJST1IQBipfCgpXYWl0UmVhc29uEhsKF1dBSVRfUkVBU09OX1VOU1BFQ0lGSUVEEAASHQoZV0FJVF9SRUFTT05fUEVORElOR19UT09MUxABEhUKEVdBSVRfUkVBU09OX1lJRUxEEAIqrAIKB1JlZnVzYWwSFwoTUkVGVVNBTF9VTlNQRUNJRklFRBAAEhsKF1JFRlVTQUxfUlVOX1VOQVZBSUxBQkxFEAESGQoVUkVGVVNBTF9PVEhFUl9TRVNTSU9OEAISGwoXUkVGVVNBTF9PVEhFUl9BR0VOVF9SVU4QAxIaChZSRUZVU0FMX1dBSVRfSU5fRkxJR0hUEAQSHgoaUkVGVVNBTF9UT09fTUFOWV9TVVNQRU5ERUQQBRIeChpSRUZVU0FMX0NPREVfTU9ERV9JTkFDVElWRRAGEh4KGlJFRlVTQUxfQ09ERV9NT0RFX0RJU0FCTEVEEAcSGgoWUkVGVVNBTF9NSVNTSU5HX1JVTl9JRBAIEhsKF1JFRlVTQUxfSU5WQUxJRF9QUk9HUkFNEAliBnByb3RvMw");
+  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiWwoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIUCgxhZ2VudF9ydW5faWQYBCABKAki5wUKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQESIAoTc2VhcmNoX2luY2x1ZGVzX21jcBgMIAEoCEgKiAEBEiMKFm1heF90b29sX2NhbGxzX3Blcl9ydW4YDSABKA1IC4gBARIhChRtYXhfc2VhcmNoZXNfcGVyX3J1bhgOIAEoDUgMiAEBQgoKCF9lbmFibGVkQg0KC190aW1lb3V0X21zQhUKE19tZW1vcnlfbGltaXRfYnl0ZXNCEwoRX21heF9vdXRwdXRfYnl0ZXNCFQoTX21heF9zbmFwc2hvdF9ieXRlc0IZChdfbWF4X3BlbmRpbmdfdG9vbF9jYWxsc0IXChVfc25hcHNob3RfdHRsX3NlY29uZHNCFwoVX3NlYXJjaF9kZWZhdWx0X2xpbWl0QhMKEV9tYXhfc2VhcmNoX2xpbWl0QhMKEV9jb3JlX3NvdXJjZV9uYW1lQhYKFF9zZWFyY2hfaW5jbHVkZXNfbWNwQhkKF19tYXhfdG9vbF9jYWxsc19wZXJfcnVuQhcKFV9tYXhfc2VhcmNoZXNfcGVyX3J1biLyAQoQVG9vbFNlYXJjaENvbmZpZxIUCgdlbmFibGVkGAEgASgISACIAQESEQoEbW9kZRgCIAEoCUgBiAEBEhwKD2NvZGVfdGltZW91dF9tcxgDIAEoDUgCiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAQgASgNSAOIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgFIAEoDUgEiAEBQgoKCF9lbmFibGVkQgcKBV9tb2RlQhIKEF9jb2RlX3RpbWVvdXRfbXNCFwoVX3NlYXJjaF9kZWZhdWx0X2xpbWl0QhMKEV9tYXhfc2VhcmNoX2xpbWl0IsUCCgRUb29sEgwKBG5hbWUYASABKAkSDQoFbGFiZWwYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSFwoPcGFyYW1ldGVyc19qc29uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEi4KBm9yaWdpbhgHIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sT3JpZ2luEhoKEm91dHB1dF9zY2hlbWFfanNvbhgIIAEoCRI4Cgthbm5vdGF0aW9ucxgJIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sQW5ub3RhdGlvbnMSFQoNZXhhbXBsZXNfanNvbhgKIAMoCRIQCghrZXl3b3JkcxgLIAMoCSL3AQoPVG9vbEFubm90YXRpb25zEhIKBXRpdGxlGAEgASgJSACIAQESGwoOcmVhZF9vbmx5X2hpbnQYAiABKAhIAYgBARIdChBkZXN0cnVjdGl2ZV9oaW50GAMgASgISAKIAQESHAoPaWRlbXBvdGVudF9oaW50GAQgASgISAOIAQESHAoPb3Blbl93b3JsZF9oaW50GAUgASgISASIAQFCCAoGX3RpdGxlQhEKD19yZWFkX29ubHlfaGludEITChFfZGVzdHJ1Y3RpdmVfaGludEISChBfaWRlbXBvdGVudF9oaW50QhIKEF9vcGVuX3dvcmxkX2hpbnQirAEKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRINCgV0aXRsZRgDIAEoCRIPCgd2ZXJzaW9uGAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEhQKDGluc3RydWN0aW9ucxgGIAEoCRIRCglyZXNvdXJjZXMYByABKAgSDwoHcHJvbXB0cxgIIAEoCBIPCgdhbGlhc2VzGAkgAygJIjkKBlBvbGljeRINCgVhbGxvdxgBIAMoCRIMCgRkZW55GAIgAygJEhIKCmFsbG93X25vbmUYAyABKAgiMAoGT3V0cHV0Eg4KBHRleHQYASABKAlIABIOCgRqc29uGAIgASgJSABCBgoEa2luZCJGCg9QZW5kaW5nVG9vbENhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCSI9CgxTb3VyY2VDb3VudHMSEAoIb3BlbmNsYXcYASABKA0SCwoDbWNwGAIgASgNEg4KBmNsaWVudBgDIAEoDSL2AQoJVGVsZW1ldHJ5EhQKDGNhdGFsb2dfc2l6ZRgBIAEoDRIxCgdzb3VyY2VzGAIgASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNvdXJjZUNvdW50cxIUCgxzZWFyY2hfY291bnQYAyABKA0SFgoOZGVzY3JpYmVfY291bnQYBCABKA0SEgoKY2FsbF9jb3VudBgFIAEoDRIbChNtb2RlbF92aXNpYmxlX3Rvb2xzGAYgAygJEhMKC2R1cmF0aW9uX21zGAcgASgBEhYKDnNuYXBzaG90X2J5dGVzGAggASgEEhQKDG91dHB1dF9ieXRlcxgJIAEoBCK1AwoGUmVzdWx0EjAKBnN0YXR1cxgBIAEoDjIgLmNvZGVtb2RlLmNvbW1vbi52MS5SZXN1bHRTdGF0dXMSEgoKdmFsdWVfanNvbhgCIAEoCRIYChBjb2RlX21vZGVfcnVuX2lkGAMgASgJEi4KBnJlYXNvbhgEIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEj8KEnBlbmRpbmdfdG9vbF9jYWxscxgFIAMoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5QZW5kaW5nVG9vbENhbGwSDQoFZXJyb3IYBiABKAkSKwoEY29kZRgHIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSKgoGb3V0cHV0GAggAygLMhouY29kZW1vZGUuY29tbW9uLnYxLk91dHB1dBIwCgl0ZWxlbWV0cnkYCSABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVGVsZW1ldHJ5EhIKCm1vZGVsX2pzb24YCiABKAkSLAoHcmVmdXNhbBgLIAEoDjIbLmNvZGVtb2RlLmNvbW1vbi52MS5SZWZ1c2FsIioKCVRvb2xFcnJvchIMCgRuYW1lGAEgASgJEg8KB21lc3NhZ2UYAiABKAkqvgEKC1N1cmZhY2VLaW5kEhwKGFNVUkZBQ0VfS0lORF9VTlNQRUNJRklFRBAAEhoKFlNVUkZBQ0VfS0lORF9DT0RFX01PREUQARIhCh1TVVJGQUNFX0tJTkRfVE9PTF9TRUFSQ0hfQ09ERRACEiIKHlNVUkZBQ0VfS0lORF9UT09MX1NFQVJDSF9UT09MUxADEhcKE1NVUkZBQ0VfS0lORF9ESVJFQ1QQBBIVChFTVVJGQUNFX0tJTkRfTk9ORRAFKnAKClRvb2xTb3VyY2USGwoXVE9PTF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIYChRUT09MX1NPVVJDRV9PUEVOQ0xBVxABEhMKD1RPT0xfU09VUkNFX01DUBACEhYKElRPT0xfU09VUkNFX0NMSUVOVBADKoABCgpUb29sT3JpZ2luEhsKF1RPT0xfT1JJR0lOX1VOU1BFQ0lGSUVEEAASFAoQVE9PTF9PUklHSU5fQ09SRRABEh4KGlRPT0xfT1JJR0lOX0JVTkRMRURfUExVR0lOEAISHwobVE9PTF9PUklHSU5fRVhURVJOQUxfUExVR0lOEAMqfwoMUmVzdWx0U3RhdHVzEh0KGVJFU1VMVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdSRVNVTFRfU1RBVFVTX0NPTVBMRVRFRBABEhkKFVJFU1VMVF9TVEFUVVNfV0FJVElORxACEhgKFFJFU1VMVF9TVEFUVVNfRkFJTEVEEAMq7gEKCUVycm9yQ29kZRIaChZFUlJPUl9DT0RFX1VOU1BFQ0lGSUVEEAASHAoYRVJST1JfQ09ERV9JTlZBTElEX0lOUFVUEAESIgoeRVJST1JfQ09ERV9SVU5USU1FX1VOQVZBSUxBQkxFEAISFgoSRVJST1JfQ09ERV9USU1FT1VUEAMSJAogRVJST1JfQ09ERV9PVVRQVVRfTElNSVRfRVhDRUVERUQQBBImCiJFUlJPUl9DT0RFX1NOQVBTSE9UX0xJTUlUX0VYQ0VFREVEEAUSHQoZRVJST1JfQ09ERV9JTlRFUk5BTF9FUlJPUhAGKl8KCldhaXRSZWFzb24SGwoXV0FJVF9SRUFTT05fVU5TUEVDSUZJRUQQABIdChlXQUlUX1JFQVNPTl9QRU5ESU5HX1RPT0xTEAESFQoRV0FJVF9SRUFTT05fWUlFTEQQAiqsAgoHUmVmdXNhbBIXChNSRUZVU0FMX1VOU1BFQ0lGSUVEEAASGwoXUkVGVVNBTF9SVU5fVU5BVkFJTEFCTEUQARIZChVSRUZVU0FMX09USEVSX1NFU1NJT04QAhIbChdSRUZVU0FMX09USEVSX0FHRU5UX1JVThADEhoKFlJFRlVTQUxfV0FJVF9JTl9GTElHSFQQBBIeChpSRUZVU0FMX1RPT19NQU5ZX1NVU1BFTkRFRBAFEh4KGlJFRlVTQUxfQ09ERV9NT0RFX0lOQUNUSVZFEAYSHgoaUkVGVVNBTF9DT0RFX01PREVfRElTQUJMRUQQBxIaChZSRUZVU0FMX01JU1NJTkdfUlVOX0lEEAgSGwoXUkVGVVNBTF9JTlZBTElEX1BST0dSQU0QCWIGcHJvdG8z");
 
 /**
  * The scope a code-mode run belongs to. A run never sees tools, snapshots or
@@ -137,6 +137,31 @@ export type CodeModeConfig = Message<"codemode.common.v1.CodeModeConfig"> & {
    * @generated from field: optional string core_source_name = 11;
    */
   coreSourceName?: string | undefined;
+
+  /**
+   * Beyond the seed (default false): code mode's `tools.search` also returns MCP entries,
+   * each with `call`, the `MCP.<server>.<fn>` path that calls it.
+   *
+   * @generated from field: optional bool search_includes_mcp = 12;
+   */
+  searchIncludesMcp?: boolean | undefined;
+
+  /**
+   * Nested tool calls (tools.call, MCP, namespace calls) one agent run may make in all,
+   * across its execs and waits; past it a call is refused in the guest at once
+   * (a catchable RangeError). Default 1000, clamp 1-100000.
+   *
+   * @generated from field: optional uint32 max_tool_calls_per_run = 13;
+   */
+  maxToolCallsPerRun?: number | undefined;
+
+  /**
+   * Catalog searches and describes one agent run may make in all (same rule). Default 1000,
+   * clamp 1-100000.
+   *
+   * @generated from field: optional uint32 max_searches_per_run = 14;
+   */
+  maxSearchesPerRun?: number | undefined;
 };
 
 /**
@@ -145,6 +170,60 @@ export type CodeModeConfig = Message<"codemode.common.v1.CodeModeConfig"> & {
  */
 export const CodeModeConfigSchema: GenMessage<CodeModeConfig> = /*@__PURE__*/
   messageDesc(file_codemode_common_v1_common, 1);
+
+/**
+ * Tool Search (the seed's `tools.toolSearch`): a compact catalog bridge instead of code
+ * mode, selected per run at OpenRun. Every field is optional (unset: the default).
+ * Clamped like CodeModeConfig; see the README's "Tool Search surfaces".
+ *
+ * @generated from message codemode.common.v1.ToolSearchConfig
+ */
+export type ToolSearchConfig = Message<"codemode.common.v1.ToolSearchConfig"> & {
+  /**
+   * true selects Tool Search for the run (default false). Mutually exclusive with code
+   * mode: it wins over code mode's default, but a CodeModeConfig with `enabled: true`
+   * set explicitly supersedes it, as the seed says.
+   *
+   * @generated from field: optional bool enabled = 1;
+   */
+  enabled?: boolean | undefined;
+
+  /**
+   * "code" (default): the model sees `tool_search_code`. "tools": `tool_search`,
+   * `tool_describe` and `tool_call`.
+   *
+   * @generated from field: optional string mode = 2;
+   */
+  mode?: string | undefined;
+
+  /**
+   * Wall-clock limit of one tool_search_code program (default 10000, 100-60000).
+   *
+   * @generated from field: optional uint32 code_timeout_ms = 3;
+   */
+  codeTimeoutMs?: number | undefined;
+
+  /**
+   * Results when the model gives no limit (default 8, clamped to max_search_limit).
+   *
+   * @generated from field: optional uint32 search_default_limit = 4;
+   */
+  searchDefaultLimit?: number | undefined;
+
+  /**
+   * Most results one search returns (default 20, 1-50).
+   *
+   * @generated from field: optional uint32 max_search_limit = 5;
+   */
+  maxSearchLimit?: number | undefined;
+};
+
+/**
+ * Describes the message codemode.common.v1.ToolSearchConfig.
+ * Use `create(ToolSearchConfigSchema)` to create a new message.
+ */
+export const ToolSearchConfigSchema: GenMessage<ToolSearchConfig> = /*@__PURE__*/
+  messageDesc(file_codemode_common_v1_common, 2);
 
 /**
  * One tool of a gateway's catalog.
@@ -226,7 +305,7 @@ export type Tool = Message<"codemode.common.v1.Tool"> & {
  * Use `create(ToolSchema)` to create a new message.
  */
 export const ToolSchema: GenMessage<Tool> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 2);
+  messageDesc(file_codemode_common_v1_common, 3);
 
 /**
  * MCP tool annotations (the MCP specification's ToolAnnotations). Unset means unknown.
@@ -265,7 +344,7 @@ export type ToolAnnotations = Message<"codemode.common.v1.ToolAnnotations"> & {
  * Use `create(ToolAnnotationsSchema)` to create a new message.
  */
 export const ToolAnnotationsSchema: GenMessage<ToolAnnotations> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 3);
+  messageDesc(file_codemode_common_v1_common, 4);
 
 /**
  * What a gateway knows about one MCP server it connects to. Tools of the server are
@@ -338,7 +417,7 @@ export type McpServer = Message<"codemode.common.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 4);
+  messageDesc(file_codemode_common_v1_common, 5);
 
 /**
  * Allow/deny patterns over catalog ids and tool names. `*` matches any run of characters.
@@ -369,7 +448,7 @@ export type Policy = Message<"codemode.common.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 5);
+  messageDesc(file_codemode_common_v1_common, 6);
 
 /**
  * One item of a result's output, in guest call order.
@@ -404,7 +483,7 @@ export type Output = Message<"codemode.common.v1.Output"> & {
  * Use `create(OutputSchema)` to create a new message.
  */
 export const OutputSchema: GenMessage<Output> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 6);
+  messageDesc(file_codemode_common_v1_common, 7);
 
 /**
  * A nested tool call still unsettled when a run suspended.
@@ -435,7 +514,7 @@ export type PendingToolCall = Message<"codemode.common.v1.PendingToolCall"> & {
  * Use `create(PendingToolCallSchema)` to create a new message.
  */
 export const PendingToolCallSchema: GenMessage<PendingToolCall> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 7);
+  messageDesc(file_codemode_common_v1_common, 8);
 
 /**
  * @generated from message codemode.common.v1.SourceCounts
@@ -462,7 +541,7 @@ export type SourceCounts = Message<"codemode.common.v1.SourceCounts"> & {
  * Use `create(SourceCountsSchema)` to create a new message.
  */
 export const SourceCountsSchema: GenMessage<SourceCounts> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 8);
+  messageDesc(file_codemode_common_v1_common, 9);
 
 /**
  * The seed's telemetry plus runtime figures.
@@ -481,7 +560,8 @@ export type Telemetry = Message<"codemode.common.v1.Telemetry"> & {
   sources?: SourceCounts | undefined;
 
   /**
-   * Cumulative over the code-mode run (exec plus its waits).
+   * Cumulative over the agent run (the scope): every exec and wait of the run so far,
+   * as the seed's "counts for the run's catalog".
    *
    * @generated from field: uint32 search_count = 3;
    */
@@ -529,7 +609,7 @@ export type Telemetry = Message<"codemode.common.v1.Telemetry"> & {
  * Use `create(TelemetrySchema)` to create a new message.
  */
 export const TelemetrySchema: GenMessage<Telemetry> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 9);
+  messageDesc(file_codemode_common_v1_common, 10);
 
 /**
  * The result of an exec or wait: the seed's CodeModeResult.
@@ -550,7 +630,8 @@ export type Result = Message<"codemode.common.v1.Result"> & {
   valueJson: string;
 
   /**
-   * waiting: the code-mode run id; the model passes it to wait as `runId`.
+   * The code-mode run id, on every result (exec and its waits share it); when waiting, the
+   * model passes it to wait as `runId` (model_json carries it only then).
    *
    * @generated from field: string code_mode_run_id = 3;
    */
@@ -610,7 +691,7 @@ export type Result = Message<"codemode.common.v1.Result"> & {
  * Use `create(ResultSchema)` to create a new message.
  */
 export const ResultSchema: GenMessage<Result> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 10);
+  messageDesc(file_codemode_common_v1_common, 11);
 
 /**
  * An error a tool or the host reports into the guest: plain data, never a host stack.
@@ -636,7 +717,61 @@ export type ToolError = Message<"codemode.common.v1.ToolError"> & {
  * Use `create(ToolErrorSchema)` to create a new message.
  */
 export const ToolErrorSchema: GenMessage<ToolError> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 11);
+  messageDesc(file_codemode_common_v1_common, 12);
+
+/**
+ * Which model-visible surface a run has.
+ *
+ * @generated from enum codemode.common.v1.SurfaceKind
+ */
+export enum SurfaceKind {
+  /**
+   * @generated from enum value: SURFACE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Code mode: `exec` and `wait`.
+   *
+   * @generated from enum value: SURFACE_KIND_CODE_MODE = 1;
+   */
+  CODE_MODE = 1,
+
+  /**
+   * Tool Search, mode code: `tool_search_code` (run with Sandbox.Exec).
+   *
+   * @generated from enum value: SURFACE_KIND_TOOL_SEARCH_CODE = 2;
+   */
+  TOOL_SEARCH_CODE = 2,
+
+  /**
+   * Tool Search, mode tools: `tool_search`, `tool_describe`, `tool_call` (Sandbox.ToolSearch,
+   * ToolDescribe, ToolCall).
+   *
+   * @generated from enum value: SURFACE_KIND_TOOL_SEARCH_TOOLS = 3;
+   */
+  TOOL_SEARCH_TOOLS = 3,
+
+  /**
+   * Neither: the run's tools as direct definitions.
+   *
+   * @generated from enum value: SURFACE_KIND_DIRECT = 4;
+   */
+  DIRECT = 4,
+
+  /**
+   * No tools at all (tools disabled, or policy hides every tool).
+   *
+   * @generated from enum value: SURFACE_KIND_NONE = 5;
+   */
+  NONE = 5,
+}
+
+/**
+ * Describes the enum codemode.common.v1.SurfaceKind.
+ */
+export const SurfaceKindSchema: GenEnum<SurfaceKind> = /*@__PURE__*/
+  enumDesc(file_codemode_common_v1_common, 0);
 
 /**
  * Where a tool comes from.
@@ -671,7 +806,7 @@ export enum ToolSource {
  * Describes the enum codemode.common.v1.ToolSource.
  */
 export const ToolSourceSchema: GenEnum<ToolSource> = /*@__PURE__*/
-  enumDesc(file_codemode_common_v1_common, 0);
+  enumDesc(file_codemode_common_v1_common, 1);
 
 /**
  * Where a gateway tool sits in the catalog order of the seed: core tools, bundled
@@ -705,7 +840,7 @@ export enum ToolOrigin {
  * Describes the enum codemode.common.v1.ToolOrigin.
  */
 export const ToolOriginSchema: GenEnum<ToolOrigin> = /*@__PURE__*/
-  enumDesc(file_codemode_common_v1_common, 1);
+  enumDesc(file_codemode_common_v1_common, 2);
 
 /**
  * @generated from enum codemode.common.v1.ResultStatus
@@ -736,7 +871,7 @@ export enum ResultStatus {
  * Describes the enum codemode.common.v1.ResultStatus.
  */
 export const ResultStatusSchema: GenEnum<ResultStatus> = /*@__PURE__*/
-  enumDesc(file_codemode_common_v1_common, 2);
+  enumDesc(file_codemode_common_v1_common, 3);
 
 /**
  * The seed's CodeModeErrorCode.
@@ -784,7 +919,7 @@ export enum ErrorCode {
  * Describes the enum codemode.common.v1.ErrorCode.
  */
 export const ErrorCodeSchema: GenEnum<ErrorCode> = /*@__PURE__*/
-  enumDesc(file_codemode_common_v1_common, 3);
+  enumDesc(file_codemode_common_v1_common, 4);
 
 /**
  * @generated from enum codemode.common.v1.WaitReason
@@ -810,7 +945,7 @@ export enum WaitReason {
  * Describes the enum codemode.common.v1.WaitReason.
  */
 export const WaitReasonSchema: GenEnum<WaitReason> = /*@__PURE__*/
-  enumDesc(file_codemode_common_v1_common, 4);
+  enumDesc(file_codemode_common_v1_common, 5);
 
 /**
  * Why a `failed` result with code `invalid_input` refused the exec or wait, for gateways
@@ -895,5 +1030,5 @@ export enum Refusal {
  * Describes the enum codemode.common.v1.Refusal.
  */
 export const RefusalSchema: GenEnum<Refusal> = /*@__PURE__*/
-  enumDesc(file_codemode_common_v1_common, 5);
+  enumDesc(file_codemode_common_v1_common, 6);
 

@@ -8,7 +8,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CodeModeConfig, McpServer, Policy, RunScope, SourceCounts, Tool } from "../../common/v1/common_pb.js";
+import type { CodeModeConfig, McpServer, Policy, RunScope, SourceCounts, SurfaceKind, Tool, ToolSearchConfig, ToolSource } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/control.proto.
  */
 export const file_codemode_orchestrator_v1_control: GenFile = /*@__PURE__*/
-  fileDesc("CiZjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvY29udHJvbC5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxInAKEVB1dENhdGFsb2dSZXF1ZXN0EicKBXRvb2xzGAEgAygLMhguY29kZW1vZGUuY29tbW9uLnYxLlRvb2wSMgoLbWNwX3NlcnZlcnMYAiADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyIjwKElB1dENhdGFsb2dSZXNwb25zZRISCgpjYXRhbG9nX2lkGAEgASgJEhIKCnRvb2xfY291bnQYAiABKA0ijwIKDk9wZW5SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhQKCmNhdGFsb2dfaWQYAiABKAlIABI4CgV0b29scxgDIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbmxpbmVDYXRhbG9nSAASKgoGcG9saWN5GAQgASgLMhouY29kZW1vZGUuY29tbW9uLnYxLlBvbGljeRIyCgZjb25maWcYBSABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFQoNZGlzYWJsZV90b29scxgGIAEoCEIJCgdjYXRhbG9nImwKDUlubGluZUNhdGFsb2cSJwoFdG9vbHMYASADKAsyGC5jb2RlbW9kZS5jb21tb24udjEuVG9vbBIyCgttY3Bfc2VydmVycxgCIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXIiXgoPT3BlblJ1blJlc3BvbnNlEhIKCmNhdGFsb2dfaWQYASABKAkSNwoHc3VyZmFjZRgCIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFN1cmZhY2UiRQoWRGVzY3JpYmVTdXJmYWNlUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZSJSChdEZXNjcmliZVN1cmZhY2VSZXNwb25zZRI3CgdzdXJmYWNlGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk1vZGVsU3VyZmFjZSKAAgoMTW9kZWxTdXJmYWNlEhgKEGNvZGVfbW9kZV9hY3RpdmUYASABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAIgASgJEjIKBXRvb2xzGAMgAygLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk1vZGVsVG9vbBISCgp0b29sc19qc29uGAQgASgJEhgKEHNlcmlhbGl6ZWRfYnl0ZXMYBSABKA0SFAoMY2F0YWxvZ19zaXplGAYgASgNEjEKB3NvdXJjZXMYByABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhIKCm5hbWVzcGFjZXMYCCADKAkiSQoJTW9kZWxUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSGQoRaW5wdXRfc2NoZW1hX2pzb24YAyABKAkiQwoUR2V0VHJhamVjdG9yeVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUAoVR2V0VHJhamVjdG9yeVJlc3BvbnNlEjcKBXN0ZXBzGAEgAygLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwItUBCg5UcmFqZWN0b3J5U3RlcBIMCgRraW5kGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSEgoKZXJyb3JfY29kZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEjoKDG5lc3RlZF9jYWxscxgIIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5OZXN0ZWRDYWxsIq0BCgpOZXN0ZWRDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDwoHb3V0Y29tZRgEIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAUgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYBiABKAMSEwoLZHVyYXRpb25fbXMYByABKAESFgoOcGFyZW50X2NhbGxfaWQYCCABKAkiPgoPQ2xvc2VSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIjIKEENsb3NlUnVuUmVzcG9uc2USHgoWc3VzcGVuZGVkX3J1bnNfZGVsZXRlZBgBIAEoDSKhAQoVTmFtZXNwYWNlUmVnaXN0cmF0aW9uEhEKCXBsdWdpbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIOCgZwcm9tcHQYBSABKAkSGwoTcmVxdWlyZWRfdG9vbF9uYW1lcxgGIAMoCRISCgpzY29wZV9qc29uGAcgASgJIl4KGFJlZ2lzdGVyTmFtZXNwYWNlUmVxdWVzdBJCCgluYW1lc3BhY2UYASABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmFtZXNwYWNlUmVnaXN0cmF0aW9uIkUKGVJlZ2lzdGVyTmFtZXNwYWNlUmVzcG9uc2USFgoOY2FsbGFibGVfY291bnQYASABKA0SEAoIcmVwbGFjZWQYAiABKAgiKwoWQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBIRCglwbHVnaW5faWQYASABKAkiKgoXQ2xlYXJOYW1lc3BhY2VzUmVzcG9uc2USDwoHY2xlYXJlZBgBIAEoDSIXChVMaXN0TmFtZXNwYWNlc1JlcXVlc3QiXQoWTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJDCgpuYW1lc3BhY2VzGAEgAygLMi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk5hbWVzcGFjZVJlZ2lzdHJhdGlvbjKKBwoHQ29udHJvbBJnCgpQdXRDYXRhbG9nEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXNwb25zZRJeCgdPcGVuUnVuEiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXF1ZXN0GikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXNwb25zZRJ2Cg9EZXNjcmliZVN1cmZhY2USMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVzY3JpYmVTdXJmYWNlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZXNjcmliZVN1cmZhY2VSZXNwb25zZRJwCg1HZXRUcmFqZWN0b3J5Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXNwb25zZRJhCghDbG9zZVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbG9zZVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xvc2VSdW5SZXNwb25zZRJ8ChFSZWdpc3Rlck5hbWVzcGFjZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWdpc3Rlck5hbWVzcGFjZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVnaXN0ZXJOYW1lc3BhY2VSZXNwb25zZRJ2Cg9DbGVhck5hbWVzcGFjZXMSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhck5hbWVzcGFjZXNSZXNwb25zZRJzCg5MaXN0TmFtZXNwYWNlcxIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common]);
+  fileDesc("CiZjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvY29udHJvbC5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxInAKEVB1dENhdGFsb2dSZXF1ZXN0EicKBXRvb2xzGAEgAygLMhguY29kZW1vZGUuY29tbW9uLnYxLlRvb2wSMgoLbWNwX3NlcnZlcnMYAiADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyIjwKElB1dENhdGFsb2dSZXNwb25zZRISCgpjYXRhbG9nX2lkGAEgASgJEhIKCnRvb2xfY291bnQYAiABKA0iygIKDk9wZW5SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhQKCmNhdGFsb2dfaWQYAiABKAlIABI4CgV0b29scxgDIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbmxpbmVDYXRhbG9nSAASKgoGcG9saWN5GAQgASgLMhouY29kZW1vZGUuY29tbW9uLnYxLlBvbGljeRIyCgZjb25maWcYBSABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFQoNZGlzYWJsZV90b29scxgGIAEoCBI5Cgt0b29sX3NlYXJjaBgHIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnQgkKB2NhdGFsb2cibAoNSW5saW5lQ2F0YWxvZxInCgV0b29scxgBIAMoCzIYLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sEjIKC21jcF9zZXJ2ZXJzGAIgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlciJeCg9PcGVuUnVuUmVzcG9uc2USEgoKY2F0YWxvZ19pZBgBIAEoCRI3CgdzdXJmYWNlGAIgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk1vZGVsU3VyZmFjZSJFChZEZXNjcmliZVN1cmZhY2VSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIlIKF0Rlc2NyaWJlU3VyZmFjZVJlc3BvbnNlEjcKB3N1cmZhY2UYASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTW9kZWxTdXJmYWNlItoCCgxNb2RlbFN1cmZhY2USGAoQY29kZV9tb2RlX2FjdGl2ZRgBIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YAiABKAkSMgoFdG9vbHMYAyADKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTW9kZWxUb29sEhIKCnRvb2xzX2pzb24YBCABKAkSGAoQc2VyaWFsaXplZF9ieXRlcxgFIAEoDRIUCgxjYXRhbG9nX3NpemUYBiABKA0SMQoHc291cmNlcxgHIAEoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5Tb3VyY2VDb3VudHMSEgoKbmFtZXNwYWNlcxgIIAMoCRItCgRraW5kGAkgASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlN1cmZhY2VLaW5kEhAKCGZhbGxiYWNrGAogASgIEhcKD2ZhbGxiYWNrX3JlYXNvbhgLIAEoCSJaCglNb2RlbFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIZChFpbnB1dF9zY2hlbWFfanNvbhgDIAEoCRIPCgd0b29sX2lkGAQgASgJIkMKFEdldFRyYWplY3RvcnlSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIlAKFUdldFRyYWplY3RvcnlSZXNwb25zZRI3CgVzdGVwcxgBIAMoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcCLXAgoOVHJhamVjdG9yeVN0ZXASDAoEa2luZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhIKCmVycm9yX2NvZGUYBSABKAkSFQoNc3RhcnRlZF9hdF9tcxgGIAEoAxITCgtkdXJhdGlvbl9tcxgHIAEoARI6CgxuZXN0ZWRfY2FsbHMYCCADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmVzdGVkQ2FsbBIVCg1lcnJvcl9tZXNzYWdlGAkgASgJEjMKBWlucHV0GAogASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlcGxheVRleHQSNAoGcmVzdWx0GAsgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlcGxheVRleHQiOQoKUmVwbGF5VGV4dBIMCgR0ZXh0GAEgASgJEg0KBWJ5dGVzGAIgASgEEg4KBnNoYTI1NhgDIAEoCSKUAgoKTmVzdGVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEg8KB291dGNvbWUYBCABKAkSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEhYKDnBhcmVudF9jYWxsX2lkGAggASgJEi4KBnNvdXJjZRgJIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAogASgJEiAKGGFuc3dlcmVkX3doaWxlX3N1c3BlbmRlZBgLIAEoCCI+Cg9DbG9zZVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiMgoQQ2xvc2VSdW5SZXNwb25zZRIeChZzdXNwZW5kZWRfcnVuc19kZWxldGVkGAEgASgNIqEBChVOYW1lc3BhY2VSZWdpc3RyYXRpb24SEQoJcGx1Z2luX2lkGAEgASgJEgoKAmlkGAIgASgJEhMKC2dsb2JhbF9uYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnByb21wdBgFIAEoCRIbChNyZXF1aXJlZF90b29sX25hbWVzGAYgAygJEhIKCnNjb3BlX2pzb24YByABKAkiXgoYUmVnaXN0ZXJOYW1lc3BhY2VSZXF1ZXN0EkIKCW5hbWVzcGFjZRgBIAEoCzIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5OYW1lc3BhY2VSZWdpc3RyYXRpb24iRQoZUmVnaXN0ZXJOYW1lc3BhY2VSZXNwb25zZRIWCg5jYWxsYWJsZV9jb3VudBgBIAEoDRIQCghyZXBsYWNlZBgCIAEoCCIrChZDbGVhck5hbWVzcGFjZXNSZXF1ZXN0EhEKCXBsdWdpbl9pZBgBIAEoCSIqChdDbGVhck5hbWVzcGFjZXNSZXNwb25zZRIPCgdjbGVhcmVkGAEgASgNIhcKFUxpc3ROYW1lc3BhY2VzUmVxdWVzdCJdChZMaXN0TmFtZXNwYWNlc1Jlc3BvbnNlEkMKCm5hbWVzcGFjZXMYASADKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmFtZXNwYWNlUmVnaXN0cmF0aW9uMooHCgdDb250cm9sEmcKClB1dENhdGFsb2cSKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUHV0Q2F0YWxvZ1JlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUHV0Q2F0YWxvZ1Jlc3BvbnNlEl4KB09wZW5SdW4SKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuT3BlblJ1blJlcXVlc3QaKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuT3BlblJ1blJlc3BvbnNlEnYKD0Rlc2NyaWJlU3VyZmFjZRIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZXNjcmliZVN1cmZhY2VSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkRlc2NyaWJlU3VyZmFjZVJlc3BvbnNlEnAKDUdldFRyYWplY3RvcnkSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuR2V0VHJhamVjdG9yeVJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuR2V0VHJhamVjdG9yeVJlc3BvbnNlEmEKCENsb3NlUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsb3NlUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbG9zZVJ1blJlc3BvbnNlEnwKEVJlZ2lzdGVyTmFtZXNwYWNlEjIuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlZ2lzdGVyTmFtZXNwYWNlUmVxdWVzdBozLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWdpc3Rlck5hbWVzcGFjZVJlc3BvbnNlEnYKD0NsZWFyTmFtZXNwYWNlcxIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhck5hbWVzcGFjZXNSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsZWFyTmFtZXNwYWNlc1Jlc3BvbnNlEnMKDkxpc3ROYW1lc3BhY2VzEi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxpc3ROYW1lc3BhY2VzUmVxdWVzdBowLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaXN0TmFtZXNwYWNlc1Jlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common]);
 
 /**
  * @generated from message codemode.orchestrator.v1.PutCatalogRequest
@@ -113,6 +113,13 @@ export type OpenRunRequest = Message<"codemode.orchestrator.v1.OpenRunRequest"> 
    * @generated from field: bool disable_tools = 6;
    */
   disableTools: boolean;
+
+  /**
+   * Tool Search instead of code mode (the seed's `tools.toolSearch`); unset: off.
+   *
+   * @generated from field: codemode.common.v1.ToolSearchConfig tool_search = 7;
+   */
+  toolSearch?: ToolSearchConfig | undefined;
 };
 
 /**
@@ -257,6 +264,29 @@ export type ModelSurface = Message<"codemode.orchestrator.v1.ModelSurface"> & {
    * @generated from field: repeated string namespaces = 8;
    */
   namespaces: string[];
+
+  /**
+   * Which surface `tools` is: code mode, Tool Search (code or tools), direct, or none.
+   *
+   * @generated from field: codemode.common.v1.SurfaceKind kind = 9;
+   */
+  kind: SurfaceKind;
+
+  /**
+   * True when the run asked for Tool Search mode "code" but gets mode "tools": a
+   * `tool_search_code` program of this run could not start an isolated runtime
+   * (Exec returned `failed` with `runtime_unavailable`).
+   *
+   * @generated from field: bool fallback = 10;
+   */
+  fallback: boolean;
+
+  /**
+   * Why the run fell back (the runtime's error), when `fallback` is true.
+   *
+   * @generated from field: string fallback_reason = 11;
+   */
+  fallbackReason: string;
 };
 
 /**
@@ -273,6 +303,10 @@ export const ModelSurfaceSchema: GenMessage<ModelSurface> = /*@__PURE__*/
  */
 export type ModelTool = Message<"codemode.orchestrator.v1.ModelTool"> & {
   /**
+   * Unique within the surface. With direct exposure, a tool's own name unless two visible
+   * tools share it; then every one of them is named after its catalog id instead
+   * (`openclaw:core:message` -> `openclaw__core__message`, at most 64 characters).
+   *
    * @generated from field: string name = 1;
    */
   name: string;
@@ -286,6 +320,14 @@ export type ModelTool = Message<"codemode.orchestrator.v1.ModelTool"> & {
    * @generated from field: string input_schema_json = 3;
    */
   inputSchemaJson: string;
+
+  /**
+   * Direct exposure: the catalog id the name stands for (empty for control tools such as
+   * exec and wait), so a gateway maps the model's call back to its tool.
+   *
+   * @generated from field: string tool_id = 4;
+   */
+  toolId: string;
 };
 
 /**
@@ -330,20 +372,20 @@ export const GetTrajectoryResponseSchema: GenMessage<GetTrajectoryResponse> = /*
   messageDesc(file_codemode_orchestrator_v1_control, 10);
 
 /**
- * One model-visible code-mode call (exec or wait) and the nested calls it made.
+ * One model-visible call (exec, wait, or a Tool Search tool) and the nested calls it made.
  *
  * @generated from message codemode.orchestrator.v1.TrajectoryStep
  */
 export type TrajectoryStep = Message<"codemode.orchestrator.v1.TrajectoryStep"> & {
   /**
-   * "exec" or "wait".
+   * "exec", "wait", "tool_search_code", "tool_search", "tool_describe" or "tool_call".
    *
    * @generated from field: string kind = 1;
    */
   kind: string;
 
   /**
-   * The gateway's call id for the exec or wait.
+   * The gateway's call id for the model's call.
    *
    * @generated from field: string call_id = 2;
    */
@@ -357,7 +399,8 @@ export type TrajectoryStep = Message<"codemode.orchestrator.v1.TrajectoryStep"> 
   codeModeRunId: string;
 
   /**
-   * "completed", "waiting", "failed" (empty while running).
+   * "completed", "waiting", "failed", or "cancelled" when the gateway cancelled the call
+   * (or its deadline passed) while the guest ran.
    *
    * @generated from field: string status = 4;
    */
@@ -382,6 +425,26 @@ export type TrajectoryStep = Message<"codemode.orchestrator.v1.TrajectoryStep"> 
    * @generated from field: repeated codemode.orchestrator.v1.NestedCall nested_calls = 8;
    */
   nestedCalls: NestedCall[];
+
+  /**
+   * The failure's message when status is "failed".
+   *
+   * @generated from field: string error_message = 9;
+   */
+  errorMessage: string;
+
+  /**
+   * For replay: the model's input (exec: {"code", "language"}; wait: {"runId"}) and the
+   * result it was given (model_json), each whole up to 64 KiB, else its hash and size.
+   *
+   * @generated from field: codemode.orchestrator.v1.ReplayText input = 10;
+   */
+  input?: ReplayText | undefined;
+
+  /**
+   * @generated from field: codemode.orchestrator.v1.ReplayText result = 11;
+   */
+  result?: ReplayText | undefined;
 };
 
 /**
@@ -390,6 +453,39 @@ export type TrajectoryStep = Message<"codemode.orchestrator.v1.TrajectoryStep"> 
  */
 export const TrajectoryStepSchema: GenMessage<TrajectoryStep> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_control, 11);
+
+/**
+ * A text kept for transcript replay, or its fingerprint when it is too large to keep.
+ *
+ * @generated from message codemode.orchestrator.v1.ReplayText
+ */
+export type ReplayText = Message<"codemode.orchestrator.v1.ReplayText"> & {
+  /**
+   * The text itself; empty when larger than 64 KiB (then only bytes and sha256 are set).
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * @generated from field: uint64 bytes = 2;
+   */
+  bytes: bigint;
+
+  /**
+   * Hex SHA-256 of the UTF-8 text.
+   *
+   * @generated from field: string sha256 = 3;
+   */
+  sha256: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ReplayText.
+ * Use `create(ReplayTextSchema)` to create a new message.
+ */
+export const ReplayTextSchema: GenMessage<ReplayText> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 12);
 
 /**
  * @generated from message codemode.orchestrator.v1.NestedCall
@@ -411,7 +507,8 @@ export type NestedCall = Message<"codemode.orchestrator.v1.NestedCall"> & {
   toolName: string;
 
   /**
-   * "ok", "error", "pending", "denied", "abandoned".
+   * "ok", "error", "pending", "denied", "abandoned" (its segment failed before the answer
+   * came), "cancelled" (the gateway cancelled its exec or wait before the answer came).
    *
    * @generated from field: string outcome = 4;
    */
@@ -440,6 +537,26 @@ export type NestedCall = Message<"codemode.orchestrator.v1.NestedCall"> & {
    * @generated from field: string parent_call_id = 8;
    */
   parentCallId: string;
+
+  /**
+   * Where the called tool comes from (OPENCLAW, MCP or CLIENT) and its owner.
+   *
+   * @generated from field: codemode.common.v1.ToolSource source = 9;
+   */
+  source: ToolSource;
+
+  /**
+   * @generated from field: string source_name = 10;
+   */
+  sourceName: string;
+
+  /**
+   * The answer arrived while the run was suspended and was delivered by a later wait;
+   * duration_ms then runs to that delivery.
+   *
+   * @generated from field: bool answered_while_suspended = 11;
+   */
+  answeredWhileSuspended: boolean;
 };
 
 /**
@@ -447,7 +564,7 @@ export type NestedCall = Message<"codemode.orchestrator.v1.NestedCall"> & {
  * Use `create(NestedCallSchema)` to create a new message.
  */
 export const NestedCallSchema: GenMessage<NestedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 12);
+  messageDesc(file_codemode_orchestrator_v1_control, 13);
 
 /**
  * @generated from message codemode.orchestrator.v1.CloseRunRequest
@@ -464,7 +581,7 @@ export type CloseRunRequest = Message<"codemode.orchestrator.v1.CloseRunRequest"
  * Use `create(CloseRunRequestSchema)` to create a new message.
  */
 export const CloseRunRequestSchema: GenMessage<CloseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 13);
+  messageDesc(file_codemode_orchestrator_v1_control, 14);
 
 /**
  * @generated from message codemode.orchestrator.v1.CloseRunResponse
@@ -483,7 +600,7 @@ export type CloseRunResponse = Message<"codemode.orchestrator.v1.CloseRunRespons
  * Use `create(CloseRunResponseSchema)` to create a new message.
  */
 export const CloseRunResponseSchema: GenMessage<CloseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 14);
+  messageDesc(file_codemode_orchestrator_v1_control, 15);
 
 /**
  * An internal code-mode namespace (the seed's "Internal namespaces"): a guest global such
@@ -554,7 +671,7 @@ export type NamespaceRegistration = Message<"codemode.orchestrator.v1.NamespaceR
  * Use `create(NamespaceRegistrationSchema)` to create a new message.
  */
 export const NamespaceRegistrationSchema: GenMessage<NamespaceRegistration> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 15);
+  messageDesc(file_codemode_orchestrator_v1_control, 16);
 
 /**
  * @generated from message codemode.orchestrator.v1.RegisterNamespaceRequest
@@ -571,7 +688,7 @@ export type RegisterNamespaceRequest = Message<"codemode.orchestrator.v1.Registe
  * Use `create(RegisterNamespaceRequestSchema)` to create a new message.
  */
 export const RegisterNamespaceRequestSchema: GenMessage<RegisterNamespaceRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 16);
+  messageDesc(file_codemode_orchestrator_v1_control, 17);
 
 /**
  * @generated from message codemode.orchestrator.v1.RegisterNamespaceResponse
@@ -597,7 +714,7 @@ export type RegisterNamespaceResponse = Message<"codemode.orchestrator.v1.Regist
  * Use `create(RegisterNamespaceResponseSchema)` to create a new message.
  */
 export const RegisterNamespaceResponseSchema: GenMessage<RegisterNamespaceResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 17);
+  messageDesc(file_codemode_orchestrator_v1_control, 18);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClearNamespacesRequest
@@ -614,7 +731,7 @@ export type ClearNamespacesRequest = Message<"codemode.orchestrator.v1.ClearName
  * Use `create(ClearNamespacesRequestSchema)` to create a new message.
  */
 export const ClearNamespacesRequestSchema: GenMessage<ClearNamespacesRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 18);
+  messageDesc(file_codemode_orchestrator_v1_control, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClearNamespacesResponse
@@ -631,7 +748,7 @@ export type ClearNamespacesResponse = Message<"codemode.orchestrator.v1.ClearNam
  * Use `create(ClearNamespacesResponseSchema)` to create a new message.
  */
 export const ClearNamespacesResponseSchema: GenMessage<ClearNamespacesResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 19);
+  messageDesc(file_codemode_orchestrator_v1_control, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.ListNamespacesRequest
@@ -644,7 +761,7 @@ export type ListNamespacesRequest = Message<"codemode.orchestrator.v1.ListNamesp
  * Use `create(ListNamespacesRequestSchema)` to create a new message.
  */
 export const ListNamespacesRequestSchema: GenMessage<ListNamespacesRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 20);
+  messageDesc(file_codemode_orchestrator_v1_control, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.ListNamespacesResponse
@@ -661,7 +778,7 @@ export type ListNamespacesResponse = Message<"codemode.orchestrator.v1.ListNames
  * Use `create(ListNamespacesResponseSchema)` to create a new message.
  */
 export const ListNamespacesResponseSchema: GenMessage<ListNamespacesResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 21);
+  messageDesc(file_codemode_orchestrator_v1_control, 22);
 
 /**
  * @generated from service codemode.orchestrator.v1.Control

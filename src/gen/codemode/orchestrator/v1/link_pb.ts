@@ -8,7 +8,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CodeModeConfig, ErrorCode, McpServer, RunScope, ToolAnnotations, ToolError, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
+import type { CodeModeConfig, ErrorCode, McpServer, RunScope, SurfaceKind, ToolAnnotations, ToolError, ToolSearchConfig, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { TrajectoryStep } from "./control_pb.js";
 import { file_codemode_orchestrator_v1_control } from "./control_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIo0BCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIAEIJCgdtZXNzYWdlIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNItcBCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAQgkKB21lc3NhZ2UiLgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkiSQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIibwoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSJfChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkirAMKElJlc29sdmVSdW5SZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFwoPY2F0YWxvZ192ZXJzaW9uGAMgASgJEjcKB2VudHJpZXMYBCADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2F0YWxvZ0VudHJ5EhgKEGVudHJpZXNfaW5jbHVkZWQYBSABKAgSFAoMc2VhcmNoX2NvdW50GAYgASgNEhYKDmRlc2NyaWJlX2NvdW50GAcgASgNEhIKCmNhbGxfY291bnQYCCABKA0SGAoQY29kZV9tb2RlX2FjdGl2ZRgJIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YCiABKAkSMgoLbWNwX3NlcnZlcnMYCyADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyEj4KCm5hbWVzcGFjZXMYDCADKAsyKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVmlzaWJsZU5hbWVzcGFjZSJaChBWaXNpYmxlTmFtZXNwYWNlEgoKAmlkGAEgASgJEhEKCXBsdWdpbl9pZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRISCgpzY29wZV9qc29uGAQgASgJIqkCCgxDYXRhbG9nRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YByABKAkSGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIr0BChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNIhcKFVJlY29yZFNlZ21lbnRSZXNwb25zZSL3AgoMU3VzcGVuZGVkUnVuEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEAoIc25hcHNob3QYAyABKAwSNgoHcGVuZGluZxgEIAMoCzIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nQ2FsbBI1CgdhbnN3ZXJzGAUgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISLgoGcmVhc29uGAYgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLldhaXRSZWFzb24SEwoLY29uZmlnX2pzb24YByABKAkSFAoMb3V0cHV0X2J5dGVzGAggASgEEhUKDWV4cGlyZXNfYXRfbXMYCSABKAMSFwoPY2F0YWxvZ192ZXJzaW9uGAogASgJEhQKDGV4ZWNfY2FsbF9pZBgLIAEoCSJ3CgtQZW5kaW5nQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEjMKBGtpbmQYBCABKA4yJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0tpbmQibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCJ7ChZSb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjQKBmFuc3dlchgCIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyIjMKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKoEBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIo0BCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIAEIJCgdtZXNzYWdlIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNItcBCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAQgkKB21lc3NhZ2UiLgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkiSQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIibwoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSJfChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkimQQKElJlc29sdmVSdW5SZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFwoPY2F0YWxvZ192ZXJzaW9uGAMgASgJEjcKB2VudHJpZXMYBCADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2F0YWxvZ0VudHJ5EhgKEGVudHJpZXNfaW5jbHVkZWQYBSABKAgSFAoMc2VhcmNoX2NvdW50GAYgASgNEhYKDmRlc2NyaWJlX2NvdW50GAcgASgNEhIKCmNhbGxfY291bnQYCCABKA0SGAoQY29kZV9tb2RlX2FjdGl2ZRgJIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YCiABKAkSMgoLbWNwX3NlcnZlcnMYCyADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyEj4KCm5hbWVzcGFjZXMYDCADKAsyKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVmlzaWJsZU5hbWVzcGFjZRIwCgdzdXJmYWNlGA0gASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlN1cmZhY2VLaW5kEjkKC3Rvb2xfc2VhcmNoGA4gASgLMiQuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTZWFyY2hDb25maWciWgoQVmlzaWJsZU5hbWVzcGFjZRIKCgJpZBgBIAEoCRIRCglwbHVnaW5faWQYAiABKAkSEwoLZ2xvYmFsX25hbWUYAyABKAkSEgoKc2NvcGVfanNvbhgEIAEoCSKpAgoMQ2F0YWxvZ0VudHJ5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFbGFiZWwYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAcgASgJEhoKEm91dHB1dF9zY2hlbWFfanNvbhgIIAEoCRI4Cgthbm5vdGF0aW9ucxgJIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sQW5ub3RhdGlvbnMSFQoNZXhhbXBsZXNfanNvbhgKIAMoCRIQCghrZXl3b3JkcxgLIAMoCSL3AQoUUmVjb3JkU2VnbWVudFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNgoEc3RlcBgCIAEoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcBIUCgxzZWFyY2hfZGVsdGEYAyABKA0SFgoOZGVzY3JpYmVfZGVsdGEYBCABKA0SEgoKY2FsbF9kZWx0YRgFIAEoDRI4CghyZXNvbHZlZBgGIAMoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlZENhbGwiYAoMUmVzb2x2ZWRDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHb3V0Y29tZRgCIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAMgASgJEhcKD2RlbGl2ZXJlZF9hdF9tcxgEIAEoAyIXChVSZWNvcmRTZWdtZW50UmVzcG9uc2UiiwMKDFN1c3BlbmRlZFJ1bhIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhAKCHNuYXBzaG90GAMgASgMEjYKB3BlbmRpbmcYBCADKAsyJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0NhbGwSNQoHYW5zd2VycxgFIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEi4KBnJlYXNvbhgGIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEhMKC2NvbmZpZ19qc29uGAcgASgJEhQKDG91dHB1dF9ieXRlcxgIIAEoBBIVCg1leHBpcmVzX2F0X21zGAkgASgDEhcKD2NhdGFsb2dfdmVyc2lvbhgKIAEoCRIUCgxleGVjX2NhbGxfaWQYCyABKAkSEgoKZ2VuZXJhdGlvbhgMIAEoBCKKAQoLUGVuZGluZ0NhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIzCgRraW5kGAQgASgOMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdLaW5kEhEKCWR1ZV9hdF9tcxgFIAEoAyJuChFTdXNwZW5kUnVuUmVxdWVzdBIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlY2xhaW0YAiABKAgSEwoLY2xhaW1fdG9rZW4YAyABKAkidQoSU3VzcGVuZFJ1blJlc3BvbnNlEg8KB3JlZnVzZWQYASABKAkSMwoMcmVmdXNlZF9jb2RlGAIgASgOMh0uY29kZW1vZGUuY29tbW9uLnYxLkVycm9yQ29kZRIZChFhbnN3ZXJlZF9jYWxsX2lkcxgDIAMoCSJ/Cg9DbGFpbVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCRIQCghsZWFzZV9tcxgDIAEoDRITCgtjbGFpbV90b2tlbhgEIAEoCSJtChBDbGFpbVJ1blJlc3BvbnNlEjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVmdXNlZBgCIAEoCRITCgtjbGFpbV90b2tlbhgDIAEoCSJQChFSZWxlYXNlUnVuUmVxdWVzdBIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEhMKC2NsYWltX3Rva2VuGAIgASgJEgwKBGtlZXAYAyABKAgiJgoSUmVsZWFzZVJ1blJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIInsKFlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNAoGYW5zd2VyGAIgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIiMwoXUm91dGVUb29sUmVzdWx0UmVzcG9uc2USGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCSJzChdBd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEhMKC2NsYWltX3Rva2VuGAIgASgJEhIKCnRpbWVvdXRfbXMYAyABKA0SFQoNc2Vlbl9jYWxsX2lkcxgEIAMoCSJoChhBd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2USNQoHYW5zd2VycxgBIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEhUKDWNsYWltX2N1cnJlbnQYAiABKAgqmQEKC1BlbmRpbmdLaW5kEhwKGFBFTkRJTkdfS0lORF9VTlNQRUNJRklFRBAAEhoKFlBFTkRJTkdfS0lORF9UT09MX0NBTEwQARIgChxQRU5ESU5HX0tJTkRfQ0FUQUxPR19SRVFVRVNUEAISFgoSUEVORElOR19LSU5EX1lJRUxEEAMSFgoSUEVORElOR19LSU5EX1RJTUVSEAQy8QYKC1NpZGVjYXJMaW5rEl8KBkF0dGFjaBInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXF1ZXN0GiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlc3BvbnNlKAEwARJnCgpSZXNvbHZlUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXNwb25zZRJwCg1SZWNvcmRTZWdtZW50Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXNwb25zZRJnCgpTdXNwZW5kUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXNwb25zZRJhCghDbGFpbVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXNwb25zZRJnCgpSZWxlYXNlUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXNwb25zZRJ2Cg9Sb3V0ZVRvb2xSZXN1bHQSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXNwb25zZRJ5ChBBd2FpdFRvb2xSZXN1bHRzEjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0GjIuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -310,6 +310,21 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
    * @generated from field: repeated codemode.orchestrator.v1.VisibleNamespace namespaces = 12;
    */
   namespaces: VisibleNamespace[];
+
+  /**
+   * The run's model-visible surface (UNSPECIFIED from older orchestrators: code mode
+   * when code_mode_active).
+   *
+   * @generated from field: codemode.common.v1.SurfaceKind surface = 13;
+   */
+  surface: SurfaceKind;
+
+  /**
+   * The run's Tool Search config layer (unset fields: defaults).
+   *
+   * @generated from field: codemode.common.v1.ToolSearchConfig tool_search = 14;
+   */
+  toolSearch?: ToolSearchConfig | undefined;
 };
 
 /**
@@ -450,6 +465,14 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
    * @generated from field: uint32 call_delta = 5;
    */
   callDelta: number;
+
+  /**
+   * Calls made by earlier segments whose answers arrived while the run was suspended and
+   * were delivered by this one: the orchestrator updates those entries of the trajectory.
+   *
+   * @generated from field: repeated codemode.orchestrator.v1.ResolvedCall resolved = 6;
+   */
+  resolved: ResolvedCall[];
 };
 
 /**
@@ -458,6 +481,44 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
  */
 export const RecordSegmentRequestSchema: GenMessage<RecordSegmentRequest> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 11);
+
+/**
+ * How a call an earlier segment left pending was settled.
+ *
+ * @generated from message codemode.orchestrator.v1.ResolvedCall
+ */
+export type ResolvedCall = Message<"codemode.orchestrator.v1.ResolvedCall"> & {
+  /**
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * "ok" or "error".
+   *
+   * @generated from field: string outcome = 2;
+   */
+  outcome: string;
+
+  /**
+   * @generated from field: string error_message = 3;
+   */
+  errorMessage: string;
+
+  /**
+   * When the answer was delivered into the restored VM (epoch ms).
+   *
+   * @generated from field: int64 delivered_at_ms = 4;
+   */
+  deliveredAtMs: bigint;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ResolvedCall.
+ * Use `create(ResolvedCallSchema)` to create a new message.
+ */
+export const ResolvedCallSchema: GenMessage<ResolvedCall> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 12);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentResponse
@@ -470,7 +531,7 @@ export type RecordSegmentResponse = Message<"codemode.orchestrator.v1.RecordSegm
  * Use `create(RecordSegmentResponseSchema)` to create a new message.
  */
 export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 12);
+  messageDesc(file_codemode_orchestrator_v1_link, 13);
 
 /**
  * What a suspended run needs to resume anywhere.
@@ -489,7 +550,8 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
   scope?: RunScope | undefined;
 
   /**
-   * Authenticated, versioned snapshot envelope produced by a sidecar.
+   * Sealed snapshot produced by a sidecar: encrypted and authenticated (AES-256-GCM),
+   * opaque to the orchestrator and its store.
    *
    * @generated from field: bytes snapshot = 3;
    */
@@ -545,6 +607,17 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
    * @generated from field: string exec_call_id = 11;
    */
   execCallId: string;
+
+  /**
+   * The run's generation in the store, sealed into the snapshot's associated data. In
+   * SuspendRun: the generation the snapshot was sealed for, which must be exactly one
+   * more than the store's (1 for a first suspension; the claimed generation plus one
+   * when a wait suspends again), else the store refuses it. In ClaimRun: the store's
+   * current generation; a sidecar refuses a snapshot sealed for any other.
+   *
+   * @generated from field: uint64 generation = 12;
+   */
+  generation: bigint;
 };
 
 /**
@@ -552,11 +625,11 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 13);
+  messageDesc(file_codemode_orchestrator_v1_link, 14);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
- * requests and yields are answered by the sidecar that resumes the run.
+ * requests, yields and timers are answered by the sidecar that resumes the run.
  *
  * @generated from message codemode.orchestrator.v1.PendingCall
  */
@@ -584,6 +657,13 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
    * @generated from field: codemode.orchestrator.v1.PendingKind kind = 4;
    */
   kind: PendingKind;
+
+  /**
+   * When an armed timer (PENDING_KIND_TIMER) is due, in epoch milliseconds.
+   *
+   * @generated from field: int64 due_at_ms = 5;
+   */
+  dueAtMs: bigint;
 };
 
 /**
@@ -591,7 +671,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 14);
+  messageDesc(file_codemode_orchestrator_v1_link, 15);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -620,7 +700,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 15);
+  messageDesc(file_codemode_orchestrator_v1_link, 16);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -652,7 +732,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 16);
+  messageDesc(file_codemode_orchestrator_v1_link, 17);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -689,7 +769,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 17);
+  messageDesc(file_codemode_orchestrator_v1_link, 18);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -718,7 +798,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 18);
+  messageDesc(file_codemode_orchestrator_v1_link, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -748,7 +828,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 19);
+  messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -767,7 +847,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 20);
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -789,7 +869,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -811,7 +891,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -845,7 +925,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -869,7 +949,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 24);
+  messageDesc(file_codemode_orchestrator_v1_link, 25);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind
@@ -894,6 +974,13 @@ export enum PendingKind {
    * @generated from enum value: PENDING_KIND_YIELD = 3;
    */
   YIELD = 3,
+
+  /**
+   * A guest timer (setTimeout/setInterval) armed when the run suspended.
+   *
+   * @generated from enum value: PENDING_KIND_TIMER = 4;
+   */
+  TIMER = 4,
 }
 
 /**

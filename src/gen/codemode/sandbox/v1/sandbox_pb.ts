@@ -6,7 +6,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CodeModeConfig, Output, Result, RunScope, ToolError, ToolSource } from "../../common/v1/common_pb.js";
+import type { CodeModeConfig, Output, Result, RunScope, Telemetry, ToolError, ToolSource } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/sandbox/v1/sandbox.proto.
  */
 export const file_codemode_sandbox_v1_sandbox: GenFile = /*@__PURE__*/
-  fileDesc("CiFjb2RlbW9kZS9zYW5kYm94L3YxL3NhbmRib3gucHJvdG8SE2NvZGVtb2RlLnNhbmRib3gudjEi5gEKC0V4ZWNSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhQKDGV4ZWNfY2FsbF9pZBgCIAEoCRIRCgRjb2RlGAMgASgJSACIAQESFAoHY29tbWFuZBgEIAEoCUgBiAEBEhUKCGxhbmd1YWdlGAUgASgJSAKIAQESMgoGY29uZmlnGAYgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnQgcKBV9jb2RlQgoKCF9jb21tYW5kQgsKCV9sYW5ndWFnZSJqCgtXYWl0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIUCgx3YWl0X2NhbGxfaWQYAiABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgDIAEoCSLTAQoRVG9vbENhbGxSZXF1ZXN0ZWQSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIuCgZzb3VyY2UYBCABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgFIAEoCRISCgppbnB1dF9qc29uGAYgASgJEhYKDnBhcmVudF9jYWxsX2lkGAcgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYCCABKAkirQEKCUV4ZWNFdmVudBI7Cgl0b29sX2NhbGwYASABKAsyJi5jb2RlbW9kZS5zYW5kYm94LnYxLlRvb2xDYWxsUmVxdWVzdGVkSAASLAoGb3V0cHV0GAIgASgLMhouY29kZW1vZGUuY29tbW9uLnYxLk91dHB1dEgAEiwKBnJlc3VsdBgDIAEoCzIaLmNvZGVtb2RlLmNvbW1vbi52MS5SZXN1bHRIAEIHCgVldmVudCKnAQoVQnJpZGdlQ2FsbGJhY2tSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEg8KB2NhbGxfaWQYAiABKAkSFQoLcmVzdWx0X2pzb24YAyABKAlIABIuCgVlcnJvchgEIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sRXJyb3JIAEIJCgdvdXRjb21lIjAKFkJyaWRnZUNhbGxiYWNrUmVzcG9uc2USFgoOZGVsaXZlcmVkX2xpdmUYASABKAgyjAIKB1NhbmRib3gSSgoERXhlYxIgLmNvZGVtb2RlLnNhbmRib3gudjEuRXhlY1JlcXVlc3QaHi5jb2RlbW9kZS5zYW5kYm94LnYxLkV4ZWNFdmVudDABEkoKBFdhaXQSIC5jb2RlbW9kZS5zYW5kYm94LnYxLldhaXRSZXF1ZXN0Gh4uY29kZW1vZGUuc2FuZGJveC52MS5FeGVjRXZlbnQwARJpCg5CcmlkZ2VDYWxsYmFjaxIqLmNvZGVtb2RlLnNhbmRib3gudjEuQnJpZGdlQ2FsbGJhY2tSZXF1ZXN0GisuY29kZW1vZGUuc2FuZGJveC52MS5CcmlkZ2VDYWxsYmFja1Jlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common]);
+  fileDesc("CiFjb2RlbW9kZS9zYW5kYm94L3YxL3NhbmRib3gucHJvdG8SE2NvZGVtb2RlLnNhbmRib3gudjEi5gEKC0V4ZWNSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhQKDGV4ZWNfY2FsbF9pZBgCIAEoCRIRCgRjb2RlGAMgASgJSACIAQESFAoHY29tbWFuZBgEIAEoCUgBiAEBEhUKCGxhbmd1YWdlGAUgASgJSAKIAQESMgoGY29uZmlnGAYgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnQgcKBV9jb2RlQgoKCF9jb21tYW5kQgsKCV9sYW5ndWFnZSJqCgtXYWl0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIUCgx3YWl0X2NhbGxfaWQYAiABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgDIAEoCSL+AQoRVG9vbENhbGxSZXF1ZXN0ZWQSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIuCgZzb3VyY2UYBCABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgFIAEoCRISCgppbnB1dF9qc29uGAYgASgJEhYKDnBhcmVudF9jYWxsX2lkGAcgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYCCABKAkSFAoMdHJhY2VfcGFyZW50GAkgASgJEhMKC3RyYWNlX3N0YXRlGAogASgJIq0BCglFeGVjRXZlbnQSOwoJdG9vbF9jYWxsGAEgASgLMiYuY29kZW1vZGUuc2FuZGJveC52MS5Ub29sQ2FsbFJlcXVlc3RlZEgAEiwKBm91dHB1dBgCIAEoCzIaLmNvZGVtb2RlLmNvbW1vbi52MS5PdXRwdXRIABIsCgZyZXN1bHQYAyABKAsyGi5jb2RlbW9kZS5jb21tb24udjEuUmVzdWx0SABCBwoFZXZlbnQipwEKFUJyaWRnZUNhbGxiYWNrUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIPCgdjYWxsX2lkGAIgASgJEhUKC3Jlc3VsdF9qc29uGAMgASgJSAASLgoFZXJyb3IYBCABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSIwChZCcmlkZ2VDYWxsYmFja1Jlc3BvbnNlEhYKDmRlbGl2ZXJlZF9saXZlGAEgASgIIo4BCglUb29sRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCSJ+ChFUb29sU2VhcmNoUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIPCgdjYWxsX2lkGAIgASgJEg0KBXF1ZXJ5GAMgASgJEhIKBWxpbWl0GAQgASgFSACIAQFCCAoGX2xpbWl0IokBChJUb29sU2VhcmNoUmVzcG9uc2USLQoFdG9vbHMYASADKAsyHi5jb2RlbW9kZS5zYW5kYm94LnYxLlRvb2xFbnRyeRISCgptb2RlbF9qc29uGAIgASgJEjAKCXRlbGVtZXRyeRgDIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5UZWxlbWV0cnkiXwoTVG9vbERlc2NyaWJlUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIPCgdjYWxsX2lkGAIgASgJEgoKAmlkGAMgASgJIusBChRUb29sRGVzY3JpYmVSZXNwb25zZRIsCgR0b29sGAEgASgLMh4uY29kZW1vZGUuc2FuZGJveC52MS5Ub29sRW50cnkSGAoQZnVsbF9kZXNjcmlwdGlvbhgCIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YAyABKAkSLAoFZXJyb3IYBCABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9yEhIKCm1vZGVsX2pzb24YBSABKAkSMAoJdGVsZW1ldHJ5GAYgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRlbGVtZXRyeSJvCg9Ub29sQ2FsbFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSDwoHY2FsbF9pZBgCIAEoCRIKCgJpZBgDIAEoCRISCgppbnB1dF9qc29uGAQgASgJMqQECgdTYW5kYm94EkoKBEV4ZWMSIC5jb2RlbW9kZS5zYW5kYm94LnYxLkV4ZWNSZXF1ZXN0Gh4uY29kZW1vZGUuc2FuZGJveC52MS5FeGVjRXZlbnQwARJKCgRXYWl0EiAuY29kZW1vZGUuc2FuZGJveC52MS5XYWl0UmVxdWVzdBoeLmNvZGVtb2RlLnNhbmRib3gudjEuRXhlY0V2ZW50MAESaQoOQnJpZGdlQ2FsbGJhY2sSKi5jb2RlbW9kZS5zYW5kYm94LnYxLkJyaWRnZUNhbGxiYWNrUmVxdWVzdBorLmNvZGVtb2RlLnNhbmRib3gudjEuQnJpZGdlQ2FsbGJhY2tSZXNwb25zZRJdCgpUb29sU2VhcmNoEiYuY29kZW1vZGUuc2FuZGJveC52MS5Ub29sU2VhcmNoUmVxdWVzdBonLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbFNlYXJjaFJlc3BvbnNlEmMKDFRvb2xEZXNjcmliZRIoLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbERlc2NyaWJlUmVxdWVzdBopLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbERlc2NyaWJlUmVzcG9uc2USUgoIVG9vbENhbGwSJC5jb2RlbW9kZS5zYW5kYm94LnYxLlRvb2xDYWxsUmVxdWVzdBoeLmNvZGVtb2RlLnNhbmRib3gudjEuRXhlY0V2ZW50MAFiBnByb3RvMw", [file_codemode_common_v1_common]);
 
 /**
  * The model's `exec` input plus the gateway's context. `code`, `command` and
@@ -154,6 +154,21 @@ export type ToolCallRequested = Message<"codemode.sandbox.v1.ToolCallRequested">
    * @generated from field: string code_mode_run_id = 8;
    */
   codeModeRunId: string;
+
+  /**
+   * W3C traceparent of this nested call's span on the sidecar ("00-<trace>-<span>-01"),
+   * when tracing is on; the gateway parents its tool-execution span on it.
+   *
+   * @generated from field: string trace_parent = 9;
+   */
+  traceParent: string;
+
+  /**
+   * W3C tracestate to go with it; empty when none.
+   *
+   * @generated from field: string trace_state = 10;
+   */
+  traceState: string;
 };
 
 /**
@@ -266,6 +281,247 @@ export const BridgeCallbackResponseSchema: GenMessage<BridgeCallbackResponse> = 
   messageDesc(file_codemode_sandbox_v1_sandbox, 5);
 
 /**
+ * A compact catalog entry, as Tool Search returns it (the seed's ToolCatalogEntry).
+ *
+ * @generated from message codemode.sandbox.v1.ToolEntry
+ */
+export type ToolEntry = Message<"codemode.sandbox.v1.ToolEntry"> & {
+  /**
+   * Catalog id, e.g. "mcp:github:create_issue".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string label = 3;
+   */
+  label: string;
+
+  /**
+   * One line: the first sentence of the tool's description.
+   *
+   * @generated from field: string description = 4;
+   */
+  description: string;
+
+  /**
+   * @generated from field: codemode.common.v1.ToolSource source = 5;
+   */
+  source: ToolSource;
+
+  /**
+   * The owner: "core", a plugin id, an MCP server name, a client app name.
+   *
+   * @generated from field: string source_name = 6;
+   */
+  sourceName: string;
+};
+
+/**
+ * Describes the message codemode.sandbox.v1.ToolEntry.
+ * Use `create(ToolEntrySchema)` to create a new message.
+ */
+export const ToolEntrySchema: GenMessage<ToolEntry> = /*@__PURE__*/
+  messageDesc(file_codemode_sandbox_v1_sandbox, 6);
+
+/**
+ * The model's `tool_search` input plus the gateway's context.
+ *
+ * @generated from message codemode.sandbox.v1.ToolSearchRequest
+ */
+export type ToolSearchRequest = Message<"codemode.sandbox.v1.ToolSearchRequest"> & {
+  /**
+   * @generated from field: codemode.common.v1.RunScope scope = 1;
+   */
+  scope?: RunScope | undefined;
+
+  /**
+   * The gateway's id for the model's tool_search call (trajectory).
+   *
+   * @generated from field: string call_id = 2;
+   */
+  callId: string;
+
+  /**
+   * @generated from field: string query = 3;
+   */
+  query: string;
+
+  /**
+   * Unset: the run's search_default_limit; clamped to 1..max_search_limit.
+   *
+   * @generated from field: optional int32 limit = 4;
+   */
+  limit?: number | undefined;
+};
+
+/**
+ * Describes the message codemode.sandbox.v1.ToolSearchRequest.
+ * Use `create(ToolSearchRequestSchema)` to create a new message.
+ */
+export const ToolSearchRequestSchema: GenMessage<ToolSearchRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_sandbox_v1_sandbox, 7);
+
+/**
+ * @generated from message codemode.sandbox.v1.ToolSearchResponse
+ */
+export type ToolSearchResponse = Message<"codemode.sandbox.v1.ToolSearchResponse"> & {
+  /**
+   * Best first. Empty when nothing matched.
+   *
+   * @generated from field: repeated codemode.sandbox.v1.ToolEntry tools = 1;
+   */
+  tools: ToolEntry[];
+
+  /**
+   * The tool result for the model: a JSON array of {id, name, label?, description,
+   * source, sourceName?}.
+   *
+   * @generated from field: string model_json = 2;
+   */
+  modelJson: string;
+
+  /**
+   * @generated from field: codemode.common.v1.Telemetry telemetry = 3;
+   */
+  telemetry?: Telemetry | undefined;
+};
+
+/**
+ * Describes the message codemode.sandbox.v1.ToolSearchResponse.
+ * Use `create(ToolSearchResponseSchema)` to create a new message.
+ */
+export const ToolSearchResponseSchema: GenMessage<ToolSearchResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_sandbox_v1_sandbox, 8);
+
+/**
+ * The model's `tool_describe` input plus the gateway's context.
+ *
+ * @generated from message codemode.sandbox.v1.ToolDescribeRequest
+ */
+export type ToolDescribeRequest = Message<"codemode.sandbox.v1.ToolDescribeRequest"> & {
+  /**
+   * @generated from field: codemode.common.v1.RunScope scope = 1;
+   */
+  scope?: RunScope | undefined;
+
+  /**
+   * @generated from field: string call_id = 2;
+   */
+  callId: string;
+
+  /**
+   * @generated from field: string id = 3;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message codemode.sandbox.v1.ToolDescribeRequest.
+ * Use `create(ToolDescribeRequestSchema)` to create a new message.
+ */
+export const ToolDescribeRequestSchema: GenMessage<ToolDescribeRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_sandbox_v1_sandbox, 9);
+
+/**
+ * @generated from message codemode.sandbox.v1.ToolDescribeResponse
+ */
+export type ToolDescribeResponse = Message<"codemode.sandbox.v1.ToolDescribeResponse"> & {
+  /**
+   * Unset when `error` is set.
+   *
+   * @generated from field: codemode.sandbox.v1.ToolEntry tool = 1;
+   */
+  tool?: ToolEntry | undefined;
+
+  /**
+   * The full description (ToolEntry.description is one line).
+   *
+   * @generated from field: string full_description = 2;
+   */
+  fullDescription: string;
+
+  /**
+   * The exact JSON Schema of the input, as JSON text.
+   *
+   * @generated from field: string parameters_json = 3;
+   */
+  parametersJson: string;
+
+  /**
+   * Unknown or denied id (with "did you mean" suggestions): the model reads this.
+   *
+   * @generated from field: codemode.common.v1.ToolError error = 4;
+   */
+  error?: ToolError | undefined;
+
+  /**
+   * The tool result for the model: the entry with `parameters`, or {"error": message}.
+   *
+   * @generated from field: string model_json = 5;
+   */
+  modelJson: string;
+
+  /**
+   * @generated from field: codemode.common.v1.Telemetry telemetry = 6;
+   */
+  telemetry?: Telemetry | undefined;
+};
+
+/**
+ * Describes the message codemode.sandbox.v1.ToolDescribeResponse.
+ * Use `create(ToolDescribeResponseSchema)` to create a new message.
+ */
+export const ToolDescribeResponseSchema: GenMessage<ToolDescribeResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_sandbox_v1_sandbox, 10);
+
+/**
+ * The model's `tool_call` input plus the gateway's context.
+ *
+ * @generated from message codemode.sandbox.v1.ToolCallRequest
+ */
+export type ToolCallRequest = Message<"codemode.sandbox.v1.ToolCallRequest"> & {
+  /**
+   * @generated from field: codemode.common.v1.RunScope scope = 1;
+   */
+  scope?: RunScope | undefined;
+
+  /**
+   * The gateway's id for the model's tool_call; the nested call names it as parent.
+   *
+   * @generated from field: string call_id = 2;
+   */
+  callId: string;
+
+  /**
+   * Catalog id from tool_search.
+   *
+   * @generated from field: string id = 3;
+   */
+  id: string;
+
+  /**
+   * The model's `args` as JSON text (an object; empty means {}).
+   *
+   * @generated from field: string input_json = 4;
+   */
+  inputJson: string;
+};
+
+/**
+ * Describes the message codemode.sandbox.v1.ToolCallRequest.
+ * Use `create(ToolCallRequestSchema)` to create a new message.
+ */
+export const ToolCallRequestSchema: GenMessage<ToolCallRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_sandbox_v1_sandbox, 11);
+
+/**
  * Runs code-mode programs. Stateless: any replica serves any call.
  *
  * @generated from service codemode.sandbox.v1.Sandbox
@@ -302,6 +558,39 @@ export const Sandbox: GenService<{
     methodKind: "unary";
     input: typeof BridgeCallbackRequestSchema;
     output: typeof BridgeCallbackResponseSchema;
+  },
+  /**
+   * Tool Search, mode tools: the model called `tool_search`. Answered from the run's
+   * catalog index, no VM. Runs whose surface is not Tool Search: FAILED_PRECONDITION.
+   *
+   * @generated from rpc codemode.sandbox.v1.Sandbox.ToolSearch
+   */
+  toolSearch: {
+    methodKind: "unary";
+    input: typeof ToolSearchRequestSchema;
+    output: typeof ToolSearchResponseSchema;
+  },
+  /**
+   * The model called `tool_describe`: one entry with its exact input schema.
+   *
+   * @generated from rpc codemode.sandbox.v1.Sandbox.ToolDescribe
+   */
+  toolDescribe: {
+    methodKind: "unary";
+    input: typeof ToolDescribeRequestSchema;
+    output: typeof ToolDescribeResponseSchema;
+  },
+  /**
+   * The model called `tool_call`: streams one ToolCallRequested (answer it with
+   * BridgeCallback, as for Exec), then exactly one Result (same stream shape as Exec).
+   * An unknown or denied id ends with a `failed` Result and no ToolCallRequested.
+   *
+   * @generated from rpc codemode.sandbox.v1.Sandbox.ToolCall
+   */
+  toolCall: {
+    methodKind: "server_streaming";
+    input: typeof ToolCallRequestSchema;
+    output: typeof ExecEventSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_codemode_sandbox_v1_sandbox, 0);

@@ -1,0 +1,264 @@
+/**
+ * The part of the guest prelude that turns guest values into text: JSON for the bridge
+ * (tool inputs, json(), the result value) and display text for console/text().
+ *
+ * Guest code may have patched any built-in before it hands us a value, so this code
+ * runs only on intrinsics captured when the prelude starts (before the model's program
+ * exists): brand checks instead of `instanceof` or `Object.prototype.toString`, property
+ * reads through own descriptors (an accessor is never invoked, an inherited index or
+ * `toJSON` from Object.prototype/Array.prototype is never consulted), `Reflect.apply`
+ * instead of `.call`, and strings built without touching Array.prototype. Work is bounded
+ * by the data: a declared array length larger than the bridge could carry is refused at
+ * once instead of being walked.
+ *
+ * This is a source fragment spliced into the prelude's function body; it defines names
+ * the rest of the prelude uses (`toJsonText`, `displayText`, `errorJson`, the captured
+ * intrinsics).
+ */
+import { MAX_BRIDGE_BYTES } from "../worker/json-bridge.js";
+
+/** Deepest value nesting converted for output, results and tool inputs. */
+export const MAX_VALUE_DEPTH = 64;
+
+export const MARSHAL_SOURCE = String.raw`
+  const apply = Reflect.apply;
+  const create = Object.create, defineProperty = Object.defineProperty, freeze = Object.freeze;
+  const keysOf = Object.keys, getOwnDesc = Object.getOwnPropertyDescriptor, getProto = Object.getPrototypeOf;
+  const setProto = Object.setPrototypeOf, hasOwn = Object.hasOwn, isArray = Array.isArray;
+  const parse = JSON.parse, stringify = JSON.stringify;
+  const ObjectProto = Object.prototype, ArrayProto = Array.prototype;
+  const ErrorCtor = Error, TypeErrorCtor = TypeError, RangeErrorCtor = RangeError, PromiseCtor = Promise, StringCtor = String;
+  const ErrorProto = Error.prototype, PromiseProto = Promise.prototype;
+  const promiseThen = PromiseProto.then;
+  const dateGetTime = Date.prototype.getTime, dateToISOString = Date.prototype.toISOString;
+  const mapForEach = Map.prototype.forEach, setForEach = Set.prototype.forEach;
+  const mapSize = getOwnDesc(Map.prototype, "size").get, setSize = getOwnDesc(Set.prototype, "size").get;
+  const arrayBufferByteLength = getOwnDesc(ArrayBuffer.prototype, "byteLength").get;
+  const regexpSource = getOwnDesc(RegExp.prototype, "source").get, regexpFlags = getOwnDesc(RegExp.prototype, "flags").get;
+  const symbolDescription = getOwnDesc(Symbol.prototype, "description").get;
+  const errorStackDesc = getOwnDesc(Error.prototype, "stack");
+  const errorStack = errorStackDesc !== undefined ? errorStackDesc.get : undefined;
+  const isView = ArrayBuffer.isView, numIsFinite = Number.isFinite, numIsNaN = Number.isNaN, isSafeInteger = Number.isSafeInteger;
+  const objectIs = Object.is, MathMin = Math.min, MathMax = Math.max, MathFloor = Math.floor;
+  const stringSlice = String.prototype.slice, stringRepeat = String.prototype.repeat, stringIndexOf = String.prototype.indexOf;
+  const stringCharCodeAt = String.prototype.charCodeAt, stringFromCharCode = String.fromCharCode, stringCodePointAt = String.prototype.codePointAt;
+  const MAX_DEPTH = ${MAX_VALUE_DEPTH};
+  const MAX_CHARS = ${MAX_BRIDGE_BYTES};
+
+  function brand(getter, v) { try { apply(getter, v, []); return true; } catch (_) { return false; } }
+  function protoIs(v, proto) {
+    let p = v;
+    for (let i = 0; i < 256; i++) {
+      p = getProto(p);
+      if (p === null) return false;
+      if (p === proto) return true;
+    }
+    return false;
+  }
+  /** A data property found on the object or its prototypes; accessors read as undefined. */
+  function dataOf(obj, key) {
+    let o = obj;
+    for (let i = 0; i < 256 && o !== null; i++) {
+      const d = getOwnDesc(o, key);
+      if (d !== undefined) return hasOwn(d, "value") ? d.value : undefined;
+      o = getProto(o);
+    }
+    return undefined;
+  }
+  /** A toJSON method the value defines itself (never one inherited from Object/Array.prototype). */
+  function ownToJSON(v) {
+    let o = v;
+    for (let i = 0; i < 256 && o !== null && o !== ObjectProto && o !== ArrayProto; i++) {
+      const d = getOwnDesc(o, "toJSON");
+      if (d !== undefined) return hasOwn(d, "value") && typeof d.value === "function" ? d.value : undefined;
+      o = getProto(o);
+    }
+    return undefined;
+  }
+  function functionName(f) {
+    const n = dataOf(f, "name");
+    return typeof n === "string" ? n : "";
+  }
+  function symbolText(s) {
+    const d = apply(symbolDescription, s, []);
+    return "Symbol(" + (d === undefined ? "" : d) + ")";
+  }
+  function errorParts(v) {
+    const n = dataOf(v, "name"), m = dataOf(v, "message");
+    return [typeof n === "string" ? n : "Error", typeof m === "string" ? m : ""];
+  }
+  function tooLarge() { return new RangeErrorCtor("value is larger than " + MAX_CHARS + " bytes and cannot cross the bridge"); }
+
+  // JSON for the bridge: the seed's output adapter (non-JSON values become plain data).
+  function enc(v, depth, stack, st) {
+    switch (typeof v) {
+      case "string": st.n += v.length; if (st.n > MAX_CHARS) throw tooLarge(); return stringify(v);
+      case "number": st.n += 8; return numIsFinite(v) ? stringify(v) : stringify(StringCtor(v));
+      case "boolean": st.n += 5; return v ? "true" : "false";
+      case "bigint": st.n += 8; return stringify(StringCtor(v));
+      case "undefined": return undefined;
+      case "symbol": st.n += 8; return stringify(symbolText(v));
+      case "function": { st.n += 12; const n = functionName(v); return stringify(n ? "[Function " + n + "]" : "[Function]"); }
+    }
+    if (v === null) { st.n += 4; return "null"; }
+    if (depth >= MAX_DEPTH) return '"[MaxDepth]"';
+    for (let s = stack; s !== null; s = s.up) if (s.v === v) return '"[Circular]"';
+    const frame = { v, up: stack };
+    if (brand(dateGetTime, v)) {
+      const t = apply(dateGetTime, v, []);
+      return numIsFinite(t) ? stringify(apply(dateToISOString, v, [])) : "null";
+    }
+    if (isView(v) || brand(arrayBufferByteLength, v)) return '"[Binary]"';
+    if (brand(mapSize, v)) {
+      if (apply(mapSize, v, []) * 2 > MAX_CHARS) throw tooLarge();
+      let out = "[", first = true;
+      apply(mapForEach, v, [(val, key) => {
+        const k = enc(key, depth + 2, frame, st), x = enc(val, depth + 2, frame, st);
+        out += (first ? "[" : ",[") + (k === undefined ? "null" : k) + "," + (x === undefined ? "null" : x) + "]";
+        first = false;
+      }]);
+      return out + "]";
+    }
+    if (brand(setSize, v)) {
+      if (apply(setSize, v, []) * 2 > MAX_CHARS) throw tooLarge();
+      let out = "[", first = true;
+      apply(setForEach, v, [(val) => {
+        const x = enc(val, depth + 1, frame, st);
+        out += (first ? "" : ",") + (x === undefined ? "null" : x);
+        first = false;
+      }]);
+      return out + "]";
+    }
+    if (protoIs(v, ErrorProto)) {
+      const p = errorParts(v);
+      st.n += p[0].length + p[1].length + 20;
+      return '{"name":' + stringify(p[0]) + ',"message":' + stringify(p[1]) + "}";
+    }
+    if (protoIs(v, PromiseProto)) return '"[Promise]"';
+    const toJSON = ownToJSON(v);
+    if (toJSON !== undefined) return enc(apply(toJSON, v, [""]), depth + 1, frame, st);
+    if (isArray(v)) {
+      const ld = getOwnDesc(v, "length");
+      const len = ld !== undefined && hasOwn(ld, "value") ? ld.value : 0;
+      if (len * 2 > MAX_CHARS - st.n) throw tooLarge();
+      let out = "[";
+      for (let i = 0; i < len; i++) {
+        const d = getOwnDesc(v, i);
+        const x = d === undefined ? undefined : enc(hasOwn(d, "value") ? d.value : "[Getter]", depth + 1, frame, st);
+        st.n += 1;
+        if (st.n > MAX_CHARS) throw tooLarge();
+        out += (i === 0 ? "" : ",") + (x === undefined ? "null" : x);
+      }
+      return out + "]";
+    }
+    const ks = keysOf(v);
+    let out = "{", first = true;
+    for (let i = 0; i < ks.length; i++) {
+      const k = ks[i];
+      const d = getOwnDesc(v, k);
+      if (d === undefined) continue;
+      const x = enc(hasOwn(d, "value") ? d.value : "[Getter]", depth + 1, frame, st);
+      if (x === undefined) continue;
+      st.n += k.length + 2;
+      out += (first ? "" : ",") + stringify(k) + ":" + x;
+      first = false;
+    }
+    return out + "}";
+  }
+  function toJsonText(value) {
+    const text = enc(value, 0, null, { n: 0 });
+    return text === undefined ? "null" : text;
+  }
+
+  // Display text for console and text(): like a browser console, and never throws.
+  function quoteIf(s, nested) { return nested ? stringify(s) : s; }
+  function show(v, depth, stack, nested) {
+    switch (typeof v) {
+      case "string": return quoteIf(v, nested);
+      case "number": return objectIs(v, -0) ? "-0" : StringCtor(v);
+      case "boolean": return v ? "true" : "false";
+      case "bigint": return StringCtor(v) + "n";
+      case "undefined": return "undefined";
+      case "symbol": return symbolText(v);
+      case "function": { const n = functionName(v); return n ? "[Function: " + n + "]" : "[Function (anonymous)]"; }
+    }
+    if (v === null) return "null";
+    for (let s = stack; s !== null; s = s.up) if (s.v === v) return "[Circular]";
+    if (depth >= 6) return isArray(v) ? "[Array]" : "[Object]";
+    const frame = { v, up: stack };
+    try {
+      if (brand(dateGetTime, v)) return numIsFinite(apply(dateGetTime, v, [])) ? apply(dateToISOString, v, []) : "Invalid Date";
+      if (brand(regexpSource, v)) return "/" + apply(regexpSource, v, []) + "/" + apply(regexpFlags, v, []);
+      if (protoIs(v, ErrorProto)) { const p = errorParts(v); const t = p[1] ? p[0] + ": " + p[1] : p[0]; return nested ? "[" + t + "]" : t; }
+      if (protoIs(v, PromiseProto)) return "Promise {}";
+      if (isView(v)) return "[Binary]";
+      if (brand(mapSize, v)) {
+        const parts = [];
+        setProto(parts, null);
+        apply(mapForEach, v, [(val, key) => { if (parts.length < 100) parts[parts.length] = show(key, depth + 1, frame, true) + " => " + show(val, depth + 1, frame, true); }]);
+        return "Map(" + apply(mapSize, v, []) + ") {" + (parts.length ? " " + joinParts(parts, ", ") + " " : "") + "}";
+      }
+      if (brand(setSize, v)) {
+        const parts = [];
+        setProto(parts, null);
+        apply(setForEach, v, [(val) => { if (parts.length < 100) parts[parts.length] = show(val, depth + 1, frame, true); }]);
+        return "Set(" + apply(setSize, v, []) + ") {" + (parts.length ? " " + joinParts(parts, ", ") + " " : "") + "}";
+      }
+      if (isArray(v)) {
+        const ld = getOwnDesc(v, "length");
+        const len = ld !== undefined && hasOwn(ld, "value") ? ld.value : 0;
+        const parts = [];
+        setProto(parts, null);
+        const shown = MathMin(len, 100);
+        for (let i = 0; i < shown; i++) {
+          const d = getOwnDesc(v, i);
+          parts[i] = d === undefined ? "<empty>" : hasOwn(d, "value") ? show(d.value, depth + 1, frame, true) : "[Getter]";
+        }
+        if (len > shown) parts[shown] = "... " + (len - shown) + " more items";
+        return "[" + joinParts(parts, ", ") + "]";
+      }
+      const ks = keysOf(v);
+      const parts = [];
+      setProto(parts, null);
+      for (let i = 0; i < ks.length && i < 100; i++) {
+        const k = ks[i];
+        let text;
+        try {
+          const d = getOwnDesc(v, k);
+          text = d === undefined ? "undefined" : hasOwn(d, "value") ? show(d.value, depth + 1, frame, true) : "[Getter]";
+        } catch (_) { text = "[Unreadable]"; }
+        parts[parts.length] = stringify(k) + ": " + text;
+      }
+      if (ks.length > 100) parts[parts.length] = "... " + (ks.length - 100) + " more keys";
+      return "{" + (parts.length ? " " + joinParts(parts, ", ") + " " : "") + "}";
+    } catch (_) {
+      return "[Unprintable]";
+    }
+  }
+  function joinParts(parts, sep) {
+    let out = "";
+    for (let i = 0; i < parts.length; i++) out += (i === 0 ? "" : sep) + parts[i];
+    return out;
+  }
+  function displayText(value) {
+    try { return show(value, 0, null, false); } catch (_) { return "[Unprintable]"; }
+  }
+  function errorJson(e) {
+    let name = "Error", message = "", stack = "";
+    try {
+      if (e !== null && (typeof e === "object" || typeof e === "function")) {
+        const p = errorParts(e);
+        name = p[0];
+        message = p[1];
+        const own = getOwnDesc(e, "stack");
+        let s = own !== undefined && hasOwn(own, "value") ? own.value : undefined;
+        if (s === undefined && errorStack !== undefined) { try { s = apply(errorStack, e, []); } catch (_) { s = undefined; } }
+        stack = typeof s === "string" ? s : "";
+        if (!protoIs(e, ErrorProto)) { name = "Error"; message = "uncaught " + displayText(e); }
+      } else {
+        message = "uncaught " + displayText(e);
+      }
+    } catch (_) { message = "uncaught exception"; }
+    return '{"name":' + stringify(name) + ',"message":' + stringify(message) + ',"stack":' + stringify(stack) + "}";
+  }
+`;

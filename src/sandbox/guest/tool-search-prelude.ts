@@ -1,0 +1,90 @@
+/**
+ * The reduced guest prelude of the Tool Search surface (`tool_search_code`, the seed's
+ * openclaw-tool-search.md): a program sees only `openclaw.tools.search/describe/call`
+ * and `console.log/warn/error`. No ALL_TOOLS, `tools`, MCP, namespaces, API, text/json,
+ * yield_control or timers: the seed's runtime exposes nothing else, and a program on
+ * this surface never suspends.
+ *
+ * It speaks the host protocol of ./prelude.ts unchanged (same two host functions, same
+ * op names "search", "describe", "call", the same boot call, and it returns the same
+ * [deliver, run] pair), so the worker's VM session runs either prelude. Value
+ * conversion and console formatting are the hardened fragments code mode uses
+ * (./prelude-marshal.ts, ./prelude-console.ts), spliced in as they are.
+ */
+import { CONSOLE_SOURCE } from "./prelude-console.js";
+import { MARSHAL_SOURCE } from "./prelude-marshal.js";
+
+export const TOOL_SEARCH_PRELUDE_FILENAME = "tool-search-prelude.js";
+
+export const TOOL_SEARCH_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
+  "use strict";
+  const G = globalThis;
+  ${MARSHAL_SOURCE}
+  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
+  function then(p, onOk, onErr) { return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]); }
+
+  const waiting = create(null);
+  const promiseReject = Promise.reject;
+  function request(op, payload) {
+    let id;
+    try { id = hostAsync(op, toJsonText(payload)); } catch (e) { return apply(promiseReject, PromiseCtor, [e]); }
+    return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
+  }
+  let settlement = "";
+  function deliver(id, ok, json) {
+    if (id === "") return settlement;
+    const entry = waiting[id];
+    if (entry === undefined) return false;
+    delete waiting[id];
+    if (ok) { entry[0](json === "" ? undefined : parse(json)); return true; }
+    const data = parse(json);
+    const err = new ErrorCtor(typeof data.message === "string" ? data.message : "");
+    if (typeof data.name === "string" && data.name) defineProperty(err, "name", { value: data.name, writable: true, configurable: true });
+    entry[1](err);
+    return true;
+  }
+  // The boot answer is read for protocol symmetry; this surface needs no catalog in the VM.
+  hostSync("boot", "");
+
+  function idText(value) { return typeof value === "string" ? value : value === undefined || value === null ? "" : toJsonText(value); }
+  const toolsApi = create(null);
+  method(toolsApi, "search", function search(query, options) {
+    const limit = options !== null && typeof options === "object" ? options.limit : undefined;
+    return request("search", { query: typeof query === "string" ? query : idText(query), limit: typeof limit === "number" ? limit : null });
+  });
+  method(toolsApi, "describe", function describe(id) { return request("describe", { id: idText(id) }); });
+  method(toolsApi, "call", function call(id, args) { return request("call", { id: idText(id), input: args === undefined ? {} : args }); });
+  freeze(toolsApi);
+  const openclaw = create(null);
+  method(openclaw, "tools", toolsApi);
+  freeze(openclaw);
+
+  ${CONSOLE_SOURCE}
+  const reducedConsole = create(null);
+  method(reducedConsole, "log", console.log);
+  method(reducedConsole, "warn", console.warn);
+  method(reducedConsole, "error", console.error);
+  freeze(reducedConsole);
+
+  defineProperty(G, "openclaw", { value: openclaw, enumerable: false, writable: false, configurable: false });
+  defineProperty(G, "console", { value: reducedConsole, enumerable: false, writable: false, configurable: false });
+
+  function settle(ok, text) {
+    if (settlement !== "") return;
+    settlement = (ok ? "1" : "0") + text;
+    hostSync(ok ? "result" : "error", text);
+  }
+  let started = false;
+  function run(cell) {
+    if (started) return;
+    started = true;
+    let p;
+    try { p = cell(); } catch (e) { settle(false, errorJson(e)); return; }
+    then(p, (v) => {
+      let text;
+      try { text = toJsonText(v); } catch (e) { settle(false, errorJson(e)); return; }
+      settle(true, text);
+    }, (e) => { settle(false, errorJson(e)); });
+  }
+  return [deliver, run];
+})`;
