@@ -79,7 +79,9 @@ describe("cancellation reaches the engine", () => {
     // One thread, one exec per worker: one runs, two may queue (threads x execs per worker x 2).
     const scope = await openEmptyRun(control, "queue");
     const controller = new AbortController();
-    const busy = Array.from({ length: 3 }, () => collectStream(sandbox.exec({ scope, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined));
+    // Each hostile exec in its own agent run: one run may hold only half the slots (its fair share).
+    const others = await Promise.all(Array.from({ length: 3 }, () => openEmptyRun(control, "busy")));
+    const busy = others.map((s) => collectStream(sandbox.exec({ scope: s, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined));
     await new Promise((r) => setTimeout(r, 500));
     await expect(collectStream(sandbox.exec({ scope, code: "return 1" }))).rejects.toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/at capacity/) });
     controller.abort();
@@ -91,5 +93,15 @@ describe("cancellation reaches the engine", () => {
       if (served === undefined) await new Promise((r) => setTimeout(r, 100));
     }
     expect(served).toBe("served");
+  });
+
+  it("one agent run gets a fair share of the slots: a second exec of a run whose exec computes is refused", async () => {
+    const scope = await openEmptyRun(control, "greedy");
+    const controller = new AbortController();
+    const busy = collectStream(sandbox.exec({ scope, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 300));
+    await expect(collectStream(sandbox.exec({ scope, code: "return 1" }))).rejects.toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/fair share/) });
+    controller.abort();
+    await busy;
   });
 });

@@ -70,6 +70,12 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
    * suspend in time).
    */
   const inFlight = new Set<{ suspend: AbortController; cancel: AbortController }>();
+  /**
+   * Execs in flight per agent run (scope key). One run may hold at most half of the pool's
+   * slots, so CPU-bound guests of one run cannot starve every other run of the sidecar.
+   */
+  const perRun = new Map<string, number>();
+  const maxPerRun = Math.max(1, Math.floor(pool.slots / 2));
   const tracked = async (body: (drainSignal: AbortSignal, suspendSignal: AbortSignal) => Promise<void>): Promise<void> => {
     const entry = { suspend: new AbortController(), cancel: new AbortController() };
     inFlight.add(entry);
@@ -135,20 +141,39 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if (pool.saturated) {
           throw new ServiceError("resource_exhausted", `this sidecar is at capacity (${pool.maxQueue} execs already wait for a worker); retry later or send the exec to another sidecar`);
         }
-
-        const outcome = await seg.run(
-          {
-            kind: "exec",
-            source: input.code,
-            language: input.language,
-            limits: limitsOf(config),
-            catalog: run.catalog?.guest ?? EMPTY_GUEST_CATALOG,
-            contextJson: run.catalog?.guest.needsContext ? runContextJson(scope, config) : "null",
-            outputBytesUsed: 0,
-          },
-          AbortSignal.any([stream.signal, drainSignal]),
-          suspendSignal,
-        );
+        if ((perRun.get(scopeKey) ?? 0) >= maxPerRun) {
+          throw new ServiceError("resource_exhausted", `this agent run already has ${maxPerRun} execs in flight on this sidecar, its fair share; wait for one to finish`);
+        }
+        perRun.set(scopeKey, (perRun.get(scopeKey) ?? 0) + 1);
+        // A cancelled exec stops counting at once: its gateway no longer waits for it.
+        let counted = true;
+        const release = () => {
+          if (!counted) return;
+          counted = false;
+          const n = (perRun.get(scopeKey) ?? 1) - 1;
+          if (n > 0) perRun.set(scopeKey, n);
+          else perRun.delete(scopeKey);
+        };
+        stream.signal.addEventListener("abort", release, { once: true });
+        let outcome;
+        try {
+          outcome = await seg.run(
+            {
+              kind: "exec",
+              source: input.code,
+              language: input.language,
+              limits: limitsOf(config),
+              catalog: run.catalog?.guest ?? EMPTY_GUEST_CATALOG,
+              contextJson: run.catalog?.guest.needsContext ? runContextJson(scope, config) : "null",
+              outputBytesUsed: 0,
+            },
+            AbortSignal.any([stream.signal, drainSignal]),
+            suspendSignal,
+          );
+        } finally {
+          stream.signal.removeEventListener("abort", release);
+          release();
+        }
         await endSegment(seg, outcome, { scope, scopeKey, codeModeRunId, execCallId, config, catalogVersion: run.catalog?.version ?? "", link, sealer, signal: stream.signal });
       });
     },

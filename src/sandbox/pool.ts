@@ -68,13 +68,16 @@ export class SandboxPool {
   private readonly log: Logger;
   private closed = false;
   readonly threads: number;
-  /** Execs that may wait for a free worker slot before new ones are refused. */
+  /** Execs the pool runs at once: threads times execs per worker. */
+  readonly slots: number;
+  /** Execs that may wait for a free worker slot before new ones are refused: two more rounds of every slot. */
   readonly maxQueue: number;
 
-  private constructor(piscina: Piscina, threads: number, maxQueue: number, log: Logger) {
+  private constructor(piscina: Piscina, threads: number, slots: number, log: Logger) {
     this.piscina = piscina;
     this.threads = threads;
-    this.maxQueue = maxQueue;
+    this.slots = slots;
+    this.maxQueue = slots * 2;
     this.log = log;
   }
 
@@ -100,9 +103,7 @@ export class SandboxPool {
       atomics: "disabled",
     });
     piscina.on("error", (err: unknown) => options.log.error({ err }, "pool worker error"));
-    // Room for two more rounds of every slot: beyond that, queueing only adds latency.
-    const maxQueue = threads * Math.max(1, options.execsPerWorker ?? 8) * 2;
-    return new SandboxPool(piscina, threads, maxQueue, options.log);
+    return new SandboxPool(piscina, threads, threads * Math.max(1, options.execsPerWorker ?? 8), options.log);
   }
 
   get utilization(): number {

@@ -33,7 +33,35 @@ export function cellPosition(line: number, column: number): { line: number; colu
 }
 
 /** The model-facing message of an uncaught guest error (JSON from the prelude). */
-export function guestErrorMessage(errorJson: string): string {
+/**
+ * Where in the model's source a property access on a literal `null`/`undefined` is, for
+ * the errors QuickJS records no position for: only when the source has exactly one such
+ * access to that property, so the answer is never a guess between two places.
+ */
+function literalAccessPosition(message: string, source: string): { line: number; column: number } | undefined {
+  const m = /^cannot (?:read|set) property '([^']{1,100})' of (null|undefined)$/.exec(message);
+  if (!m) return undefined;
+  const prop = m[1]!.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const re = new RegExp(`\\b${m[2]}\\s*(?:\\?\\.|\\.)\\s*${prop}\\b|\\b${m[2]}\\s*\\[\\s*["']${prop}["']\\s*\\]`, "g");
+  const hits = [...source.slice(0, 1_000_000).matchAll(re)];
+  if (hits.length !== 1) return undefined;
+  const before = source.slice(0, hits[0]!.index);
+  const line = before.split("\n").length;
+  return { line, column: before.length - before.lastIndexOf("\n") };
+}
+
+/** True when the source at line:column starts an access of `prop` (`o.prop`, `o?.prop`, `a.b().prop`...). */
+function accessAt(source: string, line: number, column: number, prop: string): boolean {
+  const text = source.split("\n")[line - 1];
+  if (text === undefined) return false;
+  const rest = text.slice(column - 1);
+  const escaped = prop.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  // An identifier, then a chain of member accesses, calls and indexes, ending in .prop or ["prop"].
+  const chain = String.raw`^[A-Za-z_$][\w$]*\s*(?:(?:\?\.|\.)\s*[A-Za-z_$][\w$]*\s*|\[[^\]]*\]\s*|\([^)]*\)\s*)*?`;
+  return new RegExp(`${chain}(?:(?:\\?\\.|\\.)\\s*${escaped}\\b|\\[\\s*["']${escaped}["']\\s*\\])`).test(rest);
+}
+
+export function guestErrorMessage(errorJson: string, source = ""): string {
   let data: { name?: unknown; message?: unknown; stack?: unknown };
   try {
     data = JSON.parse(errorJson) as typeof data;
@@ -47,7 +75,19 @@ export function guestErrorMessage(errorJson: string): string {
   // QuickJS records no position for a few operations (a property read on a literal
   // `null`): the frame then points at the cell wrapper itself, which is no place in the
   // model's code, so no position is claimed rather than a wrong one.
-  if (!m || (m[1] === "1" && Number(m[2]) <= CELL_PREFIX.length)) return message ? `${name}: ${message}` : name;
+  if (!m || (m[1] === "1" && Number(m[2]) <= CELL_PREFIX.length)) {
+    const text = message ? `${name}: ${message}` : name;
+    const found = literalAccessPosition(message, source);
+    return found ? `${text} (${formatLocation(found.line, found.column)})` : text;
+  }
   const pos = cellPosition(Number(m[1]), Number(m[2]));
-  return `${message ? `${name}: ${message}` : name} (${formatLocation(pos.line, pos.column)})`;
+  const text = message ? `${name}: ${message}` : name;
+  // For a property access on null/undefined QuickJS points at the object expression; when
+  // the object is the literal `null` it records nothing and the position is a stale one.
+  const access = /^cannot (?:read|set) property '([^']{1,100})' of (?:null|undefined)$/.exec(message);
+  if (access && source && !accessAt(source, pos.line, pos.column, access[1]!)) {
+    const found = literalAccessPosition(message, source);
+    return found ? `${text} (${formatLocation(found.line, found.column)})` : text;
+  }
+  return `${text} (${formatLocation(pos.line, pos.column)})`;
 }

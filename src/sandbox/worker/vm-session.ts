@@ -86,6 +86,8 @@ class GuestSession {
     port.on("message", this.onMessage);
   }
 
+  /** The program's JavaScript (an exec only), to place errors QuickJS gives no position. */
+  source = "";
   /** The surface never suspends (tool_search_code): no snapshot is taken at the deadline. */
   neverSuspends = false;
   /** Set by the main thread through shared memory when the task is cancelled. */
@@ -395,7 +397,7 @@ class GuestSession {
   }
 
   private completion(settled: Settled): TaskOutcome {
-    if (!settled.ok) return this.fail(guestErrorMessage(settled.errorJson));
+    if (!settled.ok) return this.fail(guestErrorMessage(settled.errorJson, this.source));
     const valueBytes = Buffer.byteLength(settled.valueJson, "utf8");
     if (this.outputBytes + valueBytes > this.limits.maxOutputBytes) {
       return this.fail(`code mode result exceeded maxOutputBytes (${this.limits.maxOutputBytes} bytes).`, "output_limit_exceeded");
@@ -427,6 +429,7 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
   if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
   session.neverSuspends = task.surface === "tool_search";
+  session.source = cellSource;
   try {
     const extensions = await extensionDescriptors(extensionsFor(cellSource));
     const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
