@@ -19,7 +19,7 @@ COPY --from=build /app/dist ./dist
 COPY bin ./bin
 COPY proto ./proto
 USER node
-EXPOSE 7300 7301
+EXPOSE 7300 7301 7302
 # gRPC health through the image's own CLI (no grpc_health_probe binary): exit 0 when SERVING.
 # A sidecar is NOT_SERVING while its orchestrator link is down or it drains. For a container
 # that runs only the orchestrator, set CODEMODE_HEALTH_ADDRESS=127.0.0.1:7301.
@@ -27,7 +27,8 @@ ENV CODEMODE_HEALTH_ADDRESS=127.0.0.1:7300
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "/app/bin/codemode.js", "health", "--timeout-ms", "4000"]
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/codemode.js"]
-# Override with: sandbox --sandbox-address 0.0.0.0:7300 --orchestrator-address orchestrator:7301
-#                (every sidecar replica with the same CODEMODE_SNAPSHOT_KEY secret, >= 32 chars)
-#            or: orchestrator --orchestrator-address 0.0.0.0:7301 --store redis://redis:6379
+# Override with: sandbox --sandbox-address 0.0.0.0:7300 --orchestrator-address orchestrator:7302
+#                (every sidecar replica with the same CODEMODE_SNAPSHOT_KEY secret, >= 32 chars;
+#                the orchestrator's link port, with CODEMODE_LINK_TOKEN)
+#            or: orchestrator --orchestrator-address 0.0.0.0:7301 --link-address 0.0.0.0:7302 --store redis://redis:6379
 CMD ["start", "--sandbox-address", "0.0.0.0:7300", "--orchestrator-address", "0.0.0.0:7301"]

@@ -49,7 +49,7 @@ describe("Kubernetes manifests: schema", () => {
   it("has the objects an operator needs", () => {
     const kinds = manifests.map((m) => `${m.obj.kind}/${m.obj.metadata.name}`).sort();
     expect(kinds).toEqual(
-      expect.arrayContaining(["Deployment/agent-gateway", "Deployment/codemode-orchestrator", "Service/codemode-orchestrator", "StatefulSet/codemode-redis", "Service/codemode-redis", "Secret/codemode-snapshot-key"]),
+      expect.arrayContaining(["Deployment/agent-gateway", "Deployment/codemode-orchestrator", "Service/codemode-orchestrator", "StatefulSet/codemode-redis", "Service/codemode-redis", "Secret/codemode-snapshot-key", "Secret/codemode-link-token"]),
     );
   });
 
@@ -97,6 +97,8 @@ describe("Kubernetes manifests: consistent with each other and with the product"
       const args = c.args as string[];
       const ports = Object.fromEntries((c.ports as Obj[]).map((p) => [p.name, p.containerPort]));
       expect(ports.grpc).toBe(portOf(flag(args, listenFlag(args))!));
+      // The orchestrator serves SidecarLink on its own port.
+      if (args[0] === "orchestrator") expect(ports.link).toBe(portOf(flag(args, "--link-address")!));
       expect(ports.metrics).toBe(portOf(flag(args, "--metrics-address")!));
       expect(c.readinessProbe.grpc).toEqual({ port: ports.grpc, service: "" });
       expect(c.livenessProbe.grpc).toEqual({ port: ports.grpc, service: "liveness" });
@@ -115,27 +117,35 @@ describe("Kubernetes manifests: consistent with each other and with the product"
     const servicePort = (hostPort: string) => byName("Service", hostOf(hostPort))?.spec.ports.map((p: Obj) => p.port) ?? [];
     const sandbox = codemodeContainers().find(({ c }) => c.args[0] === "sandbox")!;
     const orchestrator = codemodeContainers().find(({ c }) => c.args[0] === "orchestrator")!;
+    // The sidecar dials the orchestrator's link port through the Service.
     const orchAddr = flag(sandbox.c.args, "--orchestrator-address")!;
     expect(servicePort(orchAddr)).toContain(portOf(orchAddr));
+    expect(portOf(orchAddr)).toBe(portOf(flag(orchestrator.c.args, "--link-address")!));
     expect(byName("Service", hostOf(orchAddr))!.spec.selector["app.kubernetes.io/name"]).toBe(orchestrator.w.spec.template.metadata.labels["app.kubernetes.io/name"]);
     const redis = new URL(flag(orchestrator.c.args, "--store")!);
     expect(servicePort(`${redis.hostname}:${redis.port}`)).toContain(Number(redis.port));
     expect(orchestrator.w.spec.replicas).toBeGreaterThanOrEqual(2);
-    // The gateway dials the same orchestrator and its own sidecar on localhost.
+    // The gateway dials the same orchestrator's Control port and its own sidecar on localhost.
     const gateway = (sandbox.w.spec.template.spec.containers as Obj[]).find((c) => !isCodemode(c))!;
     const env = Object.fromEntries((gateway.env as Obj[]).map((e) => [e.name, e.value]));
-    expect(env.CODEMODE_ORCHESTRATOR_ADDRESS).toBe(orchAddr);
+    expect(env.CODEMODE_ORCHESTRATOR_ADDRESS).toBe(`${hostOf(orchAddr)}:${portOf(flag(orchestrator.c.args, "--orchestrator-address")!)}`);
+    expect(servicePort(env.CODEMODE_ORCHESTRATOR_ADDRESS)).toContain(portOf(env.CODEMODE_ORCHESTRATOR_ADDRESS));
     expect(env.CODEMODE_SANDBOX_ADDRESS).toBe(`127.0.0.1:${portOf(flag(sandbox.c.args, "--sandbox-address")!)}`);
     // The key: a Secret with that key, long enough for the sidecar to accept it.
     const ref = (sandbox.c.env as Obj[]).find((e) => e.name === "CODEMODE_SNAPSHOT_KEY")!.valueFrom.secretKeyRef;
     const secret = byName("Secret", ref.name)!;
     expect(String(secret.stringData[ref.key]).length).toBeGreaterThanOrEqual(32);
+    // The link token: the same Secret key on both ends of the link.
+    const linkRef = (c: Obj) => (c.env as Obj[]).find((e) => e.name === "CODEMODE_LINK_TOKEN")!.valueFrom.secretKeyRef;
+    expect(linkRef(sandbox.c)).toEqual(linkRef(orchestrator.c));
+    expect(String(byName("Secret", linkRef(sandbox.c).name)!.stringData[linkRef(sandbox.c).key])).toMatch(/^[\x21-\x7e]{32,}$/);
     // Network policies select real pods; the orchestrator's admits the gateway pods.
     for (const np of of("NetworkPolicy")) {
       expect(workloads().some((w) => Object.entries(np.spec.podSelector.matchLabels as Record<string, string>).every(([k, v]) => w.spec.template.metadata.labels[k] === v)), np.metadata.name).toBe(true);
     }
     const admit = byName("NetworkPolicy", "codemode-orchestrator")!.spec.ingress[0].from[0].podSelector.matchLabels as Record<string, string>;
     expect(Object.entries(admit).every(([k, v]) => sandbox.w.spec.template.metadata.labels[k] === v)).toBe(true);
+    expect(byName("NetworkPolicy", "codemode-orchestrator")!.spec.ingress[0].ports.map((p: Obj) => p.port).sort()).toEqual([portOf(flag(orchestrator.c.args, "--orchestrator-address")!), portOf(orchAddr)].sort());
   });
 });
 
@@ -151,7 +161,9 @@ describe("compose.yaml", () => {
       const target = flag(s.command, "--orchestrator-address")!;
       // Every orchestrator answers to the name the sidecars dial: a link fails over to the other.
       for (const a of aliases) expect(a, name).toContain(hostOf(target));
-      expect(portOf(target)).toBe(portOf(flag(role("orchestrator")[0]![1].command, "--orchestrator-address")!));
+      // The orchestrators' link port, not Control.
+      expect(portOf(target)).toBe(portOf(flag(role("orchestrator")[0]![1].command, "--link-address")!));
+      expect(s.environment.CODEMODE_LINK_TOKEN).toBe(role("orchestrator")[0]![1].environment.CODEMODE_LINK_TOKEN);
       expect(s.environment.CODEMODE_SNAPSHOT_KEY).toBe(role("sandbox")[0]![1].environment.CODEMODE_SNAPSHOT_KEY);
       expect(s.environment.CODEMODE_SNAPSHOT_KEY).toMatch(/^\$\{CODEMODE_SNAPSHOT_KEY:\?/);
     }
@@ -178,7 +190,7 @@ describe("every codemode command line in deploy/ starts the product", () => {
   let orchestrator: Proc;
   beforeAll(async () => {
     redis = await startRedis();
-    orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0"]);
+    orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"]);
   });
   afterAll(async () => {
     await orchestrator?.stop();
@@ -189,8 +201,8 @@ describe("every codemode command line in deploy/ starts the product", () => {
   const localize = (args: string[]) =>
     args.map((a, i) => {
       const prev = args[i - 1];
-      if (prev === "--metrics-address" || prev === listenFlag(args)) return "127.0.0.1:0";
-      if (prev === "--orchestrator-address") return orchestrator.ready.orchestrator!;
+      if (prev === "--metrics-address" || prev === "--link-address" || prev === listenFlag(args)) return "127.0.0.1:0";
+      if (prev === "--orchestrator-address") return orchestrator.ready.link!;
       if (prev === "--store") return redis.url;
       return a;
     });
@@ -205,7 +217,7 @@ describe("every codemode command line in deploy/ starts the product", () => {
     for (const args of distinct) {
       const proc = await spawnCodemode(args, { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY });
       try {
-        expect(Object.keys(proc.ready).sort(), args.join(" ")).toEqual([args[0]!, "metrics"].sort());
+        expect(Object.keys(proc.ready).sort(), args.join(" ")).toEqual([args[0]!, "metrics", ...(args[0] === "orchestrator" ? ["link"] : [])].sort());
         const grpcAt = proc.ready[args[0]!]!;
         const health = (service: string) => spawnSync(process.execPath, [BIN, "health", "--address", grpcAt, "--service", service], { encoding: "utf8" }).status;
         expect(health("liveness")).toBe(0);

@@ -112,9 +112,9 @@ describe("SIGTERM drains", () => {
 
   it("with a shared Redis store, a run suspended by a draining sidecar is continued by another", async () => {
     const redis = await startRedis();
-    const orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--store", redis.url]);
+    const orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--store", redis.url]);
     const env = { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY };
-    const sidecarArgs = ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestrator.ready.orchestrator!];
+    const sidecarArgs = ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestrator.ready.link!];
     const a = await spawnCodemode([...sidecarArgs, "--drain-timeout-ms", "1000"], env);
     const b = await spawnCodemode(sidecarArgs, env);
     const control = createClient(Control, orchestrator.ready.orchestrator!);

@@ -83,16 +83,19 @@ const isUnavailable = (err: unknown) => (err as ServiceError)?.code === "unavail
 
 let redis: RedisServer;
 let balancer: Awaited<ReturnType<typeof startBalancer>>;
+/** The Service's second port: the orchestrators' SidecarLink ports. */
+let linkBalancer: Awaited<ReturnType<typeof startBalancer>>;
 const orchestrators: Proc[] = [];
 const sides: Side[] = [];
 let control: ServiceClient<typeof Control.method>;
 
 beforeAll(async () => {
   redis = await startRedis();
-  for (let i = 0; i < 2; i++) orchestrators.push(await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--store", redis.url, "--max-suspended-runs", "200"]));
+  for (let i = 0; i < 2; i++) orchestrators.push(await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--store", redis.url, "--max-suspended-runs", "200"]));
   balancer = await startBalancer(orchestrators.map((o) => o.ready.orchestrator!));
+  linkBalancer = await startBalancer(orchestrators.map((o) => o.ready.link!));
   for (let i = 0; i < 2; i++) {
-    const proc = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", balancer.address, "--threads", "1"], { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY });
+    const proc = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", linkBalancer.address, "--threads", "1"], { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY });
     sides.push({ proc, address: proc.ready.sandbox!, client: createClient(Sandbox, proc.ready.sandbox!), dead: false });
   }
   control = createClient(Control, balancer.address);
@@ -106,6 +109,7 @@ afterAll(async () => {
   }
   for (const o of orchestrators) if (o.child.exitCode === null && o.child.signalCode === null) expect(await o.stop()).toBe(0);
   await balancer?.close();
+  await linkBalancer?.close();
   await redis?.stop();
 });
 

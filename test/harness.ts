@@ -139,6 +139,8 @@ export const SHARED_SNAPSHOT_KEY = "test-snapshot-key-0123456789abcdef0123456789
 export type Cluster = {
   orchestrator: Proc;
   orchestratorAddress: string;
+  /** The orchestrator's SidecarLink port (what a sidecar's --orchestrator-address names). */
+  linkAddress: string;
   sidecars: Array<{ proc: Proc; address: string; sandbox: ServiceClient<typeof Sandbox.method> }>;
   control: ServiceClient<typeof Control.method>;
   /** Stops the orchestrator and starts it again on the same address with the same flags. */
@@ -149,12 +151,13 @@ export type Cluster = {
 /** An orchestrator and `sidecars` sandbox processes attached to it, each its own process. */
 export async function startCluster(options: { sidecars: number; orchestratorArgs?: string[]; sidecarEnv?: Array<Record<string, string>> }): Promise<Cluster> {
   const orchArgs = options.orchestratorArgs ?? [];
-  let orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", ...orchArgs]);
+  let orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", ...orchArgs]);
   const orchestratorAddress = orchestrator.ready.orchestrator!;
+  const linkAddress = orchestrator.ready.link!;
   const sidecars: Cluster["sidecars"] = [];
   for (let i = 0; i < options.sidecars; i++) {
     const env = { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY, ...(options.sidecarEnv?.[i] ?? {}) };
-    const proc = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestratorAddress, "--threads", "1"], env);
+    const proc = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", linkAddress, "--threads", "1"], env);
     const address = proc.ready.sandbox!;
     sidecars.push({ proc, address, sandbox: createClient(Sandbox, address) });
   }
@@ -164,12 +167,13 @@ export async function startCluster(options: { sidecars: number; orchestratorArgs
       return orchestrator;
     },
     orchestratorAddress,
+    linkAddress,
     sidecars,
     control,
     async restartOrchestrator() {
       const code = await orchestrator.stop();
       if (code !== 0) throw new Error(`orchestrator exited ${code}`);
-      orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", orchestratorAddress, ...orchArgs]);
+      orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", orchestratorAddress, "--link-address", linkAddress, ...orchArgs]);
     },
     async stop() {
       control.close();

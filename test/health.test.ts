@@ -20,12 +20,14 @@ const LINK = "codemode.orchestrator.v1.SidecarLink";
 let orch: Proc;
 let side: Proc;
 let orchAddress: string;
+let linkAddress: string;
 let sideAddress: string;
 
 beforeAll(async () => {
-  orch = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0"]);
+  orch = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"]);
   orchAddress = orch.ready.orchestrator!;
-  side = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchAddress, "--threads", "1"]);
+  linkAddress = orch.ready.link!;
+  side = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", linkAddress, "--threads", "1"]);
   sideAddress = side.ready.sandbox!;
 });
 
@@ -129,7 +131,7 @@ describe("grpc.health.v1.Health", () => {
       expect(down.status).toBe(1);
       expect(down.stderr).toContain(`${sideAddress} "": NOT_SERVING`);
 
-      orch = await spawnCodemode(["orchestrator", "--orchestrator-address", orchAddress]);
+      orch = await spawnCodemode(["orchestrator", "--orchestrator-address", orchAddress, "--link-address", linkAddress]);
       await overall.until("SERVING");
       await sandbox.until("SERVING");
       expect(await s.check(SANDBOX)).toBe("SERVING");

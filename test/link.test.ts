@@ -18,14 +18,15 @@ async function until(check: () => boolean, what: string, ms = 20_000) {
 }
 
 it("the sidecar re-opens its orchestrator link after the orchestrator restarts", async () => {
-  let orch = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0"]);
+  let orch = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"]);
   const orchAddress = orch.ready.orchestrator!;
-  const side = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchAddress, "--threads", "1"]);
+  const linkAddress = orch.ready.link!;
+  const side = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", linkAddress, "--threads", "1"]);
   const linkLogs = () => side.stderr.filter((l) => l.includes('"msg":"orchestrator link')).map((l) => (JSON.parse(l) as { link: string }).link);
   await until(() => linkLogs().includes("up"), "link up");
   expect(await orch.stop()).toBe(0);
   await until(() => linkLogs().includes("down"), "link down");
-  orch = await spawnCodemode(["orchestrator", "--orchestrator-address", orchAddress]);
+  orch = await spawnCodemode(["orchestrator", "--orchestrator-address", orchAddress, "--link-address", linkAddress]);
   await until(() => linkLogs().filter((s) => s === "up").length >= 2, "link up again");
   // The restarted orchestrator keeps runs in memory: the run is opened on it.
   const control = createClient(Control, orchAddress);

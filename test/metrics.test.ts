@@ -43,7 +43,7 @@ describe("codemode start --metrics-address", () => {
   });
 
   it("names the metrics port on the ready line, beside the gRPC ports", () => {
-    expect(Object.keys(stack.proc.ready).sort()).toEqual(["metrics", "orchestrator", "sandbox"]);
+    expect(Object.keys(stack.proc.ready).sort()).toEqual(["link", "metrics", "orchestrator", "sandbox"]);
     expect(metricsAt).toMatch(/^127\.0\.0\.1:\d+$/);
     expect(metricsAt.endsWith(":0")).toBe(false);
   });
@@ -137,10 +137,11 @@ describe("codemode sandbox and orchestrator, each with --metrics-address", () =>
   });
 
   it("each process opens its own metrics port; the link gauge follows the orchestrator going away and coming back", async () => {
-    orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"]);
+    orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"]);
     const orchestratorAt = orchestrator.ready.orchestrator!;
-    expect(Object.keys(orchestrator.ready).sort()).toEqual(["metrics", "orchestrator"]);
-    sidecar = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestratorAt, "--threads", "1", "--metrics-address", "127.0.0.1:0"]);
+    const linkAt = orchestrator.ready.link!;
+    expect(Object.keys(orchestrator.ready).sort()).toEqual(["link", "metrics", "orchestrator"]);
+    sidecar = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", linkAt, "--threads", "1", "--metrics-address", "127.0.0.1:0"]);
     expect(Object.keys(sidecar.ready).sort()).toEqual(["metrics", "sandbox"]);
     const sidecarMetrics = sidecar.ready.metrics!;
     const orchestratorMetrics = orchestrator.ready.metrics!;
@@ -182,7 +183,7 @@ describe("codemode sandbox and orchestrator, each with --metrics-address", () =>
     expect(health("")).toBe(1);
     expect(health("liveness")).toBe(0);
 
-    orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", orchestratorAt]);
+    orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", orchestratorAt, "--link-address", linkAt]);
     expect(orchestrator.ready.metrics).toBeUndefined();
     const up = await until((t) => sample(t, "codemode_orchestrator_link_up") === 1, sidecarMetrics);
     expect(sample(up, "codemode_orchestrator_link_changes_total", { state: "up" })).toBeGreaterThanOrEqual(2);

@@ -41,10 +41,10 @@ type Orchestrator = {
 };
 
 async function startOrchestrator(store: string, address = "127.0.0.1:0"): Promise<Orchestrator> {
-  const proc = await spawnCodemode(["orchestrator", "--orchestrator-address", address, "--store", store]);
+  const proc = await spawnCodemode(["orchestrator", "--orchestrator-address", address, "--link-address", "127.0.0.1:0", "--store", store]);
   const at = proc.ready.orchestrator!;
   const control = createClient(Control, at);
-  const link = createClient(SidecarLink, at);
+  const link = createClient(SidecarLink, proc.ready.link!);
   return {
     proc,
     address: at,

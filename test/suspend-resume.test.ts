@@ -148,6 +148,22 @@ describe("exec → waiting → wait on another sidecar (seed E2E 12–16)", () =
   });
 });
 
+describe("answers for live calls on another sidecar", () => {
+  it("an answer sent to the wrong sidecar is forwarded to the one whose live VM awaits it", async () => {
+    const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 20_000 } });
+    let callId = "";
+    const onA = execute({ sandbox: A() }, { scope, code: `const r = await tools.slow_lookup({ key: "k" }); return "live " + r;` }, (c) => (callId = c.callId));
+    for (let i = 0; i < 100 && !callId; i++) await new Promise((r) => setTimeout(r, 50));
+    // The VM is live on A; the gateway answers on B.
+    const res = await B().bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: '"via B"' } });
+    expect(res.deliveredLive).toBe(true);
+    const out = await onA;
+    expect(out.model).toMatchObject({ status: "completed", value: "live via B" });
+    // Still precise: another scope's answer for it is not delivered, and the call is settled now.
+    expect(await errorCode(B().bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: '"again"' } }))).toMatch(/not_found|already_exists|failed_precondition/);
+  });
+});
+
 describe("many runs at once", () => {
   it("24 runs suspended across two sidecars, answered in random order on either, each completes with its own values", async () => {
     // Its own cluster: the shared one has a small cap for the cap test.
@@ -282,7 +298,7 @@ describe("snapshot authentication and the suspended-run cap", () => {
     // The cluster's sidecars have the single CODEMODE_SNAPSHOT_KEY; this one seals under
     // k2 and still reads the cluster's key (listed bare: the same derived id).
     const rotated = await spawnCodemode(
-      ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.orchestratorAddress, "--threads", "1"],
+      ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.linkAddress, "--threads", "1"],
       { CODEMODE_SNAPSHOT_KEYS: `k2:rotated-snapshot-key-0123456789abcdef0123, ${SHARED_SNAPSHOT_KEY}` },
     );
     const { createClient } = await import("../src/protocol/grpc-service.js");

@@ -17,12 +17,14 @@ import { createClient } from "../protocol/grpc-service.js";
 import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
 import { toWireMcpServer, toWireTool } from "../shared/tool-wire.js";
+import { clientSecurity, clientSecurityFlags, SECURITY_USAGE } from "./security-flags.js";
 import { loadToolsModule, type CliTool, type ToolsModule } from "./tools-module.js";
 
 const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javascript|typescript]
                      [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
                      [--tools FILE.mjs] [--allow PATTERN]... [--deny PATTERN]...
-                     [--max-waits N] [--mode code|tool_search_code]`;
+                     [--max-waits N] [--mode code|tool_search_code]
+                     ${SECURITY_USAGE.client}`;
 
 /** Waits followed by default before giving up on a run that keeps waiting. */
 const DEFAULT_MAX_WAITS = 20;
@@ -59,6 +61,7 @@ export async function runExec(argv: string[]): Promise<number> {
         deny: { type: "string", multiple: true },
         "max-waits": { type: "string" },
         mode: { type: "string", default: "code" },
+        ...clientSecurityFlags,
       },
       strict: true,
     });
@@ -77,6 +80,8 @@ export async function runExec(argv: string[]): Promise<number> {
   }
   parseHostPort(values.sandbox, "--sandbox");
   parseHostPort(values.orchestrator, "--orchestrator");
+  // TLS and the gateway bearer token, for both the orchestrator and the sidecar.
+  const security = clientSecurity(values);
   let timeoutMs: number | undefined;
   if (values["timeout-ms"] !== undefined) {
     timeoutMs = Number(values["timeout-ms"]);
@@ -98,7 +103,7 @@ export async function runExec(argv: string[]): Promise<number> {
   const module: ToolsModule = values.tools ? await loadToolsModule(values.tools) : { tools: [], mcpServers: [], namespaces: [] };
   const handlers = new Map<string, CliTool>();
   // Exec and Wait need an open run, with tools or without.
-  const control = createClient(Control, values.orchestrator);
+  const control = createClient(Control, values.orchestrator, {}, security);
   try {
     for (const ns of module.namespaces) await control.registerNamespace({ namespace: ns });
     await control.openRun({
@@ -113,7 +118,7 @@ export async function runExec(argv: string[]): Promise<number> {
   }
   for (const t of module.tools) handlers.set(`${t.source}\0${t.owner}\0${t.name}`, t);
 
-  const sandbox = createClient(Sandbox, values.sandbox);
+  const sandbox = createClient(Sandbox, values.sandbox, {}, security);
   try {
     const answer = async (callId: string, tool: CliTool | undefined, inputJson: string) => {
       let outcome: { case: "resultJson"; value: string } | { case: "error"; value: { name: string; message: string } };

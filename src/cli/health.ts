@@ -2,28 +2,34 @@
  * `codemode health`: one gRPC health Check, for probes on machines without a
  * grpc_health_probe binary (the Dockerfile's HEALTHCHECK). Exit 0 when the service is
  * SERVING, 1 otherwise (NOT_SERVING, unknown service, unreachable), with one line saying
- * which; 2 for usage errors.
+ * which; 2 for usage errors. Health needs no bearer token; on a TLS port give the CA
+ * (`--tls-ca`), and on an mTLS port a client certificate too.
  */
 import * as grpc from "@grpc/grpc-js";
 import { service as healthService } from "grpc-health-check";
 import { parseArgs } from "node:util";
+import { clientConnection, type ClientTls } from "../protocol/credentials.js";
 import { DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { UsageError } from "./exec.js";
+import { clientTls, clientTlsFlags } from "./security-flags.js";
 
 const USAGE = `usage: codemode health [--address HOST:PORT] [--service NAME] [--timeout-ms N]
   --address     default: $CODEMODE_HEALTH_ADDRESS, else ${DEFAULT_SANDBOX_ADDRESS}
   --service     "" (default: the whole server), codemode.sandbox.v1.Sandbox,
                 codemode.orchestrator.v1.Control or codemode.orchestrator.v1.SidecarLink
-  --timeout-ms  default 5000`;
+  --timeout-ms  default 5000
+  --tls-ca FILE [--tls-client-cert FILE --tls-client-key FILE] [--tls-server-name NAME]
+                TLS (mTLS with a client certificate); also CODEMODE_TLS_CA, ...`;
 
 /** Where `codemode health` checks when no --address is given (the image sets it per role). */
 export const HEALTH_ADDRESS_ENV = "CODEMODE_HEALTH_ADDRESS";
 
 type CheckReply = { status: string };
 
-function check(address: string, serviceName: string, timeoutMs: number): Promise<CheckReply> {
+function check(address: string, serviceName: string, timeoutMs: number, tls: ClientTls | undefined): Promise<CheckReply> {
   const Health = grpc.makeGenericClientConstructor(healthService as unknown as grpc.ServiceDefinition, "Health");
-  const client = new Health(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+  const connection = clientConnection(tls ? { tls } : {});
+  const client = new Health(address, connection.credentials, connection.options) as unknown as grpc.Client & {
     check(req: { service: string }, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: CheckReply) => void): void;
   };
   return new Promise<CheckReply>((resolve, reject) => {
@@ -36,7 +42,7 @@ export async function runHealth(argv: string[]): Promise<number> {
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { address: { type: "string" }, service: { type: "string", default: "" }, "timeout-ms": { type: "string", default: "5000" } },
+      options: { address: { type: "string" }, service: { type: "string", default: "" }, "timeout-ms": { type: "string", default: "5000" }, ...clientTlsFlags },
       strict: true,
     }));
   } catch (err) {
@@ -51,8 +57,9 @@ export async function runHealth(argv: string[]): Promise<number> {
   const timeoutMs = Number(values["timeout-ms"]);
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new UsageError(`--timeout-ms must be a positive integer, got ${JSON.stringify(values["timeout-ms"])}\n${USAGE}`);
   const named = JSON.stringify(values.service);
+  const tls = clientTls(values, "");
   try {
-    const { status } = await check(address, values.service, timeoutMs);
+    const { status } = await check(address, values.service, timeoutMs, tls);
     if (status === "SERVING") {
       process.stdout.write(`${address} ${named}: SERVING\n`);
       return 0;

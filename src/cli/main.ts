@@ -6,14 +6,18 @@ import { runExec, UsageError } from "./exec.js";
 import { runHealth } from "./health.js";
 import { runOrchestrator, runSandbox, runStart } from "./serve.js";
 import { runSurface } from "./surface.js";
+import { runMcp } from "./mcp.js";
 
 const HELP = `codemode: a code-mode runtime for AI agents
 
   codemode start          orchestrator + sandbox on localhost (in-memory state)
-  codemode sandbox        a sandbox sidecar (--sandbox-address, --orchestrator-address)
-  codemode orchestrator   the orchestrator (--orchestrator-address)
+  codemode sandbox        a sandbox sidecar (--sandbox-address, --orchestrator-address: the orchestrator's link port)
+  codemode orchestrator   the orchestrator (--orchestrator-address for Control, --link-address for sidecars)
+                          TLS, mTLS and bearer tokens on every port: --tls-cert/--tls-key/--tls-client-ca,
+                          --auth-token-file, --link-tls-*, --link-token-file (README, "Transport security")
   codemode exec           run a program: --code STRING | FILE | - [--mode code|tool_search_code]
   codemode surface        print the model-visible tools and their bytes: --mode code|tool_search_code|tool_search|direct [--tools FILE.mjs]
+  codemode mcp            an MCP server with one tool, codemode.run, over the MCP servers of --config FILE (stdio; --http HOST:PORT)
   codemode health         gRPC health check: [--address HOST:PORT] [--service NAME]; exit 0 when SERVING
 `;
 
@@ -35,6 +39,9 @@ async function main(argv: string[]): Promise<number> {
       return runHealth(rest);
     case "surface":
       return runSurface(rest);
+    case "mcp":
+      await runMcp(rest);
+      return -1;
     case undefined:
     case "help":
     case "--help":
@@ -56,6 +63,6 @@ main(process.argv.slice(2)).then(
     process.exitCode = usage ? 2 : 1;
     // A server that failed to start (e.g. its sandbox pool) may leave others it opened
     // listening (`start`'s orchestrator): exit now instead of hanging without a ready line.
-    if (["start", "sandbox", "orchestrator"].includes(process.argv[2] ?? "")) process.exit();
+    if (["start", "sandbox", "orchestrator", "mcp"].includes(process.argv[2] ?? "")) process.exit();
   },
 );

@@ -1,15 +1,20 @@
 /**
  * `codemode start | sandbox | orchestrator`: reads flags, starts processes, wires signals
  * (SIGTERM/SIGINT drain each process within `--drain-timeout-ms`, then exit 0).
+ * Transport security (TLS, mTLS, bearer tokens, the link's own port) comes from
+ * ./security-flags.ts.
  */
+import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
+import type { ServerTls } from "../protocol/credentials.js";
 import { DEFAULT_DRAIN_MS } from "../protocol/drain.js";
-import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
+import { DEFAULT_LINK_ADDRESS, DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { createLogger } from "../shared/logger.js";
 import { startOrchestrator } from "../orchestrator/server.js";
 import { startSandbox, VERSION } from "../sandbox/server.js";
 import { startTracing } from "../shared/tracing.js";
 import type { Logger } from "../shared/logger.js";
+import { linkClientSecurity, linkClientSecurityFlags, linkServerSecurityFlags, serverSecurity, serverSecurityFlags } from "./security-flags.js";
 import { onShutdown } from "./signals.js";
 
 function intFlag(value: string | undefined, flag: string): number | undefined {
@@ -40,13 +45,13 @@ const metricsFlags = {
  * `--metrics-address HOST:PORT`: a Prometheus registry and its HTTP server, started
  * before anything else so a taken port fails fast; none without the flag.
  */
-async function metricsFor(values: { "metrics-address"?: string | undefined }, log: Logger) {
+async function metricsFor(values: { "metrics-address"?: string | undefined }, log: Logger, tls?: ServerTls) {
   const v = values["metrics-address"];
   if (v === undefined) return { registry: undefined, ready: "", close: async () => {} };
   const listen = parseHostPort(v, "--metrics-address");
   const { createMetricsRegistry, startMetricsServer } = await import("../shared/metrics-server.js");
   const registry = createMetricsRegistry();
-  const server = await startMetricsServer(registry, listen, log);
+  const server = await startMetricsServer(registry, listen, log, tls);
   return { registry, ready: ` metrics=${server.address}`, close: () => server.close() };
 }
 
@@ -71,25 +76,49 @@ export async function runStart(argv: string[]): Promise<void> {
     options: {
       "sandbox-address": { type: "string", default: DEFAULT_SANDBOX_ADDRESS },
       "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
+      // The embedded sidecar's link: a free loopback port unless given.
+      "link-address": { type: "string", default: "127.0.0.1:0" },
       ...poolFlags,
       ...storeFlags,
       ...drainFlags,
       ...metricsFlags,
+      ...serverSecurityFlags,
+      ...linkServerSecurityFlags,
+      ...linkClientSecurityFlags,
     },
     strict: true,
   });
   const budget = drainBudget(values);
   const sandboxAt = parseHostPort(values["sandbox-address"], "--sandbox-address");
   const orchestratorAt = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
+  const linkAt = parseHostPort(values["link-address"], "--link-address");
+  // The gateway ports (sandbox, Control, metrics) share one configuration; the link has its own.
+  const security = serverSecurity(values, "");
+  const linkServer = serverSecurity(values, "link-");
+  const linkClient = linkClientSecurity(values);
+  if (linkServer.token === undefined) {
+    // No link token configured: a per-process one, so nothing but this process's sidecar can attach.
+    linkServer.token = linkClient.token = randomBytes(32).toString("base64url");
+  }
   const log = createLogger("codemode");
-  const metrics = await metricsFor(values, log);
+  const metrics = await metricsFor(values, log, security.tls);
   const tracing = await startTracing("codemode", VERSION, log);
-  const orchestrator = await startOrchestrator({ listen: orchestratorAt, log: log.child({ process: "orchestrator" }), ...storeOptions(values), ...(metrics.registry ? { metrics: metrics.registry } : {}) });
+  const orchestrator = await startOrchestrator({
+    listen: orchestratorAt,
+    linkListen: linkAt,
+    security,
+    linkSecurity: linkServer,
+    log: log.child({ process: "orchestrator" }),
+    ...storeOptions(values),
+    ...(metrics.registry ? { metrics: metrics.registry } : {}),
+  });
   const threads = intFlag(values.threads, "--threads");
   const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
   const sandbox = await startSandbox({
     listen: sandboxAt,
-    orchestrator: orchestrator.address,
+    orchestrator: orchestrator.linkAddress,
+    security,
+    linkSecurity: linkClient,
     log: log.child({ process: "sandbox" }),
     // One process, one sidecar: a per-process key is enough unless one is configured.
     singleSidecar: true,
@@ -97,7 +126,7 @@ export async function runStart(argv: string[]): Promise<void> {
     ...(threads !== undefined ? { threads } : {}),
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
   });
-  process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address}${metrics.ready}\n`);
+  process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   onShutdown(log, async () => {
     // Both report NOT_SERVING at once; the orchestrator keeps serving while the sidecar drains.
     const started = Date.now();
@@ -113,24 +142,31 @@ export async function runSandbox(argv: string[]): Promise<void> {
     args: argv,
     options: {
       "sandbox-address": { type: "string", default: DEFAULT_SANDBOX_ADDRESS },
-      "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
+      // The orchestrator's link port (its --link-address), not its Control port.
+      "orchestrator-address": { type: "string", default: DEFAULT_LINK_ADDRESS },
       ...poolFlags,
       ...drainFlags,
       ...metricsFlags,
+      ...serverSecurityFlags,
+      ...linkClientSecurityFlags,
     },
     strict: true,
   });
   const budget = drainBudget(values);
   const listen = parseHostPort(values["sandbox-address"], "--sandbox-address");
   parseHostPort(values["orchestrator-address"], "--orchestrator-address");
+  const security = serverSecurity(values, "");
+  const linkSecurity = linkClientSecurity(values);
   const log = createLogger("codemode-sandbox");
-  const metrics = await metricsFor(values, log);
+  const metrics = await metricsFor(values, log, security.tls);
   const tracing = await startTracing("codemode-sandbox", VERSION, log);
   const threads = intFlag(values.threads, "--threads");
   const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
   const sandbox = await startSandbox({
     listen,
     orchestrator: values["orchestrator-address"],
+    security,
+    linkSecurity,
     log,
     ...(metrics.registry ? { metrics: metrics.registry } : {}),
     ...(threads !== undefined ? { threads } : {}),
@@ -146,15 +182,26 @@ export async function runSandbox(argv: string[]): Promise<void> {
 export async function runOrchestrator(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS }, ...storeFlags, ...drainFlags, ...metricsFlags },
+    options: {
+      "orchestrator-address": { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
+      "link-address": { type: "string", default: DEFAULT_LINK_ADDRESS },
+      ...storeFlags,
+      ...drainFlags,
+      ...metricsFlags,
+      ...serverSecurityFlags,
+      ...linkServerSecurityFlags,
+    },
     strict: true,
   });
   const budget = drainBudget(values);
   const listen = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
+  const linkListen = parseHostPort(values["link-address"], "--link-address");
+  const security = serverSecurity(values, "");
+  const linkSecurity = serverSecurity(values, "link-");
   const log = createLogger("codemode-orchestrator");
-  const metrics = await metricsFor(values, log);
-  const orchestrator = await startOrchestrator({ listen, log, ...storeOptions(values), ...(metrics.registry ? { metrics: metrics.registry } : {}) });
-  process.stdout.write(`ready orchestrator=${orchestrator.address}${metrics.ready}\n`);
+  const metrics = await metricsFor(values, log, security.tls);
+  const orchestrator = await startOrchestrator({ listen, linkListen, security, linkSecurity, log, ...storeOptions(values), ...(metrics.registry ? { metrics: metrics.registry } : {}) });
+  process.stdout.write(`ready orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   onShutdown(log, async () => {
     await orchestrator.drain(budget);
     await metrics.close();

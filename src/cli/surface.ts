@@ -13,10 +13,12 @@ import { DEFAULT_ORCHESTRATOR_ADDRESS, parseHostPort } from "../shared/address.j
 import { newId } from "../shared/ids.js";
 import { toWireMcpServer, toWireTool } from "../shared/tool-wire.js";
 import { UsageError } from "./exec.js";
+import { clientSecurity, clientSecurityFlags, SECURITY_USAGE } from "./security-flags.js";
 import { loadToolsModule, type ToolsModule } from "./tools-module.js";
 
 const USAGE = `usage: codemode surface --mode code|tool_search_code|tool_search|direct [--tools FILE.mjs]
-                        [--orchestrator HOST:PORT] [--allow PATTERN]... [--deny PATTERN]...`;
+                        [--orchestrator HOST:PORT] [--allow PATTERN]... [--deny PATTERN]...
+                        ${SECURITY_USAGE.client}`;
 
 export const SURFACE_MODES = ["code", "tool_search_code", "tool_search", "direct"] as const;
 export type SurfaceMode = (typeof SURFACE_MODES)[number];
@@ -54,6 +56,7 @@ export async function runSurface(argv: string[]): Promise<number> {
         orchestrator: { type: "string", default: DEFAULT_ORCHESTRATOR_ADDRESS },
         allow: { type: "string", multiple: true },
         deny: { type: "string", multiple: true },
+        ...clientSecurityFlags,
       },
       strict: true,
     });
@@ -67,7 +70,7 @@ export async function runSurface(argv: string[]): Promise<number> {
   const module: ToolsModule = values.tools ? await loadToolsModule(values.tools) : { tools: [], mcpServers: [], namespaces: [] };
   const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", agentRunId: newId("run", 8) };
   const selection = surfaceSelection(mode);
-  const control = createClient(Control, values.orchestrator);
+  const control = createClient(Control, values.orchestrator, {}, clientSecurity(values));
   try {
     for (const ns of module.namespaces) await control.registerNamespace({ namespace: ns });
     const opened = await control.openRun({

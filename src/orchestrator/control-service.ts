@@ -11,6 +11,7 @@ import { ServiceError } from "../protocol/service-error.js";
 import { SurfaceKind } from "../gen/codemode/common/v1/common_pb.js";
 import { ConfigError, parseCodeModeConfig, parseToolSearchConfig } from "../shared/config.js";
 import { configLayerFromWire, toolSearchLayerFromWire } from "../shared/config-wire.js";
+import { mcpRunLayerFromWire, parseMcpRunConfig } from "../shared/mcp-run/config.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
 import { NO_OPEN_RUN, requireScope } from "../shared/scope.js";
@@ -30,6 +31,7 @@ const KIND_ENUM = {
   tool_search: SurfaceKind.TOOL_SEARCH_TOOLS,
   direct: SurfaceKind.DIRECT,
   none: SurfaceKind.NONE,
+  mcp_run: SurfaceKind.MCP_RUN,
 } as const;
 
 export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView) {
@@ -41,6 +43,9 @@ export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView) {
     toolSearch: parseToolSearchConfig(run.toolSearch),
     codeModeExplicit: run.config.enabled === true,
     ...(run.fallbackReason ? { fallbackReason: run.fallbackReason } : {}),
+    mcpRun: parseMcpRunConfig(run.mcpRun),
+    mcpServers: run.mcpServers ?? [],
+    viewVersion: run.viewVersion,
   });
   const counts = sourceCounts(run.view);
   return {
@@ -69,10 +74,12 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
       const scope = requireScope(req.scope);
       const layer = configLayerFromWire(req.config);
       const toolSearch = toolSearchLayerFromWire(req.toolSearch);
+      const mcpRun = mcpRunLayerFromWire(req.mcpRun);
       let config;
       try {
         config = parseCodeModeConfig(layer);
         parseToolSearchConfig(toolSearch);
+        parseMcpRunConfig(mcpRun);
       } catch (err) {
         if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
         throw err;
@@ -101,6 +108,7 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
         viewVersion: viewVersion(catalog.id, rules, config.coreSourceName),
         openedAtMs: Date.now(),
         ...(req.toolSearch ? { toolSearch } : {}),
+        ...(req.mcpRun ? { mcpRun } : {}),
       };
       await runs.open(run);
       log.info({ agentRunId: scope.agentRunId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");

@@ -9,16 +9,22 @@ import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { parseCodeModeConfig } from "../shared/config.js";
 import { configLayerToWire } from "../shared/config-wire.js";
 import { parseToolSearchConfig } from "../shared/config.js";
+import { mcpRunToWire, parseMcpRunConfig } from "../shared/mcp-run/config.js";
 import type { Logger } from "../shared/logger.js";
 import { ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { requireScope } from "../shared/scope.js";
 import { surfaceOf } from "./control-service.js";
 import type { RunRegistry } from "./runs.js";
 import type { RunNamespaces } from "./namespaces/run-namespaces.js";
+import type { LiveForwarder } from "./live-forward.js";
+import { answerToWire } from "../shared/link-wire.js";
 
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
 export type AttachedSidecar = { sidecarId: string; address: string; peer: string; attachedAtMs: number; lastSeenMs: number };
+
+/** Resolved-run derivations kept (by view version and spec). */
+const MAX_DERIVED = 256;
 
 function replayFromWire(r: { text: string; bytes: bigint; sha256: string }) {
   return { text: r.text, bytes: Number(r.bytes), sha256: r.sha256 };
@@ -27,10 +33,12 @@ function replayFromWire(r: { text: string; bytes: bigint; sha256: string }) {
 export function linkHandlers(deps: {
   runs: RunRegistry;
   namespaces: RunNamespaces;
+  live: LiveForwarder;
   orchestratorId: string;
   log: Logger;
   sidecars: Map<string, AttachedSidecar>;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
+  const derivedCache = new Map<string, { surface: ReturnType<typeof surfaceOf>; config: ReturnType<typeof configLayerToWire>; toolSearch: ReturnType<typeof parseToolSearchConfig>; mcpRun: ReturnType<typeof mcpRunToWire> }>();
   const { runs, log, sidecars } = deps;
   /**
    * A tool_search_code program of the run could not start an isolated runtime: from now
@@ -54,6 +62,11 @@ export function linkHandlers(deps: {
             sidecars.set(id, { sidecarId: id, address: msg.message.value.address, peer: stream.peer, attachedAtMs: Date.now(), lastSeenMs: Date.now() });
             log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer }, "sidecar attached");
             stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId } } });
+            deps.live.attach(id, (requestId, scope, callId, answer) =>
+              stream.send({ message: { case: "deliver", value: { requestId, scope, answer: answerToWire(callId, answer) } } }),
+            );
+          } else if (msg.message.case === "ack") {
+            deps.live.ack(msg.message.value.requestId, msg.message.value.delivered);
           } else if (msg.message.case === "heartbeat") {
             const s = id ? sidecars.get(id) : undefined;
             if (s) s.lastSeenMs = Date.now();
@@ -65,6 +78,7 @@ export function linkHandlers(deps: {
       } finally {
         if (id) {
           sidecars.delete(id);
+          deps.live.detach(id);
           log.info({ sidecarId: id }, "sidecar detached");
         }
       }
@@ -74,11 +88,19 @@ export function linkHandlers(deps: {
       const run = await runs.get(scope);
       if (!run) return { found: false };
       const ns = await deps.namespaces.forRun(run);
-      const surface = surfaceOf(run, ns);
+      // Every exec resolves its run: what follows from the run's spec alone is computed once.
+      const key = JSON.stringify([ns.version, run.config, run.disableTools, run.toolSearch ?? null, run.fallbackReason ?? "", run.catalogToolCount ?? -1, run.mcpRun ?? null]);
+      let derived = derivedCache.get(key);
+      if (!derived) {
+        derived = { surface: surfaceOf(run, ns), config: configLayerToWire(parseCodeModeConfig(run.config)), toolSearch: parseToolSearchConfig(run.toolSearch), mcpRun: mcpRunToWire(parseMcpRunConfig(run.mcpRun)) };
+        derivedCache.set(key, derived);
+        if (derivedCache.size > MAX_DERIVED) derivedCache.delete(derivedCache.keys().next().value!);
+      }
+      const { surface } = derived;
       const include = req.knownCatalogVersion !== ns.version;
       return {
         found: true,
-        config: configLayerToWire(parseCodeModeConfig(run.config)),
+        config: derived.config,
         catalogVersion: ns.version,
         entriesIncluded: include,
         entries: include ? run.view.map((e) => ({ ...e, source: SOURCE_ENUM[e.source] })) : [],
@@ -90,7 +112,8 @@ export function linkHandlers(deps: {
         codeModeActive: surface.codeModeActive,
         inactiveReason: surface.inactiveReason,
         surface: surface.kind,
-        toolSearch: parseToolSearchConfig(run.toolSearch),
+        toolSearch: derived.toolSearch,
+        mcpRun: derived.mcpRun,
       };
     },
     async recordSegment(req) {

@@ -7,6 +7,7 @@
  * the default) and Redis (./state/redis-runs.ts), shared by replicas.
  */
 import type { CodeModeConfigInput, ToolSearchConfigInput } from "../shared/config.js";
+import type { McpRunLayer } from "../shared/mcp-run/config.js";
 import { scopeKeyOf, type Scope } from "../shared/scope.js";
 import type { ViewEntry, ViewServer } from "./catalog/catalog-view.js";
 import type { PolicyRules } from "./catalog/policy.js";
@@ -86,6 +87,8 @@ export type RunSpec = {
   openedAtMs: number;
   /** The Tool Search config layer from OpenRun (absent: Tool Search off). */
   toolSearch?: Partial<ToolSearchConfigInput>;
+  /** The Code Mode for MCP config layer from OpenRun (absent: off). */
+  mcpRun?: McpRunLayer;
   /**
    * Set when a tool_search_code program of this run could not start an isolated
    * runtime: the run's Tool Search mode code falls back to mode tools (the seed's rule).

@@ -1,9 +1,12 @@
 /**
  * Starts the orchestrator: the Control service for gateways and the SidecarLink
- * service for sidecars, on one gRPC server, with its suspended-run store, catalogs and
+ * service for sidecars, each on its own gRPC server and port with its own credentials
+ * (TLS or mTLS, a bearer token), so a gateway's credentials cannot call SidecarLink and a
+ * sidecar's cannot call Control; with its suspended-run store, catalogs and
  * open runs (in memory, or all in Redis when `store` is a redis:// URL, so replicas
- * share them and a restart keeps them), plus gRPC health and server reflection (Control).
- * Importable: returns {address, drain(), close()}. Drain: health goes NOT_SERVING at
+ * share them and a restart keeps them), plus gRPC health on both ports and server
+ * reflection (Control) on the Control port.
+ * Importable: returns {address, linkAddress, drain(), close()}. Drain: health goes NOT_SERVING at
  * once while Control and SidecarLink keep serving (draining sidecars still store their
  * runs) until no call is in flight or the budget runs out.
  */
@@ -11,6 +14,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import { DEFAULT_DRAIN_MS, DrainTracker } from "../protocol/drain.js";
+import { bearerAuthorizer, type ServerSecurity } from "../protocol/credentials.js";
 import { addService, bindServer, shutdownServer } from "../protocol/grpc-service.js";
 import { ServingHealth } from "../protocol/health.js";
 import { addReflection } from "../protocol/reflection.js";
@@ -20,13 +24,21 @@ import type { Logger } from "../shared/logger.js";
 import { controlHandlers } from "./control-service.js";
 import { linkHandlers, type AttachedSidecar } from "./link-service.js";
 import { RunNamespaces } from "./namespaces/run-namespaces.js";
+import { LiveForwarder } from "./live-forward.js";
 import { createOrchestratorState } from "./state/create-state.js";
 import { createRunStore } from "./store/create-store.js";
 import { suspendedRunHandlers } from "./suspended-runs.js";
 import type { Registry } from "prom-client";
 
 export type OrchestratorOptions = {
+  /** The Control port (gateways). */
   listen: HostPort;
+  /** The SidecarLink port (sidecars). */
+  linkListen: HostPort;
+  /** The Control port's TLS and the bearer token gateways must send; none: plaintext, open. */
+  security?: ServerSecurity;
+  /** The SidecarLink port's TLS and the bearer token sidecars must send (must differ from the gateways'). */
+  linkSecurity?: ServerSecurity;
   log: Logger;
   /** "memory" (default) or a redis:// URL. */
   store?: string;
@@ -39,7 +51,10 @@ export type OrchestratorOptions = {
 export const DEFAULT_MAX_SUSPENDED_RUNS = 64;
 
 export type RunningOrchestrator = {
+  /** The Control port. */
   address: string;
+  /** The SidecarLink port. */
+  linkAddress: string;
   /** Health goes NOT_SERVING at once; the services keep serving. Idempotent. */
   startDrain(): void;
   /** Drains (up to `budgetMs` for calls in flight), then stops; idempotent. */
@@ -53,6 +68,9 @@ const FINAL_GRACE_MS = 1_000;
 
 export async function startOrchestrator(options: OrchestratorOptions): Promise<RunningOrchestrator> {
   const log = options.log;
+  const controlToken = options.security?.token;
+  const linkToken = options.linkSecurity?.token;
+  if (controlToken !== undefined && controlToken === linkToken) throw new Error("the sidecar link token must differ from the gateways' bearer token: a gateway's credentials must not open the link");
   const orchestratorId = newId("orch", 6);
   const sidecars = new Map<string, AttachedSidecar>();
   const store = await createRunStore(options.store, log);
@@ -64,24 +82,40 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const namespaces = new RunNamespaces(state.namespaces);
   const maxSuspendedRuns = options.maxSuspendedRuns ?? DEFAULT_MAX_SUSPENDED_RUNS;
   const server = new grpc.Server({ "grpc.max_receive_message_length": 64 * 1024 * 1024 });
+  const linkServer = new grpc.Server({ "grpc.max_receive_message_length": 64 * 1024 * 1024 });
   const drain = new DrainTracker();
+  // One set of statuses for the process, answered on both ports (health stays open: no token).
   const health = new ServingHealth([Control.typeName, SidecarLink.typeName]);
   health.addToServer(server);
+  health.addToServer(linkServer);
   addReflection(server, [Control]);
   // Loaded only when metrics are configured.
   const metrics = options.metrics ? new (await import("./metrics.js")).OrchestratorMetrics(options.metrics, { store, sidecars, log }) : undefined;
   const control = controlHandlers({ catalogs, runs, store, namespaces, log });
-  const link = { ...linkHandlers({ runs, namespaces, orchestratorId, log, sidecars }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log }) };
-  addService(server, Control, metrics ? metrics.countRequests(Control, control) : control, log, drain);
-  addService(server, SidecarLink, metrics ? metrics.countRequests(SidecarLink, metrics.watchSuspendedRuns(link)) : link, log, drain);
+  const live = new LiveForwarder();
+  const link = { ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }) };
+  const controlAuth = controlToken !== undefined ? bearerAuthorizer(controlToken, "gateway bearer token") : undefined;
+  const linkAuth = linkToken !== undefined ? bearerAuthorizer(linkToken, "sidecar link token") : undefined;
+  addService(server, Control, metrics ? metrics.countRequests(Control, control) : control, log, drain, controlAuth);
+  addService(linkServer, SidecarLink, metrics ? metrics.countRequests(SidecarLink, metrics.watchSuspendedRuns(link)) : link, log, drain, linkAuth);
   const closeStores = () => Promise.all([store.close(), state.close()]);
-  const port = await bindServer(server, options.listen.host, options.listen.port).catch(async (err: unknown) => {
+  let port: number;
+  let linkPort: number;
+  try {
+    port = await bindServer(server, options.listen.host, options.listen.port, options.security?.tls);
+    linkPort = await bindServer(linkServer, options.linkListen.host, options.linkListen.port, options.linkSecurity?.tls).catch((err: unknown) => {
+      server.forceShutdown();
+      throw new Error(`the sidecar link port ${formatHostPort(options.linkListen)}: ${(err as Error).message}`);
+    });
+  } catch (err) {
     await closeStores();
     throw err;
-  });
+  }
   const address = formatHostPort({ host: options.listen.host, port });
+  const linkAddress = formatHostPort({ host: options.linkListen.host, port: linkPort });
   health.set(true);
-  log.info({ address, orchestratorId, store: store.kind, maxSuspendedRuns }, "orchestrator listening");
+  const security = (s?: ServerSecurity) => ({ tls: s?.tls ? (s.tls.clientCa ? "mtls" : "tls") : "plaintext", token: s?.token !== undefined });
+  log.info({ address, linkAddress, orchestratorId, store: store.kind, maxSuspendedRuns, control: security(options.security), link: security(options.linkSecurity) }, "orchestrator listening");
   const startDrain = () => {
     if (!drain.begin()) return;
     health.set(false);
@@ -92,9 +126,9 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
     (stopped ??= (async () => {
       startDrain();
       if (!(await drain.idle(budgetMs))) log.warn({ orchestratorId, inFlight: drain.inFlight, budgetMs }, "drain budget ran out; stopping with calls in flight");
-      await shutdownServer(server, FINAL_GRACE_MS);
+      await Promise.all([shutdownServer(server, FINAL_GRACE_MS), shutdownServer(linkServer, FINAL_GRACE_MS)]);
       await closeStores();
       log.info("orchestrator stopped");
     })());
-  return { address, startDrain, drain: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs), close: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs) };
+  return { address, linkAddress, startDrain, drain: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs), close: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs) };
 }

@@ -8,7 +8,9 @@
  */
 import { createHash } from "node:crypto";
 import type { CodeModeConfig, ToolSearchConfig } from "../shared/config.js";
-import type { ViewEntry } from "./catalog/catalog-view.js";
+import type { ViewEntry, ViewServer } from "./catalog/catalog-view.js";
+import type { McpRunConfig } from "../shared/mcp-run/config.js";
+import { mcpRunModelTool } from "./mcp-run-surface.js";
 
 /** What the `exec` description says about a visible internal namespace. */
 export type SurfaceNamespace = { globalName: string; description: string; prompt: string };
@@ -16,7 +18,7 @@ export type SurfaceNamespace = { globalName: string; description: string; prompt
 export type ModelToolDef = { name: string; description: string; inputSchema: Record<string, unknown>; toolId?: string };
 
 /** Which surface a run has (SurfaceKind on the wire). */
-export type SurfaceKindName = "code_mode" | "tool_search_code" | "tool_search" | "direct" | "none";
+export type SurfaceKindName = "code_mode" | "tool_search_code" | "tool_search" | "direct" | "none" | "mcp_run";
 
 export type Surface = {
   /** Code mode is active. */
@@ -137,6 +139,11 @@ export type SurfaceExtras = {
   codeModeExplicit?: boolean;
   /** A tool_search_code program of this run could not start a runtime: mode code falls back to tools. */
   fallbackReason?: string;
+  /** The run's Code Mode for MCP config: enabled, `codemode.run` is the surface (over code mode and Tool Search). */
+  mcpRun?: McpRunConfig;
+  /** The MCP servers of the run's view, and the view's version (the `codemode.run` description is kept per version). */
+  mcpServers?: readonly ViewServer[];
+  viewVersion?: string;
 };
 
 export function describeSurface(config: CodeModeConfig, view: readonly ViewEntry[], disableTools: boolean, extras: SurfaceExtras = {}): Surface {
@@ -153,6 +160,10 @@ export function describeSurface(config: CodeModeConfig, view: readonly ViewEntry
     tools = [];
     kind = "none";
     inactiveReason = "no tools are visible to the run after policy, so code mode does not activate";
+  } else if (extras.mcpRun?.enabled) {
+    kind = "mcp_run";
+    tools = [mcpRunModelTool(view, extras.mcpServers ?? [], config, extras.mcpRun, extras.viewVersion ?? "")];
+    inactiveReason = "Code Mode for MCP is the run's surface (codemode.run)";
   } else if (ts?.enabled && !extras.codeModeExplicit) {
     fallbackReason = ts.mode === "code" ? (extras.fallbackReason ?? "") : "";
     const code = ts.mode === "code" && !fallbackReason;

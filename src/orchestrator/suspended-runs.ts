@@ -10,6 +10,7 @@ import type { SidecarLink, SuspendedRun, ToolAnswer } from "../gen/codemode/orch
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { DEFAULT_CONFIG, LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
+import type { LiveForwarder } from "./live-forward.js";
 import { answerFromWire, answerToWire, pendingKindFromWire, pendingKindToWire, RUN_MESSAGES as MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { requireScope } from "../shared/scope.js";
@@ -101,7 +102,9 @@ function recordToWire(r: SuspendedRecord) {
   };
 }
 
-export type SuspendedRunDeps = { store: RunStore; maxSuspendedRuns: number; log: Logger };
+export type SuspendedRunDeps = { store: RunStore; maxSuspendedRuns: number; log: Logger   /** Forwards answers no suspended run awaits to the sidecars' live VMs. */
+  live: LiveForwarder;
+};
 
 export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const { store, log } = deps;
@@ -175,8 +178,12 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
       switch (result) {
         case "stored":
           return { codeModeRunId: codeModeRunId ?? "" };
-        case "unknown":
-          throw new ServiceError("not_found", `no suspended code mode run awaits tool call ${answer.callId}`);
+        case "unknown": {
+          // Not a suspended run's: maybe a live VM on another sidecar awaits it.
+          const a = answerFromWire(req.answer!);
+          if (a && (await deps.live.forward(req.sidecarId, scope, answer.callId, a))) return { deliveredLive: true };
+          throw new ServiceError("not_found", `no suspended code mode run or live VM awaits tool call ${answer.callId}`);
+        }
         case "scope":
           throw new ServiceError("permission_denied", `tool call ${answer.callId} belongs to a different run scope`);
         case "duplicate":

@@ -3,12 +3,15 @@
  * handler or client is written per method. Handlers are async functions; a thrown
  * ServiceError becomes its gRPC status, anything else becomes INTERNAL (logged, never
  * leaked to the caller). Request bytes that do not decode are INVALID_ARGUMENT before
- * any handler runs, and a server's calls can be counted for a graceful drain.
+ * any handler runs, and a server's calls can be counted for a graceful drain. A service
+ * may require a bearer token (an Authorizer, checked before anything else); transport
+ * credentials come from ./credentials.ts.
  */
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { Logger } from "../shared/logger.js";
+import { clientConnection, serverCredentials, type Authorizer, type ClientSecurity, type ServerTls } from "./credentials.js";
 import type { DrainTracker } from "./drain.js";
 import { ServiceError, fromGrpcStatus } from "./service-error.js";
 
@@ -104,7 +107,9 @@ function callSignal(call: { cancelled: boolean; on(event: string, fn: () => void
 
 /**
  * Adds a typed implementation of `service` to `server`. With `drain`, every unary and
- * server-streaming call is counted while it runs (bidi streams are standing links).
+ * server-streaming call is counted while it runs (bidi streams are standing links). With
+ * `authorize`, a call whose metadata it refuses is answered with its error (UNAUTHENTICATED)
+ * before the request is looked at, and logged.
  */
 export function addService<S extends GenServiceMethods>(
   server: grpc.Server,
@@ -112,7 +117,19 @@ export function addService<S extends GenServiceMethods>(
   handlers: Partial<ServiceHandlers<S>>,
   log: Logger,
   drain?: DrainTracker,
+  authorize?: Authorizer,
 ): void {
+  /** The refusal of a call `authorize` does not admit, or undefined. */
+  const refusal = (call: { metadata: grpc.Metadata; getPeer(): string }, name: string): Partial<grpc.StatusObject> | undefined => {
+    if (!authorize) return undefined;
+    try {
+      authorize(call.metadata);
+      return undefined;
+    } catch (err) {
+      log.warn({ method: name, peer: call.getPeer(), reason: (err as Error).message }, "refused an unauthenticated call");
+      return toStatus(err, log, name);
+    }
+  };
   const impl: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const handler = (handlers as Record<string, unknown>)[method.localName] as ((...a: unknown[]) => Promise<unknown>) | undefined;
@@ -128,6 +145,8 @@ export function addService<S extends GenServiceMethods>(
     switch (method.methodKind) {
       case "unary":
         impl[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+          const refused = refusal(call, name);
+          if (refused) return cb(refused);
           if (call.request instanceof MalformedRequest) return cb(malformedStatus(call.request));
           const leave = drain?.enter();
           const ctx = { signal: callSignal(call), peer: call.getPeer(), metadata: call.metadata };
@@ -141,6 +160,8 @@ export function addService<S extends GenServiceMethods>(
         break;
       case "server_streaming":
         impl[method.localName] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
+          const refused = refusal(call, name);
+          if (refused) return void call.emit("error", refused);
           if (call.request instanceof MalformedRequest) return void call.emit("error", malformedStatus(call.request));
           const leave = drain?.enter();
           const signal = callSignal(call);
@@ -160,6 +181,8 @@ export function addService<S extends GenServiceMethods>(
         break;
       case "bidi_streaming":
         impl[method.localName] = (call: grpc.ServerDuplexStream<unknown, unknown>) => {
+          const refused = refusal(call, name);
+          if (refused) return void call.emit("error", refused);
           const signal = callSignal(call);
           const stream = {
             messages: decodedMessages(call as AsyncIterable<unknown>),
@@ -203,18 +226,25 @@ export type ServiceClient<S extends GenServiceMethods> = {
 
 const clientCtors = new WeakMap<object, grpc.ServiceClientConstructor>();
 
-/** A typed client for `service` at `address`. Errors are rebuilt as ServiceErrors. */
+/**
+ * A typed client for `service` at `address`. Errors are rebuilt as ServiceErrors.
+ * `security`: TLS (or mTLS) and a bearer token sent with every call; plaintext without.
+ */
 export function createClient<S extends GenServiceMethods>(
   service: GenService<S>,
   address: string,
   options: grpc.ClientOptions = {},
+  security: ClientSecurity = {},
 ): ServiceClient<S> {
   let Ctor = clientCtors.get(service);
   if (!Ctor) {
     Ctor = grpc.makeGenericClientConstructor(serviceDefinition(service), service.name);
     clientCtors.set(service, Ctor);
   }
-  const raw = new Ctor(address, grpc.credentials.createInsecure(), options) as unknown as Record<string, (...a: unknown[]) => unknown> & grpc.Client;
+  const connection = clientConnection(security);
+  const interceptors = [...(connection.options.interceptors ?? []), ...(options.interceptors ?? [])];
+  const clientOptions = { ...connection.options, ...options, ...(interceptors.length > 0 ? { interceptors } : {}) };
+  const raw = new Ctor(address, connection.credentials, clientOptions) as unknown as Record<string, (...a: unknown[]) => unknown> & grpc.Client;
   const out: Record<string, unknown> = { close: () => raw.close(), channel: raw };
   for (const method of service.methods) {
     const fn = raw[method.localName]!.bind(raw);
@@ -259,10 +289,10 @@ async function* rethrowing<T>(source: AsyncIterable<T>): AsyncIterable<T> {
   }
 }
 
-/** Binds `server` to `address` ("host:port", port 0 allowed) and resolves the bound port. */
-export function bindServer(server: grpc.Server, host: string, port: number): Promise<number> {
+/** Binds `server` to `address` ("host:port", port 0 allowed), with TLS when given, and resolves the bound port. */
+export function bindServer(server: grpc.Server, host: string, port: number, tls?: ServerTls): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+    server.bindAsync(`${host}:${port}`, serverCredentials(tls), (err, bound) => (err ? reject(err) : resolve(bound)));
   });
 }
 

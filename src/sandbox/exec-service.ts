@@ -33,6 +33,7 @@ import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Answer, type Sco
 import type { SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf } from "./suspension.js";
 import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
+import { execMcpRun } from "./mcp-run/run-service.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
 import { withRetries } from "../shared/retry.js";
 
@@ -131,6 +132,10 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if (run?.surface === "tool_search_code") {
           return execToolSearchCode(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, AbortSignal.any([stream.signal, drainSignal]));
         }
+        // Code Mode for MCP: the program is a `codemode.run` script (ES module, @codemode/* imports).
+        if (run?.surface === "mcp_run") {
+          return execMcpRun(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, AbortSignal.any([stream.signal, drainSignal]));
+        }
         const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
         seg.recordInput({ ...(req.code !== undefined ? { code: req.code } : {}), ...(req.command !== undefined ? { command: req.command } : {}), ...(req.language !== undefined ? { language: req.language } : {}) });
         if (run === undefined) return seg.finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
@@ -224,8 +229,8 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       const scopeKey = scopeKeyOf(scope);
       if (calls.answerLive(req.callId, scopeKey, answer)) return { deliveredLive: true };
       try {
-        await link.client.routeToolResult({ scope, answer: answerToWire(req.callId, answer) }, { deadlineMs: 10_000 });
-        return { deliveredLive: false };
+        const routed = await link.client.routeToolResult({ scope, answer: answerToWire(req.callId, answer), sidecarId: link.sidecarId }, { deadlineMs: 10_000 });
+        return { deliveredLive: routed.deliveredLive };
       } catch (err) {
         if (err instanceof ServiceError && err.code === "not_found") throw calls.explainUndeliverable(req.callId, scopeKey);
         if (err instanceof ServiceError && ["permission_denied", "already_exists", "failed_precondition", "invalid_argument"].includes(err.code)) throw err;

@@ -2,10 +2,15 @@
  * The sidecar's standing connection to the orchestrator: an Attach stream that
  * announces this sidecar, exchanges heartbeats, and is re-opened with backoff whenever
  * it drops. Every state change is logged and reported to listeners (the sidecar's health
- * follows it). Unary calls (ResolveRun, RecordSegment) go over the same channel.
+ * follows it). Unary calls (ResolveRun, RecordSegment) go over the same channel, which
+ * dials the orchestrator's link port with the link's own credentials (TLS or mTLS, and
+ * the link token as a bearer token).
  */
 import { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { ClientSecurity } from "../protocol/credentials.js";
 import { createClient, type ServiceClient } from "../protocol/grpc-service.js";
+import { answerFromWire, type AnswerValue } from "../shared/link-wire.js";
+import { requireScope, type Scope } from "../shared/scope.js";
 import type { Logger } from "../shared/logger.js";
 
 export type LinkState = "connecting" | "up" | "down" | "closed";
@@ -13,7 +18,26 @@ export type LinkState = "connecting" | "up" | "down" | "closed";
 const HEARTBEAT_MS = 5_000;
 const MAX_BACKOFF_MS = 5_000;
 
+/** What an operator should check when the link is refused for a reason of configuration. */
+function hintFor(err: unknown, tls: boolean): { hint?: string } {
+  const code = (err as { code?: string }).code;
+  if (code === "unavailable" && tls) return { hint: "if the orchestrator is up, check TLS: its link port's CA (--link-tls-ca), the name it is dialled by (--link-tls-server-name) and, with mutual TLS, this sidecar's client certificate" };
+  if (code === "unauthenticated") return { hint: "the orchestrator refused this sidecar's link token: set the same CODEMODE_LINK_TOKEN (or --link-token-file) on both" };
+  if (code === "unimplemented") return { hint: "this address does not serve SidecarLink: --orchestrator-address must be the orchestrator's link port (--link-address, default 7302), not its Control port" };
+  return {};
+}
+
 export class OrchestratorLink {
+  /**
+   * Delivers an answer the orchestrator forwarded (a gateway sent it to another sidecar)
+   * into a live VM here; true when one awaited the call. Set by the server.
+   */
+  onDeliver: ((scope: Scope, callId: string, answer: AnswerValue) => boolean) | undefined;
+
+  get sidecarId(): string {
+    return this.identity.sidecarId;
+  }
+
   readonly client: ServiceClient<typeof SidecarLink.method>;
   private state: LinkState = "connecting";
   private closed = false;
@@ -25,12 +49,18 @@ export class OrchestratorLink {
     readonly address: string,
     private readonly identity: { sidecarId: string; address: string; version: string },
     private readonly log: Logger,
+    private readonly security: ClientSecurity = {},
   ) {
-    this.client = createClient(SidecarLink, address, {
-      "grpc.keepalive_time_ms": 10_000,
-      "grpc.keepalive_timeout_ms": 5_000,
-      "grpc.max_receive_message_length": 64 * 1024 * 1024,
-    });
+    this.client = createClient(
+      SidecarLink,
+      address,
+      {
+        "grpc.keepalive_time_ms": 10_000,
+        "grpc.keepalive_timeout_ms": 5_000,
+        "grpc.max_receive_message_length": 64 * 1024 * 1024,
+      },
+      security,
+    );
   }
 
   get linkState(): LinkState {
@@ -66,7 +96,7 @@ export class OrchestratorLink {
         if (!this.closed) this.setState("down", { reason: "stream ended" });
       } catch (err) {
         if (this.closed) break;
-        this.setState("down", { reason: (err as Error).message });
+        this.setState("down", { reason: (err as Error).message, ...hintFor(err, this.security.tls !== undefined) });
       }
       if (this.closed) break;
       if (Date.now() - started > 10_000) backoff = 100;
@@ -87,6 +117,18 @@ export class OrchestratorLink {
     try {
       for await (const msg of stream.messages) {
         if (msg.message.case === "welcome") this.setState("up", { orchestratorId: msg.message.value.orchestratorId });
+        else if (msg.message.case === "deliver") {
+          // An answer a gateway sent to another sidecar, for a call one of our live VMs may await.
+          const d = msg.message.value;
+          let delivered = false;
+          try {
+            const answer = d.answer ? answerFromWire(d.answer) : undefined;
+            if (answer && d.answer && this.onDeliver) delivered = this.onDeliver(requireScope(d.scope), d.answer.callId, answer);
+          } catch {
+            delivered = false;
+          }
+          stream.send({ message: { case: "ack", value: { requestId: d.requestId, delivered } } });
+        }
       }
     } finally {
       clearInterval(beat);

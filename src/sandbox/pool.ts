@@ -235,6 +235,8 @@ export class SandboxPool {
               limits: submission.limits,
               outputBytesUsed: p.outputBytes,
               deadlineAtMs: p.deadlineAtMs,
+              allToolsJson: submission.kind === "exec" ? submission.catalog.allToolsJson : (submission.allToolsJson ?? "[]"),
+              convenienceJson: submission.kind === "exec" ? submission.catalog.convenienceJson : (submission.convenienceJson ?? "[]"),
               ...(submission.kind === "exec" && submission.surface !== undefined ? { surface: submission.surface } : {}),
             });
             return;

@@ -226,6 +226,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
         answers: delivered,
         limits: limitsOf(config),
         outputBytesUsed,
+        ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
       },
       running.signal,
       deps.suspendSignal,

@@ -13,11 +13,12 @@ import type { Scope } from "../shared/scope.js";
 import { configLayerFromWire, toolSearchLayerFromWire } from "../shared/config-wire.js";
 import { parseToolSearchConfig, type ToolSearchConfig } from "../shared/config.js";
 import type { Logger } from "../shared/logger.js";
+import { mcpRunLayerFromWire, parseMcpRunConfig, type McpRunConfig } from "../shared/mcp-run/config.js";
 import { RunCatalog } from "./catalog/run-catalog.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 
 /** The run's model-visible surface, as the orchestrator decided it (see SurfaceKind). */
-export type RunSurface = "code_mode" | "tool_search_code" | "tool_search" | "direct" | "none";
+export type RunSurface = "code_mode" | "tool_search_code" | "tool_search" | "direct" | "none" | "mcp_run";
 
 export type ResolvedRun = {
   found: boolean;
@@ -26,6 +27,8 @@ export type ResolvedRun = {
   surface: RunSurface;
   /** The run's Tool Search config (defaults when it has none). */
   toolSearch: ToolSearchConfig;
+  /** The run's Code Mode for MCP config (defaults when it has none). */
+  mcpRun: McpRunConfig;
   inactiveReason: string;
   configLayer: Partial<CodeModeConfigInput> | undefined;
   catalog: RunCatalog | undefined;
@@ -41,6 +44,7 @@ const SURFACES: Record<number, RunSurface | undefined> = {
   [SurfaceKind.TOOL_SEARCH_TOOLS]: "tool_search",
   [SurfaceKind.DIRECT]: "direct",
   [SurfaceKind.NONE]: "none",
+  [SurfaceKind.MCP_RUN]: "mcp_run",
 };
 
 const RESOLVE_DEADLINE_MS = 5_000;
@@ -59,7 +63,7 @@ export class RunResolver {
     const known = this.lastVersion.get(key) ?? "";
     const res = await this.link.client.resolveRun({ scope, knownCatalogVersion: this.views.has(known) ? known : "" }, { deadlineMs: RESOLVE_DEADLINE_MS });
     if (!res.found) {
-      return { found: false, active: true, surface: "none", toolSearch: parseToolSearchConfig(), inactiveReason: "", configLayer: undefined, catalog: undefined, counters: { search: 0, describe: 0, call: 0 } };
+      return { found: false, active: true, surface: "none", toolSearch: parseToolSearchConfig(), mcpRun: parseMcpRunConfig(), inactiveReason: "", configLayer: undefined, catalog: undefined, counters: { search: 0, describe: 0, call: 0 } };
     }
     // A version names its content (catalog id, policy, id source, namespaces), so a cached view
     // is reused even when the entries came again (a new scope does not know the version yet):
@@ -97,6 +101,7 @@ export class RunResolver {
       // Orchestrators of older builds send no surface: code mode when active.
       surface: SURFACES[res.surface] ?? (res.codeModeActive ? "code_mode" : "direct"),
       toolSearch: parseToolSearchConfig(toolSearchLayerFromWire(res.toolSearch)),
+      mcpRun: parseMcpRunConfig(mcpRunLayerFromWire(res.mcpRun)),
       inactiveReason: res.inactiveReason,
       configLayer: configLayerFromWire(res.config),
       catalog,

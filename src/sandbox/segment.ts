@@ -23,6 +23,7 @@ import type { NestedCallMessage, PendingKind, TaskOutcome } from "./task-protoco
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
 const TOOL_SEARCH_VISIBLE = ["tool_search_code"] as const;
+const MCP_RUN_VISIBLE = ["codemode.run"] as const;
 /** The error of a segment that cannot reach the orchestrator (to resolve, claim or store its run). */
 export const ORCHESTRATOR_UNREACHABLE = "code mode runtime is unavailable: the orchestrator cannot be reached.";
 /** Longest search query (characters) the catalog ranks; longer queries are cut. */
@@ -73,8 +74,11 @@ function requestPayload(json: string): RequestPayload {
 }
 
 export type SegmentInit = {
-  /** `tool_search_code`: a Tool Search program (openclaw.tools over every entry, never suspends). */
-  kind: "exec" | "wait" | "tool_search_code";
+  /**
+   * `tool_search_code`: a Tool Search program (openclaw.tools over every entry, never suspends).
+   * `codemode.run`: a Code Mode for MCP script (./mcp-run/run-service.ts, never suspends).
+   */
+  kind: "exec" | "wait" | "tool_search_code" | "codemode.run";
   scope: Scope;
   scopeKey: string;
   /** The model's exec or wait tool call id: the parent of nested calls made now. */
@@ -87,6 +91,10 @@ export type SegmentInit = {
   pool: SandboxPool;
   calls: CallRegistry;
   resolver: RunResolver;
+  /** A surface's own check of a resolved nested call (`codemode.run`: input validation); a failure answers the guest instead. */
+  checkCall?: (entry: CatalogEntryData, inputJson: string) => { name: string; message: string } | undefined;
+  /** A surface's own answer to a guest catalog request (`codemode.run`: discovery); undefined leaves it to the default. */
+  answerRequest?: (op: string, payloadJson: string) => Answer | undefined;
 };
 
 /** Largest input or result kept whole in the trajectory; larger ones keep size and hash. */
@@ -164,6 +172,12 @@ export class Segment {
           return;
         }
         const { entry: e, inputJson } = resolved;
+        const refused = this.init.checkCall?.(e, inputJson);
+        if (refused) {
+          this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
+          this.answer(callId, { ok: false, error: refused });
+          return;
+        }
         this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
         const call: LiveCall = {
           callId,
@@ -188,6 +202,13 @@ export class Segment {
         const base = run?.counters ?? { search: 0, describe: 0 };
         if ((op === "search" || op === "describe") && base.search + base.describe + this.counters.search + this.counters.describe >= config.maxSearchesPerRun) {
           this.answer(reqId, { ok: false, error: { name: "RangeError", message: `this run made ${config.maxSearchesPerRun} searches and describes, its limit (maxSearchesPerRun).` } });
+          return;
+        }
+        const own = this.init.answerRequest?.(op, payloadJson);
+        if (own) {
+          if (op === "search") this.counters.search++;
+          else if (op === "describe") this.counters.describe++;
+          this.answer(reqId, own);
           return;
         }
         if (op === "search") {
@@ -265,7 +286,7 @@ export class Segment {
       searchCount: base.search + this.counters.search,
       describeCount: base.describe + this.counters.describe,
       callCount: base.call + this.counters.call,
-      modelVisibleTools: kind === "tool_search_code" ? TOOL_SEARCH_VISIBLE : MODEL_VISIBLE,
+      modelVisibleTools: kind === "tool_search_code" ? TOOL_SEARCH_VISIBLE : kind === "codemode.run" ? MCP_RUN_VISIBLE : MODEL_VISIBLE,
       durationMs,
       outputBytes,
       ...(snapshotBytes !== undefined ? { snapshotBytes } : {}),
@@ -302,11 +323,11 @@ export class Segment {
       durationMs,
       nestedCalls: nested,
     };
-    const recorded = run?.found
-      ? this.init.resolver
-          .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved })
-          .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`))
-      : Promise.resolve();
+    const record = () =>
+      this.init.resolver
+        .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved })
+        .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
+    const recorded = run?.found ? record() : Promise.resolve();
     if (recordFirst) {
       await recorded;
       this.init.send({ case: "result", value: result });

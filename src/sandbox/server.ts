@@ -11,6 +11,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import { DEFAULT_DRAIN_MS, DrainTracker } from "../protocol/drain.js";
+import { bearerAuthorizer, type ClientSecurity, type ServerSecurity } from "../protocol/credentials.js";
 import { addService, bindServer, shutdownServer } from "../protocol/grpc-service.js";
 import { ServingHealth } from "../protocol/health.js";
 import { addReflection } from "../protocol/reflection.js";
@@ -24,11 +25,17 @@ import { SandboxPool } from "./pool.js";
 import { RunResolver } from "./run-resolver.js";
 import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
 import { tracingEnabled } from "../shared/tracing.js";
+import { scopeKeyOf } from "../shared/scope.js";
 import type { Registry } from "prom-client";
 
 export type SandboxOptions = {
   listen: HostPort;
+  /** The orchestrator's SidecarLink address. */
   orchestrator: string;
+  /** The Sandbox port's TLS and the bearer token gateways must send; none: plaintext, open. */
+  security?: ServerSecurity;
+  /** How the link dials the orchestrator: TLS (or mTLS) and the sidecar link token. */
+  linkSecurity?: ClientSecurity;
   threads?: number;
   execsPerWorker?: number;
   log: Logger;
@@ -87,9 +94,20 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const pool = await startPool(poolOptions);
   const server = new grpc.Server({ "grpc.max_receive_message_length": 16 * 1024 * 1024 });
   const calls = new CallRegistry();
-  const port = await bindServer(server, options.listen.host, options.listen.port);
+  // Answers for live calls here that a gateway sent to another sidecar arrive over the link.
+  const port = await bindServer(server, options.listen.host, options.listen.port, options.security?.tls).catch(async (err: unknown) => {
+    await pool.close().catch(() => undefined);
+    throw err;
+  });
   const address = formatHostPort({ host: options.listen.host, port });
-  const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }));
+  const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }), options.linkSecurity);
+  link.onDeliver = (scope, callId, answer) => {
+    try {
+      return calls.answerLive(callId, scopeKeyOf(scope), answer);
+    } catch {
+      return false; // another scope's call, or answered already: the routing sidecar explains it
+    }
+  };
   const resolver = new RunResolver(link, log.child({ sidecarId }));
   const sealer = options.sealer ?? SnapshotSealer.fromEnv();
   if (!sealer.shared && !options.singleSidecar) {
@@ -105,9 +123,12 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   // Metrics and traces are loaded only when configured (no cost otherwise).
   const metrics = options.metrics ? new (await import("./metrics.js")).SandboxMetrics(options.metrics, { pool, link, calls }) : undefined;
   const handlers = metrics || tracingEnabled() ? (await import("./instrument.js")).instrumentSandbox(service.handlers, metrics) : service.handlers;
-  addService(server, Sandbox, handlers, log, drain);
+  const token = options.security?.token;
+  addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined);
   link.start(() => calls.liveCount);
-  log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator }, "sandbox listening");
+  const tls = options.security?.tls ? (options.security.tls.clientCa ? "mtls" : "tls") : "plaintext";
+  const linkTls = options.linkSecurity?.tls ? (options.linkSecurity.tls.cert ? "mtls" : "tls") : "plaintext";
+  log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator, tls, token: token !== undefined, link: { tls: linkTls, token: options.linkSecurity?.token !== undefined } }, "sandbox listening");
 
   /**
    * The drain budget ran out with execs or waits still running: they are cancelled (each

@@ -27,16 +27,23 @@ export type TaskLimits = {
 
 /**
  * The compact catalog a VM starts with, serialized once per catalog version: JSON text
- * of {allTools, convenience: [safeName, id][], mcp: [key, server, [fn, id][],
+ * of {mcp: [key, server, [fn, id][],
  * resources, prompts][], namespaces: [id, globalName, scopeJson][]}.
  */
 export type GuestCatalog = {
   staticJson: string;
+  /**
+   * JSON array of the ALL_TOOLS entries, handed to the VM only when the program first
+   * reads ALL_TOOLS, so a large catalog costs nothing to a program that does not.
+   */
+  allToolsJson: string;
+  /** JSON of [safeName, catalogId][] for tools.<safeName>, read by the guest on first use. */
+  convenienceJson: string;
   /** True when namespaces may reference the run context (it is sent per exec). */
   needsContext: boolean;
 };
 
-export const EMPTY_GUEST_CATALOG: GuestCatalog = { staticJson: '{"allTools":[],"convenience":[],"mcp":[],"namespaces":[]}', needsContext: false };
+export const EMPTY_GUEST_CATALOG: GuestCatalog = { staticJson: '{"mcp":[],"namespaces":[]}', allToolsJson: "[]", convenienceJson: "[]", needsContext: false };
 
 export type ExecTask = {
   kind: "exec";
@@ -49,8 +56,11 @@ export type ExecTask = {
   contextJson: string;
   /** Output bytes already used by earlier segments of this run. */
   outputBytesUsed: number;
-  /** Which guest prelude the VM gets: code mode's (default) or Tool Search's reduced one (`tool_search_code`). */
-  surface?: "code" | "tool_search";
+  /**
+   * Which guest prelude the VM gets: code mode's (default), Tool Search's reduced one
+   * (`tool_search_code`), or Code Mode for MCP's (`codemode.run`, ../mcp-run/prelude.ts).
+   */
+  surface?: TaskSurface;
 } & CancelFlag;
 
 /** Something a VM awaits from the host, by the id its guest-side promise waits on. */
@@ -69,6 +79,9 @@ export type ResumeTask = {
   pending: PendingRef[];
   /** Answers delivered right after the restore, in order. */
   answers: AnswerMessage[];
+  /** ALL_TOOLS and convenience names of the run's current catalog, for a program that first reads them after the restore. */
+  allToolsJson?: string;
+  convenienceJson?: string;
   limits: TaskLimits;
   outputBytesUsed: number;
 } & CancelFlag;
@@ -98,10 +111,15 @@ export type UnparkTask = {
   outputBytesUsed: number;
   /** The segment's deadline (epoch ms), unchanged by the move. */
   deadlineAtMs: number;
-  surface?: "code" | "tool_search";
+  allToolsJson?: string;
+  convenienceJson?: string;
+  surface?: TaskSurface;
 } & CancelFlag;
 
 export type Task = ExecTask | ResumeTask | UnparkTask;
+
+/** The guest preludes a task may run on; `tool_search` and `mcp_run` never suspend. */
+export type TaskSurface = "code" | "tool_search" | "mcp_run";
 
 /**
  * A 4-byte SharedArrayBuffer the pool gives every task: the main thread stores 1 in it to

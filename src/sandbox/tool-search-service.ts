@@ -66,7 +66,7 @@ export async function execToolSearchCode(base: Omit<SegmentInit, "config" | "kin
       source: input.code,
       language: input.language,
       limits: limitsOf(effective),
-      catalog: { staticJson: "{}", needsContext: false },
+      catalog: { staticJson: "{}", allToolsJson: "[]", convenienceJson: "[]", needsContext: false },
       contextJson: "null",
       outputBytesUsed: 0,
       surface: "tool_search",

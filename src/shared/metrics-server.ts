@@ -3,9 +3,12 @@
  * sidecar and the orchestrator under `codemode start`) and a plain HTTP server that
  * serves it on its own port (`--metrics-address HOST:PORT`, port 0 allowed), apart from
  * the gRPC ports so a scraper needs no gRPC and cannot reach the services. Without the
- * flag no port is opened and nothing here is loaded.
+ * flag no port is opened and nothing here is loaded. With the process's TLS (`--tls-cert`)
+ * it serves HTTPS, and with a client CA it requires client certificates, as its gRPC ports do.
  */
 import { createServer, type Server } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { ServerTls } from "../protocol/credentials.js";
 import { once } from "node:events";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import { formatHostPort, type HostPort } from "./address.js";
@@ -24,8 +27,8 @@ export function createMetricsRegistry(): Registry {
 export type MetricsServer = { address: string; close(): Promise<void> };
 
 /** Serves `GET /metrics` (the text exposition format) and nothing else. */
-export async function startMetricsServer(registry: Registry, listen: HostPort, log: Logger): Promise<MetricsServer> {
-  const server: Server = createServer((req, res) => {
+export async function startMetricsServer(registry: Registry, listen: HostPort, log: Logger, tls?: ServerTls): Promise<MetricsServer> {
+  const handle: Parameters<typeof createServer>[1] = (req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     if (req.method !== "GET" || (path !== "/metrics" && path !== "/")) {
       res.writeHead(404, { "content-type": "text/plain" }).end("not found: scrape /metrics\n");
@@ -38,7 +41,10 @@ export async function startMetricsServer(registry: Registry, listen: HostPort, l
         res.writeHead(500, { "content-type": "text/plain" }).end("collecting metrics failed\n");
       },
     );
-  });
+  };
+  const server: Server = tls
+    ? createHttpsServer({ cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}) }, handle)
+    : createServer(handle);
   server.keepAliveTimeout = 5_000;
   // The gRPC servers keep the process alive; this one must not (a failed start exits).
   server.unref();
@@ -52,7 +58,7 @@ export async function startMetricsServer(registry: Registry, listen: HostPort, l
   const bound = server.address();
   const port = bound !== null && typeof bound === "object" ? bound.port : listen.port;
   const address = formatHostPort({ host: listen.host, port });
-  log.info({ address }, "metrics listening");
+  log.info({ address, tls: tls ? (tls.clientCa ? "mtls" : "tls") : "plaintext" }, "metrics listening");
   return {
     address,
     close: () =>

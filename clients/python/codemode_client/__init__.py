@@ -21,6 +21,7 @@ from .errors import (
     PermissionDenied,
     ResourceExhausted,
     ToolFailure,
+    Unauthenticated,
     Unavailable,
 )
 from .models import (
@@ -93,6 +94,7 @@ __all__ = [
     "ToolSource",
     "ToolSpec",
     "TrajectoryStep",
+    "Unauthenticated",
     "Unavailable",
     "WaitReason",
     "dispatch",

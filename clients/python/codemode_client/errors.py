@@ -56,6 +56,13 @@ class PermissionDenied(CodeModeError):
     status = grpc.StatusCode.PERMISSION_DENIED
 
 
+class Unauthenticated(CodeModeError):
+    """The port requires a bearer token (``authorization: Bearer <token>`` metadata) and the
+    call carried none, or another one."""
+
+    status = grpc.StatusCode.UNAUTHENTICATED
+
+
 class ResourceExhausted(CodeModeError):
     """A store or queue limit was reached."""
 
@@ -77,7 +84,7 @@ class Internal(CodeModeError):
 
 _BY_STATUS: dict[grpc.StatusCode, type[CodeModeError]] = {
     cls.status: cls
-    for cls in (InvalidArgument, NotFound, AlreadyExists, FailedPrecondition, PermissionDenied, ResourceExhausted, Unavailable, Internal)
+    for cls in (InvalidArgument, NotFound, AlreadyExists, FailedPrecondition, PermissionDenied, Unauthenticated, ResourceExhausted, Unavailable, Internal)
 }
 
 

@@ -10,6 +10,7 @@ import { createHash } from "node:crypto";
 import { ToolOrigin, ToolSource, type McpServer, type Tool } from "../../gen/codemode/common/v1/common_pb.js";
 import { ServiceError } from "../../protocol/service-error.js";
 import { annotationsFromWire, type Annotations } from "../../shared/tool-wire.js";
+import type { McpServerData } from "../../shared/catalog-types.js";
 
 /** MCP tool annotations as stored (only the hints the gateway set). */
 export type StoredAnnotations = Annotations;
@@ -30,17 +31,7 @@ export type StoredTool = {
 };
 
 /** What a gateway knows about one MCP server (see McpServer in common.proto). */
-export type StoredServer = {
-  name: string;
-  serverId: string;
-  title: string;
-  version: string;
-  description: string;
-  instructions: string;
-  resources: boolean;
-  prompts: boolean;
-  aliases: string[];
-};
+export type StoredServer = McpServerData;
 
 const SOURCE: Record<number, StoredTool["source"] | undefined> = {
   [ToolSource.UNSPECIFIED]: "openclaw",

@@ -6,7 +6,8 @@
  * prompts operations (ids `mcp:<server>:resources/list` and so on, under the same policy).
  */
 import { createHash } from "node:crypto";
-import type { StoredAnnotations, StoredCatalog, StoredServer, StoredTool } from "./catalog-store.js";
+import type { CatalogEntryData } from "../../shared/catalog-types.js";
+import type { StoredCatalog, StoredServer, StoredTool } from "./catalog-store.js";
 import { isVisible, policyDigest, type PolicyRules } from "./policy.js";
 
 /** Control tools that never enter a catalog (a gateway's shell `exec` does; see README). */
@@ -16,19 +17,8 @@ export const CONTROL_TOOL_NAMES = new Set(["wait", "tool_search_code", "tool_sea
 export const MCP_RESOURCE_OPS = ["resources/list", "resources/read"] as const;
 export const MCP_PROMPT_OPS = ["prompts/list", "prompts/get"] as const;
 
-export type ViewEntry = {
-  id: string;
-  name: string;
-  label: string;
-  description: string;
-  source: "openclaw" | "mcp" | "client";
-  sourceName: string;
-  parametersJson: string;
-  outputSchemaJson: string;
-  annotations: StoredAnnotations;
-  examplesJson: string[];
-  keywords: string[];
-};
+/** A policy-visible entry with its catalog id (the shape the sidecar's run catalog holds too). */
+export type ViewEntry = CatalogEntryData;
 
 /** An MCP server as a run sees it: `resources`/`prompts` only when policy lets the run use them. */
 export type ViewServer = StoredServer;

@@ -63,6 +63,8 @@ export class RunCatalog {
   readonly guest: GuestCatalog;
   readonly mcp: McpCatalog;
   readonly namespaces: NamespaceCatalog;
+  /** The MCP servers' metadata as the view brought it (the codemode.run surface builds its modules from it). */
+  readonly mcpServers: readonly McpServerData[];
 
   constructor(
     readonly version: string,
@@ -71,6 +73,7 @@ export class RunCatalog {
     namespaces: readonly NamespaceData[] = [],
   ) {
     this.entries = entries;
+    this.mcpServers = servers;
     this.mcp = new McpCatalog(entries, servers);
     this.namespaces = new NamespaceCatalog(namespaces, entries);
     for (const e of entries) this.byId.set(e.id, e);
@@ -92,11 +95,11 @@ export class RunCatalog {
     }
     this.guest = {
       staticJson: JSON.stringify({
-        allTools: this.guestVisible.map((e) => compact(e, false)),
-        convenience,
         mcp: this.mcp.guestTable,
         namespaces: this.namespaces.guestTable,
       }),
+      allToolsJson: JSON.stringify(this.guestVisible.map((e) => compact(e, false))),
+      convenienceJson: JSON.stringify(convenience),
       needsContext: this.namespaces.size > 0,
     };
   }
@@ -111,10 +114,11 @@ export class RunCatalog {
   }
 
   /** Best matches first, one-line descriptions; a query with no searchable word ("", "a") lists the catalog in order. */
-  search(query: string, limit: number, surface: CatalogSurface = "code"): CompactEntry[] {
+  search(query: string, limit: number, surface: CatalogSurface = "code", only?: (e: CatalogEntryData) => boolean): CompactEntry[] {
     const q = query.trim();
-    if (queryWords(q).length === 0) return this.entries.filter((e) => this.lists(e, surface)).slice(0, limit).map((e) => this.entry(e, surface, true));
-    const filter = surface === "code" ? (id: string) => this.byId.get(id)?.source !== "mcp" : undefined;
+    const keep = (e: CatalogEntryData) => this.lists(e, surface) && (only === undefined || only(e));
+    if (queryWords(q).length === 0) return this.entries.filter(keep).slice(0, limit).map((e) => this.entry(e, surface, true));
+    const filter = surface === "code" || only !== undefined ? (id: string) => keep(this.byId.get(id)!) : undefined;
     return this.index.search(q, limit, filter).map((id) => this.entry(this.byId.get(id)!, surface, true));
   }
 

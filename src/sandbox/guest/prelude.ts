@@ -12,6 +12,7 @@
  * that survives snapshots), so guest code can neither call nor replace them.
  */
 import { CONSOLE_SOURCE } from "./prelude-console.js";
+import { BRIDGE_SOURCE, RUN_SOURCE } from "./prelude-bridge.js";
 import { MARSHAL_SOURCE, MAX_VALUE_DEPTH } from "./prelude-marshal.js";
 import { URL_SHIM_SOURCE, WEB_SOURCE } from "./prelude-web.js";
 
@@ -28,30 +29,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   "use strict";
   const G = globalThis;
   ${MARSHAL_SOURCE}
-  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
-  function then(p, onOk, onErr) { return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]); }
-
-  const waiting = create(null);
-  const promiseReject = Promise.reject;
-  function request(op, payload) {
-    let id;
-    try { id = hostAsync(op, toJsonText(payload)); } catch (e) { return apply(promiseReject, PromiseCtor, [e]); }
-    return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
-  }
-  // "" until the program settled, then "1" + value JSON or "0" + error JSON.
-  let settlement = "";
-  function deliver(id, ok, json) {
-    if (id === "") return settlement;
-    const entry = waiting[id];
-    if (entry === undefined) return false;
-    delete waiting[id];
-    if (ok) { entry[0](json === "" ? undefined : parse(json)); return true; }
-    const data = parse(json);
-    const err = new ErrorCtor(typeof data.message === "string" ? data.message : "");
-    if (typeof data.name === "string" && data.name) defineProperty(err, "name", { value: data.name, writable: true, configurable: true });
-    entry[1](err);
-    return true;
-  }
+  ${BRIDGE_SOURCE}
 
   const boot = parse(hostSync("boot", ""));
   const catalog = boot.catalog, context = boot.context;
@@ -61,29 +39,76 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   function json(value) { hostSync("json", toJsonText(value)); }
   function yield_control(reason) { return then(request("yield", { reason: reason === undefined ? "" : textOf(reason) }), () => undefined); }
 
-  const tools = create(null);
-  defineProperty(tools, "search", { enumerable: true, value: function search(query, options) {
+  // tools: search/describe/call, plus tools.<safeName>(input) for unambiguous names. The
+  // name table is read from the host on first use and each function made when first
+  // touched, so a catalog of thousands of tools costs nothing to a program that never
+  // uses a shortcut. The object refuses every change (it is not frozen only because a
+  // proxy over a frozen target could not list the names it makes on demand).
+  const toolsTarget = create(null);
+  defineProperty(toolsTarget, "search", { enumerable: true, value: function search(query, options) {
     const limit = options && typeof options === "object" ? options.limit : undefined;
     return request("search", { query: textOf(query ?? ""), limit: typeof limit === "number" ? limit : null });
   } });
-  defineProperty(tools, "describe", { enumerable: true, value: function describe(id) {
+  defineProperty(toolsTarget, "describe", { enumerable: true, value: function describe(id) {
     return request("describe", { id: textOf(id ?? "") });
   } });
-  defineProperty(tools, "call", { enumerable: true, value: function call(id, input) {
+  defineProperty(toolsTarget, "call", { enumerable: true, value: function call(id, input) {
     return request("call", { id: textOf(id ?? ""), input: input === undefined ? {} : input });
   } });
-  const conv = catalog.convenience;
-  for (let i = 0; i < conv.length; i++) {
-    const name = conv[i][0], id = conv[i][1];
-    defineProperty(tools, name, { enumerable: true, value: function (input) {
-      return request("call", { id, input: input === undefined ? {} : input });
-    } });
+  let convIds, convNames;
+  const convMade = create(null);
+  function conv() {
+    if (convIds === undefined) {
+      const pairs = parse(hostSync("convenience", ""));
+      convIds = create(null);
+      convNames = [];
+      for (let i = 0; i < pairs.length; i++) { convIds[pairs[i][0]] = pairs[i][1]; defineProperty(convNames, i, { value: pairs[i][0], enumerable: true, writable: true, configurable: true }); }
+    }
+    return convIds;
   }
-  freeze(tools);
+  function convFn(key) {
+    if (typeof key !== "string" || hasOwn(toolsTarget, key)) return undefined;
+    const id = conv()[key];
+    if (id === undefined) return undefined;
+    let fn = convMade[key];
+    if (fn === undefined) {
+      fn = function (input) { return request("call", { id, input: input === undefined ? {} : input }); };
+      defineProperty(fn, "name", { value: key });
+      convMade[key] = fn;
+    }
+    return fn;
+  }
+  const reflectOwnKeys = Reflect.ownKeys, reflectGetOwnDesc = Reflect.getOwnPropertyDescriptor, ProxyCtor = Proxy;
+  const refuse = () => false;
+  const tools = new ProxyCtor(toolsTarget, {
+    get(t, k) { return hasOwn(t, k) ? t[k] : convFn(k); },
+    has(t, k) { return hasOwn(t, k) || convFn(k) !== undefined; },
+    ownKeys(t) {
+      const keys = reflectOwnKeys(t);
+      conv();
+      for (let i = 0; i < convNames.length; i++) if (!hasOwn(t, convNames[i])) defineProperty(keys, keys.length, { value: convNames[i], enumerable: true, writable: true, configurable: true });
+      return keys;
+    },
+    getOwnPropertyDescriptor(t, k) {
+      if (hasOwn(t, k)) return reflectGetOwnDesc(t, k);
+      const fn = convFn(k);
+      return fn === undefined ? undefined : { value: fn, writable: false, enumerable: true, configurable: true };
+    },
+    defineProperty: refuse, set: refuse, deleteProperty: refuse, setPrototypeOf: refuse, preventExtensions: refuse,
+    getPrototypeOf() { return null; },
+  });
 
-  const ALL_TOOLS = catalog.allTools;
-  for (let i = 0; i < ALL_TOOLS.length; i++) freeze(ALL_TOOLS[i]);
-  freeze(ALL_TOOLS);
+  // ALL_TOOLS is read from the host the first time the program uses it (a large catalog
+  // costs nothing to a program that never looks), then kept, frozen.
+  let allTools;
+  function allToolsGetter() {
+    if (allTools === undefined) {
+      const list = parse(hostSync("all_tools", ""));
+      for (let i = 0; i < list.length; i++) freeze(list[i]);
+      allTools = freeze(list);
+    }
+    return allTools;
+  }
 
   // MCP.<server>.<function>(input): one object argument, dispatched by exact catalog id.
   function mcpCall(label, id) {
@@ -164,8 +189,9 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   ${WEB_SOURCE}
   ${URL_SHIM_SOURCE}
 
+  defineProperty(G, "ALL_TOOLS", { get: allToolsGetter, enumerable: false, configurable: false });
   const api = {
-    ALL_TOOLS, tools, MCP, namespaces, API, text, json, yield_control, console,
+    tools, MCP, namespaces, API, text, json, yield_control, console,
     setTimeout, setInterval, clearTimeout, clearInterval, queueMicrotask, atob, btoa, TextEncoder, TextDecoder, structuredClone,
   };
   const apiNames = keysOf(api);
@@ -173,24 +199,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   const nsNames = keysOf(namespaces);
   for (let i = 0; i < nsNames.length; i++) defineProperty(G, nsNames[i], { value: namespaces[nsNames[i]], enumerable: false, writable: false, configurable: false });
 
-  function settle(ok, text) {
-    if (settlement !== "") return;
-    settlement = (ok ? "1" : "0") + text;
-    hostSync(ok ? "result" : "error", text);
-  }
-  let started = false;
-  function run(cell) {
-    if (started) return;
-    started = true;
-    let p;
-    try { p = cell(); } catch (e) { settle(false, errorJson(e)); return; }
-    then(p, (v) => {
-      let text;
-      try { text = toJsonText(v); } catch (e) { settle(false, errorJson(e)); return; }
-      settle(true, text);
-    }, (e) => { settle(false, errorJson(e)); });
-  }
-  return [deliver, run];
+  ${RUN_SOURCE}
 })`;
 
 /**

@@ -12,6 +12,7 @@
  * (./prelude-marshal.ts, ./prelude-console.ts), spliced in as they are.
  */
 import { CONSOLE_SOURCE } from "./prelude-console.js";
+import { BRIDGE_SOURCE, RUN_SOURCE } from "./prelude-bridge.js";
 import { MARSHAL_SOURCE } from "./prelude-marshal.js";
 
 export const TOOL_SEARCH_PRELUDE_FILENAME = "tool-search-prelude.js";
@@ -20,29 +21,7 @@ export const TOOL_SEARCH_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAs
   "use strict";
   const G = globalThis;
   ${MARSHAL_SOURCE}
-  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
-  function then(p, onOk, onErr) { return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]); }
-
-  const waiting = create(null);
-  const promiseReject = Promise.reject;
-  function request(op, payload) {
-    let id;
-    try { id = hostAsync(op, toJsonText(payload)); } catch (e) { return apply(promiseReject, PromiseCtor, [e]); }
-    return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
-  }
-  let settlement = "";
-  function deliver(id, ok, json) {
-    if (id === "") return settlement;
-    const entry = waiting[id];
-    if (entry === undefined) return false;
-    delete waiting[id];
-    if (ok) { entry[0](json === "" ? undefined : parse(json)); return true; }
-    const data = parse(json);
-    const err = new ErrorCtor(typeof data.message === "string" ? data.message : "");
-    if (typeof data.name === "string" && data.name) defineProperty(err, "name", { value: data.name, writable: true, configurable: true });
-    entry[1](err);
-    return true;
-  }
+  ${BRIDGE_SOURCE}
   // The boot answer is read for protocol symmetry; this surface needs no catalog in the VM.
   hostSync("boot", "");
 
@@ -69,22 +48,5 @@ export const TOOL_SEARCH_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAs
   defineProperty(G, "openclaw", { value: openclaw, enumerable: false, writable: false, configurable: false });
   defineProperty(G, "console", { value: reducedConsole, enumerable: false, writable: false, configurable: false });
 
-  function settle(ok, text) {
-    if (settlement !== "") return;
-    settlement = (ok ? "1" : "0") + text;
-    hostSync(ok ? "result" : "error", text);
-  }
-  let started = false;
-  function run(cell) {
-    if (started) return;
-    started = true;
-    let p;
-    try { p = cell(); } catch (e) { settle(false, errorJson(e)); return; }
-    then(p, (v) => {
-      let text;
-      try { text = toJsonText(v); } catch (e) { settle(false, errorJson(e)); return; }
-      settle(true, text);
-    }, (e) => { settle(false, errorJson(e)); });
-  }
-  return [deliver, run];
+  ${RUN_SOURCE}
 })`;

@@ -8,6 +8,7 @@
 import { QuickJS, CompileFlags, EvalFlags, type JSException } from "quickjs-wasi";
 import { CELL_FILENAME, PRELUDE_FILENAME, PRELUDE_SOURCE, wrapCell } from "../guest/prelude.js";
 import { TOOL_SEARCH_PRELUDE_FILENAME, TOOL_SEARCH_PRELUDE_SOURCE } from "../guest/tool-search-prelude.js";
+import { MCP_RUN_PRELUDE_FILENAME, MCP_RUN_PRELUDE_SOURCE } from "../mcp-run/prelude.js";
 import { cellPosition, formatLocation } from "./guest-errors.js";
 import { STACK_BYTES } from "./vm-options.js";
 
@@ -92,6 +93,17 @@ export async function toolSearchPreludeBytecode(wasm: WebAssembly.Module): Promi
   if (!compiled.ok) throw new Error(`internal: the Tool Search prelude does not compile: ${compiled.error.message}`);
   toolSearchPrelude = compiled.bytecode;
   return toolSearchPrelude;
+}
+
+let mcpRunPrelude: Uint8Array | undefined;
+
+/** The prelude of the Code Mode for MCP surface (`codemode.run`), compiled once per worker, stripped like code mode's. */
+export async function mcpRunPreludeBytecode(wasm: WebAssembly.Module): Promise<Uint8Array> {
+  if (mcpRunPrelude) return mcpRunPrelude;
+  const compiled = await compileScript(wasm, MCP_RUN_PRELUDE_SOURCE, MCP_RUN_PRELUDE_FILENAME, CompileFlags.STRIP_SOURCE | CompileFlags.STRIP_DEBUG);
+  if (!compiled.ok) throw new Error(`internal: the codemode.run prelude does not compile: ${compiled.error.message} (line ${compiled.error.line})`);
+  mcpRunPrelude = compiled.bytecode;
+  return mcpRunPrelude;
 }
 
 /** Drops the compiler VM (after a WASM trap anywhere in this worker, to be safe). */

@@ -20,7 +20,7 @@ import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
 import type { ErrorCodeName, ExecTask, MainMessage, PendingKind, ResumeTask, TaskLimits, TaskOutcome, UnparkTask, WorkerMessage } from "../task-protocol.js";
 import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
-import { compileCell, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
+import { compileCell, mcpRunPreludeBytecode, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
@@ -86,6 +86,9 @@ class GuestSession {
     port.on("message", this.onMessage);
   }
 
+  /** ALL_TOOLS as JSON, handed over when the program first reads it. */
+  allToolsJson = "[]";
+  convenienceJson = "[]";
   /** The program's JavaScript (an exec only), to place errors QuickJS gives no position. */
   source = "";
   /** The surface never suspends (tool_search_code): no snapshot is taken at the deadline. */
@@ -187,6 +190,10 @@ class GuestSession {
       switch (op) {
         case "boot":
           return vm.newString(this.bootJson);
+        case "all_tools":
+          return vm.newString(this.allToolsJson);
+        case "convenience":
+          return vm.newString(this.convenienceJson);
         case "text":
           this.record("text", arg);
           return vm.undefined;
@@ -419,7 +426,7 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   let prelude: Uint8Array;
   try {
     // Tool Search (`tool_search_code`) gets its reduced prelude; the session is the same.
-    prelude = task.surface === "tool_search" ? await toolSearchPreludeBytecode(wasm) : await preludeBytecode(wasm);
+    prelude = task.surface === "tool_search" ? await toolSearchPreludeBytecode(wasm) : task.surface === "mcp_run" ? await mcpRunPreludeBytecode(wasm) : await preludeBytecode(wasm);
   } catch (err) {
     return failed((err as Error).message, task.outputBytesUsed, "internal_error");
   }
@@ -428,8 +435,10 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
   if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
-  session.neverSuspends = task.surface === "tool_search";
+  session.neverSuspends = task.surface === "tool_search" || task.surface === "mcp_run";
   session.source = cellSource;
+  session.allToolsJson = task.catalog.allToolsJson;
+  session.convenienceJson = task.catalog.convenienceJson;
   try {
     const extensions = await extensionDescriptors(extensionsFor(cellSource));
     const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
@@ -463,6 +472,8 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
 export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
   if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
+  if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   // Decoding and restoring a large snapshot must not count against the VM's deadline.
   task.port.postMessage({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS } satisfies WorkerMessage);
   try {
@@ -491,6 +502,8 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
 export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
   if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
+  if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   try {
     const p = task.parked;
     const extensions = await extensionDescriptors(p.extensions.map((e) => e.name));

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/common/v1/common.proto.
  */
 export const file_codemode_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiWwoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIUCgxhZ2VudF9ydW5faWQYBCABKAki5wUKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQESIAoTc2VhcmNoX2luY2x1ZGVzX21jcBgMIAEoCEgKiAEBEiMKFm1heF90b29sX2NhbGxzX3Blcl9ydW4YDSABKA1IC4gBARIhChRtYXhfc2VhcmNoZXNfcGVyX3J1bhgOIAEoDUgMiAEBQgoKCF9lbmFibGVkQg0KC190aW1lb3V0X21zQhUKE19tZW1vcnlfbGltaXRfYnl0ZXNCEwoRX21heF9vdXRwdXRfYnl0ZXNCFQoTX21heF9zbmFwc2hvdF9ieXRlc0IZChdfbWF4X3BlbmRpbmdfdG9vbF9jYWxsc0IXChVfc25hcHNob3RfdHRsX3NlY29uZHNCFwoVX3NlYXJjaF9kZWZhdWx0X2xpbWl0QhMKEV9tYXhfc2VhcmNoX2xpbWl0QhMKEV9jb3JlX3NvdXJjZV9uYW1lQhYKFF9zZWFyY2hfaW5jbHVkZXNfbWNwQhkKF19tYXhfdG9vbF9jYWxsc19wZXJfcnVuQhcKFV9tYXhfc2VhcmNoZXNfcGVyX3J1biLyAQoQVG9vbFNlYXJjaENvbmZpZxIUCgdlbmFibGVkGAEgASgISACIAQESEQoEbW9kZRgCIAEoCUgBiAEBEhwKD2NvZGVfdGltZW91dF9tcxgDIAEoDUgCiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAQgASgNSAOIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgFIAEoDUgEiAEBQgoKCF9lbmFibGVkQgcKBV9tb2RlQhIKEF9jb2RlX3RpbWVvdXRfbXNCFwoVX3NlYXJjaF9kZWZhdWx0X2xpbWl0QhMKEV9tYXhfc2VhcmNoX2xpbWl0IsUCCgRUb29sEgwKBG5hbWUYASABKAkSDQoFbGFiZWwYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSFwoPcGFyYW1ldGVyc19qc29uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEi4KBm9yaWdpbhgHIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sT3JpZ2luEhoKEm91dHB1dF9zY2hlbWFfanNvbhgIIAEoCRI4Cgthbm5vdGF0aW9ucxgJIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sQW5ub3RhdGlvbnMSFQoNZXhhbXBsZXNfanNvbhgKIAMoCRIQCghrZXl3b3JkcxgLIAMoCSL3AQoPVG9vbEFubm90YXRpb25zEhIKBXRpdGxlGAEgASgJSACIAQESGwoOcmVhZF9vbmx5X2hpbnQYAiABKAhIAYgBARIdChBkZXN0cnVjdGl2ZV9oaW50GAMgASgISAKIAQESHAoPaWRlbXBvdGVudF9oaW50GAQgASgISAOIAQESHAoPb3Blbl93b3JsZF9oaW50GAUgASgISASIAQFCCAoGX3RpdGxlQhEKD19yZWFkX29ubHlfaGludEITChFfZGVzdHJ1Y3RpdmVfaGludEISChBfaWRlbXBvdGVudF9oaW50QhIKEF9vcGVuX3dvcmxkX2hpbnQirAEKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRINCgV0aXRsZRgDIAEoCRIPCgd2ZXJzaW9uGAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEhQKDGluc3RydWN0aW9ucxgGIAEoCRIRCglyZXNvdXJjZXMYByABKAgSDwoHcHJvbXB0cxgIIAEoCBIPCgdhbGlhc2VzGAkgAygJIjkKBlBvbGljeRINCgVhbGxvdxgBIAMoCRIMCgRkZW55GAIgAygJEhIKCmFsbG93X25vbmUYAyABKAgiMAoGT3V0cHV0Eg4KBHRleHQYASABKAlIABIOCgRqc29uGAIgASgJSABCBgoEa2luZCJGCg9QZW5kaW5nVG9vbENhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCSI9CgxTb3VyY2VDb3VudHMSEAoIb3BlbmNsYXcYASABKA0SCwoDbWNwGAIgASgNEg4KBmNsaWVudBgDIAEoDSL2AQoJVGVsZW1ldHJ5EhQKDGNhdGFsb2dfc2l6ZRgBIAEoDRIxCgdzb3VyY2VzGAIgASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNvdXJjZUNvdW50cxIUCgxzZWFyY2hfY291bnQYAyABKA0SFgoOZGVzY3JpYmVfY291bnQYBCABKA0SEgoKY2FsbF9jb3VudBgFIAEoDRIbChNtb2RlbF92aXNpYmxlX3Rvb2xzGAYgAygJEhMKC2R1cmF0aW9uX21zGAcgASgBEhYKDnNuYXBzaG90X2J5dGVzGAggASgEEhQKDG91dHB1dF9ieXRlcxgJIAEoBCK1AwoGUmVzdWx0EjAKBnN0YXR1cxgBIAEoDjIgLmNvZGVtb2RlLmNvbW1vbi52MS5SZXN1bHRTdGF0dXMSEgoKdmFsdWVfanNvbhgCIAEoCRIYChBjb2RlX21vZGVfcnVuX2lkGAMgASgJEi4KBnJlYXNvbhgEIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEj8KEnBlbmRpbmdfdG9vbF9jYWxscxgFIAMoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5QZW5kaW5nVG9vbENhbGwSDQoFZXJyb3IYBiABKAkSKwoEY29kZRgHIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSKgoGb3V0cHV0GAggAygLMhouY29kZW1vZGUuY29tbW9uLnYxLk91dHB1dBIwCgl0ZWxlbWV0cnkYCSABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVGVsZW1ldHJ5EhIKCm1vZGVsX2pzb24YCiABKAkSLAoHcmVmdXNhbBgLIAEoDjIbLmNvZGVtb2RlLmNvbW1vbi52MS5SZWZ1c2FsIioKCVRvb2xFcnJvchIMCgRuYW1lGAEgASgJEg8KB21lc3NhZ2UYAiABKAkqvgEKC1N1cmZhY2VLaW5kEhwKGFNVUkZBQ0VfS0lORF9VTlNQRUNJRklFRBAAEhoKFlNVUkZBQ0VfS0lORF9DT0RFX01PREUQARIhCh1TVVJGQUNFX0tJTkRfVE9PTF9TRUFSQ0hfQ09ERRACEiIKHlNVUkZBQ0VfS0lORF9UT09MX1NFQVJDSF9UT09MUxADEhcKE1NVUkZBQ0VfS0lORF9ESVJFQ1QQBBIVChFTVVJGQUNFX0tJTkRfTk9ORRAFKnAKClRvb2xTb3VyY2USGwoXVE9PTF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIYChRUT09MX1NPVVJDRV9PUEVOQ0xBVxABEhMKD1RPT0xfU09VUkNFX01DUBACEhYKElRPT0xfU09VUkNFX0NMSUVOVBADKoABCgpUb29sT3JpZ2luEhsKF1RPT0xfT1JJR0lOX1VOU1BFQ0lGSUVEEAASFAoQVE9PTF9PUklHSU5fQ09SRRABEh4KGlRPT0xfT1JJR0lOX0JVTkRMRURfUExVR0lOEAISHwobVE9PTF9PUklHSU5fRVhURVJOQUxfUExVR0lOEAMqfwoMUmVzdWx0U3RhdHVzEh0KGVJFU1VMVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdSRVNVTFRfU1RBVFVTX0NPTVBMRVRFRBABEhkKFVJFU1VMVF9TVEFUVVNfV0FJVElORxACEhgKFFJFU1VMVF9TVEFUVVNfRkFJTEVEEAMq7gEKCUVycm9yQ29kZRIaChZFUlJPUl9DT0RFX1VOU1BFQ0lGSUVEEAASHAoYRVJST1JfQ09ERV9JTlZBTElEX0lOUFVUEAESIgoeRVJST1JfQ09ERV9SVU5USU1FX1VOQVZBSUxBQkxFEAISFgoSRVJST1JfQ09ERV9USU1FT1VUEAMSJAogRVJST1JfQ09ERV9PVVRQVVRfTElNSVRfRVhDRUVERUQQBBImCiJFUlJPUl9DT0RFX1NOQVBTSE9UX0xJTUlUX0VYQ0VFREVEEAUSHQoZRVJST1JfQ09ERV9JTlRFUk5BTF9FUlJPUhAGKl8KCldhaXRSZWFzb24SGwoXV0FJVF9SRUFTT05fVU5TUEVDSUZJRUQQABIdChlXQUlUX1JFQVNPTl9QRU5ESU5HX1RPT0xTEAESFQoRV0FJVF9SRUFTT05fWUlFTEQQAiqsAgoHUmVmdXNhbBIXChNSRUZVU0FMX1VOU1BFQ0lGSUVEEAASGwoXUkVGVVNBTF9SVU5fVU5BVkFJTEFCTEUQARIZChVSRUZVU0FMX09USEVSX1NFU1NJT04QAhIbChdSRUZVU0FMX09USEVSX0FHRU5UX1JVThADEhoKFlJFRlVTQUxfV0FJVF9JTl9GTElHSFQQBBIeChpSRUZVU0FMX1RPT19NQU5ZX1NVU1BFTkRFRBAFEh4KGlJFRlVTQUxfQ09ERV9NT0RFX0lOQUNUSVZFEAYSHgoaUkVGVVNBTF9DT0RFX01PREVfRElTQUJMRUQQBxIaChZSRUZVU0FMX01JU1NJTkdfUlVOX0lEEAgSGwoXUkVGVVNBTF9JTlZBTElEX1BST0dSQU0QCWIGcHJvdG8z");
+  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiWwoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIUCgxhZ2VudF9ydW5faWQYBCABKAki5wUKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQESIAoTc2VhcmNoX2luY2x1ZGVzX21jcBgMIAEoCEgKiAEBEiMKFm1heF90b29sX2NhbGxzX3Blcl9ydW4YDSABKA1IC4gBARIhChRtYXhfc2VhcmNoZXNfcGVyX3J1bhgOIAEoDUgMiAEBQgoKCF9lbmFibGVkQg0KC190aW1lb3V0X21zQhUKE19tZW1vcnlfbGltaXRfYnl0ZXNCEwoRX21heF9vdXRwdXRfYnl0ZXNCFQoTX21heF9zbmFwc2hvdF9ieXRlc0IZChdfbWF4X3BlbmRpbmdfdG9vbF9jYWxsc0IXChVfc25hcHNob3RfdHRsX3NlY29uZHNCFwoVX3NlYXJjaF9kZWZhdWx0X2xpbWl0QhMKEV9tYXhfc2VhcmNoX2xpbWl0QhMKEV9jb3JlX3NvdXJjZV9uYW1lQhYKFF9zZWFyY2hfaW5jbHVkZXNfbWNwQhkKF19tYXhfdG9vbF9jYWxsc19wZXJfcnVuQhcKFV9tYXhfc2VhcmNoZXNfcGVyX3J1biLyAQoQVG9vbFNlYXJjaENvbmZpZxIUCgdlbmFibGVkGAEgASgISACIAQESEQoEbW9kZRgCIAEoCUgBiAEBEhwKD2NvZGVfdGltZW91dF9tcxgDIAEoDUgCiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAQgASgNSAOIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgFIAEoDUgEiAEBQgoKCF9lbmFibGVkQgcKBV9tb2RlQhIKEF9jb2RlX3RpbWVvdXRfbXNCFwoVX3NlYXJjaF9kZWZhdWx0X2xpbWl0QhMKEV9tYXhfc2VhcmNoX2xpbWl0Io4BCgxNY3BSdW5Db25maWcSFAoHZW5hYmxlZBgBIAEoCEgAiAEBEhoKDW1heF9sb2dfYnl0ZXMYAiABKARIAYgBARIbCg5tYXhfdG9vbF9jYWxscxgDIAEoDUgCiAEBQgoKCF9lbmFibGVkQhAKDl9tYXhfbG9nX2J5dGVzQhEKD19tYXhfdG9vbF9jYWxscyLFAgoEVG9vbBIMCgRuYW1lGAEgASgJEg0KBWxhYmVsGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIuCgZvcmlnaW4YByABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbE9yaWdpbhIaChJvdXRwdXRfc2NoZW1hX2pzb24YCCABKAkSOAoLYW5ub3RhdGlvbnMYCSABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuVG9vbEFubm90YXRpb25zEhUKDWV4YW1wbGVzX2pzb24YCiADKAkSEAoIa2V5d29yZHMYCyADKAki9wEKD1Rvb2xBbm5vdGF0aW9ucxISCgV0aXRsZRgBIAEoCUgAiAEBEhsKDnJlYWRfb25seV9oaW50GAIgASgISAGIAQESHQoQZGVzdHJ1Y3RpdmVfaGludBgDIAEoCEgCiAEBEhwKD2lkZW1wb3RlbnRfaGludBgEIAEoCEgDiAEBEhwKD29wZW5fd29ybGRfaGludBgFIAEoCEgEiAEBQggKBl90aXRsZUIRCg9fcmVhZF9vbmx5X2hpbnRCEwoRX2Rlc3RydWN0aXZlX2hpbnRCEgoQX2lkZW1wb3RlbnRfaGludEISChBfb3Blbl93b3JsZF9oaW50IqwBCglNY3BTZXJ2ZXISDAoEbmFtZRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSDQoFdGl0bGUYAyABKAkSDwoHdmVyc2lvbhgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCRIUCgxpbnN0cnVjdGlvbnMYBiABKAkSEQoJcmVzb3VyY2VzGAcgASgIEg8KB3Byb21wdHMYCCABKAgSDwoHYWxpYXNlcxgJIAMoCSI5CgZQb2xpY3kSDQoFYWxsb3cYASADKAkSDAoEZGVueRgCIAMoCRISCgphbGxvd19ub25lGAMgASgIIjAKBk91dHB1dBIOCgR0ZXh0GAEgASgJSAASDgoEanNvbhgCIAEoCUgAQgYKBGtpbmQiRgoPUGVuZGluZ1Rvb2xDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkiPQoMU291cmNlQ291bnRzEhAKCG9wZW5jbGF3GAEgASgNEgsKA21jcBgCIAEoDRIOCgZjbGllbnQYAyABKA0i9gEKCVRlbGVtZXRyeRIUCgxjYXRhbG9nX3NpemUYASABKA0SMQoHc291cmNlcxgCIAEoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5Tb3VyY2VDb3VudHMSFAoMc2VhcmNoX2NvdW50GAMgASgNEhYKDmRlc2NyaWJlX2NvdW50GAQgASgNEhIKCmNhbGxfY291bnQYBSABKA0SGwoTbW9kZWxfdmlzaWJsZV90b29scxgGIAMoCRITCgtkdXJhdGlvbl9tcxgHIAEoARIWCg5zbmFwc2hvdF9ieXRlcxgIIAEoBBIUCgxvdXRwdXRfYnl0ZXMYCSABKAQitQMKBlJlc3VsdBIwCgZzdGF0dXMYASABKA4yIC5jb2RlbW9kZS5jb21tb24udjEuUmVzdWx0U3RhdHVzEhIKCnZhbHVlX2pzb24YAiABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgDIAEoCRIuCgZyZWFzb24YBCABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhI/ChJwZW5kaW5nX3Rvb2xfY2FsbHMYBSADKAsyIy5jb2RlbW9kZS5jb21tb24udjEuUGVuZGluZ1Rvb2xDYWxsEg0KBWVycm9yGAYgASgJEisKBGNvZGUYByABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEioKBm91dHB1dBgIIAMoCzIaLmNvZGVtb2RlLmNvbW1vbi52MS5PdXRwdXQSMAoJdGVsZW1ldHJ5GAkgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRlbGVtZXRyeRISCgptb2RlbF9qc29uGAogASgJEiwKB3JlZnVzYWwYCyABKA4yGy5jb2RlbW9kZS5jb21tb24udjEuUmVmdXNhbCIqCglUb29sRXJyb3ISDAoEbmFtZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJKtgBCgtTdXJmYWNlS2luZBIcChhTVVJGQUNFX0tJTkRfVU5TUEVDSUZJRUQQABIaChZTVVJGQUNFX0tJTkRfQ09ERV9NT0RFEAESIQodU1VSRkFDRV9LSU5EX1RPT0xfU0VBUkNIX0NPREUQAhIiCh5TVVJGQUNFX0tJTkRfVE9PTF9TRUFSQ0hfVE9PTFMQAxIXChNTVVJGQUNFX0tJTkRfRElSRUNUEAQSFQoRU1VSRkFDRV9LSU5EX05PTkUQBRIYChRTVVJGQUNFX0tJTkRfTUNQX1JVThAGKnAKClRvb2xTb3VyY2USGwoXVE9PTF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIYChRUT09MX1NPVVJDRV9PUEVOQ0xBVxABEhMKD1RPT0xfU09VUkNFX01DUBACEhYKElRPT0xfU09VUkNFX0NMSUVOVBADKoABCgpUb29sT3JpZ2luEhsKF1RPT0xfT1JJR0lOX1VOU1BFQ0lGSUVEEAASFAoQVE9PTF9PUklHSU5fQ09SRRABEh4KGlRPT0xfT1JJR0lOX0JVTkRMRURfUExVR0lOEAISHwobVE9PTF9PUklHSU5fRVhURVJOQUxfUExVR0lOEAMqfwoMUmVzdWx0U3RhdHVzEh0KGVJFU1VMVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdSRVNVTFRfU1RBVFVTX0NPTVBMRVRFRBABEhkKFVJFU1VMVF9TVEFUVVNfV0FJVElORxACEhgKFFJFU1VMVF9TVEFUVVNfRkFJTEVEEAMq7gEKCUVycm9yQ29kZRIaChZFUlJPUl9DT0RFX1VOU1BFQ0lGSUVEEAASHAoYRVJST1JfQ09ERV9JTlZBTElEX0lOUFVUEAESIgoeRVJST1JfQ09ERV9SVU5USU1FX1VOQVZBSUxBQkxFEAISFgoSRVJST1JfQ09ERV9USU1FT1VUEAMSJAogRVJST1JfQ09ERV9PVVRQVVRfTElNSVRfRVhDRUVERUQQBBImCiJFUlJPUl9DT0RFX1NOQVBTSE9UX0xJTUlUX0VYQ0VFREVEEAUSHQoZRVJST1JfQ09ERV9JTlRFUk5BTF9FUlJPUhAGKl8KCldhaXRSZWFzb24SGwoXV0FJVF9SRUFTT05fVU5TUEVDSUZJRUQQABIdChlXQUlUX1JFQVNPTl9QRU5ESU5HX1RPT0xTEAESFQoRV0FJVF9SRUFTT05fWUlFTEQQAiqsAgoHUmVmdXNhbBIXChNSRUZVU0FMX1VOU1BFQ0lGSUVEEAASGwoXUkVGVVNBTF9SVU5fVU5BVkFJTEFCTEUQARIZChVSRUZVU0FMX09USEVSX1NFU1NJT04QAhIbChdSRUZVU0FMX09USEVSX0FHRU5UX1JVThADEhoKFlJFRlVTQUxfV0FJVF9JTl9GTElHSFQQBBIeChpSRUZVU0FMX1RPT19NQU5ZX1NVU1BFTkRFRBAFEh4KGlJFRlVTQUxfQ09ERV9NT0RFX0lOQUNUSVZFEAYSHgoaUkVGVVNBTF9DT0RFX01PREVfRElTQUJMRUQQBxIaChZSRUZVU0FMX01JU1NJTkdfUlVOX0lEEAgSGwoXUkVGVVNBTF9JTlZBTElEX1BST0dSQU0QCWIGcHJvdG8z");
 
 /**
  * The scope a code-mode run belongs to. A run never sees tools, snapshots or
@@ -226,6 +226,49 @@ export const ToolSearchConfigSchema: GenMessage<ToolSearchConfig> = /*@__PURE__*
   messageDesc(file_codemode_common_v1_common, 2);
 
 /**
+ * Code Mode for MCP (seeds/code-mode-for-mcp-spec.md): the model sees one tool,
+ * `codemode.run`, whose script imports `@codemode/discovery`, `@codemode/errors` and one
+ * `@codemode/servers/<id>` module per MCP server of the run's catalog. Selected per run
+ * at OpenRun; see the README's "Code Mode for MCP". Every field is optional (unset: the
+ * default). The run's CodeModeConfig `timeout_ms` and `memory_limit_bytes` are the default
+ * and the ceiling of the script's `limits.timeoutMs` and `limits.maxMemoryBytes`.
+ *
+ * @generated from message codemode.common.v1.McpRunConfig
+ */
+export type McpRunConfig = Message<"codemode.common.v1.McpRunConfig"> & {
+  /**
+   * true selects the `codemode.run` surface for the run (default false). It wins over
+   * code mode and Tool Search.
+   *
+   * @generated from field: optional bool enabled = 1;
+   */
+  enabled?: boolean | undefined;
+
+  /**
+   * Default and ceiling of the script's `limits.maxLogBytes`: console output kept in the
+   * response (default 65536, clamp 1024-1048576).
+   *
+   * @generated from field: optional uint64 max_log_bytes = 2;
+   */
+  maxLogBytes?: bigint | undefined;
+
+  /**
+   * Default and ceiling of the script's `limits.maxToolCalls`: MCP tool calls one script
+   * may make (default 100, clamp 1-10000).
+   *
+   * @generated from field: optional uint32 max_tool_calls = 3;
+   */
+  maxToolCalls?: number | undefined;
+};
+
+/**
+ * Describes the message codemode.common.v1.McpRunConfig.
+ * Use `create(McpRunConfigSchema)` to create a new message.
+ */
+export const McpRunConfigSchema: GenMessage<McpRunConfig> = /*@__PURE__*/
+  messageDesc(file_codemode_common_v1_common, 3);
+
+/**
  * One tool of a gateway's catalog.
  *
  * @generated from message codemode.common.v1.Tool
@@ -305,7 +348,7 @@ export type Tool = Message<"codemode.common.v1.Tool"> & {
  * Use `create(ToolSchema)` to create a new message.
  */
 export const ToolSchema: GenMessage<Tool> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 3);
+  messageDesc(file_codemode_common_v1_common, 4);
 
 /**
  * MCP tool annotations (the MCP specification's ToolAnnotations). Unset means unknown.
@@ -344,7 +387,7 @@ export type ToolAnnotations = Message<"codemode.common.v1.ToolAnnotations"> & {
  * Use `create(ToolAnnotationsSchema)` to create a new message.
  */
 export const ToolAnnotationsSchema: GenMessage<ToolAnnotations> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 4);
+  messageDesc(file_codemode_common_v1_common, 5);
 
 /**
  * What a gateway knows about one MCP server it connects to. Tools of the server are
@@ -417,7 +460,7 @@ export type McpServer = Message<"codemode.common.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 5);
+  messageDesc(file_codemode_common_v1_common, 6);
 
 /**
  * Allow/deny patterns over catalog ids and tool names. `*` matches any run of characters.
@@ -448,7 +491,7 @@ export type Policy = Message<"codemode.common.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 6);
+  messageDesc(file_codemode_common_v1_common, 7);
 
 /**
  * One item of a result's output, in guest call order.
@@ -483,7 +526,7 @@ export type Output = Message<"codemode.common.v1.Output"> & {
  * Use `create(OutputSchema)` to create a new message.
  */
 export const OutputSchema: GenMessage<Output> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 7);
+  messageDesc(file_codemode_common_v1_common, 8);
 
 /**
  * A nested tool call still unsettled when a run suspended.
@@ -514,7 +557,7 @@ export type PendingToolCall = Message<"codemode.common.v1.PendingToolCall"> & {
  * Use `create(PendingToolCallSchema)` to create a new message.
  */
 export const PendingToolCallSchema: GenMessage<PendingToolCall> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 8);
+  messageDesc(file_codemode_common_v1_common, 9);
 
 /**
  * @generated from message codemode.common.v1.SourceCounts
@@ -541,7 +584,7 @@ export type SourceCounts = Message<"codemode.common.v1.SourceCounts"> & {
  * Use `create(SourceCountsSchema)` to create a new message.
  */
 export const SourceCountsSchema: GenMessage<SourceCounts> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 9);
+  messageDesc(file_codemode_common_v1_common, 10);
 
 /**
  * The seed's telemetry plus runtime figures.
@@ -609,7 +652,7 @@ export type Telemetry = Message<"codemode.common.v1.Telemetry"> & {
  * Use `create(TelemetrySchema)` to create a new message.
  */
 export const TelemetrySchema: GenMessage<Telemetry> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 10);
+  messageDesc(file_codemode_common_v1_common, 11);
 
 /**
  * The result of an exec or wait: the seed's CodeModeResult.
@@ -691,7 +734,7 @@ export type Result = Message<"codemode.common.v1.Result"> & {
  * Use `create(ResultSchema)` to create a new message.
  */
 export const ResultSchema: GenMessage<Result> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 11);
+  messageDesc(file_codemode_common_v1_common, 12);
 
 /**
  * An error a tool or the host reports into the guest: plain data, never a host stack.
@@ -717,7 +760,7 @@ export type ToolError = Message<"codemode.common.v1.ToolError"> & {
  * Use `create(ToolErrorSchema)` to create a new message.
  */
 export const ToolErrorSchema: GenMessage<ToolError> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 12);
+  messageDesc(file_codemode_common_v1_common, 13);
 
 /**
  * Which model-visible surface a run has.
@@ -765,6 +808,14 @@ export enum SurfaceKind {
    * @generated from enum value: SURFACE_KIND_NONE = 5;
    */
   NONE = 5,
+
+  /**
+   * Code Mode for MCP: one tool, `codemode.run` (run with Sandbox.Exec; the request's
+   * `input_json` carries its arguments and the Result's model_json is the spec's response).
+   *
+   * @generated from enum value: SURFACE_KIND_MCP_RUN = 6;
+   */
+  MCP_RUN = 6,
 }
 
 /**

@@ -8,7 +8,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CodeModeConfig, ErrorCode, McpServer, RunScope, SurfaceKind, ToolAnnotations, ToolError, ToolSearchConfig, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
+import type { CodeModeConfig, ErrorCode, McpRunConfig, McpServer, RunScope, SurfaceKind, ToolAnnotations, ToolError, ToolSearchConfig, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { TrajectoryStep } from "./control_pb.js";
 import { file_codemode_orchestrator_v1_control } from "./control_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIo0BCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIAEIJCgdtZXNzYWdlIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNItcBCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAQgkKB21lc3NhZ2UiLgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkiSQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIibwoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSJfChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkimQQKElJlc29sdmVSdW5SZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFwoPY2F0YWxvZ192ZXJzaW9uGAMgASgJEjcKB2VudHJpZXMYBCADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2F0YWxvZ0VudHJ5EhgKEGVudHJpZXNfaW5jbHVkZWQYBSABKAgSFAoMc2VhcmNoX2NvdW50GAYgASgNEhYKDmRlc2NyaWJlX2NvdW50GAcgASgNEhIKCmNhbGxfY291bnQYCCABKA0SGAoQY29kZV9tb2RlX2FjdGl2ZRgJIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YCiABKAkSMgoLbWNwX3NlcnZlcnMYCyADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyEj4KCm5hbWVzcGFjZXMYDCADKAsyKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVmlzaWJsZU5hbWVzcGFjZRIwCgdzdXJmYWNlGA0gASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlN1cmZhY2VLaW5kEjkKC3Rvb2xfc2VhcmNoGA4gASgLMiQuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTZWFyY2hDb25maWciWgoQVmlzaWJsZU5hbWVzcGFjZRIKCgJpZBgBIAEoCRIRCglwbHVnaW5faWQYAiABKAkSEwoLZ2xvYmFsX25hbWUYAyABKAkSEgoKc2NvcGVfanNvbhgEIAEoCSKpAgoMQ2F0YWxvZ0VudHJ5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFbGFiZWwYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAcgASgJEhoKEm91dHB1dF9zY2hlbWFfanNvbhgIIAEoCRI4Cgthbm5vdGF0aW9ucxgJIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sQW5ub3RhdGlvbnMSFQoNZXhhbXBsZXNfanNvbhgKIAMoCRIQCghrZXl3b3JkcxgLIAMoCSL3AQoUUmVjb3JkU2VnbWVudFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNgoEc3RlcBgCIAEoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcBIUCgxzZWFyY2hfZGVsdGEYAyABKA0SFgoOZGVzY3JpYmVfZGVsdGEYBCABKA0SEgoKY2FsbF9kZWx0YRgFIAEoDRI4CghyZXNvbHZlZBgGIAMoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlZENhbGwiYAoMUmVzb2x2ZWRDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHb3V0Y29tZRgCIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAMgASgJEhcKD2RlbGl2ZXJlZF9hdF9tcxgEIAEoAyIXChVSZWNvcmRTZWdtZW50UmVzcG9uc2UiiwMKDFN1c3BlbmRlZFJ1bhIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhAKCHNuYXBzaG90GAMgASgMEjYKB3BlbmRpbmcYBCADKAsyJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0NhbGwSNQoHYW5zd2VycxgFIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEi4KBnJlYXNvbhgGIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEhMKC2NvbmZpZ19qc29uGAcgASgJEhQKDG91dHB1dF9ieXRlcxgIIAEoBBIVCg1leHBpcmVzX2F0X21zGAkgASgDEhcKD2NhdGFsb2dfdmVyc2lvbhgKIAEoCRIUCgxleGVjX2NhbGxfaWQYCyABKAkSEgoKZ2VuZXJhdGlvbhgMIAEoBCKKAQoLUGVuZGluZ0NhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIzCgRraW5kGAQgASgOMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdLaW5kEhEKCWR1ZV9hdF9tcxgFIAEoAyJuChFTdXNwZW5kUnVuUmVxdWVzdBIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlY2xhaW0YAiABKAgSEwoLY2xhaW1fdG9rZW4YAyABKAkidQoSU3VzcGVuZFJ1blJlc3BvbnNlEg8KB3JlZnVzZWQYASABKAkSMwoMcmVmdXNlZF9jb2RlGAIgASgOMh0uY29kZW1vZGUuY29tbW9uLnYxLkVycm9yQ29kZRIZChFhbnN3ZXJlZF9jYWxsX2lkcxgDIAMoCSJ/Cg9DbGFpbVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCRIQCghsZWFzZV9tcxgDIAEoDRITCgtjbGFpbV90b2tlbhgEIAEoCSJtChBDbGFpbVJ1blJlc3BvbnNlEjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVmdXNlZBgCIAEoCRITCgtjbGFpbV90b2tlbhgDIAEoCSJQChFSZWxlYXNlUnVuUmVxdWVzdBIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEhMKC2NsYWltX3Rva2VuGAIgASgJEgwKBGtlZXAYAyABKAgiJgoSUmVsZWFzZVJ1blJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIInsKFlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNAoGYW5zd2VyGAIgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXIiMwoXUm91dGVUb29sUmVzdWx0UmVzcG9uc2USGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCSJzChdBd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEhMKC2NsYWltX3Rva2VuGAIgASgJEhIKCnRpbWVvdXRfbXMYAyABKA0SFQoNc2Vlbl9jYWxsX2lkcxgEIAMoCSJoChhBd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2USNQoHYW5zd2VycxgBIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEhUKDWNsYWltX2N1cnJlbnQYAiABKAgqmQEKC1BlbmRpbmdLaW5kEhwKGFBFTkRJTkdfS0lORF9VTlNQRUNJRklFRBAAEhoKFlBFTkRJTkdfS0lORF9UT09MX0NBTEwQARIgChxQRU5ESU5HX0tJTkRfQ0FUQUxPR19SRVFVRVNUEAISFgoSUEVORElOR19LSU5EX1lJRUxEEAMSFgoSUEVORElOR19LSU5EX1RJTUVSEAQy8QYKC1NpZGVjYXJMaW5rEl8KBkF0dGFjaBInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXF1ZXN0GiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlc3BvbnNlKAEwARJnCgpSZXNvbHZlUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXNwb25zZRJwCg1SZWNvcmRTZWdtZW50Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXNwb25zZRJnCgpTdXNwZW5kUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXNwb25zZRJhCghDbGFpbVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXNwb25zZRJnCgpSZWxlYXNlUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXNwb25zZRJ2Cg9Sb3V0ZVRvb2xSZXN1bHQSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXNwb25zZRJ5ChBBd2FpdFRvb2xSZXN1bHRzEjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0GjIuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIsIBCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAQgkKB21lc3NhZ2UiMwoKRGVsaXZlckFjaxISCgpyZXF1ZXN0X2lkGAEgASgJEhEKCWRlbGl2ZXJlZBgCIAEoCCJECgxTaWRlY2FySGVsbG8SEgoKc2lkZWNhcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEg8KB3ZlcnNpb24YAyABKAkiMwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSEgoKbGl2ZV9leGVjcxgCIAEoDSLXAQoOQXR0YWNoUmVzcG9uc2USQAoHd2VsY29tZRgBIAEoCzItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JXZWxjb21lSAASOAoJaGVhcnRiZWF0GAIgASgLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkhlYXJ0YmVhdEgAEj4KB2RlbGl2ZXIYAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlclRvb2xSZXN1bHRIAEIJCgdtZXNzYWdlIi4KE09yY2hlc3RyYXRvcldlbGNvbWUSFwoPb3JjaGVzdHJhdG9yX2lkGAEgASgJIooBChFEZWxpdmVyVG9vbFJlc3VsdBI0CgZhbnN3ZXIYASABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRISCgpyZXF1ZXN0X2lkGAMgASgJIm8KClRvb2xBbnN3ZXISDwoHY2FsbF9pZBgBIAEoCRIVCgtyZXN1bHRfanNvbhgCIAEoCUgAEi4KBWVycm9yGAMgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xFcnJvckgAQgkKB291dGNvbWUiXwoRUmVzb2x2ZVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSHQoVa25vd25fY2F0YWxvZ192ZXJzaW9uGAIgASgJIswEChJSZXNvbHZlUnVuUmVzcG9uc2USDQoFZm91bmQYASABKAgSMgoGY29uZmlnGAIgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKD2NhdGFsb2dfdmVyc2lvbhgDIAEoCRI3CgdlbnRyaWVzGAQgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNhdGFsb2dFbnRyeRIYChBlbnRyaWVzX2luY2x1ZGVkGAUgASgIEhQKDHNlYXJjaF9jb3VudBgGIAEoDRIWCg5kZXNjcmliZV9jb3VudBgHIAEoDRISCgpjYWxsX2NvdW50GAggASgNEhgKEGNvZGVfbW9kZV9hY3RpdmUYCSABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAogASgJEjIKC21jcF9zZXJ2ZXJzGAsgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlchI+CgpuYW1lc3BhY2VzGAwgAygLMiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlZpc2libGVOYW1lc3BhY2USMAoHc3VyZmFjZRgNIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5TdXJmYWNlS2luZBI5Cgt0b29sX3NlYXJjaBgOIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YDyABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnIloKEFZpc2libGVOYW1lc3BhY2USCgoCaWQYASABKAkSEQoJcGx1Z2luX2lkGAIgASgJEhMKC2dsb2JhbF9uYW1lGAMgASgJEhIKCnNjb3BlX2pzb24YBCABKAkiqQIKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCRIaChJvdXRwdXRfc2NoZW1hX2pzb24YCCABKAkSOAoLYW5ub3RhdGlvbnMYCSABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuVG9vbEFubm90YXRpb25zEhUKDWV4YW1wbGVzX2pzb24YCiADKAkSEAoIa2V5d29yZHMYCyADKAki9wEKFFJlY29yZFNlZ21lbnRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjYKBHN0ZXAYAiABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVHJhamVjdG9yeVN0ZXASFAoMc2VhcmNoX2RlbHRhGAMgASgNEhYKDmRlc2NyaWJlX2RlbHRhGAQgASgNEhIKCmNhbGxfZGVsdGEYBSABKA0SOAoIcmVzb2x2ZWQYBiADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZWRDYWxsImAKDFJlc29sdmVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSFQoNZXJyb3JfbWVzc2FnZRgDIAEoCRIXCg9kZWxpdmVyZWRfYXRfbXMYBCABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIosDCgxTdXNwZW5kZWRSdW4SGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIQCghzbmFwc2hvdBgDIAEoDBI2CgdwZW5kaW5nGAQgAygLMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdDYWxsEjUKB2Fuc3dlcnMYBSADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIuCgZyZWFzb24YBiABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhITCgtjb25maWdfanNvbhgHIAEoCRIUCgxvdXRwdXRfYnl0ZXMYCCABKAQSFQoNZXhwaXJlc19hdF9tcxgJIAEoAxIXCg9jYXRhbG9nX3ZlcnNpb24YCiABKAkSFAoMZXhlY19jYWxsX2lkGAsgASgJEhIKCmdlbmVyYXRpb24YDCABKAQiigEKC1BlbmRpbmdDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSMwoEa2luZBgEIAEoDjIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nS2luZBIRCglkdWVfYXRfbXMYBSABKAMibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCKPAQoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchISCgpzaWRlY2FyX2lkGAMgASgJIksKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSFgoOZGVsaXZlcmVkX2xpdmUYAiABKAgicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKpkBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADEhYKElBFTkRJTkdfS0lORF9USU1FUhAEMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -39,6 +39,14 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
      */
     value: Heartbeat;
     case: "heartbeat";
+  } | {
+    /**
+     * The sidecar's reply to a DeliverToolResult the orchestrator forwarded to it.
+     *
+     * @generated from field: codemode.orchestrator.v1.DeliverAck ack = 3;
+     */
+    value: DeliverAck;
+    case: "ack";
   } | { case: undefined; value?: undefined };
 };
 
@@ -48,6 +56,30 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 0);
+
+/**
+ * @generated from message codemode.orchestrator.v1.DeliverAck
+ */
+export type DeliverAck = Message<"codemode.orchestrator.v1.DeliverAck"> & {
+  /**
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * True when a live VM on this sidecar awaited the call and took the answer.
+   *
+   * @generated from field: bool delivered = 2;
+   */
+  delivered: boolean;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.DeliverAck.
+ * Use `create(DeliverAckSchema)` to create a new message.
+ */
+export const DeliverAckSchema: GenMessage<DeliverAck> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 1);
 
 /**
  * @generated from message codemode.orchestrator.v1.SidecarHello
@@ -76,7 +108,7 @@ export type SidecarHello = Message<"codemode.orchestrator.v1.SidecarHello"> & {
  * Use `create(SidecarHelloSchema)` to create a new message.
  */
 export const SidecarHelloSchema: GenMessage<SidecarHello> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 1);
+  messageDesc(file_codemode_orchestrator_v1_link, 2);
 
 /**
  * @generated from message codemode.orchestrator.v1.Heartbeat
@@ -98,7 +130,7 @@ export type Heartbeat = Message<"codemode.orchestrator.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 2);
+  messageDesc(file_codemode_orchestrator_v1_link, 3);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachResponse
@@ -133,7 +165,7 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
  * Use `create(AttachResponseSchema)` to create a new message.
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 3);
+  messageDesc(file_codemode_orchestrator_v1_link, 4);
 
 /**
  * @generated from message codemode.orchestrator.v1.OrchestratorWelcome
@@ -150,10 +182,12 @@ export type OrchestratorWelcome = Message<"codemode.orchestrator.v1.Orchestrator
  * Use `create(OrchestratorWelcomeSchema)` to create a new message.
  */
 export const OrchestratorWelcomeSchema: GenMessage<OrchestratorWelcome> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 4);
+  messageDesc(file_codemode_orchestrator_v1_link, 5);
 
 /**
- * An answer to a nested call hosted by this sidecar.
+ * An answer to a nested call that may be hosted by this sidecar: a gateway sent it to
+ * another sidecar, where no live VM awaited it and no suspended run did either. The
+ * sidecar delivers it if one of its live VMs awaits the call (same scope) and acks.
  *
  * @generated from message codemode.orchestrator.v1.DeliverToolResult
  */
@@ -162,6 +196,16 @@ export type DeliverToolResult = Message<"codemode.orchestrator.v1.DeliverToolRes
    * @generated from field: codemode.orchestrator.v1.ToolAnswer answer = 1;
    */
   answer?: ToolAnswer | undefined;
+
+  /**
+   * @generated from field: codemode.common.v1.RunScope scope = 2;
+   */
+  scope?: RunScope | undefined;
+
+  /**
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
 };
 
 /**
@@ -169,7 +213,7 @@ export type DeliverToolResult = Message<"codemode.orchestrator.v1.DeliverToolRes
  * Use `create(DeliverToolResultSchema)` to create a new message.
  */
 export const DeliverToolResultSchema: GenMessage<DeliverToolResult> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 5);
+  messageDesc(file_codemode_orchestrator_v1_link, 6);
 
 /**
  * @generated from message codemode.orchestrator.v1.ToolAnswer
@@ -203,7 +247,7 @@ export type ToolAnswer = Message<"codemode.orchestrator.v1.ToolAnswer"> & {
  * Use `create(ToolAnswerSchema)` to create a new message.
  */
 export const ToolAnswerSchema: GenMessage<ToolAnswer> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 6);
+  messageDesc(file_codemode_orchestrator_v1_link, 7);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunRequest
@@ -227,7 +271,7 @@ export type ResolveRunRequest = Message<"codemode.orchestrator.v1.ResolveRunRequ
  * Use `create(ResolveRunRequestSchema)` to create a new message.
  */
 export const ResolveRunRequestSchema: GenMessage<ResolveRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 7);
+  messageDesc(file_codemode_orchestrator_v1_link, 8);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunResponse
@@ -325,6 +369,13 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
    * @generated from field: codemode.common.v1.ToolSearchConfig tool_search = 14;
    */
   toolSearch?: ToolSearchConfig | undefined;
+
+  /**
+   * The run's Code Mode for MCP config layer (unset fields: defaults).
+   *
+   * @generated from field: codemode.common.v1.McpRunConfig mcp_run = 15;
+   */
+  mcpRun?: McpRunConfig | undefined;
 };
 
 /**
@@ -332,7 +383,7 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
  * Use `create(ResolveRunResponseSchema)` to create a new message.
  */
 export const ResolveRunResponseSchema: GenMessage<ResolveRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 8);
+  messageDesc(file_codemode_orchestrator_v1_link, 9);
 
 /**
  * A namespace visible to a run, with its scope checked at registration.
@@ -366,7 +417,7 @@ export type VisibleNamespace = Message<"codemode.orchestrator.v1.VisibleNamespac
  * Use `create(VisibleNamespaceSchema)` to create a new message.
  */
 export const VisibleNamespaceSchema: GenMessage<VisibleNamespace> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 9);
+  messageDesc(file_codemode_orchestrator_v1_link, 10);
 
 /**
  * A policy-visible catalog entry with its id, in catalog order.
@@ -435,7 +486,7 @@ export type CatalogEntry = Message<"codemode.orchestrator.v1.CatalogEntry"> & {
  * Use `create(CatalogEntrySchema)` to create a new message.
  */
 export const CatalogEntrySchema: GenMessage<CatalogEntry> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 10);
+  messageDesc(file_codemode_orchestrator_v1_link, 11);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentRequest
@@ -480,7 +531,7 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
  * Use `create(RecordSegmentRequestSchema)` to create a new message.
  */
 export const RecordSegmentRequestSchema: GenMessage<RecordSegmentRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 11);
+  messageDesc(file_codemode_orchestrator_v1_link, 12);
 
 /**
  * How a call an earlier segment left pending was settled.
@@ -518,7 +569,7 @@ export type ResolvedCall = Message<"codemode.orchestrator.v1.ResolvedCall"> & {
  * Use `create(ResolvedCallSchema)` to create a new message.
  */
 export const ResolvedCallSchema: GenMessage<ResolvedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 12);
+  messageDesc(file_codemode_orchestrator_v1_link, 13);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentResponse
@@ -531,7 +582,7 @@ export type RecordSegmentResponse = Message<"codemode.orchestrator.v1.RecordSegm
  * Use `create(RecordSegmentResponseSchema)` to create a new message.
  */
 export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 13);
+  messageDesc(file_codemode_orchestrator_v1_link, 14);
 
 /**
  * What a suspended run needs to resume anywhere.
@@ -625,7 +676,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 14);
+  messageDesc(file_codemode_orchestrator_v1_link, 15);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
@@ -671,7 +722,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 15);
+  messageDesc(file_codemode_orchestrator_v1_link, 16);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -700,7 +751,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 16);
+  messageDesc(file_codemode_orchestrator_v1_link, 17);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -732,7 +783,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 17);
+  messageDesc(file_codemode_orchestrator_v1_link, 18);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -769,7 +820,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 18);
+  messageDesc(file_codemode_orchestrator_v1_link, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -798,7 +849,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 19);
+  messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -828,7 +879,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 20);
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -847,7 +898,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -862,6 +913,14 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
    * @generated from field: codemode.orchestrator.v1.ToolAnswer answer = 2;
    */
   answer?: ToolAnswer | undefined;
+
+  /**
+   * The sidecar routing the answer (it has no live VM awaiting the call, so it is skipped
+   * when the answer is forwarded to the sidecars' live VMs).
+   *
+   * @generated from field: string sidecar_id = 3;
+   */
+  sidecarId: string;
 };
 
 /**
@@ -869,7 +928,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -879,11 +938,18 @@ export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = 
  */
 export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToolResultResponse"> & {
   /**
-   * The code-mode run that keeps the answer.
+   * The code-mode run that keeps the answer (when a suspended run awaits the call).
    *
    * @generated from field: string code_mode_run_id = 1;
    */
   codeModeRunId: string;
+
+  /**
+   * True when the answer was forwarded to another sidecar whose live VM took it.
+   *
+   * @generated from field: bool delivered_live = 2;
+   */
+  deliveredLive: boolean;
 };
 
 /**
@@ -891,7 +957,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -925,7 +991,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 24);
+  messageDesc(file_codemode_orchestrator_v1_link, 25);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -949,7 +1015,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 25);
+  messageDesc(file_codemode_orchestrator_v1_link, 26);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind

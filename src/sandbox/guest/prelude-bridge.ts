@@ -1,0 +1,58 @@
+/**
+ * The guest side of the host bridge, shared by every surface's prelude: `request(op,
+ * payload)` sends a host operation and returns a promise its answer settles, `deliver`
+ * is how the host settles it (by call id; the empty id asks for the program's
+ * settlement after a restore), and `run` starts the program once and reports how it
+ * settled. Surfaces differ in the API they build on `request`; this protocol is one.
+ *
+ * Source fragments spliced into a prelude's function body after MARSHAL_SOURCE:
+ * BRIDGE_SOURCE first (it defines `method`, `then`, `waiting`, `request`, `deliver`),
+ * RUN_SOURCE last (it ends the prelude by returning [deliver, run] to the host).
+ */
+export const BRIDGE_SOURCE = String.raw`
+  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
+  function then(p, onOk, onErr) { return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]); }
+
+  const waiting = create(null);
+  const promiseReject = Promise.reject;
+  function request(op, payload) {
+    let id;
+    try { id = hostAsync(op, toJsonText(payload)); } catch (e) { return apply(promiseReject, PromiseCtor, [e]); }
+    return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
+  }
+  // "" until the program settled, then "1" + value JSON or "0" + error JSON.
+  let settlement = "";
+  function deliver(id, ok, json) {
+    if (id === "") return settlement;
+    const entry = waiting[id];
+    if (entry === undefined) return false;
+    delete waiting[id];
+    if (ok) { entry[0](json === "" ? undefined : parse(json)); return true; }
+    const data = parse(json);
+    const err = new ErrorCtor(typeof data.message === "string" ? data.message : "");
+    if (typeof data.name === "string" && data.name) defineProperty(err, "name", { value: data.name, writable: true, configurable: true });
+    entry[1](err);
+    return true;
+  }
+`;
+
+export const RUN_SOURCE = String.raw`
+  function settle(ok, text) {
+    if (settlement !== "") return;
+    settlement = (ok ? "1" : "0") + text;
+    hostSync(ok ? "result" : "error", text);
+  }
+  let started = false;
+  function run(cell) {
+    if (started) return;
+    started = true;
+    let p;
+    try { p = cell(); } catch (e) { settle(false, errorJson(e)); return; }
+    then(p, (v) => {
+      let text;
+      try { text = toJsonText(v); } catch (e) { settle(false, errorJson(e)); return; }
+      settle(true, text);
+    }, (e) => { settle(false, errorJson(e)); });
+  }
+  return [deliver, run];
+`;

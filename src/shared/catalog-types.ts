@@ -1,0 +1,36 @@
+/**
+ * The shapes of a run's catalog that both processes hold: a policy-visible entry with its
+ * MCP metadata (the orchestrator's view, the sidecar's run catalog) and an MCP server's
+ * metadata. One definition, so the two ends of ResolveRun cannot drift apart.
+ */
+import type { Annotations } from "./tool-wire.js";
+
+export type { Annotations };
+
+export type CatalogEntryData = {
+  id: string;
+  name: string;
+  label: string;
+  description: string;
+  source: "openclaw" | "mcp" | "client";
+  sourceName: string;
+  parametersJson: string;
+  /** "" when the tool declares none. */
+  outputSchemaJson: string;
+  annotations: Annotations;
+  examplesJson: string[];
+  keywords: string[];
+};
+
+/** What a gateway knows about one MCP server (see McpServer in common.proto). */
+export type McpServerData = {
+  name: string;
+  serverId: string;
+  title: string;
+  version: string;
+  description: string;
+  instructions: string;
+  resources: boolean;
+  prompts: boolean;
+  aliases: string[];
+};
