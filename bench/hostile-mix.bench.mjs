@@ -127,7 +127,7 @@ function tallyAnswer(key, sent) {
   answers.set(logs.phase, byPhase);
 }
 
-/** The gateway's tools: each answer is JSON text, sent back after `delayMs`. */
+/** What the gateway's tools answer (sent back as JSON text after the exec's answer delay). */
 function answerFor(toolName, input) {
   switch (toolName) {
     case "lookup":
@@ -144,8 +144,9 @@ function answerFor(toolName, input) {
 }
 
 /**
- * One Exec over real gRPC. Nested calls are answered by `answerCalls` (ms delay, or false to
- * leave them unanswered); `cancelAfterMs` makes the gateway cancel the call mid-run.
+ * One Exec over real gRPC. Nested calls are answered with BridgeCallback after
+ * `answerDelay()` ms (false leaves them unanswered); `cancelAfterMs` makes the gateway
+ * cancel the call mid-run.
  */
 async function runExec(scope, code, config, { answerDelay = () => 2 + Math.random() * 6, cancelAfterMs } = {}) {
   const controller = new AbortController();
@@ -231,6 +232,7 @@ const HOSTILE = {
   native: [{ code: `new Array(2 ** 32 - 1).join("")`, config: { timeoutMs: 2000 } }],
   memory: [
     { code: `const keep = [];\nfor (;;) keep.push(new Array(100000).fill(keep.length));`, config: { timeoutMs: 5000 } },
+    // Doubling a string: QuickJS refuses it at its string length limit ("string too long").
     { code: `let s = "x";\nconst keep = [];\nfor (;;) { s = s + s; keep.push(s + "y"); }`, config: { timeoutMs: 5000 } },
   ],
   flood: [
@@ -330,10 +332,10 @@ const tallyOf = (rows, why = false) => {
   return [...m].sort((a, b) => b[1].n - a[1].n).map(([k, e]) => `${k} ×${e.n} (p50 ${fmtMs(pct(e.ms, 50))}${why && e.error ? `: "${String(e.error).slice(0, 110)}"` : ""})`);
 };
 
-/** Least-squares slope of RSS over time, MiB per minute. */
+/** Least-squares slope of RSS over time, MiB per minute, and twice its standard error (about 95%). */
 function slopePerMin(points) {
   const n = points.length;
-  if (n < 2) return NaN;
+  if (n < 3) return { slope: NaN, ci: NaN };
   const mt = points.reduce((s, p) => s + p.t, 0) / n;
   const mm = points.reduce((s, p) => s + p.mb, 0) / n;
   let num = 0;
@@ -342,7 +344,9 @@ function slopePerMin(points) {
     num += (p.t - mt) * (p.mb - mm);
     den += (p.t - mt) ** 2;
   }
-  return (num / den) * 60;
+  const b = num / den;
+  const residual = points.reduce((sum, p) => sum + (p.mb - (mm + b * (p.t - mt))) ** 2, 0) / (n - 2);
+  return { slope: b * 60, ci: 2 * Math.sqrt(residual / den) * 60 };
 }
 
 console.error(`hostile-mix: sidecar pid ${sidecar.child.pid} on ${sandboxAt}, orchestrator pid ${orchestrator.child.pid}; ${RATE} benign execs/s; phases of ${SECONDS} s: baseline, ${ONLY.join(", ")}; soak ${MINUTES} min`);
@@ -354,6 +358,10 @@ const progress = (s) => {
 progress(await phase("baseline", null, SECONDS));
 for (const c of ONLY) progress(await phase(c, c, SECONDS));
 if (MINUTES > 0) progress(await phase(ONLY.length ? "soak: all categories mixed" : "soak: benign only", ONLY.length ? "mix" : null, MINUTES * 60));
+// Does the memory come back once traffic stops?
+logs.phase = "idle";
+if (MINUTES > 0) await sleep(30_000);
+const idleRss = rssMiB(sidecar.child.pid);
 
 // ---------------------------------------------------------------- report
 const base = results[0];
@@ -364,8 +372,8 @@ const out = (s = "") => lines.push(s);
 out(`hostile-mix: ${RATE} benign execs/s offered (open loop), hostile = 10% of traffic in hostile phases, ${SECONDS} s per phase, soak ${MINUTES} min; node ${process.version}, ${cpus().length} cores, sidecar threads ${logs.threads ?? values.threads ?? "?"}, 8 execs per worker`);
 out(`latency = Exec call to its Result as the gateway sees it, over every benign exec whatever its outcome; targets: success >= ${TARGET.success}%, p99 <= ${TARGET.p99Ratio}x baseline p99 (${fmtMs(baseP99)}), sidecar RSS growth <= ${TARGET.rssMiBPerMin} MiB/min`);
 out();
-out(`| phase | benign execs | success | target ≥${TARGET.success}% | p50 | p99 | p99 / baseline | target ≤${TARGET.p99Ratio}× | hostile execs | sidecar RSS MiB (start → max → end) |`);
-out(`|---|---|---|---|---|---|---|---|---|---|`);
+out(`| phase | benign execs | success | target ≥${TARGET.success}% | benign not ok: refused at the edge / failed or waiting | p50 | p99 | p99 / baseline | target ≤${TARGET.p99Ratio}× | hostile execs | sidecar RSS MiB (start → max → end) |`);
+out(`|---|---|---|---|---|---|---|---|---|---|---|`);
 for (const s of results) {
   const ms = s.benign.map((r) => r.ms);
   const ok = s.benign.filter((r) => r.ok).length;
@@ -373,8 +381,9 @@ for (const s of results) {
   const p99 = pct(ms, 99);
   const ratio = p99 / baseP99;
   const mbs = s.rss.map((p) => p.mb);
+  const refused = s.benign.filter((r) => r.outcome.startsWith("rpc ")).length;
   out(
-    `| ${s.name} | ${s.benign.length} | ${rate.toFixed(2)}% | ${verdict(rate >= TARGET.success)} | ${fmtMs(pct(ms, 50))} | ${fmtMs(p99)} | ${s === base ? "1.00×" : `${ratio.toFixed(2)}×`} | ${s === base ? "-" : verdict(ratio <= TARGET.p99Ratio)} | ${s.hostile.length} | ${mbs[0].toFixed(0)} → ${Math.max(...mbs).toFixed(0)} → ${mbs.at(-1).toFixed(0)} |`,
+    `| ${s.name} | ${s.benign.length} | ${rate.toFixed(2)}% | ${verdict(rate >= TARGET.success)} | ${refused} / ${s.benign.length - ok - refused} | ${fmtMs(pct(ms, 50))} | ${fmtMs(p99)} | ${s === base ? "1.00×" : `${ratio.toFixed(2)}×`} | ${s === base ? "-" : verdict(ratio <= TARGET.p99Ratio)} | ${s.hostile.length} | ${mbs[0].toFixed(0)} → ${Math.max(...mbs).toFixed(0)} → ${mbs.at(-1).toFixed(0)} |`,
   );
 }
 out();
@@ -396,8 +405,8 @@ if (MINUTES > 0) {
   const first = soak.rss[0].mb;
   const last = soak.rss.at(-1).mb;
   out();
-  out(`RSS soak (${MINUTES} min, benign + all hostile categories at 10%): sidecar ${first.toFixed(1)} → ${last.toFixed(1)} MiB (max ${Math.max(...soak.rss.map((p) => p.mb)).toFixed(1)}); least-squares growth ${all.toFixed(2)} MiB/min over the whole soak (${verdict(all <= TARGET.rssMiBPerMin)}, target ≤ ${TARGET.rssMiBPerMin} MiB/min over 10 min), ${half.toFixed(2)} MiB/min over its second half; end − start ${((last - first) / MINUTES).toFixed(2)} MiB/min`);
-  out(`whole run: sidecar RSS ${results[0].rss[0].mb.toFixed(1)} MiB at the baseline's start, ${last.toFixed(1)} MiB at the end, ${((performance.now() - bench0) / 60000).toFixed(1)} min`);
+  out(`RSS soak (${MINUTES} min, benign + all hostile categories at 10%): sidecar ${first.toFixed(1)} → ${last.toFixed(1)} MiB (max ${Math.max(...soak.rss.map((p) => p.mb)).toFixed(1)}); least-squares growth ${all.slope.toFixed(2)} ± ${all.ci.toFixed(2)} MiB/min (±2 standard errors) over the whole soak: ${verdict(all.slope <= TARGET.rssMiBPerMin)} against ≤ ${TARGET.rssMiBPerMin} MiB/min over 10 min${all.slope - all.ci <= TARGET.rssMiBPerMin && all.slope + all.ci > TARGET.rssMiBPerMin ? " (the samples swing too much for this soak to resolve the target either way)" : ""}; ${half.slope.toFixed(2)} ± ${half.ci.toFixed(2)} MiB/min over its second half`);
+  out(`whole run: sidecar RSS ${results[0].rss[0].mb.toFixed(1)} MiB at the baseline's start, ${last.toFixed(1)} MiB when the soak ended, ${idleRss.toFixed(1)} MiB after 30 s without traffic; ${((performance.now() - bench0) / 60000).toFixed(1)} min`);
 }
 console.log(lines.join("\n"));
 
