@@ -11,22 +11,24 @@
  * awaiting promises in its own table keyed by call id, so a restored VM only needs the
  * callbacks re-registered and the answers delivered by id.
  *
- * Limits enforced here: the deadline (interrupt handler), output bytes, pending host
- * calls, memory (QuickJS allocator limit) and stack (QuickJS stack guard). The host's
- * wall-clock kill for native loops that ignore interrupts lives on the main thread.
+ * Completion follows the seed: the segment completes only when the program's value has
+ * settled and nothing is pending (calls, timers, yields). A VM on a thread shared with
+ * other sessions parks a copy of itself on the main thread whenever it goes idle.
+ *
+ * Limits enforced here: the deadline and a cancel (interrupt handler, reading the shared
+ * cancel flag), output bytes, pending host calls, armed timers, memory (QuickJS allocator
+ * limit) and stack (QuickJS stack guard). The host's wall-clock kill for native loops
+ * that ignore interrupts lives on the main thread. How sessions start: ./sessions.ts.
  */
 import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
-import type { ErrorCodeName, ExecTask, MainMessage, PendingKind, ResumeTask, TaskLimits, TaskOutcome, UnparkTask, WorkerMessage } from "../task-protocol.js";
-import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
-import { compileCell, mcpRunPreludeBytecode, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
-import { guestVmOptions } from "./vm-options.js";
+import type { ErrorCodeName, MainMessage, PendingKind, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
+import { SETTLEMENT_QUERY } from "../guest/prelude.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
-import { decodeSnapshot, encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
-import { extensionDescriptors, extensionsFor } from "./extensions.js";
+import { encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
 import { cohosted, enter, leave } from "./occupancy.js";
 
 type Settled = { ok: true; valueJson: string } | { ok: false; errorJson: string };
@@ -38,7 +40,7 @@ export const MAX_TIMERS = 100;
 const MAX_TIMER_MS = 2_147_483_647;
 
 /** Time the host allows for snapshotting and encoding an idle VM (up to 1 GiB of memory). */
-const SNAPSHOT_BUDGET_MS = 30_000;
+export const SNAPSHOT_BUDGET_MS = 30_000;
 
 /**
  * Each output item is charged this much on top of its text, so empty items cannot
@@ -46,12 +48,12 @@ const SNAPSHOT_BUDGET_MS = 30_000;
  */
 export const OUTPUT_ITEM_OVERHEAD_BYTES = 32;
 
-function failed(error: string, outputBytes: number, code?: ErrorCodeName): TaskOutcome {
+export function failed(error: string, outputBytes: number, code?: ErrorCodeName): TaskOutcome {
   return code ? { status: "failed", error, code, outputBytes } : { status: "failed", error, outputBytes };
 }
 
 /** The state of one segment: host callbacks, what the guest awaits, and the drain loop. */
-class GuestSession {
+export class GuestSession {
   vm: QuickJS | undefined;
   /** Set when the VM first gets the thread: time queued behind another VM does not count. */
   deadline = Number.POSITIVE_INFINITY;
@@ -420,111 +422,6 @@ class GuestSession {
   dispose(): void {
     this.port.off("message", this.onMessage);
   }
-}
-
-export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
-  let prelude: Uint8Array;
-  try {
-    // Tool Search (`tool_search_code`) gets its reduced prelude; the session is the same.
-    prelude = task.surface === "tool_search" ? await toolSearchPreludeBytecode(wasm) : task.surface === "mcp_run" ? await mcpRunPreludeBytecode(wasm) : await preludeBytecode(wasm);
-  } catch (err) {
-    return failed((err as Error).message, task.outputBytesUsed, "internal_error");
-  }
-  const cell = await compileCell(wasm, cellSource);
-  if (!cell.ok) return failed(cell.message, task.outputBytesUsed, "invalid_input");
-  const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
-  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
-  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
-  session.neverSuspends = task.surface === "tool_search" || task.surface === "mcp_run";
-  session.source = cellSource;
-  session.allToolsJson = task.catalog.allToolsJson;
-  session.convenienceJson = task.catalog.convenienceJson;
-  try {
-    const extensions = await extensionDescriptors(extensionsFor(cellSource));
-    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
-    session.vm = await QuickJS.create(extensions.length > 0 ? { ...options, extensions } : options);
-  } catch (err) {
-    session.dispose();
-    return failed(`QuickJS-WASI could not start: ${(err as Error).message}`, task.outputBytesUsed, "runtime_unavailable");
-  }
-  return session.run(() => {
-    const vm = session.vm!;
-    session.startDeadline();
-    const sync = vm.newFunction(HOST_SYNC, session.hostSync);
-    const asyncFn = vm.newFunction(HOST_ASYNC, session.hostAsync);
-    const preludeFn = vm.evalBytecode(prelude);
-    // The prelude returns [deliver, run] instead of publishing them on globalThis.
-    const api = vm.callFunction(preludeFn, vm.undefined, sync, asyncFn);
-    preludeFn.dispose();
-    sync.dispose();
-    asyncFn.dispose();
-    session.deliverFn = api.getProp("0");
-    const run = api.getProp("1");
-    api.dispose();
-    session.guestToken = vm.exportHandle(session.deliverFn);
-    const cellFn = vm.evalBytecode(cell.bytecode);
-    vm.callFunction(run, vm.undefined, cellFn).dispose();
-    run.dispose();
-    cellFn.dispose();
-  }, wasm);
-}
-
-export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
-  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
-  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
-  if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
-  if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
-  // Decoding and restoring a large snapshot must not count against the VM's deadline.
-  task.port.postMessage({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS } satisfies WorkerMessage);
-  try {
-    const snapshot = decodeSnapshot(task.envelope, await baseImage(wasm));
-    const extensions = await extensionDescriptors(snapshot.extensions.map((e) => e.name));
-    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
-    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
-    session.guestToken = snapshot.guestToken;
-    session.deliverFn = session.vm.importHandle(snapshot.guestToken);
-    session.restoreSettlement();
-  } catch (err) {
-    session.dispose();
-    return failed(`code mode could not restore the suspended run: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
-  }
-  for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
-  for (const a of task.answers) session.enqueue(a);
-  return session.run(() => {
-    const vm = session.vm!;
-    session.startDeadline();
-    vm.registerHostCallback(HOST_SYNC, session.hostSync);
-    vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
-  }, wasm);
-}
-
-/** Continues a VM parked by a worker that was killed for another run's loop. */
-export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
-  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
-  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
-  if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
-  if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
-  try {
-    const p = task.parked;
-    const extensions = await extensionDescriptors(p.extensions.map((e) => e.name));
-    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
-    const snapshot = { memory: p.memory, stackPointer: p.stackPointer, runtimePtr: p.runtimePtr, contextPtr: p.contextPtr, extensions: p.extensions };
-    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
-    session.guestToken = p.guestToken;
-    session.deliverFn = session.vm.importHandle(p.guestToken);
-    session.restoreSettlement();
-  } catch (err) {
-    session.dispose();
-    return failed(`code mode could not continue the run on another worker: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
-  }
-  for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
-  for (const a of task.answers) session.enqueue(a);
-  return session.run(() => {
-    const vm = session.vm!;
-    session.startDeadline(task.deadlineAtMs);
-    vm.registerHostCallback(HOST_SYNC, session.hostSync);
-    vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
-  }, wasm);
 }
 
 function WebAssembly_RuntimeError(): new (...a: unknown[]) => Error {

@@ -10,7 +10,7 @@ import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/modu
 import { compileCell } from "./compiler.js";
 import { formatLocation } from "./guest-errors.js";
 import { transformTypeScript } from "../guest/ts-transform.js";
-import { runExecSession, runResumeSession, runUnparkSession } from "./vm-session.js";
+import { runExecSession, runResumeSession, runUnparkSession } from "./sessions.js";
 
 if (isMainThread) throw new Error("sandbox/worker/worker.js runs only inside a pool worker thread");
 

@@ -1,0 +1,120 @@
+/**
+ * How each kind of task starts its VM session: an exec gets a fresh VM with the prelude
+ * of its surface and its compiled cell; a resumed segment (`wait`) a VM restored from its
+ * authenticated snapshot; a moved one (its thread was killed for a neighbour) a VM
+ * restored from the image it parked. All then run the same drain loop (./vm-session.ts).
+ */
+import { QuickJS } from "quickjs-wasi";
+import type { ExecTask, ResumeTask, TaskOutcome, UnparkTask, WorkerMessage } from "../task-protocol.js";
+import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
+import { compileCell, mcpRunPreludeBytecode, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
+import { guestVmOptions } from "./vm-options.js";
+import { baseImage } from "./base-image.js";
+import { decodeSnapshot } from "./snapshot-codec.js";
+import { extensionDescriptors, extensionsFor } from "./extensions.js";
+import { failed, GuestSession, SNAPSHOT_BUDGET_MS } from "./vm-session.js";
+
+export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
+  let prelude: Uint8Array;
+  try {
+    // Tool Search (`tool_search_code`) gets its reduced prelude; the session is the same.
+    prelude = task.surface === "tool_search" ? await toolSearchPreludeBytecode(wasm) : task.surface === "mcp_run" ? await mcpRunPreludeBytecode(wasm) : await preludeBytecode(wasm);
+  } catch (err) {
+    return failed((err as Error).message, task.outputBytesUsed, "internal_error");
+  }
+  const cell = await compileCell(wasm, cellSource);
+  if (!cell.ok) return failed(cell.message, task.outputBytesUsed, "invalid_input");
+  const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
+  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
+  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  session.neverSuspends = task.surface === "tool_search" || task.surface === "mcp_run";
+  session.source = cellSource;
+  session.allToolsJson = task.catalog.allToolsJson;
+  session.convenienceJson = task.catalog.convenienceJson;
+  try {
+    const extensions = await extensionDescriptors(extensionsFor(cellSource));
+    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
+    session.vm = await QuickJS.create(extensions.length > 0 ? { ...options, extensions } : options);
+  } catch (err) {
+    session.dispose();
+    return failed(`QuickJS-WASI could not start: ${(err as Error).message}`, task.outputBytesUsed, "runtime_unavailable");
+  }
+  return session.run(() => {
+    const vm = session.vm!;
+    session.startDeadline();
+    const sync = vm.newFunction(HOST_SYNC, session.hostSync);
+    const asyncFn = vm.newFunction(HOST_ASYNC, session.hostAsync);
+    const preludeFn = vm.evalBytecode(prelude);
+    // The prelude returns [deliver, run] instead of publishing them on globalThis.
+    const api = vm.callFunction(preludeFn, vm.undefined, sync, asyncFn);
+    preludeFn.dispose();
+    sync.dispose();
+    asyncFn.dispose();
+    session.deliverFn = api.getProp("0");
+    const run = api.getProp("1");
+    api.dispose();
+    session.guestToken = vm.exportHandle(session.deliverFn);
+    const cellFn = vm.evalBytecode(cell.bytecode);
+    vm.callFunction(run, vm.undefined, cellFn).dispose();
+    run.dispose();
+    cellFn.dispose();
+  }, wasm);
+}
+
+export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
+  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
+  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
+  if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
+  // Decoding and restoring a large snapshot must not count against the VM's deadline.
+  task.port.postMessage({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS } satisfies WorkerMessage);
+  try {
+    const snapshot = decodeSnapshot(task.envelope, await baseImage(wasm));
+    const extensions = await extensionDescriptors(snapshot.extensions.map((e) => e.name));
+    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
+    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
+    session.guestToken = snapshot.guestToken;
+    session.deliverFn = session.vm.importHandle(snapshot.guestToken);
+    session.restoreSettlement();
+  } catch (err) {
+    session.dispose();
+    return failed(`code mode could not restore the suspended run: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
+  }
+  for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
+  for (const a of task.answers) session.enqueue(a);
+  return session.run(() => {
+    const vm = session.vm!;
+    session.startDeadline();
+    vm.registerHostCallback(HOST_SYNC, session.hostSync);
+    vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
+  }, wasm);
+}
+
+/** Continues a VM parked by a worker that was killed for another run's loop. */
+export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
+  const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
+  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
+  if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
+  try {
+    const p = task.parked;
+    const extensions = await extensionDescriptors(p.extensions.map((e) => e.name));
+    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
+    const snapshot = { memory: p.memory, stackPointer: p.stackPointer, runtimePtr: p.runtimePtr, contextPtr: p.contextPtr, extensions: p.extensions };
+    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
+    session.guestToken = p.guestToken;
+    session.deliverFn = session.vm.importHandle(p.guestToken);
+    session.restoreSettlement();
+  } catch (err) {
+    session.dispose();
+    return failed(`code mode could not continue the run on another worker: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
+  }
+  for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
+  for (const a of task.answers) session.enqueue(a);
+  return session.run(() => {
+    const vm = session.vm!;
+    session.startDeadline(task.deadlineAtMs);
+    vm.registerHostCallback(HOST_SYNC, session.hostSync);
+    vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
+  }, wasm);
+}
