@@ -5,6 +5,9 @@
  * main thread (see GuestSession.park), from which the pool continues it on another
  * thread. A session that arrives parks its idle neighbours before it runs anything.
  */
+import type { Snapshot } from "quickjs-wasi";
+import type { ParkedVm } from "../task-protocol.js";
+
 export type Parkable = { parkIfIdle(): void };
 
 const sessions = new Set<Parkable>();
@@ -21,4 +24,19 @@ export function leave(session: Parkable): void {
 /** True when another session shares this thread. */
 export function cohosted(): boolean {
   return sessions.size > 1;
+}
+
+/** A VM snapshot as a parked image, with its memory's buffer to transfer (not copy) to the main thread. */
+export function parkedImage(snap: Snapshot, guestToken: number): { parked: ParkedVm; transfer: ArrayBuffer[] } {
+  const parked: ParkedVm = {
+    memory: snap.memory,
+    stackPointer: snap.stackPointer,
+    runtimePtr: snap.runtimePtr,
+    contextPtr: snap.contextPtr,
+    extensions: snap.extensions.map((e) => ({ name: e.name, memoryBase: e.memoryBase, tableBase: e.tableBase, initFn: e.initFn })),
+    guestToken,
+  };
+  const buffer = snap.memory.buffer;
+  const whole = snap.memory.byteOffset === 0 && snap.memory.byteLength === buffer.byteLength && buffer instanceof ArrayBuffer;
+  return { parked, transfer: whole ? [buffer] : [] };
 }

@@ -4,9 +4,9 @@
  * authenticated snapshot; a moved one (its thread was killed for a neighbour) a VM
  * restored from the image it parked. All then run the same drain loop (./vm-session.ts).
  */
-import { QuickJS } from "quickjs-wasi";
+import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import type { ExecTask, ResumeTask, TaskOutcome, UnparkTask, WorkerMessage } from "../task-protocol.js";
-import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
+import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
 import { compileCell, mcpRunPreludeBytecode, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { baseImage } from "./base-image.js";
@@ -75,7 +75,7 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
     session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
     session.guestToken = snapshot.guestToken;
     session.deliverFn = session.vm.importHandle(snapshot.guestToken);
-    session.restoreSettlement();
+    session.restoreSettlement(settlementOf(session.vm, session.deliverFn));
   } catch (err) {
     session.dispose();
     return failed(`code mode could not restore the suspended run: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
@@ -104,7 +104,7 @@ export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Modul
     session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
     session.guestToken = p.guestToken;
     session.deliverFn = session.vm.importHandle(p.guestToken);
-    session.restoreSettlement();
+    session.restoreSettlement(settlementOf(session.vm, session.deliverFn));
   } catch (err) {
     session.dispose();
     return failed(`code mode could not continue the run on another worker: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
@@ -117,4 +117,19 @@ export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Modul
     vm.registerHostCallback(HOST_SYNC, session.hostSync);
     vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
   }, wasm);
+}
+
+/** Asks a restored VM's prelude how its program had settled ("" while it had not). */
+function settlementOf(vm: QuickJS, deliver: JSValueHandle): string {
+  const q = vm.newString(SETTLEMENT_QUERY);
+  const e = vm.newString("");
+  try {
+    const h = vm.callFunction(deliver, vm.undefined, q, vm.false, e);
+    const s = h.isString ? h.toString() : "";
+    h.dispose();
+    return s;
+  } finally {
+    q.dispose();
+    e.dispose();
+  }
 }

@@ -23,21 +23,16 @@
 import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
-import type { ErrorCodeName, MainMessage, PendingKind, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
-import { SETTLEMENT_QUERY } from "../guest/prelude.js";
+import type { ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
 import { encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
-import { cohosted, enter, leave } from "./occupancy.js";
+import { cohosted, enter, leave, parkedImage } from "./occupancy.js";
+import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
 
 type Settled = { ok: true; valueJson: string } | { ok: false; errorJson: string };
 type Fatal = { code: ErrorCodeName | undefined; message: string };
-
-/** Timers a run may have armed at once (they do not count against maxPendingToolCalls). */
-export const MAX_TIMERS = 100;
-/** The longest timer delay accepted (as browsers clamp to a signed 32-bit millisecond count). */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** Time the host allows for snapshotting and encoding an idle VM (up to 1 GiB of memory). */
 export const SNAPSHOT_BUDGET_MS = 30_000;
@@ -63,7 +58,7 @@ export class GuestSession {
   private settled: Settled | undefined;
   private readonly pending = new Map<string, PendingKind>();
   /** Armed timers: call id → when it is due (epoch ms). Each is also in `pending`. */
-  private readonly timers = new Map<string, number>();
+  private readonly timers = new TimerTable();
   private readonly inbox: MainMessage[] = [];
   /** The prelude's delivery function, and its snapshot-portable token. */
   deliverFn: JSValueHandle | undefined;
@@ -132,20 +127,14 @@ export class GuestSession {
    */
   parkIfIdle(): void {
     if (!this.idle || !this.dirty || !this.vm || this.deliverFn === undefined || this.settled?.ok === false) return;
-    const snap = this.vm.snapshot();
-    const parked = {
-      memory: snap.memory,
-      stackPointer: snap.stackPointer,
-      runtimePtr: snap.runtimePtr,
-      contextPtr: snap.contextPtr,
-      extensions: snap.extensions.map((e) => ({ name: e.name, memoryBase: e.memoryBase, tableBase: e.tableBase, initFn: e.initFn })),
-      guestToken: this.guestToken,
-    };
-    const pending = [...this.pending].map(([callId, kind]) => (kind === "timer" ? { callId, kind, dueAtMs: this.timers.get(callId) ?? Date.now() } : { callId, kind }));
-    const buffer = snap.memory.buffer;
-    const transfer = snap.memory.byteOffset === 0 && snap.memory.byteLength === buffer.byteLength && buffer instanceof ArrayBuffer ? [buffer] : [];
-    this.port.postMessage({ t: "parked", parked, pending, outputBytes: this.outputBytes, deadlineAtMs: this.deadline } satisfies WorkerMessage, transfer);
+    const { parked, transfer } = parkedImage(this.vm.snapshot(), this.guestToken);
+    this.port.postMessage({ t: "parked", parked, pending: this.pendingRefs(), outputBytes: this.outputBytes, deadlineAtMs: this.deadline } satisfies WorkerMessage, transfer);
     this.dirty = false;
+  }
+
+  /** What the VM awaits, as a suspension or a parked image records it. */
+  private pendingRefs(): PendingRef[] {
+    return [...this.pending].map(([callId, kind]) => (kind === "timer" ? { callId, kind, dueAtMs: this.timers.get(callId) ?? Date.now() } : { callId, kind }));
   }
 
   awaitAgain(callId: string, kind: PendingKind, dueAtMs?: number): void {
@@ -153,21 +142,10 @@ export class GuestSession {
     if (kind === "timer") this.timers.set(callId, dueAtMs ?? Date.now());
   }
 
-  /** After a restore: what the program settled to before the snapshot, if it had. */
-  restoreSettlement(): void {
-    const vm = this.vm!;
-    const q = vm.newString(SETTLEMENT_QUERY);
-    const e = vm.newString("");
-    try {
-      const h = vm.callFunction(this.deliverFn!, vm.undefined, q, vm.false, e);
-      const s = h.isString ? h.toString() : "";
-      h.dispose();
-      if (s.startsWith("1")) this.settled = { ok: true, valueJson: s.slice(1) };
-      else if (s.startsWith("0")) this.settled = { ok: false, errorJson: s.slice(1) };
-    } finally {
-      q.dispose();
-      e.dispose();
-    }
+  /** After a restore: what the program settled to before the snapshot ("1"/"0" + JSON, or ""), from the prelude. */
+  restoreSettlement(settlement: string): void {
+    if (settlement.startsWith("1")) this.settled = { ok: true, valueJson: settlement.slice(1) };
+    else if (settlement.startsWith("0")) this.settled = { ok: false, errorJson: settlement.slice(1) };
   }
 
   enqueue(m: MainMessage): void {
@@ -282,19 +260,7 @@ export class GuestSession {
 
   /** Moves timers that are due into the inbox, earliest first. */
   private fireDueTimers(): void {
-    if (this.timers.size === 0) return;
-    const now = Date.now();
-    const due = [...this.timers].filter(([, at]) => at <= now).sort((a, b) => a[1] - b[1]);
-    for (const [callId] of due) {
-      this.timers.delete(callId);
-      this.inbox.push({ t: "answer", callId, ok: true, json: "" });
-    }
-  }
-
-  private nextTimerDue(): number {
-    let next = Number.POSITIVE_INFINITY;
-    for (const at of this.timers.values()) if (at < next) next = at;
-    return next;
+    for (const callId of this.timers.takeDue(Date.now())) this.inbox.push({ t: "answer", callId, ok: true, json: "" });
   }
 
   private outcomeFor(err: unknown): TaskOutcome {
@@ -321,7 +287,7 @@ export class GuestSession {
   /** Snapshots the idle VM for a `wait` to continue later. */
   private async suspend(reason: "pending_tools" | "yield", wasm: WebAssembly.Module): Promise<TaskOutcome> {
     const t0 = performance.now();
-    const pendingRefs = [...this.pending].map(([callId, kind]) => (kind === "timer" ? { callId, kind, dueAtMs: this.timers.get(callId) ?? Date.now() } : { callId, kind }));
+    const pendingRefs = this.pendingRefs();
     if (this.neverSuspends) {
       // A surface that never suspends (tool_search_code) only needs to know what was pending.
       return { status: "suspended", reason, envelope: new Uint8Array(0), pending: pendingRefs, outputBytes: this.outputBytes, snapshot: { encoding: "plain", memoryBytes: 0, changedPages: 0, encodeMs: 0 } };
@@ -365,7 +331,7 @@ export class GuestSession {
             const now = Date.now();
             const remaining = this.deadline - now;
             if (remaining <= 0) return await this.suspend("pending_tools", wasm);
-            const sleep = Math.min(remaining + 1, Math.max(0, this.nextTimerDue() - now));
+            const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now));
             this.idle = true;
             if (cohosted()) this.parkIfIdle();
             await new Promise<void>((resolve) => {
