@@ -14,7 +14,7 @@ import { openRun, type TestTool } from "./gateway.js";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient } from "../src/protocol/grpc-service.js";
-import { collectStream, execute, SHARED_SNAPSHOT_KEY, spawnCodemode, startStack, waitFor, type ToolCallEvent } from "./harness.js";
+import { collectStream, execute, logged, SHARED_SNAPSHOT_KEY, spawnCodemode, startStack, waitFor, type ToolCallEvent } from "./harness.js";
 import { startRedis } from "./redis.js";
 
 const TOOLS: TestTool[] = [{ name: "slow_lookup", description: "Answers when the gateway gets round to it", parameters: { type: "object" } }];
@@ -74,7 +74,7 @@ describe("SIGTERM drains", () => {
       const [code] = await exited;
       expect(code).toBe(0);
       expect(Date.now() - signalledAt).toBeLessThan(budgetMs);
-      expect(stack.proc.stderr.join("\n")).toMatch(/draining: health NOT_SERVING, new execs refused/);
+      await logged(stack.proc, /draining: health NOT_SERVING, new execs refused/);
     } finally {
       sideHealth.close();
       orchHealth.close();
@@ -104,7 +104,7 @@ describe("SIGTERM drains", () => {
       expect(took).toBeGreaterThanOrEqual(budgetMs - 100);
       // The budget, the suspension and cancellation settling and the final grace; generous on a shared machine.
       expect(took).toBeLessThan(25_000);
-      expect(stack.proc.stderr.join("\n")).toMatch(/drain budget ran out/);
+      await logged(stack.proc, /drain budget ran out/);
     } finally {
       await stack.stop();
     }

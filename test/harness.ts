@@ -45,6 +45,21 @@ export async function spawnCodemode(args: string[], env: Record<string, string> 
   };
 }
 
+/**
+ * Resolves once a line of `proc`'s stderr matches `pattern`. Log lines travel through a pipe
+ * (and pino writes asynchronously), so a line the process wrote before answering an RPC can
+ * reach the test after the answer: assert on logs with this, never on a one-off read.
+ */
+export async function logged(proc: Proc, pattern: RegExp, ms = 10_000): Promise<string> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const line = proc.stderr.find((l) => pattern.test(l));
+    if (line !== undefined) return line;
+    if (Date.now() > until) throw new Error(`no log line matching ${pattern} within ${ms} ms; stderr:\n${proc.stderr.join("\n")}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 export type Stack = {
   proc: Proc;
   sandboxAddress: string;

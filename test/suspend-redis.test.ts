@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Redis } from "ioredis";
 import { openRun, type TestTool } from "./gateway.js";
-import { execute, startCluster, waitFor, type Cluster, type scope as Scope, type ToolCallEvent } from "./harness.js";
+import { execute, logged, startCluster, waitFor, type Cluster, type scope as Scope, type ToolCallEvent } from "./harness.js";
 import { startRedis, type RedisServer } from "./redis.js";
 
 const tools: TestTool[] = [
@@ -103,7 +103,7 @@ describe("suspended runs in Redis", () => {
     const refused = await waitFor(cluster.sidecars[0]!.sandbox, { scope, runId });
     expect(refused.model).toMatchObject({ status: "failed", code: "internal_error" });
     expect(refused.model.error).toMatch(/snapshot failed authentication and was discarded \(the snapshot was sealed for generation 1 of this run but the store is at generation 2/);
-    expect(cluster.sidecars[0]!.proc.stderr.join("\n")).toMatch(/refused a suspended run whose snapshot failed authentication; deleting it/);
+    await logged(cluster.sidecars[0]!.proc, /refused a suspended run whose snapshot failed authentication; deleting it/);
     // Deleted: its stored bytes are no longer the run's state and can never become valid again.
     expect(await inspect.exists(key)).toBe(0);
     expect((await waitFor(cluster.sidecars[1]!.sandbox, { scope, runId })).model.error).toBe("code mode run is unavailable or expired.");

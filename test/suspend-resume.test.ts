@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunScope } from "../src/gen/codemode/common/v1/common_pb.js";
 import { Refusal, ResultStatus, WaitReason } from "../src/gen/codemode/common/v1/common_pb.js";
 import { openRun, type TestTool } from "./gateway.js";
-import { execute, scope as newScope, SHARED_SNAPSHOT_KEY, spawnCodemode, startCluster, waitFor, type Cluster, type ToolCallEvent } from "./harness.js";
+import { execute, logged, scope as newScope, SHARED_SNAPSHOT_KEY, spawnCodemode, startCluster, waitFor, type Cluster, type ToolCallEvent } from "./harness.js";
 
 const tools: TestTool[] = [
   { name: "slow_lookup", description: "Looks something up slowly", parameters: { type: "object", properties: { key: { type: "string" } } } },
@@ -312,7 +312,7 @@ describe("snapshot authentication and the suspended-run cap", () => {
       const refused = await waitFor(A(), { scope, runId: model.runId! });
       expect(refused.model).toMatchObject({ status: "failed", code: "runtime_unavailable" });
       expect(refused.model.error).toMatch(/sealed under key id "k2", which is not among this sidecar's snapshot keys .*the run is kept/);
-      expect(cluster.sidecars[0]!.proc.stderr.join("\n")).toMatch(/snapshot key this sidecar does not have; leaving it/);
+      await logged(cluster.sidecars[0]!.proc, /snapshot key this sidecar does not have; leaving it/);
       expect((await waitFor(R, { scope, runId: model.runId! })).model).toMatchObject({ status: "completed", value: "done" });
     } finally {
       R.close();
