@@ -63,6 +63,16 @@ export class SandboxMetrics {
     new Gauge({ name: "codemode_pool_threads", help: "Worker threads in the pool", registers, collect() { this.set(pool.threads); } });
     new Gauge({ name: "codemode_live_tool_calls", help: "Nested calls whose VM is live on this sidecar, awaiting the gateway's answer", registers, collect() { this.set(calls.liveCount); } });
     new Gauge({ name: "codemode_orchestrator_link_up", help: "1 while the sidecar's link to its orchestrator is up, else 0", registers, collect() { this.set(link.linkState === "up" ? 1 : 0); } });
+    new Counter({
+      name: "codemode_vm_starts_total",
+      help: "How task VMs started: reused (an idle instance reset to a prepared image), restored (a new instance from a prepared image), fresh (created, prelude run: extensions or per-run context), snapshot (a resumed or moved run)",
+      labelNames: ["how"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [how, n] of Object.entries(pool.vmStarts)) this.inc({ how }, n);
+      },
+    });
     const changes = new Counter({ name: "codemode_orchestrator_link_changes_total", help: "Orchestrator link state changes, by the new state (connecting|up|down|closed)", labelNames: ["state"], registers });
     link.onStateChange((state) => changes.inc({ state }));
   }

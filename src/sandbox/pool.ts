@@ -17,7 +17,7 @@ import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
 import type { Logger } from "../shared/logger.js";
-import { EMPTY_GUEST_CATALOG, type ExecTask, type MainMessage, type NestedCallMessage, type PlainError, type RequestOp, type ResumeTask, type Task, type TaskOutcome, type UnparkTask, type WorkerMessage } from "./task-protocol.js";
+import { EMPTY_GUEST_CATALOG, type ExecTask, type MainMessage, type NestedCallMessage, type PlainError, type RequestOp, type ResumeTask, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -70,6 +70,8 @@ export class SandboxPool {
   readonly threads: number;
   /** Execs the pool runs at once: threads times execs per worker. */
   readonly slots: number;
+  /** How tasks' VMs started (worker/warm-vms.ts), for metrics. */
+  readonly vmStarts: Record<VmStart, number> = { reused: 0, restored: 0, fresh: 0, snapshot: 0 };
   /** Execs that may wait for a free worker slot before new ones are refused: two more rounds of every slot. */
   readonly maxQueue: number;
 
@@ -201,6 +203,7 @@ export class SandboxPool {
             break;
           case "done":
             clearTimeout(killTimer);
+            if (m.outcome.vmStart) this.vmStarts[m.outcome.vmStart]++;
             finish(m.outcome);
             break;
         }

@@ -161,7 +161,14 @@ export type MainMessage =
   /** Suspend as soon as the VM is idle with work pending (the sidecar is draining). */
   | { t: "suspend" };
 
-export type TaskOutcome =
+/**
+ * How a task's VM started: an instance reset to a prepared image (`reused`) or a new
+ * instance restored from one (`restored`), see worker/warm-vms.ts; `fresh` (created and
+ * the prelude run), or `snapshot` (a resumed or moved run). For metrics.
+ */
+export type VmStart = "reused" | "restored" | "fresh" | "snapshot";
+
+export type TaskOutcome = (
   | { status: "completed"; valueJson: string; outputBytes: number }
   | { status: "failed"; error: string; code?: ErrorCodeName; outputBytes: number }
   | {
@@ -174,4 +181,5 @@ export type TaskOutcome =
       outputBytes: number;
       /** How the snapshot was stored, for logs and benchmarks. */
       snapshot: { encoding: "delta" | "plain"; memoryBytes: number; changedPages: number; encodeMs: number };
-    };
+    }
+) & { vmStart?: VmStart };

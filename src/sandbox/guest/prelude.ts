@@ -13,6 +13,7 @@
  */
 import { CONSOLE_SOURCE } from "./prelude-console.js";
 import { BRIDGE_SOURCE, RUN_SOURCE } from "./prelude-bridge.js";
+import { RANDOM_SOURCE } from "./prelude-random.js";
 import { MARSHAL_SOURCE, MAX_VALUE_DEPTH } from "./prelude-marshal.js";
 import { URL_SHIM_SOURCE, WEB_SOURCE } from "./prelude-web.js";
 
@@ -185,6 +186,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     list(prefix) { return request("api_list", { prefix: prefix === undefined ? "" : textOf(prefix) }); },
     read(path) { return request("api_read", { path: textOf(path ?? "") }); },
   });
+  ${RANDOM_SOURCE}
   ${CONSOLE_SOURCE}
   ${WEB_SOURCE}
   ${URL_SHIM_SOURCE}

@@ -13,6 +13,7 @@
  */
 import { CONSOLE_SOURCE } from "./prelude-console.js";
 import { BRIDGE_SOURCE, RUN_SOURCE } from "./prelude-bridge.js";
+import { RANDOM_SOURCE } from "./prelude-random.js";
 import { MARSHAL_SOURCE } from "./prelude-marshal.js";
 
 export const TOOL_SEARCH_PRELUDE_FILENAME = "tool-search-prelude.js";
@@ -38,6 +39,7 @@ export const TOOL_SEARCH_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAs
   method(openclaw, "tools", toolsApi);
   freeze(openclaw);
 
+  ${RANDOM_SOURCE}
   ${CONSOLE_SOURCE}
   const reducedConsole = create(null);
   method(reducedConsole, "log", console.log);

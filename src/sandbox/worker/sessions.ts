@@ -1,11 +1,13 @@
 /**
- * How each kind of task starts its VM session: an exec gets a fresh VM with the prelude
- * of its surface and its compiled cell; a resumed segment (`wait`) a VM restored from its
+ * How each kind of task starts its VM session: an exec gets an instance reset to the
+ * prepared image of its prelude and catalog (./warm-vms.ts), or a fresh VM with the
+ * prelude when it needs an extension or per-run context, and runs its compiled cell; a
+ * resumed segment (`wait`) a VM restored from its
  * authenticated snapshot; a moved one (its thread was killed for a neighbour) a VM
  * restored from the image it parked. All then run the same drain loop (./vm-session.ts).
  */
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
-import type { ExecTask, ResumeTask, TaskOutcome, UnparkTask, WorkerMessage } from "../task-protocol.js";
+import type { ExecTask, ResumeTask, TaskOutcome, UnparkTask, VmStart, WorkerMessage } from "../task-protocol.js";
 import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
 import { compileCell, mcpRunPreludeBytecode, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
@@ -13,6 +15,14 @@ import { baseImage } from "./base-image.js";
 import { decodeSnapshot } from "./snapshot-codec.js";
 import { extensionDescriptors, extensionsFor } from "./extensions.js";
 import { failed, GuestSession, SNAPSHOT_BUDGET_MS } from "./vm-session.js";
+import { WarmVms, type PreparedImage } from "./warm-vms.js";
+
+let warm: WarmVms | undefined;
+/** This worker's reusable instances and prepared images. */
+export function warmVms(wasm: WebAssembly.Module): WarmVms {
+  warm ??= new WarmVms(wasm);
+  return warm;
+}
 
 export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
   let prelude: Uint8Array;
@@ -31,8 +41,43 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
   session.source = cellSource;
   session.allToolsJson = task.catalog.allToolsJson;
   session.convenienceJson = task.catalog.convenienceJson;
+  const extensionNames = extensionsFor(cellSource);
+  // The common case reuses an instance reset to a prepared image (./warm-vms.ts): code mode
+  // and Tool Search preludes, no per-run context in the boot data, no extension.
+  if (task.surface !== "mcp_run" && task.contextJson === "null" && extensionNames.length === 0 && !warmVms(wasm).disabled) {
+    const warm = warmVms(wasm);
+    let image: PreparedImage | undefined;
+    let how: VmStart = "restored";
+    try {
+      image = await warm.image(prelude, bootJson);
+      if (image) {
+        const got = await warm.acquire(image, task.limits.memoryLimitBytes, session.interrupt, session.hostSync, session.hostAsync);
+        session.vm = got.vm;
+        how = got.how;
+      }
+    } catch (err) {
+      session.dispose();
+      return failed(`QuickJS-WASI could not start: ${(err as Error).message}`, task.outputBytesUsed, "runtime_unavailable");
+    }
+    if (image && session.vm) {
+      const prepared = image;
+      session.recycle = (vm, healthy) => warm.release(vm, healthy);
+      const outcome = await session.run(() => {
+        const vm = session.vm!;
+        session.startDeadline();
+        session.deliverFn = vm.importHandle(prepared.deliverToken);
+        session.guestToken = prepared.deliverToken;
+        const run = vm.importHandle(prepared.runToken);
+        const cellFn = vm.evalBytecode(cell.bytecode);
+        vm.callFunction(run, vm.undefined, cellFn).dispose();
+        run.dispose();
+        cellFn.dispose();
+      }, wasm);
+      return { ...outcome, vmStart: how };
+    }
+  }
   try {
-    const extensions = await extensionDescriptors(extensionsFor(cellSource));
+    const extensions = await extensionDescriptors(extensionNames);
     const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
     session.vm = await QuickJS.create(extensions.length > 0 ? { ...options, extensions } : options);
   } catch (err) {

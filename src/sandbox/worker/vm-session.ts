@@ -43,6 +43,12 @@ export const SNAPSHOT_BUDGET_MS = 30_000;
  */
 export const OUTPUT_ITEM_OVERHEAD_BYTES = 32;
 
+/** 128 bits of crypto randomness as four unsigned 32-bit words. */
+function seedWords(): number[] {
+  const b = randomBytes(16);
+  return [b.readUInt32LE(0), b.readUInt32LE(4), b.readUInt32LE(8), b.readUInt32LE(12)];
+}
+
 export function failed(error: string, outputBytes: number, code?: ErrorCodeName): TaskOutcome {
   return code ? { status: "failed", error, code, outputBytes } : { status: "failed", error, outputBytes };
 }
@@ -90,6 +96,10 @@ export class GuestSession {
   source = "";
   /** The surface never suspends (tool_search_code): no snapshot is taken at the deadline. */
   neverSuspends = false;
+  /** Takes the instance back for a reset (./warm-vms.ts) instead of disposing it. */
+  recycle: ((vm: QuickJS, healthy: boolean) => void) | undefined;
+  /** False once the instance trapped or the run failed in the host. */
+  private healthy = true;
   /** Set by the main thread through shared memory when the task is cancelled. */
   cancelFlag: Int32Array | undefined;
   readonly interrupt = () =>
@@ -174,6 +184,9 @@ export class GuestSession {
           return vm.newString(this.allToolsJson);
         case "convenience":
           return vm.newString(this.convenienceJson);
+        case "seed":
+          // Math.random's seed for this run (../guest/prelude-random.ts).
+          return vm.newString(JSON.stringify(seedWords()));
         case "text":
           this.record("text", arg);
           return vm.undefined;
@@ -357,16 +370,25 @@ export class GuestSession {
           }
         }
       } catch (err) {
+        // A trap or a host failure may leave the instance inconsistent: never reuse it.
+        if (!(err instanceof JSException)) this.healthy = false;
         return this.outcomeFor(err);
       }
       return this.completion(this.settled);
     } finally {
       leave(this);
       this.port.off("message", this.onMessage);
-      try {
-        this.vm?.dispose();
-      } catch {
-        // a trapped instance is dropped either way
+      // Nothing of this session may touch the instance once it is handed back.
+      const vm = this.vm;
+      this.vm = undefined;
+      this.deliverFn = undefined;
+      if (vm && this.recycle) this.recycle(vm, this.healthy);
+      else {
+        try {
+          vm?.dispose();
+        } catch {
+          // a trapped instance is dropped either way
+        }
       }
     }
   }

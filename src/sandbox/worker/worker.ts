@@ -63,6 +63,7 @@ export default async function runTask(task: Task): Promise<void> {
   } catch (err) {
     outcome = { status: "failed", error: `internal: ${(err as Error).message}`, code: "internal_error", outputBytes: task.outputBytesUsed };
   }
+  outcome.vmStart ??= task.kind === "exec" ? "fresh" : "snapshot";
   // The envelope's memory moves to the main thread rather than being copied.
   const env = outcome.status === "suspended" ? outcome.envelope : undefined;
   const transfer = env && env.byteOffset === 0 && env.byteLength === env.buffer.byteLength ? [env.buffer as ArrayBuffer] : [];

@@ -1,0 +1,224 @@
+/**
+ * Reused QuickJS instances, reset to a prepared image for every exec.
+ *
+ * Creating a WebAssembly instance and running the prelude costs about 2 ms per exec,
+ * plus the garbage collection of dead instances. Instead, a worker prepares one image per
+ * (prelude, boot data) — the memory of a VM right after its prelude ran, with the
+ * prelude's `deliver` and `run` kept as exported handles — and resets an idle instance
+ * to it: the whole linear memory is overwritten with the image, the stack pointer and
+ * the runtime/context pointers are restored, and the wrapper's host-side state (host
+ * callbacks, owned and cached handles, handlers) is cleared.
+ *
+ * The guarantee: a run cannot observe anything of an earlier run on the same instance.
+ * WebAssembly state is the memory, the globals and the tables. The module has exactly one
+ * global (`__stack_pointer`, restored) and a function table that only extension loading
+ * changes (instances with extensions are never reused; the table length is checked).
+ * Memory is reused only at exactly the image's size, so after a reset every byte of it
+ * equals the image. An instance that trapped, grew its memory, or whose run failed in
+ * the host is discarded, never reset. A killed thread takes its instances with it.
+ * test/vm-reset.test.ts checks all of this byte for byte and with hostile programs.
+ *
+ * The wrapper's private fields are quickjs-wasi internals: `supported()` checks that they
+ * exist, and without them every exec takes the fresh path (QuickJS.create per exec).
+ */
+import { createHash } from "node:crypto";
+import { QuickJS, type JSValueHandle } from "quickjs-wasi";
+import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
+import { LIMITS } from "../../shared/config.js";
+import { guestVmOptions, STACK_BYTES } from "./vm-options.js";
+
+/** The wrapper internals a reset touches. */
+type Internals = {
+  exports: {
+    memory: WebAssembly.Memory;
+    __stack_pointer: { value: number };
+    __indirect_function_table: { readonly length: number };
+    qjs_set_runtime_and_context(rt: number, ctx: number): void;
+    qjs_set_memory_limit(bytes: number): void;
+    qjs_set_max_stack_size(bytes: number): void;
+    qjs_set_interrupt_handler(on: number): void;
+  };
+  hostCallbacks: Map<string, unknown>;
+  _ownedHandles: Set<unknown>;
+  _activeScope: unknown;
+  _global: unknown;
+  _undefined: unknown;
+  _null: unknown;
+  _true: unknown;
+  _false: unknown;
+  interruptHandler: unknown;
+  unhandledRejectionHandler: unknown;
+  moduleNormalizeHandler: unknown;
+  moduleLoadHandler: unknown;
+  timezoneOffsetHandler: unknown;
+  loadedExtensions: unknown[];
+  disposed: boolean;
+};
+
+const WRAPPER_FIELDS = ["hostCallbacks", "_ownedHandles", "_activeScope", "_global", "_undefined", "_null", "_true", "_false", "interruptHandler", "unhandledRejectionHandler", "moduleNormalizeHandler", "moduleLoadHandler", "timezoneOffsetHandler", "loadedExtensions", "disposed"] as const;
+const EXPORTS = ["memory", "__stack_pointer", "__indirect_function_table", "qjs_set_runtime_and_context", "qjs_set_memory_limit", "qjs_set_max_stack_size", "qjs_set_interrupt_handler"] as const;
+
+export type PreparedImage = {
+  key: string;
+  memory: Uint8Array;
+  stackPointer: number;
+  runtimePtr: number;
+  contextPtr: number;
+  tableLength: number;
+  /** Exported handles of the prelude's `deliver` and `run`, valid in every reset instance. */
+  deliverToken: number;
+  runToken: number;
+};
+
+type HostFn = (op?: JSValueHandle, arg?: JSValueHandle) => JSValueHandle;
+
+/** Images kept per worker (each about 1.5 MB). */
+const MAX_IMAGES = 8;
+/** Idle instances kept per worker. */
+const MAX_SPARES = 2;
+
+function internals(vm: QuickJS): Internals {
+  return vm as unknown as Internals;
+}
+
+/** True when this quickjs-wasi exposes what a reset needs. */
+export function supported(vm: QuickJS): boolean {
+  const w = vm as unknown as Record<string, unknown>;
+  const exp = w.exports as Record<string, unknown> | null;
+  return WRAPPER_FIELDS.every((f) => f in w) && exp !== null && EXPORTS.every((e) => exp[e] !== undefined) && w.hostCallbacks instanceof Map && w._ownedHandles instanceof Set;
+}
+
+/** Overwrites an instance's whole state with the image's; the caller checked the memory size. */
+export function resetTo(vm: QuickJS, image: PreparedImage): void {
+  const w = internals(vm);
+  new Uint8Array(w.exports.memory.buffer).set(image.memory);
+  w.exports.__stack_pointer.value = image.stackPointer;
+  w.exports.qjs_set_runtime_and_context(image.runtimePtr, image.contextPtr);
+  // Host-side state: handles of the old memory are dropped, never freed into the new one.
+  w.hostCallbacks.clear();
+  w._ownedHandles.clear();
+  w._activeScope = null;
+  w._global = w._undefined = w._null = w._true = w._false = null;
+  w.interruptHandler = w.unhandledRejectionHandler = w.moduleNormalizeHandler = w.moduleLoadHandler = w.timezoneOffsetHandler = null;
+  w.disposed = false;
+}
+
+/** True when an instance may be reset to `image`: no extensions, same table, memory exactly the image's size. */
+export function reusableFor(vm: QuickJS, image: PreparedImage): boolean {
+  const w = internals(vm);
+  if (w.disposed || w.loadedExtensions.length > 0 || !w.exports) return false;
+  return w.exports.memory.buffer.byteLength === image.memory.byteLength && w.exports.__indirect_function_table.length === image.tableLength;
+}
+
+export class WarmVms {
+  private readonly images = new Map<string, PreparedImage>();
+  private readonly spares: QuickJS[] = [];
+  /** Set when this quickjs-wasi lacks the internals a reset needs. */
+  disabled = false;
+  private spareUsed = false;
+  /** Counters for the worker's own checks and the benchmarks. */
+  readonly stats = { prepared: 0, reused: 0, restored: 0, discarded: 0 };
+
+  constructor(private readonly wasm: WebAssembly.Module) {}
+
+  /** The image for a prelude and boot answer, prepared on first use; undefined when resets are unsupported. */
+  async image(prelude: Uint8Array, bootJson: string): Promise<PreparedImage | undefined> {
+    if (this.disabled) return undefined;
+    const key = createHash("sha256").update(prelude).update("\0").update(bootJson).digest("base64");
+    const known = this.images.get(key);
+    if (known) {
+      // Most recently used last.
+      this.images.delete(key);
+      this.images.set(key, known);
+      return known;
+    }
+    const vm = await QuickJS.create(guestVmOptions(this.wasm, LIMITS.memoryLimitBytes.default, () => false));
+    if (!supported(vm)) {
+      this.disabled = true;
+      return undefined;
+    }
+    const boot: HostFn = (op) => (op?.isString && op.toString() === "boot" ? vm.newString(bootJson) : vm.undefined);
+    const sync = vm.newFunction(HOST_SYNC, boot);
+    const asyncFn = vm.newFunction(HOST_ASYNC, () => vm.undefined);
+    const fn = vm.evalBytecode(prelude);
+    const api = vm.callFunction(fn, vm.undefined, sync, asyncFn);
+    fn.dispose();
+    sync.dispose();
+    asyncFn.dispose();
+    // The two handles stay undisposed: their boxes hold the references the tokens name.
+    const deliverToken = vm.exportHandle(api.getProp("0"));
+    const runToken = vm.exportHandle(api.getProp("1"));
+    api.dispose();
+    const snap = vm.snapshot();
+    const image: PreparedImage = {
+      key,
+      memory: snap.memory,
+      stackPointer: snap.stackPointer,
+      runtimePtr: snap.runtimePtr,
+      contextPtr: snap.contextPtr,
+      tableLength: internals(vm).exports.__indirect_function_table.length,
+      deliverToken,
+      runToken,
+    };
+    this.stats.prepared++;
+    this.images.set(key, image);
+    if (this.images.size > MAX_IMAGES) this.images.delete(this.images.keys().next().value!);
+    this.release(vm, true);
+    return image;
+  }
+
+  /**
+   * An instance in the image's state, with the run's limits and host callbacks: a spare
+   * reset to it, or a new instance restored from it.
+   */
+  async acquire(image: PreparedImage, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+    let vm: QuickJS | undefined;
+    this.spareUsed = false;
+    while (this.spares.length > 0) {
+      const spare = this.spares.pop()!;
+      if (reusableFor(spare, image)) {
+        vm = spare;
+        break;
+      }
+      this.stats.discarded++;
+    }
+    if (vm) {
+      resetTo(vm, image);
+      this.spareUsed = true;
+      this.stats.reused++;
+    } else {
+      vm = await QuickJS.restore({ memory: image.memory, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, extensions: [] }, { wasm: this.wasm });
+      resetTo(vm, image);
+      this.stats.restored++;
+    }
+    const w = internals(vm);
+    w.exports.qjs_set_memory_limit(memoryLimitBytes);
+    w.exports.qjs_set_max_stack_size(STACK_BYTES);
+    w.interruptHandler = interrupt;
+    w.exports.qjs_set_interrupt_handler(1);
+    vm.registerHostCallback(HOST_SYNC, hostSync);
+    vm.registerHostCallback(HOST_ASYNC, hostAsync);
+    return { vm, how: this.spareUsed ? "reused" : "restored" };
+  }
+
+  /**
+   * Takes an instance back after its run. `healthy` is false when it trapped or its run
+   * ended in a host failure: it is dropped. Others are kept (up to MAX_SPARES) for a
+   * reset; one that grew its memory cannot be reset to an image and is dropped at acquire.
+   */
+  release(vm: QuickJS, healthy: boolean): void {
+    const w = internals(vm);
+    w.interruptHandler = null;
+    w.hostCallbacks.clear();
+    if (!healthy || this.spares.length >= MAX_SPARES || w.loadedExtensions.length > 0) {
+      this.stats.discarded++;
+      try {
+        vm.dispose();
+      } catch {
+        // a trapped instance is dropped either way
+      }
+      return;
+    }
+    this.spares.push(vm);
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * The reset guarantee of reused VM instances (src/sandbox/worker/warm-vms.ts): a run can
+ * observe nothing of an earlier run on the same instance.
+ *
+ * In process: after a hostile program wrote everywhere it can, a reset leaves the linear
+ * memory equal to the prepared image byte for byte (at the image's exact size), the one
+ * WebAssembly global and the table as they were, and the wrapper's host-side state
+ * (callbacks, owned and cached handles, handlers) empty; an instance that grew its memory
+ * or trapped is replaced, never reset.
+ *
+ * Through the real service on one thread: thousands of alternating programs, writers
+ * that plant a distinctive token everywhere a program can reach (globals, prototypes,
+ * builtins, the symbol registry, RegExp statics, timers left armed, failures, timeouts,
+ * memory exhaustion) and readers that report everything they can see; no reader ever
+ * sees a token, and the sidecar's metrics show the instances were in fact reused.
+ */
+import { readFileSync } from "node:fs";
+import { QuickJS, type JSValueHandle } from "quickjs-wasi";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compileScript, preludeBytecode } from "../src/sandbox/worker/compiler.js";
+import { resetTo, reusableFor, WarmVms, type PreparedImage } from "../src/sandbox/worker/warm-vms.js";
+import { EMPTY_GUEST_CATALOG } from "../src/sandbox/task-protocol.js";
+import { execute, openEmptyRun, startStack, type Stack } from "./harness.js";
+
+const wasm = new WebAssembly.Module(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
+const BOOT = `{"catalog":${EMPTY_GUEST_CATALOG.staticJson},"context":null}`;
+
+type Wrapper = {
+  exports: { memory: WebAssembly.Memory; __stack_pointer: { value: number }; __indirect_function_table: { length: number } };
+  hostCallbacks: Map<string, unknown>;
+  _ownedHandles: Set<unknown>;
+  _global: unknown;
+  interruptHandler: unknown;
+};
+const inside = (vm: QuickJS) => vm as unknown as Wrapper;
+
+describe("resetting a reused instance (in process)", () => {
+  let warm: WarmVms;
+  let image: PreparedImage;
+  const sync = (vm: () => QuickJS) => (op?: JSValueHandle) => (op?.isString && op.toString() === "seed" ? vm().newString("[1,2,3,4]") : vm().undefined);
+
+  beforeAll(async () => {
+    warm = new WarmVms(wasm);
+    image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
+    expect(image).toBeDefined();
+  });
+
+  /** Runs a program's cell body in the VM through the prelude's `run`, as the worker does. */
+  async function runIn(vm: QuickJS, body: string): Promise<void> {
+    const compiled = await compileScript(wasm, `(async () => { ${body} })`, "cell.js");
+    if (!compiled.ok) throw new Error(compiled.error.message);
+    const run = vm.importHandle(image.runToken);
+    const cell = vm.evalBytecode(compiled.bytecode);
+    vm.callFunction(run, vm.undefined, cell).dispose();
+    vm.executePendingJobs();
+  }
+
+  it("leaves memory equal to the image byte for byte, the stack pointer and table as prepared, and no host-side state", async () => {
+    let current: QuickJS | undefined;
+    const { vm } = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    current = vm;
+    await runIn(
+      vm,
+      `globalThis.planted = "tok"; Object.prototype.planted = "tok"; Array.prototype.push = function () { return "tok"; };
+       JSON.parse = () => "tok"; Symbol.for("tok"); /(tok)/.exec("tok"); Math.random();
+       const keep = []; for (let i = 0; i < 2000; i++) keep.push({ i, s: "tok".repeat(20) });
+       globalThis.keep = keep; new Promise(() => {}); return "written";`,
+    );
+    // Cached singleton handles and an owned handle now exist on the host side.
+    void vm.global;
+    vm.newString("held");
+    expect(Buffer.compare(new Uint8Array(inside(vm).exports.memory.buffer), image.memory)).not.toBe(0);
+    warm.release(vm, true);
+    expect(reusableFor(vm, image)).toBe(true);
+
+    resetTo(vm, image);
+    const w = inside(vm);
+    expect(w.exports.memory.buffer.byteLength).toBe(image.memory.byteLength);
+    expect(Buffer.compare(new Uint8Array(w.exports.memory.buffer), image.memory)).toBe(0);
+    expect(w.exports.__stack_pointer.value).toBe(image.stackPointer);
+    expect(w.exports.__indirect_function_table.length).toBe(image.tableLength);
+    expect(w.hostCallbacks.size).toBe(0);
+    expect(w._ownedHandles.size).toBe(0);
+    expect(w._global).toBeNull();
+    expect(w.interruptHandler).toBeNull();
+
+    // And the program after it sees a pristine realm.
+    warm.release(vm, true);
+    let next: QuickJS | undefined;
+    const again = await warm.acquire(image, 64 << 20, () => false, sync(() => next!), sync(() => next!));
+    next = again.vm;
+    expect(again.how).toBe("reused");
+    expect(again.vm).toBe(vm);
+    const probe = await compileScript(wasm, `[typeof globalThis.planted, ({}).planted, typeof globalThis.keep, JSON.parse("1"), [].push(1)].join(",")`, "probe.js");
+    if (!probe.ok) throw new Error(probe.error.message);
+    const seen = again.vm.evalBytecode(probe.bytecode);
+    expect(seen.toString()).toBe("undefined,,undefined,1,1");
+    seen.dispose();
+    warm.release(again.vm, true);
+  });
+
+  it("replaces an instance that grew its memory, and one that trapped, instead of resetting it", async () => {
+    let current: QuickJS | undefined;
+    const first = await warm.acquire(image, 256 << 20, () => false, sync(() => current!), sync(() => current!));
+    current = first.vm;
+    await runIn(first.vm, `globalThis.big = new Uint8Array(32 * 1024 * 1024).fill(7); return 1;`);
+    expect(inside(first.vm).exports.memory.buffer.byteLength).toBeGreaterThan(image.memory.byteLength);
+    expect(reusableFor(first.vm, image)).toBe(false);
+    warm.release(first.vm, true);
+    const second = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    expect(second.vm).not.toBe(first.vm);
+    expect(second.how).toBe("restored");
+
+    warm.release(second.vm, false);
+    const third = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    expect(third.vm).not.toBe(second.vm);
+    expect(third.how).toBe("restored");
+    warm.release(third.vm, true);
+  });
+});
+
+// ---- Through the real service ----
+
+/** A writer plants `tok` everywhere; its variant decides how it ends. */
+function writer(tok: string, variant: number): string {
+  const plant = `
+    globalThis.planted = "${tok}"; globalThis["${tok}"] = 1;
+    Object.prototype.planted = "${tok}"; Array.prototype.planted = "${tok}"; String.prototype.planted = "${tok}";
+    Function.prototype.planted = "${tok}"; Promise.prototype.planted = "${tok}";
+    Array.prototype.map = function () { return "${tok}"; }; JSON.stringify = () => "${tok}"; Math.max = () => "${tok}";
+    Object.defineProperty(globalThis, "sticky", { value: "${tok}", writable: false, configurable: false });
+    Symbol.for("${tok}"); /(${tok})/.exec("x${tok}x"); Error.prototype.toString = () => "${tok}";
+    Date.prototype.planted = "${tok}"; Reflect.planted = "${tok}";
+    globalThis.blob = "${tok}".repeat(1000);
+    new WeakRef({ t: "${tok}" }); new FinalizationRegistry(() => { globalThis.fin = "${tok}"; }).register({}, "${tok}");
+  `;
+  switch (variant % 5) {
+    case 0:
+      return `${plant} return Math.random();`;
+    case 1:
+      return `${plant} throw new Error("${tok}");`;
+    case 2:
+      // Its own timeout: interrupted mid-loop.
+      return `${plant} for (;;) {}`;
+    case 3:
+      // Memory exhaustion under a small limit (the instance may grow and be replaced).
+      return `${plant} const a = []; for (;;) a.push("${tok}".repeat(1000) + a.length);`;
+    default:
+      // A timer armed and cleared, a pending promise and a microtask left behind.
+      return `${plant} const t = setTimeout(() => {}, 60_000); clearTimeout(t); new Promise(() => {}); queueMicrotask(() => { globalThis.late = "${tok}"; }); return Math.random();`;
+  }
+}
+
+/** Everything a reader can see, as one string to search for tokens. */
+const READER = `
+  const seen = [];
+  for (const k of Reflect.ownKeys(globalThis)) seen.push(String(k));
+  for (const o of [Object.prototype, Array.prototype, String.prototype, Function.prototype, Promise.prototype, Date.prototype, Reflect]) for (const k of Reflect.ownKeys(o)) seen.push(String(k));
+  seen.push(String(({}).planted), String([].planted), String(globalThis.sticky), String(globalThis.fin), String(globalThis.late), String(globalThis.blob));
+  seen.push(String([1].map((x) => x)), JSON.stringify({ a: 1 }), String(Math.max(1, 2)), String(new Error("e")));
+  seen.push(typeof RegExp.$1 === "string" ? RegExp.$1 : "");
+  return { seen: seen.join("|"), keys: Reflect.ownKeys(globalThis).length, random: Math.random() };
+`;
+
+describe("alternating hostile writers and readers on one reused thread", () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack(["--threads", "1", "--execs-per-worker", "1", "--metrics-address", "127.0.0.1:0"]);
+  });
+  afterAll(async () => {
+    expect(await stack.stop()).toBe(0);
+  });
+
+  it("no reader ever sees anything a writer planted", { timeout: 600_000 }, async () => {
+    const scope = await openEmptyRun(stack.control, "reset");
+    const PAIRS = 1_000;
+    const randoms = new Set<number>();
+    let baselineKeys: number | undefined;
+    const leaks: string[] = [];
+    for (let i = 0; i < PAIRS; i++) {
+      const tok = `tok${i.toString(36)}x${Math.random().toString(36).slice(2, 8)}`;
+      const w = await execute(stack, { scope, code: writer(tok, i), config: { timeoutMs: i % 5 === 2 ? 50 : 5_000, memoryLimitBytes: 8 << 20 } });
+      if (i % 5 === 0 || i % 5 === 4) {
+        expect(w.model.status).toBe("completed");
+        randoms.add(w.model.value as number);
+      } else expect(w.model.status).toBe("failed");
+      const r = await execute(stack, { scope, code: READER });
+      expect(r.model.status).toBe("completed");
+      const v = r.model.value as { seen: string; keys: number; random: number };
+      if (v.seen.includes("tok")) leaks.push(`pair ${i}: ${v.seen.slice(Math.max(0, v.seen.indexOf("tok") - 80), v.seen.indexOf("tok") + 40)}`);
+      baselineKeys ??= v.keys;
+      expect(v.keys).toBe(baselineKeys);
+      randoms.add(v.random);
+    }
+    expect(leaks).toEqual([]);
+    // Math.random is seeded per run: 1,400 draws, no repeats.
+    expect(randoms.size).toBe(PAIRS + (PAIRS / 5) * 2);
+
+    const metrics = await (await fetch(`http://${stack.proc.ready.metrics}/metrics`)).text();
+    const reused = Number(/codemode_vm_starts_total\{how="reused"\} (\d+)/.exec(metrics)?.[1] ?? 0);
+    // Most runs reused an instance (those after a memory exhaustion restore a new one).
+    expect(reused).toBeGreaterThan(PAIRS);
+  });
+});
