@@ -22,7 +22,7 @@ import { resetTo, reusableFor, WarmVms, type PreparedImage } from "../src/sandbo
 import { EMPTY_GUEST_CATALOG } from "../src/sandbox/task-protocol.js";
 import { execute, openEmptyRun, startStack, type Stack } from "./harness.js";
 
-const wasm = new WebAssembly.Module(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
+const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const BOOT = `{"catalog":${EMPTY_GUEST_CATALOG.staticJson},"context":null}`;
 
 type Wrapper = {
@@ -179,7 +179,7 @@ describe("alternating hostile writers and readers on one reused thread", () => {
     const leaks: string[] = [];
     for (let i = 0; i < PAIRS; i++) {
       const tok = `tok${i.toString(36)}x${Math.random().toString(36).slice(2, 8)}`;
-      const w = await execute(stack, { scope, code: writer(tok, i), config: { timeoutMs: i % 5 === 2 ? 50 : 5_000, memoryLimitBytes: 8 << 20 } });
+      const w = await execute(stack, { scope, code: writer(tok, i), config: { timeoutMs: i % 5 === 2 ? 50 : 5_000, memoryLimitBytes: BigInt(8 << 20) } });
       if (i % 5 === 0 || i % 5 === 4) {
         expect(w.model.status).toBe("completed");
         randoms.add(w.model.value as number);

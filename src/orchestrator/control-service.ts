@@ -23,6 +23,7 @@ import { checkRegistration } from "./namespaces/namespace-rules.js";
 import type { RunNamespaces, RunNamespaceView } from "./namespaces/run-namespaces.js";
 import { storeCall } from "./state/store-failure.js";
 import type { RunStore } from "./store/run-store.js";
+import type { RunCachePush } from "./run-cache-push.js";
 
 
 const KIND_ENUM = {
@@ -63,8 +64,8 @@ export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView) {
   };
 }
 
-export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; store: RunStore; namespaces: RunNamespaces; log: Logger }): ServiceHandlers<typeof Control.method> {
-  const { catalogs, runs, log, namespaces } = deps;
+export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; store: RunStore; namespaces: RunNamespaces; log: Logger; cache: RunCachePush }): ServiceHandlers<typeof Control.method> {
+  const { catalogs, runs, log, namespaces, cache } = deps;
   return {
     async putCatalog(req) {
       const { id, tools } = await catalogs.put(req.tools, req.mcpServers);
@@ -111,6 +112,8 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
         ...(req.mcpRun ? { mcpRun } : {}),
       };
       await runs.open(run);
+      // Sidecars that cached the run's previous opening drop it before the gateway hears back.
+      await cache.invalidate(scope);
       log.info({ agentRunId: scope.agentRunId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
       return { catalogId: catalog.id, surface: surfaceOf(run, await namespaces.forRun(run)) };
     },
@@ -138,6 +141,7 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
     async closeRun(req) {
       const scope = requireScope(req.scope);
       await runs.close(scope);
+      await cache.invalidate(scope);
       const deleted = await storeCall(log, "delete the run's suspended runs", () => deps.store.deleteScope(scope));
       if (deleted > 0) log.info({ agentRunId: scope.agentRunId, deleted }, "run closed; its suspended runs were deleted");
       return { suspendedRunsDeleted: deleted };
@@ -145,11 +149,13 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
     async registerNamespace(req) {
       const ns = checkRegistration(req.namespace);
       const { replaced } = await namespaces.registry.register(ns);
+      await cache.invalidate("all");
       log.info({ namespace: ns.id, pluginId: ns.pluginId, globalName: ns.globalName, callables: ns.callableCount, replaced }, "namespace registered");
       return { callableCount: ns.callableCount, replaced };
     },
     async clearNamespaces(req) {
       const cleared = await namespaces.registry.clear(req.pluginId);
+      if (cleared > 0) await cache.invalidate("all");
       if (cleared > 0) log.info({ pluginId: req.pluginId, cleared }, "plugin namespaces cleared");
       return { cleared };
     },

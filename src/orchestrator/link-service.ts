@@ -18,6 +18,8 @@ import type { RunRegistry } from "./runs.js";
 import type { RunNamespaces } from "./namespaces/run-namespaces.js";
 import type { LiveForwarder } from "./live-forward.js";
 import { answerToWire } from "../shared/link-wire.js";
+import { ServiceError } from "../protocol/service-error.js";
+import type { RunCachePush } from "./run-cache-push.js";
 
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
@@ -37,9 +39,10 @@ export function linkHandlers(deps: {
   orchestratorId: string;
   log: Logger;
   sidecars: Map<string, AttachedSidecar>;
+  cache: RunCachePush;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<string, { surface: ReturnType<typeof surfaceOf>; config: ReturnType<typeof configLayerToWire>; toolSearch: ReturnType<typeof parseToolSearchConfig>; mcpRun: ReturnType<typeof mcpRunToWire> }>();
-  const { runs, log, sidecars } = deps;
+  const { runs, log, sidecars, cache } = deps;
   /**
    * A tool_search_code program of the run could not start an isolated runtime: from now
    * on the run's Tool Search surface is mode tools (the seed's fallback), until the
@@ -50,13 +53,22 @@ export function linkHandlers(deps: {
     if (!run || run.fallbackReason || run.toolSearch?.enabled !== true) return;
     const { counters: _c, ...spec } = run;
     await runs.open({ ...spec, fallbackReason: reason.slice(0, 500) });
+    await cache.invalidate(scope);
     log.warn({ agentRunId: scope.agentRunId, reason }, "Tool Search falls back from mode code to mode tools for the run");
   };
   return {
     async attach(stream) {
       let id: string | undefined;
+      // Set when this sidecar must be disconnected (it did not ack a cache invalidation).
+      let kick: (err: Error) => void = () => undefined;
+      const kicked = new Promise<never>((_, reject) => (kick = reject));
+      kicked.catch(() => undefined);
+      const messages = stream.messages[Symbol.asyncIterator]();
       try {
-        for await (const msg of stream.messages) {
+        for (;;) {
+          const next = await Promise.race([messages.next(), kicked]);
+          if (next.done) break;
+          const msg = next.value;
           if (msg.message.case === "hello") {
             id = msg.message.value.sidecarId;
             sidecars.set(id, { sidecarId: id, address: msg.message.value.address, peer: stream.peer, attachedAtMs: Date.now(), lastSeenMs: Date.now() });
@@ -65,6 +77,16 @@ export function linkHandlers(deps: {
             deps.live.attach(id, (requestId, scope, callId, answer) =>
               stream.send({ message: { case: "deliver", value: { requestId, scope, answer: answerToWire(callId, answer) } } }),
             );
+            const sidecarId = id;
+            cache.attach(sidecarId, {
+              send: (m) => stream.send({ message: { case: "invalidate", value: m } }),
+              disconnect: (reason) => {
+                log.warn({ sidecarId, reason }, "disconnecting a sidecar: its cached runs cannot be trusted");
+                kick(new ServiceError("unavailable", `disconnected by the orchestrator: ${reason}`));
+              },
+            });
+          } else if (msg.message.case === "invalidated") {
+            if (id) cache.ack(msg.message.value.requestId, id);
           } else if (msg.message.case === "ack") {
             deps.live.ack(msg.message.value.requestId, msg.message.value.delivered);
           } else if (msg.message.case === "heartbeat") {
@@ -74,9 +96,11 @@ export function linkHandlers(deps: {
           }
         }
       } catch (err) {
+        if (err instanceof ServiceError) throw err;
         if (!stream.signal.aborted) log.warn({ err, sidecarId: id }, "sidecar link failed");
       } finally {
         if (id) {
+          cache.detach(id);
           sidecars.delete(id);
           deps.live.detach(id);
           log.info({ sidecarId: id }, "sidecar detached");
@@ -85,6 +109,10 @@ export function linkHandlers(deps: {
     },
     async resolveRun(req) {
       const scope = requireScope(req.scope);
+      // Noted before the run is read: a change from now on is pushed to this sidecar, which
+      // discards this answer if the push overtakes it.
+      const cacheable = cache.cacheable && cache.isAttached(req.sidecarId);
+      if (cacheable) cache.resolved(req.sidecarId, scope);
       const run = await runs.get(scope);
       if (!run) return { found: false };
       const ns = await deps.namespaces.forRun(run);
@@ -100,6 +128,7 @@ export function linkHandlers(deps: {
       const include = req.knownCatalogVersion !== ns.version;
       return {
         found: true,
+        cacheable,
         config: derived.config,
         catalogVersion: ns.version,
         entriesIncluded: include,
@@ -138,6 +167,8 @@ export function linkHandlers(deps: {
         { search: req.searchDelta, describe: req.describeDelta, call: req.callDelta },
         req.resolved.map((n) => ({ callId: n.callId, outcome: n.outcome, errorMessage: n.errorMessage, deliveredAtMs: Number(n.deliveredAtMs) })),
       );
+      // Other sidecars' cached counters of the run are now behind: they re-resolve it.
+      void cache.invalidate(scope, { ...(req.sidecarId ? { exceptSidecar: req.sidecarId } : {}), awaitAcks: false });
       if (s.kind === "tool_search_code" && s.errorCode === "runtime_unavailable") await fallBackToTools(scope, s.errorMessage || "the isolated runtime could not start");
       return {};
     },

@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { CallRegistry } from "./call-registry.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 import type { SandboxPool } from "./pool.js";
+import type { RunResolver } from "./run-resolver.js";
 
 export type SegmentKind = "exec" | "wait";
 
@@ -27,7 +28,7 @@ export class SandboxMetrics {
   private readonly snapshotBytes: Histogram;
   private readonly rpcErrors: Counter<"method" | "code">;
 
-  constructor(registry: Registry, parts: { pool: SandboxPool; link: OrchestratorLink; calls: CallRegistry }) {
+  constructor(registry: Registry, parts: { pool: SandboxPool; link: OrchestratorLink; calls: CallRegistry; resolver: RunResolver }) {
     const registers = [registry];
     const results = (kind: SegmentKind) =>
       new Counter({
@@ -57,7 +58,7 @@ export class SandboxMetrics {
     this.snapshotBytes = new Histogram({ name: "codemode_snapshot_bytes", help: "Sealed snapshot size of each exec or wait that ended waiting", buckets: SNAPSHOT_BUCKETS, registers });
     this.rpcErrors = new Counter({ name: "codemode_sandbox_rpc_errors_total", help: "Sandbox calls answered with a gRPC error (contract violations, draining), by method and status", labelNames: ["method", "code"], registers });
 
-    const { pool, link, calls } = parts;
+    const { pool, link, calls, resolver } = parts;
     new Gauge({ name: "codemode_pool_utilization", help: "piscina's utilisation of the worker pool (0-1): share of worker time spent running tasks since start", registers, collect() { this.set(pool.utilization); } });
     new Gauge({ name: "codemode_pool_queue_size", help: "Tasks waiting for a free slot on a pool worker", registers, collect() { this.set(pool.queueSize); } });
     new Gauge({ name: "codemode_pool_threads", help: "Worker threads in the pool", registers, collect() { this.set(pool.threads); } });
@@ -71,6 +72,17 @@ export class SandboxMetrics {
       collect() {
         this.reset();
         for (const [how, n] of Object.entries(pool.vmStarts)) this.inc({ how }, n);
+      },
+    });
+    new Counter({
+      name: "codemode_run_cache_lookups_total",
+      help: "Resolved-run lookups by result: hit (served from this sidecar's run cache, no orchestrator round trip) or miss (resolved at the orchestrator)",
+      labelNames: ["result"],
+      registers,
+      collect() {
+        this.reset();
+        this.inc({ result: "hit" }, resolver.stats.hits);
+        this.inc({ result: "miss" }, resolver.stats.misses);
       },
     });
     const changes = new Counter({ name: "codemode_orchestrator_link_changes_total", help: "Orchestrator link state changes, by the new state (connecting|up|down|closed)", labelNames: ["state"], registers });

@@ -1,6 +1,7 @@
 /**
  * The sidecar's standing connection to the orchestrator: an Attach stream that
- * announces this sidecar, exchanges heartbeats, and is re-opened with backoff whenever
+ * announces this sidecar, exchanges heartbeats, carries the orchestrator's pushes (tool
+ * answers for live VMs, run cache invalidations), and is re-opened with backoff whenever
  * it drops. Every state change is logged and reported to listeners (the sidecar's health
  * follows it). Unary calls (ResolveRun, RecordSegment) go over the same channel, which
  * dials the orchestrator's link port with the link's own credentials (TLS or mTLS, and
@@ -33,6 +34,8 @@ export class OrchestratorLink {
    * into a live VM here; true when one awaited the call. Set by the server.
    */
   onDeliver: ((scope: Scope, callId: string, answer: AnswerValue) => boolean) | undefined;
+  /** Drops cached resolved runs the orchestrator says changed (every one when `all`). Set by the run resolver. */
+  onInvalidate: ((scopes: Scope[], all: boolean) => void) | undefined;
 
   get sidecarId(): string {
     return this.identity.sidecarId;
@@ -128,6 +131,20 @@ export class OrchestratorLink {
             delivered = false;
           }
           stream.send({ message: { case: "ack", value: { requestId: d.requestId, delivered } } });
+        } else if (msg.message.case === "invalidate") {
+          // Runs changed at the orchestrator: drop them from the run cache, then ack (the
+          // gateway's change is answered only after this ack).
+          const inv = msg.message.value;
+          const scopes: Scope[] = [];
+          for (const s of inv.scopes) {
+            try {
+              scopes.push(requireScope(s));
+            } catch {
+              // a malformed scope cannot name a cached run
+            }
+          }
+          this.onInvalidate?.(scopes, inv.all || scopes.length !== inv.scopes.length);
+          stream.send({ message: { case: "invalidated", value: { requestId: inv.requestId } } });
         }
       }
     } finally {

@@ -3,6 +3,14 @@
  * counters) and keeps catalog views by version, so a catalog crosses the link once per
  * change, not once per exec. A scope with no open run resolves as `found: false`, and
  * Exec and Wait refuse it (FAILED_PRECONDITION: call OpenRun first).
+ *
+ * When the orchestrator allows it (`cacheable`: it owns the run state), the resolved run
+ * is cached here until the orchestrator pushes an invalidation for it (the run was opened
+ * again, closed, its namespaces changed, or another sidecar moved its counters), so an
+ * exec of a known run makes no round trip before it starts. The cache is emptied whenever
+ * the link leaves `up` (a push may have been missed), and an answer is not cached if any
+ * invalidation arrived while it was in flight. This sidecar's own segments update the
+ * cached counters as they are recorded, which happens after the result was sent.
  */
 import { SurfaceKind, ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { annotationsFromWire } from "../shared/tool-wire.js";
@@ -49,19 +57,47 @@ const SURFACES: Record<number, RunSurface | undefined> = {
 
 const RESOLVE_DEADLINE_MS = 5_000;
 
+/** Resolved runs cached at most. */
+const MAX_CACHED_RUNS = 10_000;
+
 export class RunResolver {
   private readonly views = new Map<string, RunCatalog>();
   private readonly lastVersion = new Map<string, string>();
+  private readonly cached = new Map<string, ResolvedRun>();
+  /** Bumped by every invalidation and link change: an answer requested before it is not cached. */
+  private generation = 0;
+  /** Cache hits and misses, for metrics and benchmarks. */
+  readonly stats = { hits: 0, misses: 0 };
 
   constructor(
     private readonly link: OrchestratorLink,
     private readonly log?: Logger,
-  ) {}
+  ) {
+    link.onStateChange(() => this.dropAll());
+    link.onInvalidate = (scopes, all) => {
+      if (all) return this.dropAll();
+      this.generation++;
+      for (const s of scopes) this.cached.delete(JSON.stringify(s));
+    };
+  }
+
+  private dropAll(): void {
+    this.generation++;
+    this.cached.clear();
+  }
 
   async resolve(scope: Scope): Promise<ResolvedRun> {
     const key = JSON.stringify(scope);
+    const hit = this.cached.get(key);
+    if (hit && this.link.linkState === "up") {
+      this.stats.hits++;
+      return hit;
+    }
+    this.stats.misses++;
+    const generation = this.generation;
+    const wasUp = this.link.linkState === "up";
     const known = this.lastVersion.get(key) ?? "";
-    const res = await this.link.client.resolveRun({ scope, knownCatalogVersion: this.views.has(known) ? known : "" }, { deadlineMs: RESOLVE_DEADLINE_MS });
+    const res = await this.link.client.resolveRun({ scope, knownCatalogVersion: this.views.has(known) ? known : "", sidecarId: this.link.sidecarId }, { deadlineMs: RESOLVE_DEADLINE_MS });
     if (!res.found) {
       return { found: false, active: true, surface: "none", toolSearch: parseToolSearchConfig(), mcpRun: parseMcpRunConfig(), inactiveReason: "", configLayer: undefined, catalog: undefined, counters: { search: 0, describe: 0, call: 0 } };
     }
@@ -95,7 +131,7 @@ export class RunResolver {
     }
     this.lastVersion.set(key, res.catalogVersion);
     if (this.lastVersion.size > 10_000) this.lastVersion.delete(this.lastVersion.keys().next().value!);
-    return {
+    const resolved: ResolvedRun = {
       found: true,
       active: res.codeModeActive,
       // Orchestrators of older builds send no surface: code mode when active.
@@ -107,9 +143,26 @@ export class RunResolver {
       catalog,
       counters: { search: res.searchCount, describe: res.describeCount, call: res.callCount },
     };
+    if (res.cacheable && wasUp && this.link.linkState === "up" && generation === this.generation) {
+      this.cached.set(key, resolved);
+      if (this.cached.size > MAX_CACHED_RUNS) this.cached.delete(this.cached.keys().next().value!);
+    }
+    return resolved;
   }
 
-  async record(scope: Scope, segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName">): Promise<void> {
-    await this.link.client.recordSegment({ scope, ...segment }, { deadlineMs: RESOLVE_DEADLINE_MS });
+  /**
+   * Records a segment: the cached run's counters move at once (a new object, so segments
+   * in flight keep the counters they started with); the RPC goes out after the current
+   * turn of the event loop, so the segment's result is written first.
+   */
+  async record(scope: Scope, segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName" | "sidecarId">): Promise<void> {
+    const key = JSON.stringify(scope);
+    const hit = this.cached.get(key);
+    if (hit) {
+      const c = hit.counters;
+      this.cached.set(key, { ...hit, counters: { search: c.search + (segment.searchDelta ?? 0), describe: c.describe + (segment.describeDelta ?? 0), call: c.call + (segment.callDelta ?? 0) } });
+    }
+    await new Promise((r) => setImmediate(r));
+    await this.link.client.recordSegment({ scope, ...segment, sidecarId: this.link.sidecarId }, { deadlineMs: RESOLVE_DEADLINE_MS });
   }
 }

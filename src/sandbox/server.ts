@@ -121,7 +121,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   addReflection(server, [Sandbox]);
   const service = createSandboxService({ pool, resolver, calls, link, sealer, log: log.child({ sidecarId }), drain });
   // Metrics and traces are loaded only when configured (no cost otherwise).
-  const metrics = options.metrics ? new (await import("./metrics.js")).SandboxMetrics(options.metrics, { pool, link, calls }) : undefined;
+  const metrics = options.metrics ? new (await import("./metrics.js")).SandboxMetrics(options.metrics, { pool, link, calls, resolver }) : undefined;
   const handlers = metrics || tracingEnabled() ? (await import("./instrument.js")).instrumentSandbox(service.handlers, metrics) : service.handlers;
   const token = options.security?.token;
   addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined);

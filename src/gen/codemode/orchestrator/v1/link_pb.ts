@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIsIBCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAQgkKB21lc3NhZ2UiMwoKRGVsaXZlckFjaxISCgpyZXF1ZXN0X2lkGAEgASgJEhEKCWRlbGl2ZXJlZBgCIAEoCCJECgxTaWRlY2FySGVsbG8SEgoKc2lkZWNhcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEg8KB3ZlcnNpb24YAyABKAkiMwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSEgoKbGl2ZV9leGVjcxgCIAEoDSLXAQoOQXR0YWNoUmVzcG9uc2USQAoHd2VsY29tZRgBIAEoCzItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JXZWxjb21lSAASOAoJaGVhcnRiZWF0GAIgASgLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkhlYXJ0YmVhdEgAEj4KB2RlbGl2ZXIYAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlclRvb2xSZXN1bHRIAEIJCgdtZXNzYWdlIi4KE09yY2hlc3RyYXRvcldlbGNvbWUSFwoPb3JjaGVzdHJhdG9yX2lkGAEgASgJIooBChFEZWxpdmVyVG9vbFJlc3VsdBI0CgZhbnN3ZXIYASABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRISCgpyZXF1ZXN0X2lkGAMgASgJIm8KClRvb2xBbnN3ZXISDwoHY2FsbF9pZBgBIAEoCRIVCgtyZXN1bHRfanNvbhgCIAEoCUgAEi4KBWVycm9yGAMgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xFcnJvckgAQgkKB291dGNvbWUiXwoRUmVzb2x2ZVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSHQoVa25vd25fY2F0YWxvZ192ZXJzaW9uGAIgASgJIswEChJSZXNvbHZlUnVuUmVzcG9uc2USDQoFZm91bmQYASABKAgSMgoGY29uZmlnGAIgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKD2NhdGFsb2dfdmVyc2lvbhgDIAEoCRI3CgdlbnRyaWVzGAQgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNhdGFsb2dFbnRyeRIYChBlbnRyaWVzX2luY2x1ZGVkGAUgASgIEhQKDHNlYXJjaF9jb3VudBgGIAEoDRIWCg5kZXNjcmliZV9jb3VudBgHIAEoDRISCgpjYWxsX2NvdW50GAggASgNEhgKEGNvZGVfbW9kZV9hY3RpdmUYCSABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAogASgJEjIKC21jcF9zZXJ2ZXJzGAsgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlchI+CgpuYW1lc3BhY2VzGAwgAygLMiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlZpc2libGVOYW1lc3BhY2USMAoHc3VyZmFjZRgNIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5TdXJmYWNlS2luZBI5Cgt0b29sX3NlYXJjaBgOIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YDyABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnIloKEFZpc2libGVOYW1lc3BhY2USCgoCaWQYASABKAkSEQoJcGx1Z2luX2lkGAIgASgJEhMKC2dsb2JhbF9uYW1lGAMgASgJEhIKCnNjb3BlX2pzb24YBCABKAkiqQIKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCRIaChJvdXRwdXRfc2NoZW1hX2pzb24YCCABKAkSOAoLYW5ub3RhdGlvbnMYCSABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuVG9vbEFubm90YXRpb25zEhUKDWV4YW1wbGVzX2pzb24YCiADKAkSEAoIa2V5d29yZHMYCyADKAki9wEKFFJlY29yZFNlZ21lbnRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjYKBHN0ZXAYAiABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVHJhamVjdG9yeVN0ZXASFAoMc2VhcmNoX2RlbHRhGAMgASgNEhYKDmRlc2NyaWJlX2RlbHRhGAQgASgNEhIKCmNhbGxfZGVsdGEYBSABKA0SOAoIcmVzb2x2ZWQYBiADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZWRDYWxsImAKDFJlc29sdmVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSFQoNZXJyb3JfbWVzc2FnZRgDIAEoCRIXCg9kZWxpdmVyZWRfYXRfbXMYBCABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIosDCgxTdXNwZW5kZWRSdW4SGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIQCghzbmFwc2hvdBgDIAEoDBI2CgdwZW5kaW5nGAQgAygLMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdDYWxsEjUKB2Fuc3dlcnMYBSADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIuCgZyZWFzb24YBiABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhITCgtjb25maWdfanNvbhgHIAEoCRIUCgxvdXRwdXRfYnl0ZXMYCCABKAQSFQoNZXhwaXJlc19hdF9tcxgJIAEoAxIXCg9jYXRhbG9nX3ZlcnNpb24YCiABKAkSFAoMZXhlY19jYWxsX2lkGAsgASgJEhIKCmdlbmVyYXRpb24YDCABKAQiigEKC1BlbmRpbmdDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSMwoEa2luZBgEIAEoDjIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nS2luZBIRCglkdWVfYXRfbXMYBSABKAMibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCKPAQoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchISCgpzaWRlY2FyX2lkGAMgASgJIksKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSFgoOZGVsaXZlcmVkX2xpdmUYAiABKAgicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKpkBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADEhYKElBFTkRJTkdfS0lORF9USU1FUhAEMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIoICCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAEj4KC2ludmFsaWRhdGVkGAQgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVBY2tIAEIJCgdtZXNzYWdlIiMKDUludmFsaWRhdGVBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCSIzCgpEZWxpdmVyQWNrEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJZGVsaXZlcmVkGAIgASgIIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNIpcCCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAEj4KCmludmFsaWRhdGUYBCABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1bnNIAEIJCgdtZXNzYWdlIl8KDkludmFsaWRhdGVSdW5zEhIKCnJlcXVlc3RfaWQYASABKAkSLAoGc2NvcGVzGAIgAygLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEgsKA2FsbBgDIAEoCCIuChNPcmNoZXN0cmF0b3JXZWxjb21lEhcKD29yY2hlc3RyYXRvcl9pZBgBIAEoCSKKAQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEgoKcmVxdWVzdF9pZBgDIAEoCSJvCgpUb29sQW5zd2VyEg8KB2NhbGxfaWQYASABKAkSFQoLcmVzdWx0X2pzb24YAiABKAlIABIuCgVlcnJvchgDIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sRXJyb3JIAEIJCgdvdXRjb21lInMKEVJlc29sdmVSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEh0KFWtub3duX2NhdGFsb2dfdmVyc2lvbhgCIAEoCRISCgpzaWRlY2FyX2lkGAMgASgJIt8EChJSZXNvbHZlUnVuUmVzcG9uc2USDQoFZm91bmQYASABKAgSMgoGY29uZmlnGAIgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKD2NhdGFsb2dfdmVyc2lvbhgDIAEoCRI3CgdlbnRyaWVzGAQgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNhdGFsb2dFbnRyeRIYChBlbnRyaWVzX2luY2x1ZGVkGAUgASgIEhQKDHNlYXJjaF9jb3VudBgGIAEoDRIWCg5kZXNjcmliZV9jb3VudBgHIAEoDRISCgpjYWxsX2NvdW50GAggASgNEhgKEGNvZGVfbW9kZV9hY3RpdmUYCSABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAogASgJEjIKC21jcF9zZXJ2ZXJzGAsgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlchI+CgpuYW1lc3BhY2VzGAwgAygLMiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlZpc2libGVOYW1lc3BhY2USMAoHc3VyZmFjZRgNIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5TdXJmYWNlS2luZBI5Cgt0b29sX3NlYXJjaBgOIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YDyABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnEhEKCWNhY2hlYWJsZRgQIAEoCCJaChBWaXNpYmxlTmFtZXNwYWNlEgoKAmlkGAEgASgJEhEKCXBsdWdpbl9pZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRISCgpzY29wZV9qc29uGAQgASgJIqkCCgxDYXRhbG9nRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YByABKAkSGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIosCChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNEjgKCHJlc29sdmVkGAYgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVkQ2FsbBISCgpzaWRlY2FyX2lkGAcgASgJImAKDFJlc29sdmVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSFQoNZXJyb3JfbWVzc2FnZRgDIAEoCRIXCg9kZWxpdmVyZWRfYXRfbXMYBCABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIosDCgxTdXNwZW5kZWRSdW4SGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIQCghzbmFwc2hvdBgDIAEoDBI2CgdwZW5kaW5nGAQgAygLMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdDYWxsEjUKB2Fuc3dlcnMYBSADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIuCgZyZWFzb24YBiABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhITCgtjb25maWdfanNvbhgHIAEoCRIUCgxvdXRwdXRfYnl0ZXMYCCABKAQSFQoNZXhwaXJlc19hdF9tcxgJIAEoAxIXCg9jYXRhbG9nX3ZlcnNpb24YCiABKAkSFAoMZXhlY19jYWxsX2lkGAsgASgJEhIKCmdlbmVyYXRpb24YDCABKAQiigEKC1BlbmRpbmdDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSMwoEa2luZBgEIAEoDjIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nS2luZBIRCglkdWVfYXRfbXMYBSABKAMibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCKPAQoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchISCgpzaWRlY2FyX2lkGAMgASgJIksKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSFgoOZGVsaXZlcmVkX2xpdmUYAiABKAgicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKpkBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADEhYKElBFTkRJTkdfS0lORF9USU1FUhAEMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -47,6 +47,14 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
      */
     value: DeliverAck;
     case: "ack";
+  } | {
+    /**
+     * The sidecar dropped the cached runs an InvalidateRuns named.
+     *
+     * @generated from field: codemode.orchestrator.v1.InvalidateAck invalidated = 4;
+     */
+    value: InvalidateAck;
+    case: "invalidated";
   } | { case: undefined; value?: undefined };
 };
 
@@ -56,6 +64,23 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 0);
+
+/**
+ * @generated from message codemode.orchestrator.v1.InvalidateAck
+ */
+export type InvalidateAck = Message<"codemode.orchestrator.v1.InvalidateAck"> & {
+  /**
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.InvalidateAck.
+ * Use `create(InvalidateAckSchema)` to create a new message.
+ */
+export const InvalidateAckSchema: GenMessage<InvalidateAck> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 1);
 
 /**
  * @generated from message codemode.orchestrator.v1.DeliverAck
@@ -79,7 +104,7 @@ export type DeliverAck = Message<"codemode.orchestrator.v1.DeliverAck"> & {
  * Use `create(DeliverAckSchema)` to create a new message.
  */
 export const DeliverAckSchema: GenMessage<DeliverAck> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 1);
+  messageDesc(file_codemode_orchestrator_v1_link, 2);
 
 /**
  * @generated from message codemode.orchestrator.v1.SidecarHello
@@ -108,7 +133,7 @@ export type SidecarHello = Message<"codemode.orchestrator.v1.SidecarHello"> & {
  * Use `create(SidecarHelloSchema)` to create a new message.
  */
 export const SidecarHelloSchema: GenMessage<SidecarHello> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 2);
+  messageDesc(file_codemode_orchestrator_v1_link, 3);
 
 /**
  * @generated from message codemode.orchestrator.v1.Heartbeat
@@ -130,7 +155,7 @@ export type Heartbeat = Message<"codemode.orchestrator.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 3);
+  messageDesc(file_codemode_orchestrator_v1_link, 4);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachResponse
@@ -157,6 +182,14 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
      */
     value: DeliverToolResult;
     case: "deliver";
+  } | {
+    /**
+     * Cached resolved runs the sidecar must drop: their run changed.
+     *
+     * @generated from field: codemode.orchestrator.v1.InvalidateRuns invalidate = 4;
+     */
+    value: InvalidateRuns;
+    case: "invalidate";
   } | { case: undefined; value?: undefined };
 };
 
@@ -165,7 +198,42 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
  * Use `create(AttachResponseSchema)` to create a new message.
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 4);
+  messageDesc(file_codemode_orchestrator_v1_link, 5);
+
+/**
+ * Sent to the sidecars that may hold a cached ResolveRun answer of a run that changed
+ * (opened again, closed, its counters moved on another sidecar, its namespaces changed).
+ * The sidecar drops them and acks; the orchestrator answers the change to its caller
+ * only after the acks (or disconnects a sidecar that does not ack in time, which drops
+ * its whole cache when its link goes down).
+ *
+ * @generated from message codemode.orchestrator.v1.InvalidateRuns
+ */
+export type InvalidateRuns = Message<"codemode.orchestrator.v1.InvalidateRuns"> & {
+  /**
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: repeated codemode.common.v1.RunScope scopes = 2;
+   */
+  scopes: RunScope[];
+
+  /**
+   * Every cached run (a change that may touch any run, e.g. the namespace registry).
+   *
+   * @generated from field: bool all = 3;
+   */
+  all: boolean;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.InvalidateRuns.
+ * Use `create(InvalidateRunsSchema)` to create a new message.
+ */
+export const InvalidateRunsSchema: GenMessage<InvalidateRuns> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 6);
 
 /**
  * @generated from message codemode.orchestrator.v1.OrchestratorWelcome
@@ -182,7 +250,7 @@ export type OrchestratorWelcome = Message<"codemode.orchestrator.v1.Orchestrator
  * Use `create(OrchestratorWelcomeSchema)` to create a new message.
  */
 export const OrchestratorWelcomeSchema: GenMessage<OrchestratorWelcome> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 5);
+  messageDesc(file_codemode_orchestrator_v1_link, 7);
 
 /**
  * An answer to a nested call that may be hosted by this sidecar: a gateway sent it to
@@ -213,7 +281,7 @@ export type DeliverToolResult = Message<"codemode.orchestrator.v1.DeliverToolRes
  * Use `create(DeliverToolResultSchema)` to create a new message.
  */
 export const DeliverToolResultSchema: GenMessage<DeliverToolResult> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 6);
+  messageDesc(file_codemode_orchestrator_v1_link, 8);
 
 /**
  * @generated from message codemode.orchestrator.v1.ToolAnswer
@@ -247,7 +315,7 @@ export type ToolAnswer = Message<"codemode.orchestrator.v1.ToolAnswer"> & {
  * Use `create(ToolAnswerSchema)` to create a new message.
  */
 export const ToolAnswerSchema: GenMessage<ToolAnswer> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 7);
+  messageDesc(file_codemode_orchestrator_v1_link, 9);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunRequest
@@ -264,6 +332,13 @@ export type ResolveRunRequest = Message<"codemode.orchestrator.v1.ResolveRunRequ
    * @generated from field: string known_catalog_version = 2;
    */
   knownCatalogVersion: string;
+
+  /**
+   * The asking sidecar (as in its SidecarHello), so a change of the run reaches its cache.
+   *
+   * @generated from field: string sidecar_id = 3;
+   */
+  sidecarId: string;
 };
 
 /**
@@ -271,7 +346,7 @@ export type ResolveRunRequest = Message<"codemode.orchestrator.v1.ResolveRunRequ
  * Use `create(ResolveRunRequestSchema)` to create a new message.
  */
 export const ResolveRunRequestSchema: GenMessage<ResolveRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 8);
+  messageDesc(file_codemode_orchestrator_v1_link, 10);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunResponse
@@ -376,6 +451,15 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
    * @generated from field: codemode.common.v1.McpRunConfig mcp_run = 15;
    */
   mcpRun?: McpRunConfig | undefined;
+
+  /**
+   * True when the sidecar may cache this answer until an InvalidateRuns names the run:
+   * the orchestrator sees every change of the run (its state is its own, not shared
+   * with other orchestrators) and the sidecar is attached to it.
+   *
+   * @generated from field: bool cacheable = 16;
+   */
+  cacheable: boolean;
 };
 
 /**
@@ -383,7 +467,7 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
  * Use `create(ResolveRunResponseSchema)` to create a new message.
  */
 export const ResolveRunResponseSchema: GenMessage<ResolveRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 9);
+  messageDesc(file_codemode_orchestrator_v1_link, 11);
 
 /**
  * A namespace visible to a run, with its scope checked at registration.
@@ -417,7 +501,7 @@ export type VisibleNamespace = Message<"codemode.orchestrator.v1.VisibleNamespac
  * Use `create(VisibleNamespaceSchema)` to create a new message.
  */
 export const VisibleNamespaceSchema: GenMessage<VisibleNamespace> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 10);
+  messageDesc(file_codemode_orchestrator_v1_link, 12);
 
 /**
  * A policy-visible catalog entry with its id, in catalog order.
@@ -486,7 +570,7 @@ export type CatalogEntry = Message<"codemode.orchestrator.v1.CatalogEntry"> & {
  * Use `create(CatalogEntrySchema)` to create a new message.
  */
 export const CatalogEntrySchema: GenMessage<CatalogEntry> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 11);
+  messageDesc(file_codemode_orchestrator_v1_link, 13);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentRequest
@@ -524,6 +608,13 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
    * @generated from field: repeated codemode.orchestrator.v1.ResolvedCall resolved = 6;
    */
   resolved: ResolvedCall[];
+
+  /**
+   * The recording sidecar: its cached counters already include these deltas.
+   *
+   * @generated from field: string sidecar_id = 7;
+   */
+  sidecarId: string;
 };
 
 /**
@@ -531,7 +622,7 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
  * Use `create(RecordSegmentRequestSchema)` to create a new message.
  */
 export const RecordSegmentRequestSchema: GenMessage<RecordSegmentRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 12);
+  messageDesc(file_codemode_orchestrator_v1_link, 14);
 
 /**
  * How a call an earlier segment left pending was settled.
@@ -569,7 +660,7 @@ export type ResolvedCall = Message<"codemode.orchestrator.v1.ResolvedCall"> & {
  * Use `create(ResolvedCallSchema)` to create a new message.
  */
 export const ResolvedCallSchema: GenMessage<ResolvedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 13);
+  messageDesc(file_codemode_orchestrator_v1_link, 15);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentResponse
@@ -582,7 +673,7 @@ export type RecordSegmentResponse = Message<"codemode.orchestrator.v1.RecordSegm
  * Use `create(RecordSegmentResponseSchema)` to create a new message.
  */
 export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 14);
+  messageDesc(file_codemode_orchestrator_v1_link, 16);
 
 /**
  * What a suspended run needs to resume anywhere.
@@ -676,7 +767,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 15);
+  messageDesc(file_codemode_orchestrator_v1_link, 17);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
@@ -722,7 +813,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 16);
+  messageDesc(file_codemode_orchestrator_v1_link, 18);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -751,7 +842,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 17);
+  messageDesc(file_codemode_orchestrator_v1_link, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -783,7 +874,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 18);
+  messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -820,7 +911,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 19);
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -849,7 +940,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 20);
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -879,7 +970,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -898,7 +989,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -928,7 +1019,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 25);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -957,7 +1048,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 24);
+  messageDesc(file_codemode_orchestrator_v1_link, 26);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -991,7 +1082,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 25);
+  messageDesc(file_codemode_orchestrator_v1_link, 27);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -1015,7 +1106,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 26);
+  messageDesc(file_codemode_orchestrator_v1_link, 28);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind
