@@ -5,7 +5,7 @@
  * streamable HTTP (and once over stdio), with server-everything and the fixture server.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startStack } from "./harness.js";
+import { logged, startStack } from "./harness.js";
 import { standardServers, startHttpFixture, startHttpFront, startStdioFront, type Front } from "./mcp-front.js";
 
 let http: Front;
@@ -86,7 +86,7 @@ describe("spec 10: multi-server orchestration", () => {
     try {
       const r = await remote.run(COMPOSE);
       expect(r.result).toEqual({ n: 42, item: "item:42", echoed: "Echo: item:42" });
-      expect(stack.proc.stderr.some((l) => l.includes('"codemode.run finished"'))).toBe(true);
+      await logged(stack.proc, /"codemode\.run finished"/);
       expect(remote.stderr.some((l) => l.includes('"process":"sandbox"'))).toBe(false);
     } finally {
       await remote.close();

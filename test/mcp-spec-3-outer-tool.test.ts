@@ -69,6 +69,7 @@ describe("spec 3.2: request", () => {
     expect(d).toMatch(/ES module/);
     expect(d).toMatch(/top-level `await`/);
     expect(d).toMatch(/No eval/);
+    expect(d).toContain("`Error.prepareStackTrace` cannot be set");
   });
 
   it("R3.2.2-1 the sandbox defines globalThis.__codemode_result__", async () => {
@@ -174,6 +175,42 @@ describe("spec 3.3: response", () => {
     expect(d).toMatchObject({ code: "IMPORT_FAILURE", errorClass: "ToolNotFoundError", path: "1:10" });
     expect(typeof d.message).toBe("string");
     expect(typeof d.hint).toBe("string");
+  });
+
+  it("R3.3.3-2 an uncaught error thrown by a binding (tool call, discovery, import()) names its source location: where the script called it", async () => {
+    const failed = await front.run(`
+      import * as fx from "@codemode/servers/fixture";
+      await fx.echo_v2({ text: "fine" });
+      const r = await   fx.fail({ reason: "r" });`);
+    const invalid = await front.run(`
+      import { get_item } from "@codemode/servers/fixture";
+
+        await get_item({ id: 7 });`);
+    const missing = await front.run(`
+      import { getTool } from "@codemode/discovery";
+      const helper = () => getTool("fixture", "nope");
+      await helper();`);
+    const imported = await front.run(`console.log(1);\nconst m = await import("@codemode/servers/nope");`);
+    expect(failed.diagnostics.at(-1)).toMatchObject({ code: "UNCAUGHT_EXCEPTION", errorClass: "ToolCallError", path: "4:28" });
+    expect(failed.diagnostics.at(-1)!.message).toMatch(/fixture\.fail failed: it failed: r \(line 4, column 28\)$/);
+    // A validation error keeps the JSON Pointer of the failing input as its path; the message places the call.
+    expect(invalid.diagnostics.at(-1)).toMatchObject({ code: "UNCAUGHT_EXCEPTION", errorClass: "SchemaValidationError", path: "/id" });
+    expect(invalid.diagnostics.at(-1)!.message).toMatch(/\(line 4, column 15\)$/);
+    // The innermost frame of the script: the call inside the helper.
+    expect(missing.diagnostics.at(-1)).toMatchObject({ errorClass: "ToolNotFoundError", path: "3:28" });
+    expect(imported.diagnostics.at(-1)).toMatchObject({ errorClass: "ServerNotFoundError", path: "2:17" });
+  });
+
+  it("R3.3.3-3 a caught binding error carries the call site as its stack; other errors keep QuickJS's own stack format", async () => {
+    const r = await front.run(`
+      import { get_item } from "@codemode/servers/fixture";
+      const out = [];
+      try { await get_item({}); } catch (e) { out.push(e.stack); }
+      try { null.x; } catch (e) { out.push(e.stack.split("\\n")[0]); }
+      try { Error.prepareStackTrace = () => "mine"; } catch (e) { out.push(e.name); }
+      globalThis.__codemode_result__ = out;`);
+    // Stack positions count the rewritten script's first line (see the README's deviations).
+    expect(r.result).toEqual(["    at <anonymous> (cell.js:5:19)\n", "    at <anonymous> (cell.js:6:13)", "TypeError"]);
   });
 
   it("R3.3.4-1 a syntax error is a structured response (not a tool error) with a diagnostic and result null", async () => {

@@ -6,14 +6,17 @@
  * comments and discovery. Through `codemode mcp` over stdio.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { declarationsOf, startStdioFront, type Front } from "./mcp-front.js";
+import { fileURLToPath } from "node:url";
+import { declarationsOf, standardServers, startStdioFront, type Front } from "./mcp-front.js";
 import { typecheck } from "./typecheck.js";
 
 let front: Front;
 let decl = "";
 let exportsOf: Record<string, string> = {};
+/** Tool names catalog ids cannot hold: a slash, a space, a colon, non-ASCII, an emoji, ... */
+const NAMES_SERVER = fileURLToPath(new URL("./fixtures/mcp-names-server.mjs", import.meta.url));
 beforeAll(async () => {
-  front = await startStdioFront();
+  front = await startStdioFront({ ...standardServers(), names: { command: process.execPath, args: [NAMES_SERVER] } });
   decl = declarationsOf((await front.tool()).description ?? "");
   const r = await front.run(`import { __meta__ } from "@codemode/servers/fixture"; globalThis.__codemode_result__ = Object.fromEntries(__meta__.tools.map((t) => [t.toolName, t.exportName]));`);
   exportsOf = r.result as Record<string, string>;
@@ -65,6 +68,52 @@ describe("spec 6.1: identifier mapping", () => {
       import * as fx from "@codemode/servers/fixture";
       globalThis.__codemode_result__ = [await fx._123tool(), await fx.class_(), await fx.delete_({ id: "9" }), await fx.__meta___(), fx.__meta__.tools.every((t) => typeof fx[t.exportName] === "function")];`);
     expect(r.result).toEqual(["digits ok", "class ok", "deleted 9", "meta tool", true]);
+  });
+
+  it("R6.1-7 tool names with characters outside [A-Za-z0-9_.-] (slash, space, colon, non-ASCII, emoji) get legal export names and are callable", async () => {
+    const r = await front.run(`
+      import * as n from "@codemode/servers/names";
+      const out = {};
+      for (const t of n.__meta__.tools) out[t.toolName] = [t.exportName, await n[t.exportName](t.toolName === "get weather" ? { city: "Lima" } : {})];
+      globalThis.__codemode_result__ = out;`);
+    expect(r.diagnostics).toEqual([]);
+    expect(r.result).toEqual({
+      "1st/place": ["_1st_place", "called 1st/place"],
+      "_u.legal": ["_u_legal", "called _u.legal"],
+      "files/read": ["files_read", "called files/read"],
+      files_read: ["files_read__2", "called files_read"],
+      "get weather": ["get_weather", "called get weather for Lima"],
+      "météo": ["météo", "called météo"],
+      "new!": ["new_", "called new!"],
+      "ns:lookup": ["ns_lookup", "called ns:lookup"],
+      "🚀 launch": ["__launch", "called 🚀 launch"],
+    });
+    // The trace and the validation errors name the canonical MCP tool.
+    expect(r.toolTrace!.map((t) => t.toolName).sort()).toEqual(Object.keys(r.result as object).sort());
+    expect(front.stderr.some((l) => l.includes("upstream tool left out") && l.includes("x/x/x/"))).toBe(true);
+  });
+
+  it("R6.1-8 escaped names are canonical everywhere the script and the agent see them: discovery, validation errors, declarations", async () => {
+    const r = await front.run(`
+      import { get_weather, files_read } from "@codemode/servers/names";
+      import { getTool, searchTools } from "@codemode/discovery";
+      const def = await getTool("names", "get weather");
+      const found = await searchTools("weather", { serverId: "names", detail: "name" });
+      let invalid;
+      try { await get_weather({ city: 7 }); } catch (e) { invalid = [e.name, e.toolName, e.exportName, e.path]; }
+      globalThis.__codemode_result__ = { def: [def.toolName, def.exportName, def.inputSchema.required], found: found.results[0], invalid, read: await files_read(), weather: await get_weather({ city: "Oslo" }) };`);
+    expect(r.result).toEqual({
+      def: ["get weather", "get_weather", ["city"]],
+      found: { serverId: "names", toolName: "get weather", exportName: "get_weather" },
+      invalid: ["SchemaValidationError", "get weather", "get_weather", "/city"],
+      read: "called files/read",
+      weather: "called get weather for Oslo",
+    });
+    const names = decl.slice(decl.indexOf('declare module "@codemode/servers/names"'));
+    expect(names).toContain("export function get_weather(input: { city: string }): Promise<unknown>;");
+    expect(names).toContain('MCP tool "get weather" of server "names".');
+    expect(names).toContain("export function météo(");
+    expect(names).not.toMatch(/_u\.[A-Za-z0-9.-]*_[0-9a-f]{2}/); // no escaped catalog name leaks
   });
 });
 

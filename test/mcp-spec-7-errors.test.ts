@@ -160,6 +160,53 @@ describe("spec 7.4: limits, partial results and cancellation", () => {
     expect(r.diagnostics.at(-1)).toMatchObject({ code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError" });
   });
 
+  it("R7.4-4 exceeding maxMemoryBytes is a SandboxLimitError naming the limit, even when the script catches the engine's out-of-memory error; the logs before it are kept", async () => {
+    const limits = { limits: { maxMemoryBytes: 8_388_608 } };
+    // Filling the heap, and one allocation larger than the limit; each caught, then "recovered".
+    const fill = await front.run(`
+      import { echo_v2 } from "@codemode/servers/fixture";
+      console.log("start");
+      const big = [];
+      try { for (;;) big.push("x".repeat(1000) + big.length); } catch (e) {
+        big.length = 0;
+        console.log("caught", String(e));
+        await echo_v2({ text: "after the limit" });
+        globalThis.__codemode_result__ = "recovered";
+      }`, limits);
+    const single = await front.run(`console.log("one");
+let s;
+try { s = "y".repeat(100_000_000); } catch { s = "small"; }
+globalThis.__codemode_result__ = s;`, limits);
+    for (const r of [fill, single]) {
+      expect(r.result).toBeNull();
+      const d = r.diagnostics.at(-1)!;
+      expect(d).toMatchObject({ severity: "error", code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError" });
+      expect(d.message).toContain("maxMemoryBytes (8388608 bytes)");
+      expect(d.hint).toMatch(/maxMemoryBytes/);
+      expect(r.toolTrace).toEqual([]); // nothing the script did after the limit left the sandbox
+    }
+    expect(fill.logs.map((l) => l.message)).toEqual(["start"]);
+    expect(fill.diagnostics.at(-1)!.path).toMatch(/^5:\d+$/); // the line of the loop (the column: whichever allocation failed)
+    expect(single.logs.map((l) => l.message)).toEqual(["one"]);
+    expect(single.diagnostics.at(-1)!.path).toBe("3:15"); // the repeat call
+    expect((await front.tool()).description).toContain("Exceeding timeoutMs or maxMemoryBytes ends the script, whatever it catches");
+  });
+
+  it("R7.4-5 the memory limit also holds in async code and timer callbacks, and the host keeps serving", async () => {
+    const r = await front.run(`
+      console.log("before");
+      async function grow() { await null; const a = []; for (;;) a.push({ n: a.length }); }
+      setTimeout(() => { try { "z".repeat(100_000_000); } catch {} }, 50);
+      try { await grow(); } catch { console.log("swallowed"); }
+      await new Promise((r) => setTimeout(r, 200));
+      globalThis.__codemode_result__ = "finished";`, { limits: { maxMemoryBytes: 8_388_608 } });
+    expect(r.result).toBeNull();
+    expect(r.logs.map((l) => l.message)).toEqual(["before"]);
+    expect(r.diagnostics.at(-1)).toMatchObject({ code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError" });
+    expect(r.diagnostics.at(-1)!.path).toMatch(/^[34]:\d+$/); // whichever of the two ran out first
+    expect((await front.run(`globalThis.__codemode_result__ = "alive";`)).result).toBe("alive");
+  });
+
   it("R7.4-2 a script that times out during a tool call is stopped and the in-flight MCP call is cancelled upstream", async () => {
     const before = (await stats()).cancelled;
     const r = await front.run(`import { slow } from "@codemode/servers/fixture"; console.log("calling"); await slow({ ms: 5000 });`, { limits: { timeoutMs: 500 } });

@@ -3,17 +3,20 @@
  * form (every tool a `Tool` with source MCP and source_name the server's catalog name,
  * every server an `McpServer` with its initialize metadata). A server's catalog name is
  * its config name with characters catalog ids cannot hold replaced by `_` (a clash gets
- * `_2`, `_3`); the sandbox derives module paths from it (spec 5.0.1). Tools whose names
- * catalog ids cannot hold are left out and logged. Servers that are not connected are not
- * in the catalog, so scripts see them as unavailable rather than failing mid-run.
+ * `_2`, `_3`); the sandbox derives module paths from it (spec 5.0.1). A tool whose name
+ * catalog ids cannot hold (`files/read`, `get weather`) is entered under its escaped name
+ * (../shared/mcp-run/tool-names.ts), which the sandbox reads back as the canonical name
+ * and the gateway when it calls the tool; only a name too long even escaped, or a
+ * repeated one, is left out (and logged). Servers that are not connected are not in the
+ * catalog, so scripts see them as unavailable rather than failing mid-run.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { McpServerSchema, ToolSchema } from "../gen/codemode/common/v1/common_pb.js";
 import type { Logger } from "../shared/logger.js";
+import { catalogToolName } from "../shared/mcp-run/tool-names.js";
 import { toWireMcpServer, toWireTool } from "../shared/tool-wire.js";
 import type { Upstream } from "./upstream.js";
 
-const CATALOG_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const HINTS = ["title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const;
 
 /** Catalog names for config names, in config order: sanitized, unique. */
@@ -52,16 +55,17 @@ export function buildCatalog(upstreams: ReadonlyArray<{ catalogName: string; ups
     );
     const seen = new Set<string>();
     for (const t of upstream.tools) {
-      if (!CATALOG_NAME.test(t.name) || seen.has(t.name)) {
-        log.warn({ server: upstream.name, tool: t.name }, "upstream tool left out: its name cannot be a catalog id (letters, digits, '_', '-', '.'; at most 128) or repeats");
+      const name = catalogToolName(t.name);
+      if (name === undefined || seen.has(name)) {
+        log.warn({ server: upstream.name, tool: t.name.slice(0, 200) }, "upstream tool left out: its name repeats, or is empty or too long for a catalog id even escaped (at most 128 characters)");
         continue;
       }
-      seen.add(t.name);
+      seen.add(name);
       const a = (t.annotations ?? {}) as Record<string, unknown>;
       const annotations = Object.fromEntries(HINTS.filter((k) => a[k] !== undefined && typeof a[k] === (k === "title" ? "string" : "boolean")).map((k) => [k, a[k]]));
       tools.push(
         toWireTool({
-          name: t.name,
+          name,
           label: t.title ?? (typeof a.title === "string" ? a.title : ""),
           description: t.description ?? "",
           parameters: t.inputSchema as Record<string, unknown>,
@@ -69,6 +73,8 @@ export function buildCatalog(upstreams: ReadonlyArray<{ catalogName: string; ups
           owner: catalogName,
           outputSchema: t.outputSchema as Record<string, unknown> | undefined,
           annotations,
+          // An escaped name hides its words from the catalog search; the canonical name restores them.
+          ...(name !== t.name ? { keywords: [t.name.slice(0, 64)] } : {}),
         }),
       );
     }

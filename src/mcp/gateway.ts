@@ -18,6 +18,7 @@ import type { ServiceClient } from "../protocol/grpc-service.js";
 import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
 import { modulePathSegment } from "../shared/mcp-run/naming.js";
+import { canonicalToolName } from "../shared/mcp-run/tool-names.js";
 import { RUN_OUTPUT_SCHEMA, RUN_TOOL_NAME } from "../shared/mcp-run/tool-definition.js";
 import { buildCatalog, type WireCatalog } from "./catalog.js";
 import { UpstreamCallError, type Upstream } from "./upstream.js";
@@ -141,7 +142,8 @@ export class FrontGateway {
     let outcome: { case: "resultJson"; value: string } | { case: "error"; value: { name: string; message: string } };
     try {
       if (!m) throw new UpstreamCallError("ServerNotFoundError", `no configured MCP server is named ${catalogName}`);
-      const result = await m.upstream.callTool(toolName, JSON.parse(inputJson) as unknown, signal, this.limits.timeoutMs + 5_000);
+      // The catalog may carry the tool's name escaped (names catalog ids cannot hold); the upstream gets its own.
+      const result = await m.upstream.callTool(canonicalToolName(toolName), JSON.parse(inputJson) as unknown, signal, this.limits.timeoutMs + 5_000);
       outcome = { case: "resultJson", value: JSON.stringify(result) };
     } catch (err) {
       const e = err instanceof UpstreamCallError ? err : new UpstreamCallError("ToolCallError", (err as Error)?.message ?? String(err));

@@ -17,6 +17,7 @@ import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
 import type { Logger } from "../shared/logger.js";
+import { MCP_RUN_PROBE } from "./mcp-run/probe.js";
 import { EMPTY_GUEST_CATALOG, type ExecTask, type MainMessage, type NestedCallMessage, type PlainError, type RequestOp, type ResumeTask, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
@@ -307,9 +308,9 @@ export class SandboxPool {
     const limits = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
     const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
     const outcomes = await Promise.all(
-      (["code", "tool_search"] as const).map(
+      (["code", "tool_search", "mcp_run"] as const).map(
         (surface) =>
-          this.exec({ kind: "exec", source: "return 1", language: "javascript", limits, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface }, ignore).outcome,
+          this.exec({ kind: "exec", source: "return 1", language: "javascript", limits, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...(surface === "mcp_run" ? MCP_RUN_PROBE : {}) }, ignore).outcome,
       ),
     );
     for (const o of outcomes) if (o.status !== "completed" || o.valueJson !== "1") throw new Error(o.status === "failed" ? o.error : `the probe program ended ${o.status}`);

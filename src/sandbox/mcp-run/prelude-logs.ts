@@ -32,7 +32,7 @@ export const LOGS_SOURCE = String.raw`
     }
     return n;
   }
-  function emitInternal(text) { hostSync("json", text); }
+  function emitInternal(text) { if (!halted) hostSync("json", text); }
   function sortedKeys(v) {
     const ks = keysOf(v);
     apply(arraySort, ks, []);

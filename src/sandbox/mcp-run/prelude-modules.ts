@@ -11,6 +11,8 @@
  * Calls beyond `maxToolCalls` throw SandboxLimitError; calls beyond the host's
  * concurrency wait in a queue. Namespaces are frozen, null-prototype, with sorted keys,
  * built at boot before any script code runs; every value handed out is a fresh copy.
+ * An error a binding, a discovery function or `import()` rejects with carries, as its
+ * stack, where the script called it (./prelude-stack.ts), so an uncaught one is placed.
  *
  * A source fragment spliced into the MCP-run prelude after the errors and logs fragments.
  */
@@ -68,18 +70,19 @@ export const MODULES_SOURCE = String.raw`
   }
 
   function callTool(server, tool, input, argc) {
-    if (callsMade >= maxToolCalls) return rejected(limitError());
+    const site = callSite();
+    if (callsMade >= maxToolCalls) return rejected(placed(limitError(), site));
     callsMade++;
     const value = tool.kind === "other" ? input : argc === 0 || input === undefined ? {} : input;
     let text;
-    try { text = '{"id":' + stringify(tool.id) + ',"input":' + toJsonText(value) + "}"; } catch (e) { return rejected(e); }
+    try { text = '{"id":' + stringify(tool.id) + ',"input":' + toJsonText(value) + "}"; } catch (e) { return rejected(placed(e, site)); }
     const t0 = DateNow();
     return new PromiseCtor((resolve, reject) => {
       then(limited("mcp", text), (r) => {
         if (own(r, "isError") === true) {
           const message = server.serverId + "." + tool.exportName + " failed: " + isErrorText(r);
           emitTrace(server.serverId, tool.toolName, DateNow() - t0, false, message);
-          reject(new ToolCallError(message, about(server, tool, { result: r })));
+          reject(placed(new ToolCallError(message, about(server, tool, { result: r })), site));
           return;
         }
         emitTrace(server.serverId, tool.toolName, DateNow() - t0, true, "");
@@ -89,7 +92,7 @@ export const MODULES_SOURCE = String.raw`
         // Refused before it left the sandbox: no call was made, so none is traced or counted.
         if (codemodeClassOf(err) === "SchemaValidationError") callsMade--;
         else emitTrace(server.serverId, tool.toolName, DateNow() - t0, false, err.name + ": " + err.message);
-        reject(err);
+        reject(placed(err, site));
       });
     });
   }
@@ -171,12 +174,22 @@ export const MODULES_SOURCE = String.raw`
     return limited("describe", toJsonText({ serverId: s.serverId, tools: names }));
   }
   function wrapHostError(data) { return errorFromAnswer(data, null, null); }
+  /** A discovery function whose failures carry the script's call site. */
+  function sited(name, f) {
+    return {
+      [name]: function (a, b) {
+        const site = callSite();
+        const p = apply(f, undefined, arguments);
+        return site === "" ? p : then(p, (v) => v, (e) => { throw placed(e, site); });
+      },
+    }[name];
+  }
 
   const discovery = namespace({
     specVersion: context.specVersion,
     listServers: function listServers() { const out = []; for (let i = 0; i < servers.length; i++) out[i] = serverInfo(servers[i], false); return resolved(out); },
-    describeServer: function describeServer(serverId) { const s = findServer(serverId); return s ? resolved(serverInfo(s, true)) : rejected(serverNotFound(serverId)); },
-    listTools: function listTools(serverId, options) {
+    describeServer: sited("describeServer", function (serverId) { const s = findServer(serverId); return s ? resolved(serverInfo(s, true)) : rejected(serverNotFound(serverId)); }),
+    listTools: sited("listTools", function (serverId, options) {
       const s = findServer(serverId);
       if (!s) return rejected(serverNotFound(serverId));
       let detail;
@@ -185,8 +198,8 @@ export const MODULES_SOURCE = String.raw`
       const out = [];
       for (let i = 0; i < s.tools.length; i++) out[i] = summary(s.tools[i], detail);
       return resolved(out);
-    },
-    getTool: function getTool(serverId, toolName) {
+    }),
+    getTool: sited("getTool", function (serverId, toolName) {
       const s = findServer(serverId);
       if (!s) return rejected(serverNotFound(serverId));
       const name = typeof toolName === "string" ? toolName : "";
@@ -198,8 +211,8 @@ export const MODULES_SOURCE = String.raw`
         return rejected(new ToolNotFoundError(s.serverId + " has no tool " + stringify(apply(stringSlice, name, [0, 200])) + ". Tools: " + (names || "(none)") + ".", about(s, null, { toolName: name, hint: "Use an exact name from listTools(" + stringify(s.serverId) + ")." })));
       }
       return then(full(s, [t.toolName]), (v) => v[0], (d) => { throw wrapHostError(d); });
-    },
-    searchTools: function searchTools(query, options) {
+    }),
+    searchTools: sited("searchTools", function (query, options) {
       let detail;
       try { detail = detailOf(options); } catch (e) { return rejected(e); }
       const sid = own(options, "serverId");
@@ -209,7 +222,7 @@ export const MODULES_SOURCE = String.raw`
       const q = typeof query === "string" ? query : query === undefined || query === null ? "" : displayText(query);
       const payload = { query: q, serverId: server, detail: detail === 0 ? "name" : detail === 1 ? "description" : "full", limit: typeof limit === "number" ? limit : null };
       return then(limited("search", toJsonText(payload)), (results) => ({ query: q, results }), (d) => { throw wrapHostError(d); });
-    },
+    }),
   });
   modules["@codemode/discovery"] = discovery;
   modules["@codemode/errors"] = namespace(ERROR_CLASSES);
@@ -221,7 +234,8 @@ export const MODULES_SOURCE = String.raw`
     throw new CodemodeError("cannot import " + stringify(apply(stringSlice, text, [0, 200])) + ": only @codemode/discovery, @codemode/errors and @codemode/servers/<serverId> exist.", about(null, null, { hint: "Import one of the built-in modules; servers: " + serverIds() + "." }));
   }
   function dynamicImport(specifier) {
-    try { return resolved(moduleFor(specifier)); } catch (e) { return rejected(e); }
+    const site = callSite();
+    try { return resolved(moduleFor(specifier)); } catch (e) { return rejected(placed(e, site)); }
   }
   // The script's first line calls link(specifier) per import, then link(null); after that it does nothing.
   let linking = true;

@@ -11,13 +11,15 @@
  * whose first line binds its imports through the function this prelude passes as the
  * cell's only argument (`link`), which goes inert once the imports are bound. It speaks
  * the host protocol of ../guest/prelude.ts (same host functions, boot call, ops `mcp`,
- * `describe`, `search`, `timer`, and the same [deliver, run] pair), so the worker's VM
- * session runs it unchanged; `eval` is removed from the global object (guest VMs have no
- * eval intrinsic anyway), as the spec lists it among what a sandbox must not provide.
+ * `describe`, `search`, `timer`, and the same [deliver, run] pair, plus `memory_limit`
+ * from ./prelude-stack.ts), so the worker's VM session runs it; `eval` is removed from the
+ * global object (guest VMs have no eval intrinsic anyway), as the spec lists it among what
+ * a sandbox must not provide.
  */
 import { MARSHAL_SOURCE } from "../guest/prelude-marshal.js";
 import { URL_SHIM_SOURCE, WEB_SOURCE } from "../guest/prelude-web.js";
 import { ERRORS_SOURCE } from "./prelude-errors.js";
+import { STACK_SOURCE } from "./prelude-stack.js";
 import { LOGS_SOURCE } from "./prelude-logs.js";
 import { MODULES_SOURCE } from "./prelude-modules.js";
 
@@ -27,6 +29,7 @@ export const MCP_RUN_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync)
   "use strict";
   const G = globalThis;
   ${MARSHAL_SOURCE}
+  ${STACK_SOURCE}
   const NumberCtor = Number;
   function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
   function then(p, onOk, onErr) { return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]); }
@@ -35,6 +38,7 @@ export const MCP_RUN_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync)
   const waiting = create(null);
   const promiseReject = Promise.reject;
   function requestText(op, text) {
+    if (halted) return apply(promiseReject, PromiseCtor, [{ name: "SandboxLimitError", message: "the script exceeded maxMemoryBytes and is being stopped." }]);
     let id;
     try { id = hostAsync(op, text); } catch (e) { return apply(promiseReject, PromiseCtor, [{ name: dataOf(e, "name"), message: dataOf(e, "message") }]); }
     return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
@@ -96,7 +100,7 @@ export const MCP_RUN_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync)
   }
   // A 0 ms host timer: it fires after the microtasks of the answer that armed it, so the check sees what they started.
   function armSentinel() {
-    if (sentinelId !== "" || settlement !== "") return;
+    if (sentinelId !== "" || settlement !== "" || halted) return;
     let id;
     try { id = hostAsync("timer", '{"ms":0}'); } catch (_) { return; }
     sentinelId = id;

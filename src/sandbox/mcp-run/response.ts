@@ -111,7 +111,7 @@ export function failureDiagnostic(outcome: Exclude<TaskOutcome, { status: "compl
     return { severity: "error", code: "UNSETTLED_AWAIT", message: "the script awaits a promise that can never settle (no tool call or timer is pending).", hint: "Await only promises that settle: tool calls, timers, or promises you resolve." };
   }
   if (/out of memory/i.test(message)) {
-    return { severity: "error", code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError", message: `the script exceeded maxMemoryBytes (${limits.maxMemoryBytes} bytes): ${message}`, hint: "Keep less data in memory (stream, filter, aggregate), or raise limits.maxMemoryBytes within the host's maximum.", ...at };
+    return { severity: "error", code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError", message: `the script exceeded maxMemoryBytes (${limits.maxMemoryBytes} bytes) and was stopped: ${message}`, hint: "Keep less data in memory (stream, filter, aggregate), or raise limits.maxMemoryBytes within the host's maximum.", ...at };
   }
   const u = report.uncaught;
   const limit = u?.errorClass === "SandboxLimitError";

@@ -200,6 +200,11 @@ export class GuestSession {
         case "error":
           if (!this.settled) this.settled = { ok: false, errorJson: arg };
           return vm.undefined;
+        case "memory_limit":
+          // The MCP-run prelude saw QuickJS refuse an allocation (its catchable "out of memory"):
+          // the run ends at the next interrupt check or job boundary, whatever the script catches.
+          this.fatal ??= { code: undefined, message: `InternalError: out of memory${/^\(line \d+, column \d+\)$/.test(arg) ? ` ${arg}` : ""}` };
+          return vm.undefined;
         case "uncaught":
           // A timer callback or microtask threw: the run fails, even after its value settled.
           if (!this.settled || this.settled.ok) this.settled = { ok: false, errorJson: arg };

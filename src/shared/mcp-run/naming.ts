@@ -5,9 +5,12 @@
  * tool. One pure function builds the whole table from a run's catalog view, so the
  * orchestrator's declarations (DescribeSurface), the sidecar's guest modules and its input
  * validation always agree. Same catalog, same names, whatever order entries arrive in.
+ * Tools are named by their canonical MCP names, read back from catalog names that carry
+ * them escaped (./tool-names.ts: names catalog ids cannot hold).
  */
 import type { McpServerData } from "../catalog-types.js";
 import { assignIdentifiers } from "../declarations/identifiers.js";
+import { canonicalToolName } from "./tool-names.js";
 
 /** The version of the spec this host implements (`specVersion` of `@codemode/discovery`). */
 export const SPEC_VERSION = "1.0.0";
@@ -138,8 +141,9 @@ export function buildServerTable(entries: readonly McpRunEntry[], servers: reado
   const out: McpRunServer[] = [];
   for (const [name, path] of paths) {
     const s = meta.get(name)!;
-    const tools = (byServer.get(name) ?? []).slice().sort((a, b) => byCodeUnit(a.name, b.name));
-    const exports = assignIdentifiers(tools.map((t) => t.name), "export", MODULE_RESERVED);
+    // Canonical MCP names (a catalog may carry one escaped: ./tool-names.ts), in their order (spec 6.1).
+    const tools = (byServer.get(name) ?? []).map((e) => ({ e, toolName: canonicalToolName(e.name) })).sort((a, b) => byCodeUnit(a.toolName, b.toolName));
+    const exports = assignIdentifiers(tools.map((t) => t.toolName), "export", MODULE_RESERVED);
     out.push({
       serverId: path,
       catalogName: name,
@@ -148,11 +152,11 @@ export function buildServerTable(entries: readonly McpRunEntry[], servers: reado
       description: s.description,
       instructions: s.instructions,
       capabilities: ["tools", ...(s.resources ? ["resources"] : []), ...(s.prompts ? ["prompts"] : [])],
-      tools: tools.map((t) => {
+      tools: tools.map(({ e: t, toolName }) => {
         const inputSchema = parse(t.parametersJson);
         return {
-          toolName: t.name,
-          exportName: exports.get(t.name)!,
+          toolName,
+          exportName: exports.get(toolName)!,
           id: t.id,
           description: t.description,
           annotations: t.annotations,

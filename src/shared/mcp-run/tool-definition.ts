@@ -69,7 +69,7 @@ export function runToolDescription(servers: readonly McpRunServer[], limits: Run
   return [
     "Run a JavaScript program in a fresh, isolated sandbox that calls the MCP servers below as typed async functions. Write code that does the whole task (loops, joins, filtering, Promise.all) and returns a small summary.",
     "",
-    "LANGUAGE. `code` is an ES module: `import`/`export` and top-level `await` work, in strict mode. Only the built-in modules can be imported: `@codemode/discovery`, `@codemode/errors` and `@codemode/servers/<serverId>`, statically or with `await import(\"@codemode/servers/<serverId>\")`; any other import is an IMPORT_FAILURE diagnostic. `export` declarations run but nothing reads them. No eval, no `new Function(string)`, no `import.meta`, no `require`.",
+    "LANGUAGE. `code` is an ES module: `import`/`export` and top-level `await` work, in strict mode. Only the built-in modules can be imported: `@codemode/discovery`, `@codemode/errors` and `@codemode/servers/<serverId>`, statically or with `await import(\"@codemode/servers/<serverId>\")`; any other import is an IMPORT_FAILURE diagnostic. `export` declarations run but nothing reads them. No eval, no `new Function(string)`, no `import.meta`, no `require`; `Error.prepareStackTrace` cannot be set.",
     "",
     "RESULT. Set `globalThis.__codemode_result__ = value` (a JSON value) to return it; the response's `result` is its final value when the script and everything it started (tool calls, timers) has finished, or null.",
     "",
@@ -79,7 +79,7 @@ export function runToolDescription(servers: readonly McpRunServer[], limits: Run
     "",
     "CONSOLE. Arguments are joined with spaces: primitives as String(value), objects and arrays as JSON with sorted keys (Errors as {name, message, ...}; unserializable values as \"[Unserializable Object]\"). Aggregate and filter before logging: print counts, top-N and summaries, not whole datasets. Logs past maxLogBytes are dropped and a final warn entry says so.",
     "",
-    `LIMITS (request \`limits\`; each value is the default and the maximum; unknown keys are ignored): timeoutMs ${limits.timeoutMs}, maxMemoryBytes ${limits.maxMemoryBytes}, maxLogBytes ${limits.maxLogBytes}, maxToolCalls ${limits.maxToolCalls}. Exceeding timeoutMs or maxMemoryBytes ends the script (diagnostic SANDBOX_LIMIT, errorClass SandboxLimitError); the call past maxToolCalls throws SandboxLimitError.`,
+    `LIMITS (request \`limits\`; each value is the default and the maximum; unknown keys are ignored): timeoutMs ${limits.timeoutMs}, maxMemoryBytes ${limits.maxMemoryBytes}, maxLogBytes ${limits.maxLogBytes}, maxToolCalls ${limits.maxToolCalls}. Exceeding timeoutMs or maxMemoryBytes ends the script, whatever it catches (diagnostic SANDBOX_LIMIT, errorClass SandboxLimitError, with the logs from before); the call past maxToolCalls throws SandboxLimitError.`,
     "",
     "CAPABILITIES (`requestedCapabilities`): server ids as listed below, or module specifiers \"@codemode/servers/<serverId>\". A requested server that is not connected is reported at once as a CAPABILITY_UNAVAILABLE warning, and importing it fails with ServerNotFoundError.",
     "",
