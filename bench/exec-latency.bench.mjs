@@ -1,79 +1,296 @@
-// Exec latency and throughput of the real product (codemode start, real gRPC), next to
-// two baselines in the same run: a fresh Node subprocess per program (how a Node-based
-// tool-search bridge isolates code) and the raw in-process floor (QuickJS create + eval).
-// Prints figures; asserts nothing. Usage: node bench/exec-latency.bench.mjs [--n 200]
-import { spawn, spawnSync } from "node:child_process";
+// Issue 10's benchmark table: the real product (`codemode start` as a child process, real
+// gRPC on loopback, this process playing the gateway: OpenRun, Exec/Wait streams, one
+// BridgeCallback per nested tool call) beside an in-process floor measured in the same run
+// (a fresh quickjs-wasi VM per program from a precompiled WebAssembly.Module, tools as host
+// functions; see bench/lib/floor.mjs). Service and floor samples alternate, one each per
+// round, so drift on this shared machine lands on both. Prints p50/p99 per cell, the ratio
+// service/floor of the p50s, the issue's goal and met/not met, then the sidecar's RSS.
+// Prints figures; asserts nothing.
+//
+//   npm run bench                  (builds dist/, then runs this with defaults; ~1.5-2 min here)
+//   npm run bench -- --n 100       (flags pass through)
+//   npx tsc -p tsconfig.json && node bench/exec-latency.bench.mjs [--n 200] [--cold 5] [--warmup 600]
+//
+//   --n N      rounds per latency cell (default 200; W5 and suspend+resume run N/2, W4 N/4)
+//   --cold K   process starts for the cold-start rows (default 5)
+//   --warmup W untimed W1 execs (with W2, W3, ... mixed in) before the first cell (default 600)
+//
+// Workloads (bench/lib/workloads.mjs): W1 `return 1 + 1`; W2 10 sequential tool calls; W3 16
+// parallel tool calls (Promise.all); W4 a 1e6-iteration loop; W5 a tool returning 5,000 rows
+// (~0.7 MB of JSON) summed in the guest; W1 at 2 concurrent (runs/s); W1 with 2,000 visible
+// tools versus 2; suspend+resume; a TypeScript cell; cold start. Goals are judged on p50.
+import { Worker } from "node:worker_threads";
+import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { readFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
-import { QuickJS } from "quickjs-wasi";
-import { createClient } from "../dist/protocol/grpc-service.js";
-import { Sandbox } from "../dist/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { Control } from "../dist/gen/codemode/orchestrator/v1/control_pb.js";
+import { Cell, interleave, pct, ms, perS, bytes, printTable } from "./lib/stats.mjs";
+import { loadWasm, runFloor, runFloorTs } from "./lib/floor.mjs";
+import { startService, Gateway } from "./lib/service.mjs";
+import { largeCatalog } from "./lib/catalog.mjs";
+import { W1, W2, W3, W4, W5, TS, SUSPEND, EXPECT, TWO_TOOLS } from "./lib/workloads.mjs";
 
-const { values } = parseArgs({ options: { n: { type: "string", default: "200" } } });
-const N = Number(values.n);
+const { values } = parseArgs({ options: { n: { type: "string", default: "200" }, cold: { type: "string", default: "5" }, warmup: { type: "string", default: "600" } } });
+const N = Math.max(4, Number(values.n));
+const WARMUP = Math.max(0, Number(values.warmup));
+const COLD = Math.max(1, Number(values.cold));
+const HALF = Math.max(2, Math.floor(N / 2));
+const QUARTER = Math.max(2, Math.floor(N / 4));
+const WARM = Math.min(20, N);
+const benchStart = performance.now();
+const load0 = loadavg()[0];
+const progress = (what) => process.stderr.write(`[${((performance.now() - benchStart) / 1000).toFixed(0).padStart(3)} s] ${what}\n`);
 
-const pct = (xs, p) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
-const fmt = (x) => x.toFixed(2).padStart(9);
-const rows = [];
-function report(name, samples, wallMs, extra = "") {
-  rows.push(`${name.padEnd(44)} ${fmt(pct(samples, 50))} ${fmt(pct(samples, 99))} ${(samples.length / (wallMs / 1000)).toFixed(0).padStart(8)}/s  ${extra}`);
-}
+const wasm = await loadWasm();
+const floorRun = (code, expect, options) => async () => {
+  const t = performance.now();
+  const v = await runFloor(wasm, code, options);
+  const elapsed = performance.now() - t;
+  if (v !== expect) throw new Error(`floor gave ${v}, expected ${expect}`);
+  return elapsed;
+};
 
-const proc = spawn(process.execPath, ["bin/codemode.js", "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { ...process.env, CODEMODE_LOG_LEVEL: "warn" } });
-const ready = await new Promise((resolve) => createInterface({ input: proc.stdout }).on("line", (l) => l.startsWith("ready ") && resolve(l)));
-const sandboxAt = /sandbox=(\S+)/.exec(ready)[1];
-const orchestratorAt = /orchestrator=(\S+)/.exec(ready)[1];
-const sandbox = createClient(Sandbox, sandboxAt);
-const control = createClient(Control, orchestratorAt);
-const scope = { agentId: "bench", sessionId: "s", sessionKey: "k", agentRunId: "bench-run" };
-await control.openRun({ scope, catalog: { case: "tools", value: { tools: [{ name: "echo", description: "echo input", parametersJson: "{}" }] } } });
-
-async function exec(code) {
-  let result;
-  for await (const ev of sandbox.exec({ scope, code })) {
-    if (ev.event.case === "toolCall") void sandbox.bridgeCallback({ scope, callId: ev.event.value.callId, outcome: { case: "resultJson", value: ev.event.value.inputJson } });
-    if (ev.event.case === "result") result = ev.event.value;
+// ---- Cold start: spawn → ready line, and ready line → first exec result (a gateway's first
+// contact: connect, OpenRun with the two tools, Exec W1). Floor: a process that loads
+// quickjs-wasi and compiles its module, prints "ready", runs one W1 VM, prints the result.
+progress(`cold start x${COLD}`);
+const coldReady = new Cell("ready");
+const coldFirst = new Cell("first exec");
+const coldOpenRun = [];
+const coldExecOnly = [];
+const floorReady = new Cell("floor ready");
+const floorFirst = new Cell("floor first");
+for (let i = 0; i < COLD; i++) {
+  try {
+    const svc = await startService();
+    const gw = new Gateway(svc.ready);
+    const scope = await gw.openRun({ tools: TWO_TOOLS });
+    const opened = performance.now();
+    await gw.exec(scope, W1, EXPECT.W1);
+    const done = performance.now();
+    coldReady.samples.push(svc.readyAt - svc.spawnedAt);
+    coldFirst.samples.push(done - svc.readyAt);
+    coldOpenRun.push(opened - svc.readyAt);
+    coldExecOnly.push(done - opened);
+    gw.close();
+    await svc.stop();
+  } catch (err) {
+    coldReady.fail(err);
   }
-  if (result.status !== 1) throw new Error(result.modelJson);
-}
-
-async function measure(name, fn, n, concurrency = 1, extra) {
-  for (let i = 0; i < Math.min(20, n); i++) await fn();
-  const samples = [];
-  const t0 = performance.now();
-  let next = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next++ < n) {
-      const t = performance.now();
-      await fn();
-      samples.push(performance.now() - t);
+  try {
+    const t0 = performance.now();
+    const child = spawn(process.execPath, [new URL("./lib/floor-cold.mjs", import.meta.url).pathname], { stdio: ["ignore", "pipe", "inherit"] });
+    const times = {};
+    for await (const line of createInterface({ input: child.stdout })) {
+      if (line === "ready") times.ready = performance.now();
+      if (line.startsWith("result ")) times.result = performance.now();
     }
-  }));
-  report(name, samples, performance.now() - t0, extra ? extra() : "");
+    if (times.ready === undefined || times.result === undefined) throw new Error("floor-cold printed no ready/result line");
+    floorReady.samples.push(times.ready - t0);
+    floorFirst.samples.push(times.result - times.ready);
+  } catch (err) {
+    floorReady.fail(err);
+  }
 }
 
-const rss = () => `sidecar RSS ${(Number(readFileSync(`/proc/${proc.pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/)[1]) / 1024).toFixed(0)} MB`;
+// ---- The long-lived sidecar for everything else.
+progress("starting the sidecar");
+const svc = await startService();
+const gw = new Gateway(svc.ready);
+const small = await gw.openRun({ tools: TWO_TOOLS }, "bench-small");
+const big = await gw.openRun(largeCatalog(2000), "bench-2000");
 
-await measure("codemode exec: return 1+1", () => exec("return 1 + 1"), N, 1, rss);
-await measure("codemode exec: 1 nested tool call", () => exec("return await tools.echo({ a: 1 })"), N, 1, rss);
-await measure("codemode exec: 10 sequential tool calls", () => exec("let s = 0; for (let i = 0; i < 10; i++) s += (await tools.echo({ i })).i; return s"), Math.max(20, N / 4), 1, rss);
-await measure("codemode exec: return 1+1, 8 concurrent", () => exec("return 1 + 1"), N, 8, rss);
+// ---- Warm-up: the sidecar's W1 p50 falls by 2-3x over its first ~600 execs here (V8 tiering
+// in its main thread and workers), so every shape is run untimed first, and the floor too.
+progress(`warm-up: ${WARMUP} W1 execs with W2, W3 and the rest mixed in`);
+const warmup = new Cell("warm-up");
+const warmSus = await gw.openRun({ tools: TWO_TOOLS }, "bench-warmup");
+for (let i = 0; i < WARMUP; i++) {
+  try {
+    await gw.exec(small, W1, EXPECT.W1);
+    if (i % 5 === 0) await gw.exec(small, W2, EXPECT.W2);
+    if (i % 5 === 2) await gw.exec(small, W3, EXPECT.W3);
+    if (i % 5 === 4) await gw.exec(big, W1, EXPECT.W1);
+    if (i % 25 === 0) {
+      await gw.exec(small, W5, EXPECT.W5);
+      await gw.exec(small, TS, EXPECT.TS, "typescript");
+      await gw.suspendResume(warmSus, SUSPEND, EXPECT.SUSPEND);
+    }
+    if (i % 2 === 0) for (const [code, want] of [[W1, EXPECT.W1], [W2, EXPECT.W2], [W3, EXPECT.W3]]) await floorRun(code, want)();
+  } catch (err) {
+    warmup.fail(err);
+  }
+}
+await gw.closeRun(warmSus);
 
-const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
-await measure("floor: in-process QuickJS create+eval+dispose", async () => {
-  const vm = await QuickJS.create({ wasm });
-  vm.evalCode("1 + 1").dispose();
-  vm.dispose();
-}, N);
-await measure("baseline: fresh Node subprocess per program", async () => {
-  spawnSync(process.execPath, ["-e", "process.stdout.write(String(1 + 1))"], { encoding: "utf8" });
-}, Math.max(10, Math.floor(N / 10)));
+progress(`W1 x${N}`);
+const [w1s, w1f] = await interleave([["svc", () => gw.exec(small, W1, EXPECT.W1)], ["floor", floorRun(W1, EXPECT.W1)]], N, WARM);
+progress(`W2 x${N}`);
+const [w2s, w2f] = await interleave([["svc", () => gw.exec(small, W2, EXPECT.W2)], ["floor", floorRun(W2, EXPECT.W2)]], N, WARM);
+progress(`W3 x${N}`);
+const [w3s, w3f] = await interleave([["svc", () => gw.exec(small, W3, EXPECT.W3)], ["floor", floorRun(W3, EXPECT.W3)]], N, WARM);
+progress(`W4 x${QUARTER}`);
+// A third side for reference only: the floor with an interrupt handler like the service's
+// (a deadline check on every call), to show what the service's timeout costs a hot loop.
+const deadlineFloor = () => {
+  const deadline = Date.now() + 10_000;
+  return floorRun(W4, EXPECT.W4, { interruptHandler: () => Date.now() > deadline })();
+};
+const [w4s, w4f, w4fi] = await interleave([["svc", () => gw.exec(small, W4, EXPECT.W4)], ["floor", floorRun(W4, EXPECT.W4)], ["floor+interrupt", deadlineFloor]], QUARTER, Math.min(5, QUARTER));
+progress(`W5 x${HALF}`);
+const [w5s, w5f] = await interleave([["svc", () => gw.exec(small, W5, EXPECT.W5)], ["floor", floorRun(W5, EXPECT.W5)]], HALF, Math.min(10, HALF));
 
-console.log(`exec latency (ms), N=${N}, node ${process.version}, ${(await import("node:os")).cpus().length} cores`);
-console.log(`${"case".padEnd(44)} ${"p50".padStart(9)} ${"p99".padStart(9)} ${"throughput".padStart(10)}`);
-for (const r of rows) console.log(r);
-sandbox.close();
-control.close();
-proc.kill("SIGTERM");
+// ---- Throughput at 2 concurrent. Service: two gateway loops, each running W1 execs back to
+// back on the sidecar (its default pool). Floor: two worker threads in this process, each
+// creating, running and disposing W1 VMs back to back. runs/s = all runs / wall time from the
+// start signal to the last run's end. Three rounds each, alternating; totals over the rounds.
+progress("throughput at 2 concurrent");
+const CONC = 2;
+const thr = { svcRuns: 0, svcWall: 0, svcLat: new Cell("svc"), floorRuns: 0, floorWall: 0, floorLat: new Cell("floor") };
+const floorWorkers = await Promise.all(
+  Array.from({ length: CONC }, () => {
+    const w = new Worker(new URL("./lib/floor-worker.mjs", import.meta.url));
+    return new Promise((resolve, reject) => {
+      w.once("error", reject);
+      w.once("message", (m) => (m.type === "ready" ? resolve(w) : reject(new Error(String(m)))));
+    });
+  }),
+);
+for (let i = 0; i < 5; i++) await gw.exec(small, W1, EXPECT.W1).catch((err) => thr.svcLat.fail(err));
+for (let round = 0; round < 3; round++) {
+  const runs = Math.max(CONC * 10, Math.floor(N / 2));
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CONC }, async () => {
+      while (next++ < runs) {
+        try {
+          thr.svcLat.samples.push(await gw.exec(small, W1, EXPECT.W1));
+          thr.svcRuns++;
+        } catch (err) {
+          thr.svcLat.fail(err);
+        }
+      }
+    }),
+  );
+  thr.svcWall += performance.now() - t0;
+  const perWorker = runs; // 2x the service's runs in all: the floor is ~10x faster, so longer windows
+  const t1 = performance.now();
+  const results = await Promise.all(
+    floorWorkers.map(
+      (w) =>
+        new Promise((resolve, reject) => {
+          w.once("error", reject);
+          w.once("message", (m) => resolve(m.samples));
+          w.postMessage({ type: "go", runs: perWorker });
+        }),
+    ),
+  );
+  thr.floorWall += performance.now() - t1;
+  for (const s of results) {
+    thr.floorRuns += s.length;
+    thr.floorLat.samples.push(...s);
+  }
+}
+await Promise.all(floorWorkers.map((w) => w.terminate()));
+const svcRate = thr.svcRuns / (thr.svcWall / 1000);
+const floorRate = thr.floorRuns / (thr.floorWall / 1000);
+
+progress(`W1 with 2,000 tools vs 2 tools x${N}`);
+const [bigS, smallS] = await interleave([["2000", () => gw.exec(big, W1, EXPECT.W1)], ["2", () => gw.exec(small, W1, EXPECT.W1)]], N, WARM);
+
+progress(`suspend+resume x${HALF}`);
+const susScope = await gw.openRun({ tools: TWO_TOOLS }, "bench-suspend");
+const snapshot = new Cell("snapshot bytes");
+const [susS, twoS] = await interleave(
+  [
+    [
+      "exec+wait",
+      async () => {
+        const r = await gw.suspendResume(susScope, SUSPEND, EXPECT.SUSPEND);
+        snapshot.samples.push(r.snapshotBytes);
+        return r.ms;
+      },
+    ],
+    [
+      "two execs",
+      async () => {
+        const t = performance.now();
+        await gw.exec(susScope, "return 1", 1);
+        await gw.exec(susScope, "return 1", 1);
+        return gw.lastResultAt - t; // like exec+wait: first send to second Result, gap included
+      },
+    ],
+  ],
+  HALF,
+  Math.min(10, HALF),
+);
+snapshot.samples.splice(0, snapshot.samples.length - susS.samples.length); // drop warm-up sizes
+
+progress(`TypeScript cell x${N}`);
+const [tsS, tsF, tsJs] = await interleave(
+  [
+    ["svc ts", () => gw.exec(small, TS, EXPECT.TS, "typescript")],
+    [
+      "floor ts",
+      async () => {
+        const t = performance.now();
+        const v = await runFloorTs(wasm, TS);
+        if (v !== EXPECT.TS) throw new Error(`floor TS gave ${v}`);
+        return performance.now() - t;
+      },
+    ],
+    ["svc js", () => gw.exec(small, W1, EXPECT.W1)],
+  ],
+  N,
+  WARM,
+);
+
+const mem = svc.memory();
+const bridge = { errors: gw.bridgeErrors, first: gw.firstBridgeError };
+gw.close();
+const exitCode = await svc.stop();
+const wallS = (performance.now() - benchStart) / 1000;
+
+// ---- The table.
+// `ok` is the goal's predicate over `value`; a cell without samples (every one failed) is "n/a".
+const met = (value, ok) => (ok === undefined ? "–" : !Number.isFinite(value) ? "n/a" : ok(value) ? "met" : "NOT MET");
+const ratio = (a, b) => a / b;
+const x = (r) => (Number.isFinite(r) ? `${r.toFixed(2)}x` : "n/a");
+const rows = [];
+const latencyRow = (name, s, f, goalText, ok) => rows.push([name, ms(s.p50), ms(s.p99), ms(f.p50), ms(f.p99), x(ratio(s.p50, f.p50)), goalText, met(ok?.[0], ok?.[1])]);
+latencyRow("W1 `return 1 + 1`", w1s, w1f, "<= 2x floor", [ratio(w1s.p50, w1f.p50), (r) => r <= 2]);
+latencyRow("W2 10 sequential tool calls", w2s, w2f, "<= 6 ms", [w2s.p50, (v) => v <= 6]);
+latencyRow("W3 16 parallel tool calls", w3s, w3f, "<= 5 ms", [w3s.p50, (v) => v <= 5]);
+latencyRow("W4 1e6-iteration loop", w4s, w4f, "<= 1.2x floor", [ratio(w4s.p50, w4f.p50), (r) => r <= 1.2]);
+latencyRow("W5 5,000 rows summed", w5s, w5f, "<= 1.2x floor", [ratio(w5s.p50, w5f.p50), (r) => r <= 1.2]);
+rows.push(["W1 throughput, 2 concurrent (a)", perS(svcRate), "–", perS(floorRate), "–", x(ratio(svcRate, floorRate)), ">= 0.8x floor", met(ratio(svcRate, floorRate), (r) => r >= 0.8)]);
+latencyRow("W1, 2,000 tools (floor cols: 2 tools) (b)", bigS, smallS, "within 10% of 2 tools", [ratio(bigS.p50, smallS.p50), (r) => r <= 1.1]);
+rows.push(["suspend+resume (floor cols: two plain execs) (c)", ms(susS.p50), ms(susS.p99), ms(twoS.p50), ms(twoS.p99), `+${(susS.p50 - twoS.p50).toFixed(2)} ms`, "<= +5 ms", met(susS.p50 - twoS.p50, (d) => d <= 5)]);
+rows.push(["stored snapshot of that run", bytes(snapshot.p50), bytes(snapshot.p99), "–", "–", "–", "<= 16 KiB", met(snapshot.p50, (b) => b <= 16 * 1024)]);
+latencyRow("TypeScript cell (floor: sucrase + VM) (d)", tsS, tsF, "– (none in issue)", undefined);
+latencyRow("cold: spawn -> ready line (e)", coldReady, floorReady, "<= 300 ms", [coldReady.p50, (v) => v <= 300]);
+latencyRow("cold: ready -> first exec result (e)", coldFirst, floorFirst, "<= 20 ms", [coldFirst.p50, (v) => v <= 20]);
+
+console.log("");
+console.log(`## Exec benchmark: service (gRPC end to end) vs in-process floor`);
+console.log(`node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --cold ${COLD} --warmup ${WARMUP}; ${wallS.toFixed(0)} s in all`);
+console.log("");
+printTable(["workload", "service p50", "service p99", "floor p50", "floor p99", "ratio (p50)", "goal", "met?"], rows);
+console.log("");
+console.log(`Sidecar RSS at the end: ${mem.rss.toFixed(0)} MiB (peak ${mem.hwm.toFixed(0)} MiB); it exited ${exitCode} on SIGTERM.`);
+console.log("");
+console.log("Notes:");
+console.log(`- Samples: W1, W2, W3, 2,000 tools, TypeScript ${N} each; W5, suspend+resume ${HALF} each; W4 ${QUARTER} (its p99 is about the max); cold ${COLD} starts. Goals judged on p50.`);
+console.log(`- Floor: fresh VM per program via QuickJS.create({ wasm }) with a precompiled module; tools are one synchronous host function returning JSON text behind async guest wrappers (bench/lib/floor.mjs).`);
+console.log(`- (a) runs/s over 3 rounds. Service: 2 gateway loops running W1 execs back to back; latency p50 ${ms(thr.svcLat.p50)}, p99 ${ms(thr.svcLat.p99)}. Floor: 2 worker threads each running W1 VMs back to back; p50 ${ms(thr.floorLat.p50)}, p99 ${ms(thr.floorLat.p99)}. The gateway (this process) shares the 2 cores with the sidecar.`);
+console.log(`- (b) both sides on the service, alternating: a scope with 2,000 visible tools (bench/lib/catalog.mjs) vs one with 2; ratio ${x(ratio(bigS.p50, smallS.p50))}.`);
+console.log(`- (c) one sample = Exec of \`${SUSPEND}\` (-> waiting) then Wait (-> completed), vs two sequential Execs of \`return 1\` (both timed from the first send to the last Result); snapshot size from the waiting Result's telemetry.snapshotBytes.`);
+console.log(`- (d) \`${TS}\` with language "typescript": service p50 ${ms(tsS.p50)} vs the same service's JS W1 ${ms(tsJs.p50)} measured alongside (+${(tsS.p50 - tsJs.p50).toFixed(2)} ms); the floor transforms with sucrase (as the service does) then runs a fresh VM.`);
+console.log(`- (e) service: spawn of \`node bin/codemode.js start\` to its ready line; then connect, OpenRun (2 tools) and Exec W1 to its Result: of that, connect+OpenRun p50 ${ms(pct(coldOpenRun, 50))}, the Exec alone p50 ${ms(pct(coldExecOnly, 50))} (max ${ms(pct(coldExecOnly, 100))}). Floor: a node process (bench/lib/floor-cold.mjs) that imports quickjs-wasi and compiles its module, prints ready, runs one W1 VM.`);
+console.log(`- W4 floor with a deadline interruptHandler (like the service's): p50 ${ms(w4fi.p50)}, p99 ${ms(w4fi.p99)} (${x(ratio(w4s.p50, w4fi.p50))} service/that).`);
+const all = { warmup, w1s, w1f, w2s, w2f, w3s, w3f, w4s, w4f, w4fi, w5s, w5f, throughput: thr.svcLat, bigS, smallS, susS, twoS, tsS, tsF, tsJs, coldReady, floorReady };
+for (const [label, c] of Object.entries(all)) if (c.errors > 0) console.log(`- FAILED samples (${label}; s = service, f = floor): ${c.errors} (not timed), first: ${c.firstError}`);
+if (bridge.errors > 0) console.log(`- BridgeCallback errors: ${bridge.errors}, first: ${bridge.first}`);
+const warnings = svc.stderr.filter((l) => l.trim() !== "");
+if (warnings.length > 0) console.log(`- The sidecar logged ${warnings.length} warn/error lines; first: ${warnings[0].slice(0, 300)}`);
