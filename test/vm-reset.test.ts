@@ -84,8 +84,7 @@ describe("resetting a reused instance (in process)", () => {
     expect(w._global).toBeNull();
     expect(w.interruptHandler).toBeNull();
 
-    // And the program after it sees a pristine realm.
-    warm.release(vm, true);
+    // And the program after it sees a pristine realm (the instance is still the spare).
     let next: QuickJS | undefined;
     const again = await warm.acquire(image, 64 << 20, () => false, sync(() => next!), sync(() => next!));
     next = again.vm;
@@ -97,6 +96,27 @@ describe("resetting a reused instance (in process)", () => {
     expect(seen.toString()).toBe("undefined,,undefined,1,1");
     seen.dispose();
     warm.release(again.vm, true);
+  });
+
+  it("grows an instance of a smaller image to a larger image's exact size, and resets it byte for byte", async () => {
+    // A catalog with many MCP servers makes a larger image than the empty one.
+    const servers = Array.from({ length: 400 }, (_, i) => [`srv${i}`, `srv${i}`, Array.from({ length: 8 }, (_, j) => [`fn${j}`, `mcp:srv${i}:fn${j}`]), false, false]);
+    const bigBoot = `{"catalog":${JSON.stringify({ mcp: servers, namespaces: [] })},"context":null}`;
+    const big = (await warm.image(await preludeBytecode(wasm), bigBoot))!;
+    expect(big.memory.byteLength).toBeGreaterThan(image.memory.byteLength);
+    let current: QuickJS | undefined;
+    // Hold the big image's own instance, so the only spare is a small one.
+    const held = await warm.acquire(big, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const small = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    warm.release(small.vm, true);
+    const grown = await warm.acquire(big, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    expect(grown.how).toBe("reused");
+    expect(grown.vm).toBe(small.vm);
+    resetTo(grown.vm, big);
+    expect(inside(grown.vm).exports.memory.buffer.byteLength).toBe(big.memory.byteLength);
+    expect(Buffer.compare(new Uint8Array(inside(grown.vm).exports.memory.buffer), big.memory)).toBe(0);
+    warm.release(grown.vm, true);
+    warm.release(held.vm, true);
   });
 
   it("replaces an instance that grew its memory, and one that trapped, instead of resetting it", async () => {

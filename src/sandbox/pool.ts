@@ -18,7 +18,8 @@ import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
 import type { Logger } from "../shared/logger.js";
 import { MCP_RUN_PROBE } from "./mcp-run/probe.js";
-import { EMPTY_GUEST_CATALOG, type ExecTask, type MainMessage, type NestedCallMessage, type PlainError, type RequestOp, type ResumeTask, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
+import { shareCatalog } from "./shared-catalog.js";
+import { EMPTY_GUEST_CATALOG, type ExecTask, type GuestCatalog, type MainMessage, type NestedCallMessage, type PlainError, type RequestOp, type ResumeTask, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -62,7 +63,7 @@ const WORKER_FILE = fileURLToPath(new URL("./worker/worker.js", import.meta.url)
 const WORKER_STACK_MB = 16;
 
 /** A task without its port (the pool makes one per attempt). */
-export type Submission = Omit<ExecTask, "port"> | Omit<ResumeTask, "port">;
+export type Submission = (Omit<ExecTask, "port" | "catalog"> & { catalog: GuestCatalog }) | Omit<ResumeTask, "port">;
 
 export class SandboxPool {
   private readonly piscina: Piscina;
@@ -210,7 +211,9 @@ export class SandboxPool {
         }
       });
 
-      const task = (unpark ? { ...unpark, port: channel.port2, cancelFlag } : { ...submission, port: channel.port2, cancelFlag }) as Task;
+      // A versioned catalog travels shared, not copied (./shared-catalog.ts).
+      const posted = submission.kind === "exec" ? { ...submission, catalog: shareCatalog(submission.catalog) } : submission;
+      const task = (unpark ? { ...unpark, port: channel.port2, cancelFlag } : { ...posted, port: channel.port2, cancelFlag }) as Task;
       this.piscina.run(task, { transferList: [channel.port2] }).then(
         () => undefined,
         (err: unknown) => {

@@ -281,7 +281,7 @@ export class Segment {
     const durationMs = performance.now() - this.t0;
     const result = buildResult(r, this.outputs, {
       catalogSize: entries.length,
-      sources: sourceBreakdown(entries),
+      sources: run?.catalog?.sources ?? sourceBreakdown(entries),
       coreSourceName: config.coreSourceName,
       searchCount: base.search + this.counters.search,
       describeCount: base.describe + this.counters.describe,

@@ -5,6 +5,7 @@
  * The task's own MessagePort carries them so output and tool calls stream in order,
  * and the final outcome travels last on the same port.
  */
+import type { SharedCatalog } from "./shared-catalog.js";
 import type { MessagePort } from "node:worker_threads";
 import type { Language } from "../shared/config.js";
 import type { PendingKind } from "../shared/link-wire.js";
@@ -31,6 +32,8 @@ export type TaskLimits = {
  * resources, prompts][], namespaces: [id, globalName, scopeJson][]}.
  */
 export type GuestCatalog = {
+  /** The catalog version (set for a run's catalog): tasks carry it shared, see ../shared-catalog.ts. */
+  version?: string;
   staticJson: string;
   /**
    * JSON array of the ALL_TOOLS entries, handed to the VM only when the program first
@@ -51,7 +54,8 @@ export type ExecTask = {
   source: string;
   language: Language;
   limits: TaskLimits;
-  catalog: GuestCatalog;
+  /** A worker receives a versioned catalog shared (../shared-catalog.ts) and opens it. */
+  catalog: GuestCatalog | SharedCatalog;
   /** JSON text of the run context namespaces may reference ("null" when none needs it). */
   contextJson: string;
   /** Output bytes already used by earlier segments of this run. */

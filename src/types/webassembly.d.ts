@@ -6,6 +6,7 @@ declare namespace WebAssembly {
   }
   interface Memory {
     readonly buffer: ArrayBuffer;
+    grow(deltaPages: number): number;
   }
   function compile(bytes: Uint8Array | ArrayBuffer): Promise<Module>;
 }

@@ -61,6 +61,8 @@ export class RunCatalog {
   /** `MCP.<server>.<fn>` of each MCP tool id, as the guest calls it. */
   private readonly mcpPaths = new Map<string, string>();
   readonly guest: GuestCatalog;
+  /** Entries by source, for every result's telemetry (counted once per version). */
+  readonly sources: { core: number; mcp: number; client: number };
   readonly mcp: McpCatalog;
   readonly namespaces: NamespaceCatalog;
   /** The MCP servers' metadata as the view brought it (the codemode.run surface builds its modules from it). */
@@ -93,7 +95,9 @@ export class RunCatalog {
       const s = safeName(e.name);
       if (s && counts.get(s) === 1) convenience.push([s, e.id]);
     }
+    this.sources = sourceBreakdown(this.entries);
     this.guest = {
+      version,
       staticJson: JSON.stringify({
         mcp: this.mcp.guestTable,
         namespaces: this.namespaces.guestTable,

@@ -6,9 +6,9 @@
  * probe proves the prelude compiles, boots and settles a result, like the other surfaces'.
  */
 import { SPEC_VERSION } from "../../shared/mcp-run/naming.js";
-import { EMPTY_GUEST_CATALOG, type ExecTask } from "../task-protocol.js";
+import { EMPTY_GUEST_CATALOG, type ExecTask, type GuestCatalog } from "../task-protocol.js";
 
-export const MCP_RUN_PROBE: Pick<ExecTask, "source" | "catalog" | "contextJson"> = {
+export const MCP_RUN_PROBE: Pick<ExecTask, "source" | "contextJson"> & { catalog: GuestCatalog } = {
   source: "globalThis.__codemode_result__ = 1;",
   catalog: { ...EMPTY_GUEST_CATALOG, staticJson: '{"servers":[]}' },
   contextJson: JSON.stringify({ specVersion: SPEC_VERSION, maxLogBytes: 1_024, maxToolCalls: 1, maxConcurrent: 1 }),

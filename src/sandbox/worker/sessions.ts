@@ -7,7 +7,7 @@
  * restored from the image it parked. All then run the same drain loop (./vm-session.ts).
  */
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
-import type { ExecTask, ResumeTask, TaskOutcome, UnparkTask, VmStart, WorkerMessage } from "../task-protocol.js";
+import type { ExecTask, GuestCatalog, ResumeTask, TaskOutcome, UnparkTask, VmStart, WorkerMessage } from "../task-protocol.js";
 import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
 import { compileCell, mcpRunPreludeBytecode, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
@@ -24,7 +24,7 @@ export function warmVms(wasm: WebAssembly.Module): WarmVms {
   return warm;
 }
 
-export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
+export async function runExecSession(task: ExecTask & { catalog: GuestCatalog }, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
   let prelude: Uint8Array;
   try {
     // Tool Search (`tool_search_code`) gets its reduced prelude; the session is the same.
@@ -49,7 +49,8 @@ export async function runExecSession(task: ExecTask, wasm: WebAssembly.Module, c
     let image: PreparedImage | undefined;
     let how: VmStart = "restored";
     try {
-      image = await warm.image(prelude, bootJson);
+      // A versioned catalog names its image (no hashing of the boot data per exec).
+      image = await warm.image(prelude, bootJson, task.catalog.version ? `${task.surface ?? "code"}:${task.catalog.version}` : undefined);
       if (image) {
         const got = await warm.acquire(image, task.limits.memoryLimitBytes, session.interrupt, session.hostSync, session.hostAsync);
         session.vm = got.vm;

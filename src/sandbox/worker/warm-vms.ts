@@ -74,11 +74,15 @@ type HostFn = (op?: JSValueHandle, arg?: JSValueHandle) => JSValueHandle;
 
 /** Images kept per worker (each about 1.5 MB). */
 const MAX_IMAGES = 8;
-/** Idle instances kept per worker. */
-const MAX_SPARES = 2;
+/** Idle instances kept per worker (images of different catalogs differ in size). */
+const MAX_SPARES = 4;
 
 function internals(vm: QuickJS): Internals {
   return vm as unknown as Internals;
+}
+
+function sizeOf(vm: QuickJS): number {
+  return internals(vm).exports.memory.buffer.byteLength;
 }
 
 /** True when this quickjs-wasi exposes what a reset needs. */
@@ -121,10 +125,14 @@ export class WarmVms {
 
   constructor(private readonly wasm: WebAssembly.Module) {}
 
-  /** The image for a prelude and boot answer, prepared on first use; undefined when resets are unsupported. */
-  async image(prelude: Uint8Array, bootJson: string): Promise<PreparedImage | undefined> {
+  /**
+   * The image for a prelude and boot answer, prepared on first use; undefined when resets
+   * are unsupported. `name` must change whenever prelude or boot data do.
+   */
+  async image(prelude: Uint8Array, bootJson: string, name?: string): Promise<PreparedImage | undefined> {
     if (this.disabled) return undefined;
-    const key = createHash("sha256").update(prelude).update("\0").update(bootJson).digest("base64");
+    // `name` (surface and catalog version) identifies prelude and boot data; otherwise they are hashed.
+    const key = name ?? createHash("sha256").update(prelude).update("\0").update(bootJson).digest("base64");
     const known = this.images.get(key);
     if (known) {
       // Most recently used last.
@@ -174,13 +182,17 @@ export class WarmVms {
   async acquire(image: PreparedImage, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
     let vm: QuickJS | undefined;
     this.spareUsed = false;
-    while (this.spares.length > 0) {
-      const spare = this.spares.pop()!;
-      if (reusableFor(spare, image)) {
-        vm = spare;
-        break;
-      }
-      this.stats.discarded++;
+    // An instance of the image's exact size, else a smaller one grown to it (pages a grow
+    // adds are zero, and the image overwrites them): either way every byte equals the image.
+    const size = image.memory.byteLength;
+    let at = this.spares.findIndex((s) => sizeOf(s) === size);
+    if (at < 0) at = this.spares.findIndex((s) => sizeOf(s) < size);
+    if (at >= 0) {
+      const spare = this.spares.splice(at, 1)[0]!;
+      const memory = internals(spare).exports.memory;
+      if (sizeOf(spare) < size) memory.grow((size - sizeOf(spare)) / 65536);
+      if (reusableFor(spare, image)) vm = spare;
+      else this.stats.discarded++;
     }
     if (vm) {
       resetTo(vm, image);
@@ -207,10 +219,11 @@ export class WarmVms {
    * reset; one that grew its memory cannot be reset to an image and is dropped at acquire.
    */
   release(vm: QuickJS, healthy: boolean): void {
+    if (this.spares.includes(vm)) return;
     const w = internals(vm);
     w.interruptHandler = null;
     w.hostCallbacks.clear();
-    if (!healthy || this.spares.length >= MAX_SPARES || w.loadedExtensions.length > 0) {
+    if (!healthy || w.loadedExtensions.length > 0 || sizeOf(vm) > this.largestImage()) {
       this.stats.discarded++;
       try {
         vm.dispose();
@@ -220,5 +233,17 @@ export class WarmVms {
       return;
     }
     this.spares.push(vm);
+    // The oldest spare goes first when there are too many.
+    if (this.spares.length > MAX_SPARES) {
+      this.stats.discarded++;
+      this.spares.shift()!.dispose();
+    }
+  }
+
+  /** The largest prepared image (an instance bigger than every image can never be reset). */
+  private largestImage(): number {
+    let max = 0;
+    for (const img of this.images.values()) max = Math.max(max, img.memory.byteLength);
+    return max;
   }
 }

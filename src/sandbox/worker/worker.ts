@@ -11,6 +11,7 @@ import { compileCell } from "./compiler.js";
 import { formatLocation } from "./guest-errors.js";
 import { transformTypeScript } from "../guest/ts-transform.js";
 import { runExecSession, runResumeSession, runUnparkSession } from "./sessions.js";
+import { openCatalog } from "../shared-catalog.js";
 
 if (isMainThread) throw new Error("sandbox/worker/worker.js runs only inside a pool worker thread");
 
@@ -52,7 +53,7 @@ function moduleMessage(found: { pattern: string; line: number; column: number })
 
 async function runExec(task: ExecTask): Promise<TaskOutcome> {
   const prepared = await prepare(task);
-  return prepared.ok ? runExecSession(task, wasm, prepared.source) : prepared.outcome;
+  return prepared.ok ? runExecSession({ ...task, catalog: openCatalog(task.catalog) }, wasm, prepared.source) : prepared.outcome;
 }
 
 export default async function runTask(task: Task): Promise<void> {
