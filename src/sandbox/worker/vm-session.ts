@@ -25,33 +25,16 @@ import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
 import type { ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
 import { parseBridgeJson } from "./json-bridge.js";
-import { guestError, guestErrorMessage, plainForGuest } from "./guest-errors.js";
+import { guestError, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
 import { encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
 import { cohosted, enter, leave, parkedImage } from "./occupancy.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
+import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, seedWords, SNAPSHOT_BUDGET_MS, wasmRuntimeError, type Settled } from "./outcomes.js";
 
-type Settled = { ok: true; valueJson: string } | { ok: false; errorJson: string };
+export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
+
 type Fatal = { code: ErrorCodeName | undefined; message: string };
-
-/** Time the host allows for snapshotting and encoding an idle VM (up to 1 GiB of memory). */
-export const SNAPSHOT_BUDGET_MS = 30_000;
-
-/**
- * Each output item is charged this much on top of its text, so empty items cannot
- * grow a result without bound (the wire and model forms wrap every item).
- */
-export const OUTPUT_ITEM_OVERHEAD_BYTES = 32;
-
-/** 128 bits of crypto randomness as four unsigned 32-bit words. */
-function seedWords(): number[] {
-  const b = randomBytes(16);
-  return [b.readUInt32LE(0), b.readUInt32LE(4), b.readUInt32LE(8), b.readUInt32LE(12)];
-}
-
-export function failed(error: string, outputBytes: number, code?: ErrorCodeName): TaskOutcome {
-  return code ? { status: "failed", error, code, outputBytes } : { status: "failed", error, outputBytes };
-}
 
 /** The state of one segment: host callbacks, what the guest awaits, and the drain loop. */
 export class GuestSession {
@@ -291,7 +274,7 @@ export class GuestSession {
       err.dispose();
       return this.fail(msg);
     }
-    if (err instanceof WebAssembly_RuntimeError()) {
+    if (err instanceof wasmRuntimeError()) {
       return this.fail(`RuntimeError: the guest VM crashed (${(err as Error).message}) and was discarded.`);
     }
     return this.fail(`internal: ${(err as Error)?.message ?? String(err)}`, "internal_error");
@@ -379,7 +362,7 @@ export class GuestSession {
         if (!(err instanceof JSException)) this.healthy = false;
         return this.outcomeFor(err);
       }
-      return this.completion(this.settled);
+      return completion(this.settled, this.outputBytes, this.limits.maxOutputBytes, this.source);
     } finally {
       leave(this);
       this.port.off("message", this.onMessage);
@@ -398,25 +381,8 @@ export class GuestSession {
     }
   }
 
-  private completion(settled: Settled): TaskOutcome {
-    if (!settled.ok) return this.fail(guestErrorMessage(settled.errorJson, this.source));
-    const valueBytes = Buffer.byteLength(settled.valueJson, "utf8");
-    if (this.outputBytes + valueBytes > this.limits.maxOutputBytes) {
-      return this.fail(`code mode result exceeded maxOutputBytes (${this.limits.maxOutputBytes} bytes).`, "output_limit_exceeded");
-    }
-    try {
-      parseBridgeJson(settled.valueJson, "result value");
-    } catch (err) {
-      return this.fail(`code mode result is not JSON-compatible: ${(err as Error).message}`);
-    }
-    return { status: "completed", valueJson: settled.valueJson, outputBytes: this.outputBytes + valueBytes };
-  }
-
   dispose(): void {
     this.port.off("message", this.onMessage);
   }
 }
 
-function WebAssembly_RuntimeError(): new (...a: unknown[]) => Error {
-  return (globalThis as unknown as { WebAssembly: { RuntimeError: new (...a: unknown[]) => Error } }).WebAssembly.RuntimeError;
-}

@@ -1,0 +1,52 @@
+/**
+ * How a VM session's outcome is made: a failure, the completed value checked against the
+ * output budget and the JSON bridge, and the small constants and helpers the session
+ * shares with its starters (./sessions.ts). Split from ./vm-session.ts, which keeps the
+ * session's state and drain loop.
+ */
+import { randomBytes } from "node:crypto";
+import type { ErrorCodeName, TaskOutcome } from "../task-protocol.js";
+import { guestErrorMessage } from "./guest-errors.js";
+import { parseBridgeJson } from "./json-bridge.js";
+
+/** What the program settled to: its value's JSON, or its error's. */
+export type Settled = { ok: true; valueJson: string } | { ok: false; errorJson: string };
+
+/** Time the host allows for snapshotting and encoding an idle VM (up to 1 GiB of memory). */
+export const SNAPSHOT_BUDGET_MS = 30_000;
+
+/**
+ * Each output item is charged this much on top of its text, so empty items cannot
+ * grow a result without bound (the wire and model forms wrap every item).
+ */
+export const OUTPUT_ITEM_OVERHEAD_BYTES = 32;
+
+/** 128 bits of crypto randomness as four unsigned 32-bit words (Math.random's seed for a run). */
+export function seedWords(): number[] {
+  const b = randomBytes(16);
+  return [b.readUInt32LE(0), b.readUInt32LE(4), b.readUInt32LE(8), b.readUInt32LE(12)];
+}
+
+export function failed(error: string, outputBytes: number, code?: ErrorCodeName): TaskOutcome {
+  return code ? { status: "failed", error, code, outputBytes } : { status: "failed", error, outputBytes };
+}
+
+/** The outcome of a settled program: its value within the output budget and JSON-compatible, or its error placed in the source. */
+export function completion(settled: Settled, outputBytes: number, maxOutputBytes: number, source: string): TaskOutcome {
+  if (!settled.ok) return failed(guestErrorMessage(settled.errorJson, source), outputBytes);
+  const valueBytes = Buffer.byteLength(settled.valueJson, "utf8");
+  if (outputBytes + valueBytes > maxOutputBytes) {
+    return failed(`code mode result exceeded maxOutputBytes (${maxOutputBytes} bytes).`, outputBytes, "output_limit_exceeded");
+  }
+  try {
+    parseBridgeJson(settled.valueJson, "result value");
+  } catch (err) {
+    return failed(`code mode result is not JSON-compatible: ${(err as Error).message}`, outputBytes);
+  }
+  return { status: "completed", valueJson: settled.valueJson, outputBytes: outputBytes + valueBytes };
+}
+
+/** WebAssembly.RuntimeError (a trap), which the project's WebAssembly typings leave out. */
+export function wasmRuntimeError(): new (...a: unknown[]) => Error {
+  return (globalThis as unknown as { WebAssembly: { RuntimeError: new (...a: unknown[]) => Error } }).WebAssembly.RuntimeError;
+}
