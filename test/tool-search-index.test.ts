@@ -1,10 +1,11 @@
 /** The tool-search index: tokenizing, stemming, fields, server names, filters, "did you mean", hostile input. */
 import { describe, expect, it } from "vitest";
 import { editDistance } from "../src/shared/search/fuzzy.js";
-import { Intent, queryIntent, toolIntent } from "../src/shared/search/intent.js";
+import { descriptionIntent, Intent, queryIntent, toolIntent } from "../src/shared/search/intent.js";
+import { TermDictionary } from "../src/shared/search/postings.js";
 import { schemaText } from "../src/shared/search/schema-text.js";
-import { ARGUMENT_WEIGHT, isStopword, joinedPairs, queryWords, splitWords, stem, terms } from "../src/shared/search/tokenize.js";
-import { oneLine, ToolSearchIndex, type SearchDoc } from "../src/shared/search/tool-search-index.js";
+import { ARGUMENT_WEIGHT, CONTENT_WEIGHT, isStopword, joinedPairs, queryWords, splitWords, stem, terms } from "../src/shared/search/tokenize.js";
+import { DEFAULT_TUNING, oneLine, ToolSearchIndex, type SearchDoc, type SearchTuning } from "../src/shared/search/tool-search-index.js";
 
 function mcp(server: string, name: string, description: string, parameters: unknown = {}, extra: Partial<SearchDoc> = {}): SearchDoc {
   return { id: `mcp:${server}:${name}`, name, description, source: "mcp", sourceName: server, parametersJson: JSON.stringify(parameters), ...extra };
@@ -31,6 +32,15 @@ const CATALOG: SearchDoc[] = [
   core("message", "Send to chat channels", { keywords: ["whatsapp", "telegram"] }),
 ];
 const index = new ToolSearchIndex(CATALOG);
+/** Unrelated tools, so that word rarity (idf) in a small test catalog is as in a real one. */
+const FILLER = ["weather", "stock", "music", "recipe", "news", "photo", "package", "invoice", "ticket", "sprint", "commit", "bucket", "dashboard", "alert", "metric", "pipeline", "secret", "domain"].flatMap((w, i) => [
+  mcp(`filler${i}`, `get_${w}`, `Get a ${w} by id`),
+  mcp(`filler${i}`, `list_${w}s`, `List ${w}s`),
+  mcp(`filler${i}`, `delete_${w}`, `Delete a ${w}`),
+]);
+/** The first hit for `query` over `docs` (and the filler), with the default tuning changed by `over` (to show a rule off). */
+const first = (docs: SearchDoc[], query: string, over: Partial<SearchTuning> = {}): string | undefined =>
+  new ToolSearchIndex([...FILLER, ...docs], { ...DEFAULT_TUNING, ...over }).search(query, 1)[0];
 
 describe("tokenize", () => {
   it("splits identifiers: snake, camel, acronyms, dots, dashes, colons, slashes", () => {
@@ -73,6 +83,18 @@ describe("tokenize", () => {
   it("splits non-ASCII text the same way as ASCII", () => {
     expect(splitWords("listÉvénementsByDate")).toEqual(["list", "événements", "by", "date"]);
     expect(splitWords("getHTTPServer")).toEqual(splitWords("getHTTPServer\u00a0"));
+    expect(splitWords("naïveCafé — ÀBCDéf’s")).toEqual(["naïve", "café", "àbc", "déf", "s"]);
+    expect(splitWords("💡 TIP: listÉvénements 𝕏")).toEqual(["tip", "list", "événements", "𝕏"]);
+  });
+  it("meets British and American spellings in one stem", () => {
+    const same = (a: string, b: string): void => expect(stem(a), `${a} ${b}`).toBe(stem(b));
+    same("summarise", "summarize");
+    same("analysing", "analyzing");
+    same("colours", "color");
+    same("centre", "center");
+    same("cancelled", "cancel");
+    expect(stem("spelled")).toBe(stem("spell"));
+    expect(stem("tours")).toBe("tour");
   });
   it("weighs argument-like query words down: times, numbers, quoted text, emails, #channels, file names", () => {
     const weights = (q: string): Record<string, number> => Object.fromEntries(queryWords(q).map((w) => [w.surface, w.weight]));
@@ -93,6 +115,37 @@ describe("tokenize", () => {
   it("expands common abbreviations on request", () => {
     expect(terms("open a pr", true)).toEqual(["open", "pr", "pull", "request"]);
     expect(terms("k8s pods", true)).toEqual(["k8s", "kubernet", "pod"]);
+    expect(terms("app", true)).toEqual(["app", "application"].map(stem));
+  });
+  it("offers synonyms of common verbs, and keeps a stopword that has some ('done')", () => {
+    const syn = (q: string): Record<string, readonly string[] | undefined> => Object.fromEntries(queryWords(q).map((w) => [w.surface, w.synonyms]));
+    expect(syn("add a card")["add"]).toEqual([stem("create")]);
+    expect(syn("find flights")["find"]).toEqual([stem("search")]);
+    expect(syn("cancel the meeting")["cancel"]).toContain(stem("delete"));
+    expect(syn("mark the tasks done")["done"]).toEqual([stem("complete")]);
+    expect(syn("who is in the workspace")["who"]).toEqual([stem("user"), stem("member")]);
+    expect(syn("text mom")["text"]).toEqual([stem("message"), stem("sms")]);
+    for (const w of ["many", "much", "use", "used", "every"]) expect(isStopword(w), w).toBe(true);
+  });
+  it("weighs down what a task is about ('called', 'about', 'for', 'saying') up to the next preposition", () => {
+    const weights = (q: string): Record<string, number> => Object.fromEntries(queryWords(q).map((w) => [w.surface, w.weight]));
+    const w = weights("create a linear issue for the flaky checkout test in the web project");
+    expect([w["create"], w["linear"], w["issue"], w["web"], w["project"]]).toEqual([1, 1, 1, 1, 1]);
+    expect([w["flaky"], w["checkout"], w["test"]]).toEqual([CONTENT_WEIGHT, CONTENT_WEIGHT, CONTENT_WEIGHT]);
+    expect(weights("reply in the thread about the outage")["outage"]).toBe(CONTENT_WEIGHT);
+    expect(weights("make a branch called release on github")["github"]).toBe(1);
+    expect(weights("text John that I'm running late")["late"]).toBe(CONTENT_WEIGHT);
+    expect(weights("list files that changed")["changed"]).toBe(1);
+    // "for" right after a verb introduces the object.
+    expect(weights("search for flights")["flights"]).toBe(1);
+  });
+  it("reads weekdays in a time as arguments, and 'every monday' or 'daily' as a recurring job", () => {
+    const ws = queryWords("every monday at 8am summarize my inbox");
+    expect(ws.find((w) => w.surface === "monday")!.weight).toBe(ARGUMENT_WEIGHT);
+    expect(ws.find((w) => w.surface === "recurring")).toMatchObject({ weight: 1, synonyms: expect.arrayContaining([stem("schedule")]) });
+    expect(queryWords("post a daily digest").some((w) => w.surface === "recurring")).toBe(true);
+    expect(queryWords("create an item on the monday board").find((w) => w.surface === "monday")!.weight).toBe(1);
+    expect(queryWords("list every channel").some((w) => w.surface === "recurring")).toBe(false);
   });
 });
 
@@ -107,6 +160,12 @@ describe("intent", () => {
     expect(toolIntent("hubspot-batch-create-objects")).toBe(Intent.Create);
     expect(toolIntent("cron_run")).toBe(Intent.Run);
     expect(toolIntent("weather")).toBe(Intent.None);
+  });
+  it("reads a verb-less tool's verb from the first word of its description, never a question word", () => {
+    expect(descriptionIntent("Get logs from Kubernetes resources")).toBe(Intent.Read);
+    expect(descriptionIntent("Retrieves a page")).toBe(Intent.Read);
+    expect(descriptionIntent("Deletes the file")).toBe(Intent.Delete);
+    expect(descriptionIntent("When to use: linking boards")).toBe(Intent.None);
   });
   it("prefers the sibling whose verb matches", () => {
     const idx = new ToolSearchIndex([mcp("trello", "create_board", "Create a board"), mcp("trello", "list_boards", "Boards of the user")]);
@@ -130,6 +189,17 @@ describe("schema text", () => {
     expect(s.names.split(" ")).toEqual(["filter", "state", "labels", "colour", "target", "branchName"]);
     expect(s.details).toContain("open closed");
     expect(s.details).toContain("Hex colour");
+  });
+  it("splits and stems each distinct text once per build, with the same ids", () => {
+    const dict = new TermDictionary();
+    const a = dict.addText("List open issues of a repo");
+    const b = dict.addText("List open issues of a repo");
+    expect(a).toBe(b);
+    expect(dict.tokens.slice(0, a)).toEqual(dict.tokens.slice(a));
+    expect(dict.tokens.slice(0, a).map((id) => dict.terms[id])).toEqual(terms("List open issues of a repo", true));
+    const skip = new Set([dict.id("slack")]);
+    expect(dict.addText("slack_post_message", skip)).toBe(2);
+    expect(dict.skipped).toBe(1);
   });
   it("ignores a schema that fails to parse or is too big, and bounds deep nesting", () => {
     expect(schemaText("{not json")).toEqual({ names: "", details: "" });
@@ -176,11 +246,55 @@ describe("ToolSearchIndex.search", () => {
     const idx = new ToolSearchIndex([mcp("argocd", "get_application", "Application by name"), mcp("other", "get_app", "Get an app from the cd pipeline of argo")]);
     expect(idx.search("argo cd application", 2)[0]).toBe("mcp:argocd:get_application");
   });
+  it("matches a query's verb through its synonyms, never above the word itself", () => {
+    const trello = [
+      mcp("trello", "add_checklist_item", "Add a new item to a checklist"),
+      mcp("trello", "create_checklist", "Create a new checklist on a card"),
+      mcp("trello", "add_label", "Add a label to a card"),
+    ];
+    expect(first(trello, "add a checklist to the card")).toBe("mcp:trello:create_checklist");
+    expect(first(trello, "add a checklist to the card", { synonym: 0 })).toBe("mcp:trello:add_checklist_item");
+    // "create" offers the rarer "add": create_checklist still comes first.
+    expect(first(trello, "create a checklist")).toBe("mcp:trello:create_checklist");
+  });
+  it("prefers the tool whose name the query covers, less its server's name", () => {
+    const yt = [
+      mcp("yt", "get-transcript-languages", "List all available transcript languages for a YouTube video."),
+      mcp("yt", "get-transcript", "Retrieve the transcript of a YouTube video. Accepts various YouTube URL formats and returns the full transcript"),
+    ];
+    expect(first(yt, "get the transcript of this youtube video")).toBe("mcp:yt:get-transcript");
+    expect(first(yt, "get the transcript of this youtube video", { nameCoverage: 0 })).toBe("mcp:yt:get-transcript-languages");
+  });
+  it("ranks a tool without a verb a little below one whose verb matches", () => {
+    const docs = [mcp("one", "logs", "Old logs, delete or keep them"), mcp("two", "logs", "Delete or keep them, old logs")];
+    expect(first(docs, "delete the old logs")).toBe("mcp:two:logs");
+    expect(first(docs, "delete the old logs", { intentUnknown: 1 })).toBe("mcp:one:logs");
+  });
+  it("prefers the tools of a server the query names in full", () => {
+    const docs = [mcp("replicate", "delete_deployments", "Delete a deployment"), mcp("kubernetes", "kubectl_delete", "Delete resources by type and name")];
+    expect(first(docs, "delete the kubernetes deployment called web")).toBe("mcp:kubernetes:kubectl_delete");
+    expect(first(docs, "delete the kubernetes deployment called web", { serverNamed: 0 })).toBe("mcp:replicate:delete_deployments");
+  });
+  it("leaves a server's own name out of its tools' names", () => {
+    const tools = (server: string): SearchDoc[] => [
+      mcp(server, "list-calendars", "List all available calendars"),
+      mcp(server, "list-events", "List events from one or more calendars. Supports both calendar IDs and calendar names."),
+    ];
+    // "calendar" names the google-calendar server: it does not pick list-calendars among its tools.
+    expect(first(tools("google-calendar"), "what's on my google calendar")).toBe("mcp:google-calendar:list-events");
+    expect(first(tools("work"), "what's on my work calendar")).toBe("mcp:work:list-calendars");
+  });
+  it("counts two words written together ('sub agent', subagent) once, the better way", () => {
+    const docs = [core("subagents_kill", "Stop a running sub-agent"), core("sessions_spawn", "Start a sub-agent run in the background")];
+    expect(first(docs, "spin up a sub agent in the background")).toBe("openclaw:core:sessions_spawn");
+  });
   it("falls back to a prefix for a word that matches nothing, but does not expand known words", () => {
     expect(index.search("kube", 3)[0]).toBe("mcp:kubernetes:kubectl_get");
     expect(index.search("weath", 3)[0]).toBe("openclaw:core:weather_get");
-    // "post" is a term: no prefix expansion into anything else.
-    expect(index.search("post", 10)).toEqual(["mcp:slack:slack_post_message"]);
+    // "post" is a term: no prefix expansion into anything else (postgres).
+    const post = index.search("post", 10);
+    expect(post[0]).toBe("mcp:slack:slack_post_message");
+    expect(post).not.toContain("mcp:postgres:query");
   });
   it("applies the filter and the limit", () => {
     const all = index.search("create issue", 10);
@@ -192,6 +306,15 @@ describe("ToolSearchIndex.search", () => {
     // A filter may itself search the same index.
     const nested = index.search("create issue", 10, (id) => index.search("weather", 1).length === 1 && id.includes("github"));
     expect(nested).toEqual(all.filter((id) => id.includes("github")));
+  });
+  it("returns the same order from a few first picks as from a full sort, with and without a filter", () => {
+    const many = Array.from({ length: 300 }, (_, i) => mcp(`s${i % 7}`, `create_item_${i}`, `Create an item${" in a list".repeat(i % 5)} number ${i}`));
+    const idx = new ToolSearchIndex(many);
+    const all = idx.search("create an item", 1000);
+    expect(all).toHaveLength(300);
+    expect(idx.search("create an item", 5)).toEqual(all.slice(0, 5));
+    const rare = (id: string): boolean => id.endsWith("7");
+    expect(idx.search("create an item", 12, rare)).toEqual(all.filter(rare).slice(0, 12));
   });
   it("is deterministic and breaks ties by catalog order", () => {
     const twins = new ToolSearchIndex([mcp("a", "ping", "Ping"), mcp("b", "ping", "Ping"), mcp("c", "ping", "Ping")]);

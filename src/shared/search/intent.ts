@@ -32,6 +32,23 @@ export function queryIntent(query: string): Intent {
   return out;
 }
 
+/** Question words: a query's way of asking to read, never a tool's verb. */
+const QUESTION_WORDS = new Set("what whats which who where when".split(" "));
+
+/**
+ * What a tool whose name has no verb does, from the first word of its description
+ * when that is a verb ("Get logs from Kubernetes resources…" for kubectl_logs;
+ * "Retrieves…", "Fetches…" in the third person too).
+ */
+export function descriptionIntent(description: string): Intent {
+  const first = splitWords(description.slice(0, 40))[0] ?? "";
+  for (const w of [first, first.replace(/s$/, ""), first.replace(/es$/, "")]) {
+    const i = VERBS.get(w);
+    if (i !== undefined && !QUESTION_WORDS.has(w)) return i;
+  }
+  return Intent.None;
+}
+
 /** What a tool does, from the first known verb among the first words of its name. */
 export function toolIntent(name: string): Intent {
   for (const w of splitWords(name.slice(0, 200)).slice(0, 4)) {

@@ -6,19 +6,10 @@
  * rules can be unit-tested and read in one place.
  */
 
-/** Words that carry no tool meaning in a task-style query ("can you please open a …"). */
-const STOPWORDS = new Set(
-  (
-    "a an the and or nor but if then else so than too very to in on at of for from by with without into onto over under " +
-    "about above below between through during before after up down out off again further once here there when where why how " +
-    "all any both each few more most other some such only own same just also not no yes " +
-    "i me my mine myself we us our ours you your yours he him his she her it its they them their theirs this that these those " +
-    "what whats which who whom whose am is are was were be been being have has had having do does did doing done " +
-    "will would shall should can could may might must let lets please thanks thank want wants need needs like " +
-    "im ive id ill youre dont doesnt didnt cant wont isnt arent " +
-    "new using via etc e g ie eg"
-  ).split(" "),
-);
+import { ARGUMENT_WEIGHT, phraseRoles } from "./phrases.js";
+import { EXPANSIONS, STOPWORDS, SYNONYMS } from "./vocabulary.js";
+
+export { ARGUMENT_WEIGHT, CONTENT_WEIGHT } from "./phrases.js";
 
 export function isStopword(word: string): boolean {
   return STOPWORDS.has(word);
@@ -30,41 +21,74 @@ export function isStopword(word: string): boolean {
  */
 export function splitWords(text: string): string[] {
   const out: string[] = [];
-  if (/[^\x00-\x7f]/.test(text)) {
+  forEachWord(text, (w) => {
+    out.push(w);
+  });
+  return out;
+}
+
+/** Character classes of non-ASCII code units, memoized: 0 separator, 1 lowercase or other letter or digit, 2 uppercase. */
+const UNICODE_CLASS = new Map<number, number>();
+function unicodeClass(c: number): number {
+  let k = UNICODE_CLASS.get(c);
+  if (k === undefined) {
+    const ch = String.fromCharCode(c);
+    k = /\p{Lu}/u.test(ch) ? 2 : /[\p{L}\p{N}]/u.test(ch) ? 1 : 0;
+    if (UNICODE_CLASS.size < 10_000) UNICODE_CLASS.set(c, k);
+  }
+  return k;
+}
+
+/** Classes of ASCII characters: 0 separator, 1 lowercase letter or digit, 2 uppercase letter. */
+const ASCII_CLASS = Uint8Array.from({ length: 128 }, (_, c) => (c >= 97 && c <= 122 ? 1 : c >= 65 && c <= 90 ? 2 : c >= 48 && c <= 57 ? 1 : 0));
+
+/** Lowercase letter (ASCII or not), for the acronym rule. */
+function isLowerAt(text: string, i: number): boolean {
+  if (i >= text.length) return false;
+  const c = text.charCodeAt(i);
+  if (c < 128) return c >= 97 && c <= 122;
+  return /\p{Ll}/u.test(text[i]!);
+}
+
+/**
+ * `splitWords` without the array: each word to `fn`, in order (the index build's hot
+ * path). One scan for any text in the Basic Multilingual Plane, ASCII or not; text with
+ * characters beyond it (astral letters, emoji) takes the equivalent regular expressions.
+ */
+export function forEachWord(text: string, fn: (word: string) => void): void {
+  if (/[\ud800-\udfff]/.test(text)) {
     const spaced = text
       .replace(/([\p{Ll}\p{N}])(\p{Lu})/gu, "$1 $2")
       .replace(/(\p{Lu}+)(\p{Lu}\p{Ll}{2})/gu, "$1 $2")
       .toLowerCase();
-    for (const w of spaced.split(/[^\p{L}\p{N}]+/u)) if (w.length > 0) out.push(w);
-    return out;
+    for (const w of spaced.split(/[^\p{L}\p{N}]+/u)) if (w.length > 0) fn(w);
+    return;
   }
-  // ASCII (almost every tool): the same splits by a scan, much cheaper than the regexes.
   const n = text.length;
+  // Lowercasing keeps positions except for a few letters ("İ" → "i̇"): then word by word.
   const lower = text.toLowerCase();
+  const word = lower.length === n ? (a: number, b: number): string => lower.slice(a, b) : (a: number, b: number): string => text.slice(a, b).toLowerCase();
   let start = -1;
+  let prev = 0;
   for (let i = 0; i <= n; i++) {
     const c = i < n ? text.charCodeAt(i) : 32;
-    const upper = c >= 65 && c <= 90;
-    if (!(upper || (c >= 97 && c <= 122) || (c >= 48 && c <= 57))) {
-      if (start >= 0) out.push(lower.slice(start, i));
+    const k = c < 128 ? ASCII_CLASS[c]! : unicodeClass(c);
+    if (k === 0) {
+      if (start >= 0) fn(word(start, i));
       start = -1;
     } else if (start < 0) {
       start = i;
-    } else if (upper) {
+    } else if (k === 2) {
+      // camelCase ("listPrs"), digit then capital ("s3Bucket"), or an acronym's end ("HTTPServer").
       const p = text.charCodeAt(i - 1);
-      const camel = (p >= 97 && p <= 122) || (p >= 48 && p <= 57);
-      const acronymEnd = p >= 65 && p <= 90 && isLower(text.charCodeAt(i + 1)) && isLower(text.charCodeAt(i + 2));
-      if (camel || acronymEnd) {
-        out.push(lower.slice(start, i));
+      const camel = prev === 1 && (p >= 128 ? /[\p{Ll}\p{N}]/u.test(text[i - 1]!) : true);
+      if (camel || (prev === 2 && isLowerAt(text, i + 1) && isLowerAt(text, i + 2))) {
+        fn(word(start, i));
         start = i;
       }
     }
+    prev = k;
   }
-  return out;
-}
-
-function isLower(c: number): boolean {
-  return c >= 97 && c <= 122;
 }
 
 const VOWEL = /[aeiouy]/;
@@ -77,16 +101,29 @@ function undouble(stem: string): string {
   return stem;
 }
 
+/** British → American spelling of the regular cases, so both meet in one stem. */
+const BRITISH = /(?:is|ys)(?:e|es|ed|ing|ation|ations)$|our(?:s|ed|ing|ite|ites)?$|tre[sd]?$|ell(?:ed|ing)$/;
+function americanSpelling(w: string): string {
+  if (!BRITISH.test(w)) return w;
+  return w
+    .replace(/^(\p{L}{3,})is(e|es|ed|ing|ation|ations)$/u, "$1iz$2")
+    .replace(/^(\p{L}{2,})ys(e|es|ed|ing)$/u, "$1yz$2")
+    .replace(/^(\p{L}{3,})our(s|ed|ing|ite|ites)?$/u, "$1or$2")
+    .replace(/^(\p{L}{2,})tre(s|d)?$/u, "$1ter$2")
+    .replace(/^(\p{L}{3,})ell(ed|ing)$/u, "$1el$2");
+}
+
 /**
  * A light suffix stemmer: plurals (-s, -es, -ies) or -ing, -ed/-ied, then -ction/-ation/
  * -etion nouns lose "ion" and a final silent "e" is dropped, so every form of a verb
  * meets ("create", "creates", "creating", "created", "creation" → "creat"). Stems keep a
  * vowel and at least 3 letters;
- * words under 4 letters and numbers are left alone. Deterministic, no dictionary.
+ * words under 4 letters and numbers are left alone. British spellings meet American
+ * ones first (summarise, analyse, colour, centre, cancelled). Deterministic, no dictionary.
  */
 export function stem(word: string): string {
-  let w = word;
-  if (w.length < 4 || !/^\p{L}+$/u.test(w)) return w;
+  if (word.length < 4 || !/^\p{L}+$/u.test(word)) return word;
+  let w = americanSpelling(word);
   if (w.endsWith("ies") && w.length > 4) w = `${w.slice(0, -3)}y`;
   else if (/(ss|x|z|ch|sh)es$/.test(w)) w = w.slice(0, -2);
   else if (w.endsWith("s") && !/(ss|us|is)$/.test(w)) w = w.slice(0, -1);
@@ -105,52 +142,6 @@ export function stem(word: string): string {
   return w;
 }
 
-/** Common abbreviations in task phrasing and tool texts, with the words they stand for. */
-const EXPANSIONS: ReadonlyMap<string, readonly string[]> = new Map([
-  ["pr", ["pull", "request"]],
-  ["prs", ["pull", "request"]],
-  ["mr", ["merge", "request"]],
-  ["mrs", ["merge", "request"]],
-  ["repo", ["repository"]],
-  ["repos", ["repository"]],
-  ["db", ["database"]],
-  ["dbs", ["database"]],
-  ["k8s", ["kubernetes"]],
-  ["msg", ["message"]],
-  ["msgs", ["message"]],
-  ["dm", ["direct", "message"]],
-  ["dms", ["direct", "message"]],
-  ["env", ["environment"]],
-  ["config", ["configuration"]],
-  ["info", ["information"]],
-  ["docs", ["documentation"]],
-  ["img", ["image"]],
-  ["pic", ["image"]],
-  ["pics", ["image"]],
-  ["photo", ["image"]],
-  ["photos", ["image"]],
-  ["email", ["mail"]],
-  ["emails", ["mail"]],
-  ["mail", ["email"]],
-]);
-
-/**
- * Everyday words for what tool texts call otherwise, used only in queries and only as
- * an alternative: a tool matching the word itself scores as before.
- */
-const SYNONYMS: ReadonlyMap<string, readonly string[]> = new Map([
-  ["row", ["record"]],
-  ["rows", ["record"]],
-  ["done", ["complete"]],
-  ["finish", ["complete"]],
-  ["picture", ["image"]],
-  ["pictures", ["image"]],
-  ["remove", ["delete"]],
-  ["show", ["list"]],
-  ["folder", ["directory"]],
-  ["directory", ["folder"]],
-]);
-
 /**
  * Terms of a text: split, stopwords and 1-letter words dropped, stemmed. With
  * `expand`, abbreviations add the words they stand for.
@@ -167,6 +158,14 @@ function termOf(w: string): string {
   return t;
 }
 
+/** The terms one lowercase word of a tool's text contributes: its own and, for an abbreviation, what it stands for; none for a stopword. */
+export function wordTerms(w: string): string[] {
+  const t = termOf(w);
+  if (!t) return [];
+  const extra = EXPANSIONS.get(w);
+  return extra ? [t, ...extra.map(stem)] : [t];
+}
+
 export function terms(text: string, expand = false): string[] {
   const out: string[] = [];
   for (const w of splitWords(text)) {
@@ -181,17 +180,20 @@ export function terms(text: string, expand = false): string[] {
   return out;
 }
 
-/** One word of a query: its term and, for an abbreviation, the terms it stands for. */
-export type QueryWord = { term: string; surface: string; weight: number; expansion?: readonly string[] };
-
 /**
- * Words that are usually the arguments of a task, not what picks the tool ("tomorrow",
- * "8am", "42"): they still count, at ARGUMENT_WEIGHT, so they only break ties.
+ * One word of a query: its term; for an abbreviation, the terms it stands for
+ * (`expansion`, one alternative); for a word with synonyms, their terms (`synonyms`,
+ * each an alternative of its own).
  */
-const ARGUMENT_WORDS = new Set(
-  "today tomorrow yesterday tonight now week weeks weekend month months year years morning afternoon evening night am pm daily weekly monthly yearly hour hours minute minutes second seconds later soon".split(" "),
-);
-export const ARGUMENT_WEIGHT = 0.3;
+export type QueryWord = {
+  term: string;
+  surface: string;
+  weight: number;
+  expansion?: readonly string[];
+  synonyms?: readonly string[];
+  /** For two adjacent words written together ("argo cd" → argocd): the terms of the two words. */
+  parts?: readonly [string, string];
+};
 
 /**
  * Spans of a query that are argument values, not a description of the tool: quoted
@@ -200,21 +202,37 @@ export const ARGUMENT_WEIGHT = 0.3;
 const ARGUMENT_SPANS =
   /"[^"]*"|“[^”]*”|\S+@\S+\.\S+|https?:\/\/\S+|[#@][\p{L}\p{N}_-]+|[\p{L}\p{N}_-]+\.(?:txt|md|json|ya?ml|toml|ini|csv|tsv|log|js|jsx|ts|tsx|mjs|py|go|rs|java|rb|php|sh|html|css|xml|pdf|docx?|xlsx?|pptx?|png|jpe?g|gif|svg|zip|tar|gz)\b/giu;
 
-/** The distinct words of a query, in order; an abbreviation and its expansion stay one word. */
+/** The word a recurring phrase adds to a query ("every monday", "daily"), with what tools call it otherwise. */
+const RECURRING = { term: stem("recurring"), surface: "recurring", weight: 1, synonyms: ["schedule", "recurrence", "cron"].map(stem) } as const;
+
+/** The distinct words of a query, in order; an abbreviation and its expansion, or a word and its synonyms, stay one word. */
 export function queryWords(text: string): QueryWord[] {
   const out: QueryWord[] = [];
-  const seen = new Set<string>();
+  const seen = new Map<string, QueryWord>();
   const argumentWords = new Set<string>();
   for (const m of text.matchAll(ARGUMENT_SPANS)) for (const w of splitWords(m[0])) argumentWords.add(w);
-  for (const w of splitWords(text)) {
-    if (STOPWORDS.has(w) || (w.length === 1 && !/\p{N}/u.test(w))) continue;
+  const words = splitWords(text);
+  const roles = phraseRoles(words);
+  words.forEach((w, i) => {
+    const synonyms = SYNONYMS.get(w);
+    if ((STOPWORDS.has(w) && !synonyms) || (w.length === 1 && !/\p{N}/u.test(w))) return;
     const term = stem(w);
-    if (seen.has(term)) continue;
-    seen.add(term);
-    const extra = EXPANSIONS.get(w) ?? SYNONYMS.get(w);
-    const weight = ARGUMENT_WORDS.has(w) || argumentWords.has(w) || /\p{N}/u.test(w) ? ARGUMENT_WEIGHT : 1;
-    out.push(extra ? { term, surface: w, weight, expansion: extra.map(stem) } : { term, surface: w, weight });
-  }
+    const weight = argumentWords.has(w) ? ARGUMENT_WEIGHT : (roles.weights[i] ?? 1);
+    const prev = seen.get(term);
+    if (prev) {
+      // A word written twice counts once, as strongly as its most tool-like use.
+      prev.weight = Math.max(prev.weight, weight);
+      return;
+    }
+    const word: QueryWord = { term, surface: w, weight };
+    const expansion = EXPANSIONS.get(w);
+    if (expansion) word.expansion = expansion.map(stem);
+    if (synonyms) word.synonyms = synonyms.map(stem);
+    seen.set(term, word);
+    out.push(word);
+  });
+  // "every monday", "daily": what tools call a recurring or scheduled job, said otherwise.
+  if (roles.recurring && !seen.has(RECURRING.term)) out.push({ ...RECURRING, synonyms: [...RECURRING.synonyms] });
   return out;
 }
 
@@ -232,7 +250,7 @@ export function joinedPairs(text: string): QueryWord[] {
     const b = ws[i + 1]!;
     if (a.length < 2 || b.length < 2 || !/^\p{L}+$/u.test(a + b) || (STOPWORDS.has(a) && STOPWORDS.has(b))) continue;
     const surface = a + b;
-    out.push({ term: stem(surface), surface, weight: JOINED_WEIGHT });
+    out.push({ term: stem(surface), surface, weight: JOINED_WEIGHT, parts: [stem(a), stem(b)] });
   }
   return out;
 }
