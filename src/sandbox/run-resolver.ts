@@ -124,8 +124,10 @@ export class RunResolver {
         res.mcpServers.map((s) => ({ name: s.name, serverId: s.serverId, title: s.title, version: s.version, description: s.description, instructions: s.instructions, resources: s.resources, prompts: s.prompts, aliases: s.aliases })),
         res.namespaces.map((n) => ({ id: n.id, pluginId: n.pluginId, globalName: n.globalName, scopeJson: n.scopeJson })),
       );
-      // The search index is built here, once per catalog version, so no exec pays for it.
-      this.log?.info({ catalogVersion: res.catalogVersion, tools: catalog.size, indexBuildMs: Math.round(catalog.indexBuildMs * 10) / 10 }, "catalog view cached, search index built");
+      // The search index is built once per version, at the first search that needs it.
+      const version = res.catalogVersion, tools = catalog.size;
+      this.log?.info({ catalogVersion: version, tools }, "catalog view cached");
+      catalog.onIndexBuilt = (ms) => this.log?.info({ catalogVersion: version, tools, indexBuildMs: Math.round(ms * 10) / 10 }, "search index built");
       this.views.set(res.catalogVersion, catalog);
       if (this.views.size > MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
     }

@@ -1,8 +1,8 @@
 /**
  * A run's catalog as the sidecar uses it: the policy-filtered view from the
  * orchestrator (cached by version), the guest's compact ALL_TOOLS and convenience
- * names, relevance search (ToolSearchIndex, built once per version when the view
- * arrives, shared by every surface), describe, and call-id resolution with "did you
+ * names, relevance search (ToolSearchIndex, built once per version when first needed,
+ * so an exec that never searches never waits for it; shared by every surface), describe, and call-id resolution with "did you
  * mean" suggestions. In code mode MCP entries stay in the view but are never reachable
  * through tools.*: they are the MCP namespace's (./mcp-catalog.ts); with
  * `searchIncludesMcp` tools.search also lists them with their `MCP.<server>.<fn>` path.
@@ -55,9 +55,12 @@ export class RunCatalog {
   readonly entries: readonly CatalogEntryData[];
   private readonly byId = new Map<string, CatalogEntryData>();
   private readonly guestVisible: CatalogEntryData[];
-  private readonly index: ToolSearchIndex;
-  /** Milliseconds the search index took to build (logged by the resolver). */
-  readonly indexBuildMs: number;
+  private built: ToolSearchIndex | undefined;
+  private readonly docs: () => SearchDoc[];
+  /** Milliseconds the search index took to build (-1 until it is built). */
+  indexBuildMs = -1;
+  /** Called once with the build time when the index is built. */
+  onIndexBuilt: ((ms: number) => void) | undefined;
   /** `MCP.<server>.<fn>` of each MCP tool id, as the guest calls it. */
   private readonly mcpPaths = new Map<string, string>();
   readonly guest: GuestCatalog;
@@ -80,10 +83,8 @@ export class RunCatalog {
     this.namespaces = new NamespaceCatalog(namespaces, entries);
     for (const e of entries) this.byId.set(e.id, e);
     this.guestVisible = entries.filter((e) => e.source !== "mcp");
-    const t0 = performance.now();
     const serverMeta = new Map(servers.map((s) => [s.name, s]));
-    this.index = new ToolSearchIndex(entries.map((e) => searchDoc(e, e.source === "mcp" ? serverMeta.get(e.sourceName) : undefined)));
-    this.indexBuildMs = performance.now() - t0;
+    this.docs = () => entries.map((e) => searchDoc(e, e.source === "mcp" ? serverMeta.get(e.sourceName) : undefined));
     for (const [key, , fns] of this.mcp.guestTable) for (const [fn, id] of fns) this.mcpPaths.set(id, `MCP.${key}.${fn}`);
     const counts = new Map<string, number>();
     for (const e of this.guestVisible) {
@@ -106,6 +107,17 @@ export class RunCatalog {
       convenienceJson: JSON.stringify(convenience),
       needsContext: this.namespaces.size > 0,
     };
+  }
+
+  /** The search index, built on first use (a search, a describe or a "did you mean"). */
+  private get index(): ToolSearchIndex {
+    if (!this.built) {
+      const t0 = performance.now();
+      this.built = new ToolSearchIndex(this.docs());
+      this.indexBuildMs = performance.now() - t0;
+      this.onIndexBuilt?.(this.indexBuildMs);
+    }
+    return this.built;
   }
 
   get size(): number {
