@@ -129,6 +129,8 @@ progress(`W2 x${N}`);
 const [w2s, w2f] = await interleave([["svc", () => gw.exec(small, W2, EXPECT.W2)], ["floor", floorRun(W2, EXPECT.W2)]], N, WARM);
 progress(`W3 x${N}`);
 const [w3s, w3f] = await interleave([["svc", () => gw.exec(small, W3, EXPECT.W3)], ["floor", floorRun(W3, EXPECT.W3)]], N, WARM);
+progress(`W2, W3 over ExecSession x${N}`);
+const [w2x, w3x] = await interleave([["W2", () => gw.execSession(small, W2, EXPECT.W2)], ["W3", () => gw.execSession(small, W3, EXPECT.W3)]], N, WARM);
 progress(`W4 x${QUARTER}`);
 // A third side for reference only: the floor with an interrupt handler like the service's
 // (a deadline check on every call), to show what the service's timeout costs a hot loop.
@@ -262,6 +264,8 @@ const latencyRow = (name, s, f, goalText, ok) => rows.push([name, ms(s.p50), ms(
 latencyRow("W1 `return 1 + 1`", w1s, w1f, "<= 2x floor", [ratio(w1s.p50, w1f.p50), (r) => r <= 2]);
 latencyRow("W2 10 sequential tool calls", w2s, w2f, "<= 6 ms", [w2s.p50, (v) => v <= 6]);
 latencyRow("W3 16 parallel tool calls", w3s, w3f, "<= 5 ms", [w3s.p50, (v) => v <= 5]);
+latencyRow("W2 over ExecSession (answers on the stream)", w2x, w2f, "<= 6 ms", [w2x.p50, (v) => v <= 6]);
+latencyRow("W3 over ExecSession (answers on the stream)", w3x, w3f, "<= 5 ms", [w3x.p50, (v) => v <= 5]);
 latencyRow("W4 1e6-iteration loop", w4s, w4f, "<= 1.2x floor", [ratio(w4s.p50, w4f.p50), (r) => r <= 1.2]);
 latencyRow("W5 5,000 rows summed", w5s, w5f, "<= 1.2x floor", [ratio(w5s.p50, w5f.p50), (r) => r <= 1.2]);
 rows.push(["W1 throughput, 2 concurrent (a)", perS(svcRate), "–", perS(floorRate), "–", x(ratio(svcRate, floorRate)), ">= 0.8x floor", met(ratio(svcRate, floorRate), (r) => r >= 0.8)]);

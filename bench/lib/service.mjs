@@ -120,6 +120,31 @@ export class Gateway {
     return at - t;
   }
 
+  /** Like exec, over ExecSession: nested calls are answered on the exec's own stream. */
+  async execSession(scope, code, expect) {
+    const t = performance.now();
+    const s = this.sandbox.execSession({ signal: AbortSignal.timeout(60_000) });
+    s.send({ message: { case: "exec", value: { scope, code } } });
+    let result;
+    let at;
+    for await (const ev of s.messages) {
+      if (ev.event.case === "toolCall") {
+        const call = ev.event.value;
+        s.send({ message: { case: "answer", value: { callId: call.callId, outcome: { case: "resultJson", value: answer(call.toolName, call.inputJson) } } } });
+      } else if (ev.event.case === "answerRefused") {
+        this.bridgeErrors++;
+        this.firstBridgeError ??= ev.event.value.message;
+      } else if (ev.event.case === "result") {
+        at = performance.now();
+        result = ev.event.value;
+        s.end();
+      }
+    }
+    if (!result) throw new Error("session ended without a Result");
+    check(result, 1, expect);
+    return at - t;
+  }
+
   /** Exec of a yielding program then Wait on its run id; resolves to {ms, snapshotBytes}. */
   async suspendResume(scope, code, expect) {
     const t = performance.now();

@@ -31,6 +31,7 @@ export type BidiStream<M> = {
   send(message: OutInit<M>): boolean;
   signal: AbortSignal;
   peer: string;
+  metadata: grpc.Metadata;
 };
 
 export type ServiceHandlers<S extends GenServiceMethods> = {
@@ -106,8 +107,9 @@ function callSignal(call: { cancelled: boolean; on(event: string, fn: () => void
 }
 
 /**
- * Adds a typed implementation of `service` to `server`. With `drain`, every unary and
- * server-streaming call is counted while it runs (bidi streams are standing links). With
+ * Adds a typed implementation of `service` to `server`. With `drain`, every call is
+ * counted while it runs, except the standing links (a bidi stream named in `standing`,
+ * e.g. the sidecars' Attach). With
  * `authorize`, a call whose metadata it refuses is answered with its error (UNAUTHENTICATED)
  * before the request is looked at, and logged.
  */
@@ -118,6 +120,7 @@ export function addService<S extends GenServiceMethods>(
   log: Logger,
   drain?: DrainTracker,
   authorize?: Authorizer,
+  standing: readonly string[] = ["attach"],
 ): void {
   /** The refusal of a call `authorize` does not admit, or undefined. */
   const refusal = (call: { metadata: grpc.Metadata; getPeer(): string }, name: string): Partial<grpc.StatusObject> | undefined => {
@@ -183,19 +186,23 @@ export function addService<S extends GenServiceMethods>(
         impl[method.localName] = (call: grpc.ServerDuplexStream<unknown, unknown>) => {
           const refused = refusal(call, name);
           if (refused) return void call.emit("error", refused);
+          const leave = standing.includes(method.localName) ? undefined : drain?.enter();
           const signal = callSignal(call);
           const stream = {
             messages: decodedMessages(call as AsyncIterable<unknown>),
             signal,
             peer: call.getPeer(),
+            metadata: call.metadata,
             send: (m: unknown) => (signal.aborted ? false : call.write(create(method.output, m as MessageInitShape<DescMessage>))),
           };
-          settle(() => handler(stream)).then(
-            () => call.end(),
-            (err: unknown) => {
-              if (!signal.aborted) call.emit("error", toStatus(err, log, name));
-            },
-          );
+          settle(() => handler(stream))
+            .then(
+              () => call.end(),
+              (err: unknown) => {
+                if (!signal.aborted) call.emit("error", toStatus(err, log, name));
+              },
+            )
+            .finally(leave);
         };
         break;
       default:

@@ -23,6 +23,7 @@ import { createSandboxService } from "./exec-service.js";
 import { OrchestratorLink } from "./orchestrator-link.js";
 import { SandboxPool } from "./pool.js";
 import { RunResolver } from "./run-resolver.js";
+import { execSessionHandler } from "./exec-session.js";
 import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
 import { tracingEnabled } from "../shared/tracing.js";
 import { scopeKeyOf } from "../shared/scope.js";
@@ -122,7 +123,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const service = createSandboxService({ pool, resolver, calls, link, sealer, log: log.child({ sidecarId }), drain });
   // Metrics and traces are loaded only when configured (no cost otherwise).
   const metrics = options.metrics ? new (await import("./metrics.js")).SandboxMetrics(options.metrics, { pool, link, calls, resolver }) : undefined;
-  const handlers = metrics || tracingEnabled() ? (await import("./instrument.js")).instrumentSandbox(service.handlers, metrics) : service.handlers;
+  const instrumented = metrics || tracingEnabled() ? (await import("./instrument.js")).instrumentSandbox(service.handlers, metrics) : service.handlers;
+  // ExecSession runs the (instrumented) Exec, Wait and BridgeCallback handlers on one stream.
+  const handlers = { ...instrumented, execSession: execSessionHandler(instrumented) };
   const token = options.security?.token;
   addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined);
   link.start(() => calls.liveCount);

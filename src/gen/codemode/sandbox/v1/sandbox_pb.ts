@@ -14,7 +14,76 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/sandbox/v1/sandbox.proto.
  */
 export const file_codemode_sandbox_v1_sandbox: GenFile = /*@__PURE__*/
-  fileDesc("CiFjb2RlbW9kZS9zYW5kYm94L3YxL3NhbmRib3gucHJvdG8SE2NvZGVtb2RlLnNhbmRib3gudjEijgIKC0V4ZWNSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhQKDGV4ZWNfY2FsbF9pZBgCIAEoCRIRCgRjb2RlGAMgASgJSACIAQESFAoHY29tbWFuZBgEIAEoCUgBiAEBEhUKCGxhbmd1YWdlGAUgASgJSAKIAQESMgoGY29uZmlnGAYgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKCmlucHV0X2pzb24YByABKAlIA4gBAUIHCgVfY29kZUIKCghfY29tbWFuZEILCglfbGFuZ3VhZ2VCDQoLX2lucHV0X2pzb24iagoLV2FpdFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSFAoMd2FpdF9jYWxsX2lkGAIgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYAyABKAki/gEKEVRvb2xDYWxsUmVxdWVzdGVkEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSLgoGc291cmNlGAQgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBSABKAkSEgoKaW5wdXRfanNvbhgGIAEoCRIWCg5wYXJlbnRfY2FsbF9pZBgHIAEoCRIYChBjb2RlX21vZGVfcnVuX2lkGAggASgJEhQKDHRyYWNlX3BhcmVudBgJIAEoCRITCgt0cmFjZV9zdGF0ZRgKIAEoCSKtAQoJRXhlY0V2ZW50EjsKCXRvb2xfY2FsbBgBIAEoCzImLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbENhbGxSZXF1ZXN0ZWRIABIsCgZvdXRwdXQYAiABKAsyGi5jb2RlbW9kZS5jb21tb24udjEuT3V0cHV0SAASLAoGcmVzdWx0GAMgASgLMhouY29kZW1vZGUuY29tbW9uLnYxLlJlc3VsdEgAQgcKBWV2ZW50IqcBChVCcmlkZ2VDYWxsYmFja1JlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSDwoHY2FsbF9pZBgCIAEoCRIVCgtyZXN1bHRfanNvbhgDIAEoCUgAEi4KBWVycm9yGAQgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xFcnJvckgAQgkKB291dGNvbWUiMAoWQnJpZGdlQ2FsbGJhY2tSZXNwb25zZRIWCg5kZWxpdmVyZWRfbGl2ZRgBIAEoCCKOAQoJVG9vbEVudHJ5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFbGFiZWwYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkifgoRVG9vbFNlYXJjaFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSDwoHY2FsbF9pZBgCIAEoCRINCgVxdWVyeRgDIAEoCRISCgVsaW1pdBgEIAEoBUgAiAEBQggKBl9saW1pdCKJAQoSVG9vbFNlYXJjaFJlc3BvbnNlEi0KBXRvb2xzGAEgAygLMh4uY29kZW1vZGUuc2FuZGJveC52MS5Ub29sRW50cnkSEgoKbW9kZWxfanNvbhgCIAEoCRIwCgl0ZWxlbWV0cnkYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVGVsZW1ldHJ5Il8KE1Rvb2xEZXNjcmliZVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSDwoHY2FsbF9pZBgCIAEoCRIKCgJpZBgDIAEoCSLrAQoUVG9vbERlc2NyaWJlUmVzcG9uc2USLAoEdG9vbBgBIAEoCzIeLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbEVudHJ5EhgKEGZ1bGxfZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJEiwKBWVycm9yGAQgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xFcnJvchISCgptb2RlbF9qc29uGAUgASgJEjAKCXRlbGVtZXRyeRgGIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5UZWxlbWV0cnkibwoPVG9vbENhbGxSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEg8KB2NhbGxfaWQYAiABKAkSCgoCaWQYAyABKAkSEgoKaW5wdXRfanNvbhgEIAEoCTKkBAoHU2FuZGJveBJKCgRFeGVjEiAuY29kZW1vZGUuc2FuZGJveC52MS5FeGVjUmVxdWVzdBoeLmNvZGVtb2RlLnNhbmRib3gudjEuRXhlY0V2ZW50MAESSgoEV2FpdBIgLmNvZGVtb2RlLnNhbmRib3gudjEuV2FpdFJlcXVlc3QaHi5jb2RlbW9kZS5zYW5kYm94LnYxLkV4ZWNFdmVudDABEmkKDkJyaWRnZUNhbGxiYWNrEiouY29kZW1vZGUuc2FuZGJveC52MS5CcmlkZ2VDYWxsYmFja1JlcXVlc3QaKy5jb2RlbW9kZS5zYW5kYm94LnYxLkJyaWRnZUNhbGxiYWNrUmVzcG9uc2USXQoKVG9vbFNlYXJjaBImLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbFNlYXJjaFJlcXVlc3QaJy5jb2RlbW9kZS5zYW5kYm94LnYxLlRvb2xTZWFyY2hSZXNwb25zZRJjCgxUb29sRGVzY3JpYmUSKC5jb2RlbW9kZS5zYW5kYm94LnYxLlRvb2xEZXNjcmliZVJlcXVlc3QaKS5jb2RlbW9kZS5zYW5kYm94LnYxLlRvb2xEZXNjcmliZVJlc3BvbnNlElIKCFRvb2xDYWxsEiQuY29kZW1vZGUuc2FuZGJveC52MS5Ub29sQ2FsbFJlcXVlc3QaHi5jb2RlbW9kZS5zYW5kYm94LnYxLkV4ZWNFdmVudDABYgZwcm90bzM", [file_codemode_common_v1_common]);
+  fileDesc("CiFjb2RlbW9kZS9zYW5kYm94L3YxL3NhbmRib3gucHJvdG8SE2NvZGVtb2RlLnNhbmRib3gudjEiwQEKEkV4ZWNTZXNzaW9uUmVxdWVzdBIwCgRleGVjGAEgASgLMiAuY29kZW1vZGUuc2FuZGJveC52MS5FeGVjUmVxdWVzdEgAEjAKBHdhaXQYAiABKAsyIC5jb2RlbW9kZS5zYW5kYm94LnYxLldhaXRSZXF1ZXN0SAASPAoGYW5zd2VyGAMgASgLMiouY29kZW1vZGUuc2FuZGJveC52MS5CcmlkZ2VDYWxsYmFja1JlcXVlc3RIAEIJCgdtZXNzYWdlIj8KDUFuc3dlclJlZnVzZWQSDwoHY2FsbF9pZBgBIAEoCRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkijgIKC0V4ZWNSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhQKDGV4ZWNfY2FsbF9pZBgCIAEoCRIRCgRjb2RlGAMgASgJSACIAQESFAoHY29tbWFuZBgEIAEoCUgBiAEBEhUKCGxhbmd1YWdlGAUgASgJSAKIAQESMgoGY29uZmlnGAYgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKCmlucHV0X2pzb24YByABKAlIA4gBAUIHCgVfY29kZUIKCghfY29tbWFuZEILCglfbGFuZ3VhZ2VCDQoLX2lucHV0X2pzb24iagoLV2FpdFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSFAoMd2FpdF9jYWxsX2lkGAIgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYAyABKAki/gEKEVRvb2xDYWxsUmVxdWVzdGVkEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSLgoGc291cmNlGAQgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBSABKAkSEgoKaW5wdXRfanNvbhgGIAEoCRIWCg5wYXJlbnRfY2FsbF9pZBgHIAEoCRIYChBjb2RlX21vZGVfcnVuX2lkGAggASgJEhQKDHRyYWNlX3BhcmVudBgJIAEoCRITCgt0cmFjZV9zdGF0ZRgKIAEoCSLrAQoJRXhlY0V2ZW50EjsKCXRvb2xfY2FsbBgBIAEoCzImLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbENhbGxSZXF1ZXN0ZWRIABIsCgZvdXRwdXQYAiABKAsyGi5jb2RlbW9kZS5jb21tb24udjEuT3V0cHV0SAASLAoGcmVzdWx0GAMgASgLMhouY29kZW1vZGUuY29tbW9uLnYxLlJlc3VsdEgAEjwKDmFuc3dlcl9yZWZ1c2VkGAQgASgLMiIuY29kZW1vZGUuc2FuZGJveC52MS5BbnN3ZXJSZWZ1c2VkSABCBwoFZXZlbnQipwEKFUJyaWRnZUNhbGxiYWNrUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIPCgdjYWxsX2lkGAIgASgJEhUKC3Jlc3VsdF9qc29uGAMgASgJSAASLgoFZXJyb3IYBCABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSIwChZCcmlkZ2VDYWxsYmFja1Jlc3BvbnNlEhYKDmRlbGl2ZXJlZF9saXZlGAEgASgIIo4BCglUb29sRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCSJ+ChFUb29sU2VhcmNoUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIPCgdjYWxsX2lkGAIgASgJEg0KBXF1ZXJ5GAMgASgJEhIKBWxpbWl0GAQgASgFSACIAQFCCAoGX2xpbWl0IokBChJUb29sU2VhcmNoUmVzcG9uc2USLQoFdG9vbHMYASADKAsyHi5jb2RlbW9kZS5zYW5kYm94LnYxLlRvb2xFbnRyeRISCgptb2RlbF9qc29uGAIgASgJEjAKCXRlbGVtZXRyeRgDIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5UZWxlbWV0cnkiXwoTVG9vbERlc2NyaWJlUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIPCgdjYWxsX2lkGAIgASgJEgoKAmlkGAMgASgJIusBChRUb29sRGVzY3JpYmVSZXNwb25zZRIsCgR0b29sGAEgASgLMh4uY29kZW1vZGUuc2FuZGJveC52MS5Ub29sRW50cnkSGAoQZnVsbF9kZXNjcmlwdGlvbhgCIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YAyABKAkSLAoFZXJyb3IYBCABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9yEhIKCm1vZGVsX2pzb24YBSABKAkSMAoJdGVsZW1ldHJ5GAYgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRlbGVtZXRyeSJvCg9Ub29sQ2FsbFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSDwoHY2FsbF9pZBgCIAEoCRIKCgJpZBgDIAEoCRISCgppbnB1dF9qc29uGAQgASgJMoAFCgdTYW5kYm94EkoKBEV4ZWMSIC5jb2RlbW9kZS5zYW5kYm94LnYxLkV4ZWNSZXF1ZXN0Gh4uY29kZW1vZGUuc2FuZGJveC52MS5FeGVjRXZlbnQwARJKCgRXYWl0EiAuY29kZW1vZGUuc2FuZGJveC52MS5XYWl0UmVxdWVzdBoeLmNvZGVtb2RlLnNhbmRib3gudjEuRXhlY0V2ZW50MAESaQoOQnJpZGdlQ2FsbGJhY2sSKi5jb2RlbW9kZS5zYW5kYm94LnYxLkJyaWRnZUNhbGxiYWNrUmVxdWVzdBorLmNvZGVtb2RlLnNhbmRib3gudjEuQnJpZGdlQ2FsbGJhY2tSZXNwb25zZRJdCgpUb29sU2VhcmNoEiYuY29kZW1vZGUuc2FuZGJveC52MS5Ub29sU2VhcmNoUmVxdWVzdBonLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbFNlYXJjaFJlc3BvbnNlEmMKDFRvb2xEZXNjcmliZRIoLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbERlc2NyaWJlUmVxdWVzdBopLmNvZGVtb2RlLnNhbmRib3gudjEuVG9vbERlc2NyaWJlUmVzcG9uc2USUgoIVG9vbENhbGwSJC5jb2RlbW9kZS5zYW5kYm94LnYxLlRvb2xDYWxsUmVxdWVzdBoeLmNvZGVtb2RlLnNhbmRib3gudjEuRXhlY0V2ZW50MAESWgoLRXhlY1Nlc3Npb24SJy5jb2RlbW9kZS5zYW5kYm94LnYxLkV4ZWNTZXNzaW9uUmVxdWVzdBoeLmNvZGVtb2RlLnNhbmRib3gudjEuRXhlY0V2ZW50KAEwAWIGcHJvdG8z", [file_codemode_common_v1_common]);
+
+/**
+ * @generated from message codemode.sandbox.v1.ExecSessionRequest
+ */
+export type ExecSessionRequest = Message<"codemode.sandbox.v1.ExecSessionRequest"> & {
+  /**
+   * @generated from oneof codemode.sandbox.v1.ExecSessionRequest.message
+   */
+  message: {
+    /**
+     * @generated from field: codemode.sandbox.v1.ExecRequest exec = 1;
+     */
+    value: ExecRequest;
+    case: "exec";
+  } | {
+    /**
+     * @generated from field: codemode.sandbox.v1.WaitRequest wait = 2;
+     */
+    value: WaitRequest;
+    case: "wait";
+  } | {
+    /**
+     * An answer to a nested call; its scope may be left out (the session's is used).
+     *
+     * @generated from field: codemode.sandbox.v1.BridgeCallbackRequest answer = 3;
+     */
+    value: BridgeCallbackRequest;
+    case: "answer";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message codemode.sandbox.v1.ExecSessionRequest.
+ * Use `create(ExecSessionRequestSchema)` to create a new message.
+ */
+export const ExecSessionRequestSchema: GenMessage<ExecSessionRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_sandbox_v1_sandbox, 0);
+
+/**
+ * An answer sent on an ExecSession that was not taken, with the status BridgeCallback
+ * would have failed with (e.g. "not_found" for an unknown call id).
+ *
+ * @generated from message codemode.sandbox.v1.AnswerRefused
+ */
+export type AnswerRefused = Message<"codemode.sandbox.v1.AnswerRefused"> & {
+  /**
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * The gRPC status code name, lower case with underscores ("invalid_argument").
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message codemode.sandbox.v1.AnswerRefused.
+ * Use `create(AnswerRefusedSchema)` to create a new message.
+ */
+export const AnswerRefusedSchema: GenMessage<AnswerRefused> = /*@__PURE__*/
+  messageDesc(file_codemode_sandbox_v1_sandbox, 1);
 
 /**
  * The model's `exec` input plus the gateway's context. `code`, `command` and
@@ -78,7 +147,7 @@ export type ExecRequest = Message<"codemode.sandbox.v1.ExecRequest"> & {
  * Use `create(ExecRequestSchema)` to create a new message.
  */
 export const ExecRequestSchema: GenMessage<ExecRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 0);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 2);
 
 /**
  * The model's `wait` input plus the gateway's context.
@@ -109,7 +178,7 @@ export type WaitRequest = Message<"codemode.sandbox.v1.WaitRequest"> & {
  * Use `create(WaitRequestSchema)` to create a new message.
  */
 export const WaitRequestSchema: GenMessage<WaitRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 1);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 3);
 
 /**
  * A nested tool call the gateway must run and answer with BridgeCallback.
@@ -186,7 +255,7 @@ export type ToolCallRequested = Message<"codemode.sandbox.v1.ToolCallRequested">
  * Use `create(ToolCallRequestedSchema)` to create a new message.
  */
 export const ToolCallRequestedSchema: GenMessage<ToolCallRequested> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 2);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 4);
 
 /**
  * @generated from message codemode.sandbox.v1.ExecEvent
@@ -217,6 +286,14 @@ export type ExecEvent = Message<"codemode.sandbox.v1.ExecEvent"> & {
      */
     value: Result;
     case: "result";
+  } | {
+    /**
+     * ExecSession only: an answer the gateway sent on the stream was refused.
+     *
+     * @generated from field: codemode.sandbox.v1.AnswerRefused answer_refused = 4;
+     */
+    value: AnswerRefused;
+    case: "answerRefused";
   } | { case: undefined; value?: undefined };
 };
 
@@ -225,7 +302,7 @@ export type ExecEvent = Message<"codemode.sandbox.v1.ExecEvent"> & {
  * Use `create(ExecEventSchema)` to create a new message.
  */
 export const ExecEventSchema: GenMessage<ExecEvent> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 3);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 5);
 
 /**
  * @generated from message codemode.sandbox.v1.BridgeCallbackRequest
@@ -268,7 +345,7 @@ export type BridgeCallbackRequest = Message<"codemode.sandbox.v1.BridgeCallbackR
  * Use `create(BridgeCallbackRequestSchema)` to create a new message.
  */
 export const BridgeCallbackRequestSchema: GenMessage<BridgeCallbackRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 4);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 6);
 
 /**
  * @generated from message codemode.sandbox.v1.BridgeCallbackResponse
@@ -289,7 +366,7 @@ export type BridgeCallbackResponse = Message<"codemode.sandbox.v1.BridgeCallback
  * Use `create(BridgeCallbackResponseSchema)` to create a new message.
  */
 export const BridgeCallbackResponseSchema: GenMessage<BridgeCallbackResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 5);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 7);
 
 /**
  * A compact catalog entry, as Tool Search returns it (the seed's ToolCatalogEntry).
@@ -339,7 +416,7 @@ export type ToolEntry = Message<"codemode.sandbox.v1.ToolEntry"> & {
  * Use `create(ToolEntrySchema)` to create a new message.
  */
 export const ToolEntrySchema: GenMessage<ToolEntry> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 6);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 8);
 
 /**
  * The model's `tool_search` input plus the gateway's context.
@@ -377,7 +454,7 @@ export type ToolSearchRequest = Message<"codemode.sandbox.v1.ToolSearchRequest">
  * Use `create(ToolSearchRequestSchema)` to create a new message.
  */
 export const ToolSearchRequestSchema: GenMessage<ToolSearchRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 7);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 9);
 
 /**
  * @generated from message codemode.sandbox.v1.ToolSearchResponse
@@ -409,7 +486,7 @@ export type ToolSearchResponse = Message<"codemode.sandbox.v1.ToolSearchResponse
  * Use `create(ToolSearchResponseSchema)` to create a new message.
  */
 export const ToolSearchResponseSchema: GenMessage<ToolSearchResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 8);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 10);
 
 /**
  * The model's `tool_describe` input plus the gateway's context.
@@ -438,7 +515,7 @@ export type ToolDescribeRequest = Message<"codemode.sandbox.v1.ToolDescribeReque
  * Use `create(ToolDescribeRequestSchema)` to create a new message.
  */
 export const ToolDescribeRequestSchema: GenMessage<ToolDescribeRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 9);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 11);
 
 /**
  * @generated from message codemode.sandbox.v1.ToolDescribeResponse
@@ -490,7 +567,7 @@ export type ToolDescribeResponse = Message<"codemode.sandbox.v1.ToolDescribeResp
  * Use `create(ToolDescribeResponseSchema)` to create a new message.
  */
 export const ToolDescribeResponseSchema: GenMessage<ToolDescribeResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 10);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 12);
 
 /**
  * The model's `tool_call` input plus the gateway's context.
@@ -530,7 +607,7 @@ export type ToolCallRequest = Message<"codemode.sandbox.v1.ToolCallRequest"> & {
  * Use `create(ToolCallRequestSchema)` to create a new message.
  */
 export const ToolCallRequestSchema: GenMessage<ToolCallRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_sandbox_v1_sandbox, 11);
+  messageDesc(file_codemode_sandbox_v1_sandbox, 13);
 
 /**
  * Runs code-mode programs. Stateless: any replica serves any call.
@@ -601,6 +678,20 @@ export const Sandbox: GenService<{
   toolCall: {
     methodKind: "server_streaming";
     input: typeof ToolCallRequestSchema;
+    output: typeof ExecEventSchema;
+  },
+  /**
+   * Exec or Wait with the gateway's answers on the same stream: one message instead of a
+   * BridgeCallback call per nested tool call. The first message is the exec or the wait;
+   * every later one answers a nested call (as BridgeCallback would). The events are
+   * Exec's, plus AnswerRefused for an answer that was not taken. BridgeCallback still
+   * takes answers for these calls too (e.g. from another gateway replica).
+   *
+   * @generated from rpc codemode.sandbox.v1.Sandbox.ExecSession
+   */
+  execSession: {
+    methodKind: "bidi_streaming";
+    input: typeof ExecSessionRequestSchema;
     output: typeof ExecEventSchema;
   },
 }> = /*@__PURE__*/
