@@ -150,7 +150,7 @@ describe("server reflection", () => {
     expect(services).toEqual([SANDBOX]);
     expect(errors).toEqual([]);
     const file = files.find((f) => f.name === "codemode/sandbox/v1/sandbox.proto");
-    expect(file?.service.map((svc) => [svc.name, svc.method.map((m) => m.name)])).toEqual([["Sandbox", ["Exec", "Wait", "BridgeCallback", "ToolSearch", "ToolDescribe", "ToolCall"]]]);
+    expect(file?.service.map((svc) => [svc.name, svc.method.map((m) => m.name)])).toEqual([["Sandbox", ["Exec", "Wait", "BridgeCallback", "ToolSearch", "ToolDescribe", "ToolCall", "ExecSession"]]]);
     // Its import comes along, so a client can resolve every message.
     expect(files.map((f) => f.name)).toContain("codemode/common/v1/common.proto");
   });

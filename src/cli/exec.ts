@@ -19,6 +19,7 @@ import { newId } from "../shared/ids.js";
 import { toWireMcpServer, toWireTool } from "../shared/tool-wire.js";
 import { clientSecurity, clientSecurityFlags, SECURITY_USAGE } from "./security-flags.js";
 import { loadToolsModule, type CliTool, type ToolsModule } from "./tools-module.js";
+import { UsageError } from "./usage-error.js";
 
 const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javascript|typescript]
                      [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
@@ -29,9 +30,7 @@ const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javas
 /** Waits followed by default before giving up on a run that keeps waiting. */
 const DEFAULT_MAX_WAITS = 20;
 
-export class UsageError extends Error {
-  override name = "UsageError";
-}
+export { UsageError } from "./usage-error.js";
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];

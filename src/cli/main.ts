@@ -1,12 +1,10 @@
 /**
  * The `codemode` command: only reads argv, dispatches, and maps failures to exit codes
- * (2 for usage errors, 1 for anything else). Each subcommand lives in its own module.
+ * (2 for usage errors, 1 for anything else). Each subcommand lives in its own module,
+ * imported only when it runs: a server's start path never loads the clients' or the MCP
+ * front's dependencies (the MCP SDK, zod for tool modules), which cost hundreds of ms.
  */
-import { runExec, UsageError } from "./exec.js";
-import { runHealth } from "./health.js";
-import { runOrchestrator, runSandbox, runStart } from "./serve.js";
-import { runSurface } from "./surface.js";
-import { runMcp } from "./mcp.js";
+import { UsageError } from "./usage-error.js";
 
 const HELP = `codemode: a code-mode runtime for AI agents
 
@@ -25,22 +23,22 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case "start":
-      await runStart(rest);
+      await (await import("./serve.js")).runStart(rest);
       return -1;
     case "sandbox":
-      await runSandbox(rest);
+      await (await import("./serve.js")).runSandbox(rest);
       return -1;
     case "orchestrator":
-      await runOrchestrator(rest);
+      await (await import("./serve.js")).runOrchestrator(rest);
       return -1;
     case "exec":
-      return runExec(rest);
+      return (await import("./exec.js")).runExec(rest);
     case "health":
-      return runHealth(rest);
+      return (await import("./health.js")).runHealth(rest);
     case "surface":
-      return runSurface(rest);
+      return (await import("./surface.js")).runSurface(rest);
     case "mcp":
-      await runMcp(rest);
+      await (await import("./mcp.js")).runMcp(rest);
       return -1;
     case undefined:
     case "help":

@@ -14,8 +14,9 @@
  */
 import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
-import { checkToken, type ClientSecurity, type ClientTls, type ServerSecurity, type ServerTls } from "../protocol/credentials.js";
-import { UsageError } from "./exec.js";
+import type { ClientSecurity, ClientTls, ServerSecurity, ServerTls } from "../protocol/credentials.js";
+import { checkToken } from "../protocol/token.js";
+import { UsageError } from "./usage-error.js";
 
 type Values = Record<string, string | boolean | string[] | boolean[] | undefined>;
 

@@ -3,6 +3,11 @@
  * (SIGTERM/SIGINT drain each process within `--drain-timeout-ms`, then exit 0).
  * Transport security (TLS, mTLS, bearer tokens, the link's own port) comes from
  * ./security-flags.ts.
+ *
+ * Start-up order is chosen for time to the ready line: the sandbox pool starts first (its
+ * worker threads load, compile the guest preludes and run the probe on their own threads)
+ * while this thread loads the server modules, imported only here, and starts the
+ * orchestrator; the sidecar binds once both are done.
  */
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
@@ -10,8 +15,7 @@ import type { ServerTls } from "../protocol/credentials.js";
 import { DEFAULT_DRAIN_MS } from "../protocol/drain.js";
 import { DEFAULT_LINK_ADDRESS, DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { createLogger } from "../shared/logger.js";
-import { startOrchestrator } from "../orchestrator/server.js";
-import { startSandbox, VERSION } from "../sandbox/server.js";
+import type { SandboxPool } from "../sandbox/pool.js";
 import { startTracing } from "../shared/tracing.js";
 import type { Logger } from "../shared/logger.js";
 import { linkClientSecurity, linkClientSecurityFlags, linkServerSecurityFlags, serverSecurity, serverSecurityFlags } from "./security-flags.js";
@@ -65,6 +69,16 @@ const storeFlags = {
   "max-suspended-runs": { type: "string" },
 } as const;
 
+/**
+ * Starts the pool before anything else loads: resolves once its worker threads are
+ * starting (they load and run the probe on their own threads from then on), with the
+ * pool once the probe passed. startSandbox awaits that; a failure is a PoolStartError.
+ */
+async function launchPoolFirst(log: Logger, threads: number | undefined, perWorker: number | undefined): Promise<{ ready: Promise<SandboxPool> }> {
+  const { launchPool } = await import("../sandbox/pool-start.js");
+  return launchPool({ log, ...(threads !== undefined ? { threads } : {}), ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}) });
+}
+
 function storeOptions(values: { store?: string | undefined; "max-suspended-runs"?: string | undefined }) {
   const max = intFlag(values["max-suspended-runs"], "--max-suspended-runs");
   return { ...(values.store !== undefined ? { store: values.store } : {}), ...(max !== undefined ? { maxSuspendedRuns: max } : {}) };
@@ -101,7 +115,13 @@ export async function runStart(argv: string[]): Promise<void> {
     linkServer.token = linkClient.token = randomBytes(32).toString("base64url");
   }
   const log = createLogger("codemode");
+  const threads = intFlag(values.threads, "--threads");
+  const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
+  const sandboxLog = log.child({ process: "sandbox" });
+  const pool = (await launchPoolFirst(sandboxLog, threads, perWorker)).ready;
+  const servers = Promise.all([import("../orchestrator/server.js"), import("../sandbox/server.js")]);
   const metrics = await metricsFor(values, log, security.tls);
+  const [{ startOrchestrator }, { startSandbox, VERSION }] = await servers;
   const tracing = await startTracing("codemode", VERSION, log);
   const orchestrator = await startOrchestrator({
     listen: orchestratorAt,
@@ -112,19 +132,20 @@ export async function runStart(argv: string[]): Promise<void> {
     ...storeOptions(values),
     ...(metrics.registry ? { metrics: metrics.registry } : {}),
   });
-  const threads = intFlag(values.threads, "--threads");
-  const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
   const sandbox = await startSandbox({
     listen: sandboxAt,
     orchestrator: orchestrator.linkAddress,
     security,
     linkSecurity: linkClient,
-    log: log.child({ process: "sandbox" }),
+    log: sandboxLog,
     // One process, one sidecar: a per-process key is enough unless one is configured.
     singleSidecar: true,
+    // The orchestrator is in this process: ready comes with the link up (health SERVING).
+    awaitLinkMs: 2_000,
     ...(metrics.registry ? { metrics: metrics.registry } : {}),
     ...(threads !== undefined ? { threads } : {}),
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
+    pool,
   });
   process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   onShutdown(log, async () => {
@@ -158,10 +179,13 @@ export async function runSandbox(argv: string[]): Promise<void> {
   const security = serverSecurity(values, "");
   const linkSecurity = linkClientSecurity(values);
   const log = createLogger("codemode-sandbox");
-  const metrics = await metricsFor(values, log, security.tls);
-  const tracing = await startTracing("codemode-sandbox", VERSION, log);
   const threads = intFlag(values.threads, "--threads");
   const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
+  const pool = (await launchPoolFirst(log, threads, perWorker)).ready;
+  const server = import("../sandbox/server.js");
+  const metrics = await metricsFor(values, log, security.tls);
+  const { startSandbox, VERSION } = await server;
+  const tracing = await startTracing("codemode-sandbox", VERSION, log);
   const sandbox = await startSandbox({
     listen,
     orchestrator: values["orchestrator-address"],
@@ -171,6 +195,7 @@ export async function runSandbox(argv: string[]): Promise<void> {
     ...(metrics.registry ? { metrics: metrics.registry } : {}),
     ...(threads !== undefined ? { threads } : {}),
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
+    pool,
   });
   process.stdout.write(`ready sandbox=${sandbox.address}${metrics.ready}\n`);
   onShutdown(log, async () => {
@@ -200,6 +225,7 @@ export async function runOrchestrator(argv: string[]): Promise<void> {
   const linkSecurity = serverSecurity(values, "link-");
   const log = createLogger("codemode-orchestrator");
   const metrics = await metricsFor(values, log, security.tls);
+  const { startOrchestrator } = await import("../orchestrator/server.js");
   const orchestrator = await startOrchestrator({ listen, linkListen, security, linkSecurity, log, ...storeOptions(values), ...(metrics.registry ? { metrics: metrics.registry } : {}) });
   process.stdout.write(`ready orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   onShutdown(log, async () => {

@@ -53,11 +53,7 @@ export function clientConnection(security: ClientSecurity = {}): { credentials: 
   return { credentials: channelCredentials(security.tls), options };
 }
 
-/** A token must be sendable as metadata: printable ASCII, no spaces. */
-export function checkToken(token: string, source: string): string {
-  if (!/^[\x21-\x7e]+$/.test(token)) throw new Error(`${source}: a bearer token must be non-empty printable ASCII without spaces`);
-  return token;
-}
+export { checkToken } from "./token.js";
 
 const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
 

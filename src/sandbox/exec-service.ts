@@ -32,8 +32,8 @@ import type { ResolvedRun, RunResolver } from "./run-resolver.js";
 import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Answer, type Scope, type SegmentInit } from "./segment.js";
 import type { SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf } from "./suspension.js";
+import { tenantOf } from "./cpu-budget.js";
 import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
-import { execMcpRun } from "./mcp-run/run-service.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
 import { withRetries } from "../shared/retry.js";
 
@@ -134,6 +134,8 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         }
         // Code Mode for MCP: the program is a `codemode.run` script (ES module, @codemode/* imports).
         if (run?.surface === "mcp_run") {
+          // Loaded on the first codemode.run exec (ajv, acorn: off the sidecar's start path).
+          const { execMcpRun } = await import("./mcp-run/run-service.js");
           return execMcpRun(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, AbortSignal.any([stream.signal, drainSignal]));
         }
         const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
@@ -149,6 +151,9 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if ((perRun.get(scopeKey) ?? 0) >= maxPerRun) {
           throw new ServiceError("resource_exhausted", `this agent run already has ${maxPerRun} execs in flight on this sidecar, its fair share; wait for one to finish`);
         }
+        // A session over its CPU share, or holding half the queue, waits for its own work first.
+        const overShare = pool.cpuRefusal(tenantOf(scope));
+        if (overShare) throw new ServiceError("resource_exhausted", overShare);
         perRun.set(scopeKey, (perRun.get(scopeKey) ?? 0) + 1);
         // A cancelled exec stops counting at once: its gateway no longer waits for it.
         let counted = true;

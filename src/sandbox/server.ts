@@ -21,7 +21,8 @@ import type { Logger } from "../shared/logger.js";
 import { CallRegistry } from "./call-registry.js";
 import { createSandboxService } from "./exec-service.js";
 import { OrchestratorLink } from "./orchestrator-link.js";
-import { SandboxPool } from "./pool.js";
+import type { SandboxPool } from "./pool.js";
+import { startPool } from "./pool-start.js";
 import { RunResolver } from "./run-resolver.js";
 import { execSessionHandler } from "./exec-session.js";
 import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
@@ -46,6 +47,19 @@ export type SandboxOptions = {
   singleSidecar?: boolean;
   /** Where to register the sidecar's Prometheus metrics (`--metrics-address`); none when absent. */
   metrics?: Registry;
+  /**
+   * The pool, already starting (./pool-start.ts `startPool`, with `threads` and
+   * `execsPerWorker`): `codemode start` starts it before loading the servers, so its
+   * workers warm up meanwhile. Started here when absent.
+   */
+  pool?: Promise<SandboxPool>;
+  /**
+   * Return only once the orchestrator link is up (health SERVING), or this budget ran out
+   * (then the link keeps trying, as always). `codemode start` sets it: its orchestrator is
+   * in the same process, so the ready line comes with a working link, not a race between
+   * the link's set-up and a gateway's first calls. Not waited for when absent.
+   */
+  awaitLinkMs?: number;
 };
 
 export type RunningSandbox = {
@@ -66,33 +80,31 @@ const CANCEL_SETTLE_MS = 5_000;
 /** After the drain: how long open streams (health watches, reflection) get before they are cut. */
 const FINAL_GRACE_MS = 1_000;
 
+/** After start: when the codemode.run modules are fetched (well after a gateway's first exec, typically). */
+const MCP_RUN_PREFETCH_MS = 1_000;
+
 export const VERSION = "0.1.0";
 
-/** The sandbox pool cannot start, so no surface can run: `codemode start`/`sandbox` print it and exit non-zero. */
-export class PoolStartError extends Error {
-  override name = "PoolStartError";
-}
+export { PoolStartError } from "./pool-start.js";
 
-/** The pool, proven able to run a program on both guest preludes, or why it cannot start. */
-async function startPool(options: Parameters<typeof SandboxPool.create>[0]): Promise<SandboxPool> {
-  let pool: SandboxPool | undefined;
-  try {
-    pool = await SandboxPool.create(options);
-    await pool.probe();
-    return pool;
-  } catch (err) {
-    await pool?.close().catch(() => undefined);
-    const e = err as { code?: string; message?: string };
-    const why = e.code === "ERR_ACCESS_DENIED" ? `worker threads are denied (${e.message}; with Node's permission model, allow them with --allow-worker)` : (e.message ?? String(err));
-    throw new PoolStartError(`the sandbox pool cannot start, so no code can run: ${why}`);
-  }
+/** Resolves when the link is up, or after `budgetMs`. */
+function linkUp(link: OrchestratorLink, budgetMs: number): Promise<void> {
+  if (link.linkState === "up") return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, budgetMs);
+    link.onStateChange((state) => {
+      if (state !== "up") return;
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
 
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
   const log = options.log;
   const sidecarId = newId("sc", 6);
   const poolOptions = { log, ...(options.threads !== undefined ? { threads: options.threads } : {}), ...(options.execsPerWorker !== undefined ? { execsPerWorker: options.execsPerWorker } : {}) };
-  const pool = await startPool(poolOptions);
+  const pool = await (options.pool ?? startPool(poolOptions));
   const server = new grpc.Server({ "grpc.max_receive_message_length": 16 * 1024 * 1024 });
   const calls = new CallRegistry();
   // Answers for live calls here that a gateway sent to another sidecar arrive over the link.
@@ -129,6 +141,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const token = options.security?.token;
   addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined);
   link.start(() => calls.liveCount);
+  if (options.awaitLinkMs) await linkUp(link, options.awaitLinkMs);
+  // codemode.run's modules (ajv, acorn; ~35 ms) load on its first exec, off the start path;
+  // fetched in the background a little after start, so that exec usually finds them.
+  setTimeout(() => void import("./mcp-run/run-service.js").catch(() => undefined), MCP_RUN_PREFETCH_MS).unref();
   const tls = options.security?.tls ? (options.security.tls.clientCa ? "mtls" : "tls") : "plaintext";
   const linkTls = options.linkSecurity?.tls ? (options.linkSecurity.tls.cert ? "mtls" : "tls") : "plaintext";
   log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator, tls, token: token !== undefined, link: { tls: linkTls, token: options.linkSecurity?.token !== undefined } }, "sandbox listening");

@@ -5,23 +5,12 @@
  * are refused with an error that names the key and the bad value.
  */
 import { z } from "zod";
+import { LIMITS } from "./limits.js";
 
 export const LANGUAGES = ["javascript", "typescript"] as const;
 export type Language = (typeof LANGUAGES)[number];
 
-/** Seed defaults and clamps, in one table the README mirrors. */
-export const LIMITS = {
-  timeoutMs: { default: 10_000, min: 100, max: 60_000 },
-  memoryLimitBytes: { default: 67_108_864, min: 1_048_576, max: 1_073_741_824 },
-  maxOutputBytes: { default: 65_536, min: 1_024, max: 10_485_760 },
-  maxSnapshotBytes: { default: 10_485_760, min: 1_024, max: 268_435_456 },
-  maxPendingToolCalls: { default: 16, min: 1, max: 128 },
-  snapshotTtlSeconds: { default: 900, min: 1, max: 86_400 },
-  maxSearchLimit: { default: 50, min: 1, max: 50 },
-  searchDefaultLimit: { default: 8, min: 1, max: 50 },
-  maxToolCallsPerRun: { default: 1_000, min: 1, max: 100_000 },
-  maxSearchesPerRun: { default: 1_000, min: 1, max: 100_000 },
-} as const;
+export { LIMITS };
 
 type Limit = { readonly default: number; readonly min: number; readonly max: number };
 

@@ -2,17 +2,15 @@
  * The orchestrator's gateway-facing state, catalogs, open runs and namespaces, picked by the same
  * setting as the suspended-run store: in memory by default (lost on restart), or in
  * Redis for a redis:// URL (shared by replicas, surviving a restart), on a connection
- * of its own with the run store's options, checked with a PING at startup.
+ * of its own with the run store's options, checked with a PING at startup. The Redis
+ * modules (and ioredis) are imported only for a redis:// setting.
  */
 import type { Logger } from "../../shared/logger.js";
 import { MemoryCatalogStore, type CatalogStore } from "../catalog/catalog-store.js";
 import { MemoryNamespaceRegistry, type NamespaceRegistry } from "../namespaces/namespace-registry.js";
 import { MemoryRunRegistry, type RunRegistry } from "../runs.js";
 import { checkRedis, redisUrlOf } from "../store/create-store.js";
-import { connectRedis, quitRedis, redactUrl, REDIS_PREFIX } from "../store/redis-store.js";
-import { RedisCatalogStore } from "./redis-catalogs.js";
-import { RedisNamespaceRegistry } from "./redis-namespaces.js";
-import { RedisRunRegistry } from "./redis-runs.js";
+import { redactUrl } from "../store/redact-url.js";
 
 export type OrchestratorState = { kind: "memory" | "redis"; catalogs: CatalogStore; runs: RunRegistry; namespaces: NamespaceRegistry; close(): Promise<void> };
 
@@ -21,6 +19,12 @@ export async function createOrchestratorState(spec: string | undefined, log: Log
   if (url === undefined) {
     return { kind: "memory", catalogs: new MemoryCatalogStore(), runs: new MemoryRunRegistry(), namespaces: new MemoryNamespaceRegistry(), close: async () => {} };
   }
+  const [{ connectRedis, quitRedis, REDIS_PREFIX }, { RedisCatalogStore }, { RedisNamespaceRegistry }, { RedisRunRegistry }] = await Promise.all([
+    import("../store/redis-store.js"),
+    import("./redis-catalogs.js"),
+    import("./redis-namespaces.js"),
+    import("./redis-runs.js"),
+  ]);
   const stateLog = log.child({ state: "redis", url: redactUrl(url) });
   const redis = connectRedis(url, stateLog);
   const close = () => quitRedis(redis);

@@ -3,10 +3,11 @@
  * in-process store, a redis:// or rediss:// URL for the Redis store shared by replicas.
  * A Redis store is checked with a PING, so a wrong URL fails at startup, not at first use.
  * The orchestrator's other state (catalogs, open runs) follows the same setting.
+ * The Redis store (and ioredis, ~100 ms to load) is imported only for a redis:// setting.
  */
 import type { Logger } from "../../shared/logger.js";
 import { MemoryRunStore } from "./memory-store.js";
-import { RedisRunStore, redactUrl } from "./redis-store.js";
+import { redactUrl } from "./redact-url.js";
 import type { RunStore } from "./run-store.js";
 
 /** The Redis URL of a store setting, or undefined for the in-memory store; throws for anything else. */
@@ -31,6 +32,7 @@ export async function checkRedis(url: string, ping: () => Promise<unknown>, clos
 export async function createRunStore(spec: string | undefined, log?: Logger): Promise<RunStore> {
   const url = redisUrlOf(spec);
   if (url === undefined) return new MemoryRunStore(log);
+  const { RedisRunStore } = await import("./redis-store.js");
   const store = new RedisRunStore(url, log ? { log } : {});
   await checkRedis(url, () => store.ping(), () => store.close());
   return store;

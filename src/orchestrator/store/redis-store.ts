@@ -20,6 +20,7 @@ import { randomUUID } from "node:crypto";
 import { Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "../../shared/logger.js";
 import { scripts } from "./redis-scripts.js";
+import { redactUrl } from "./redact-url.js";
 import {
   scopeKeyOf,
   type AnswerResult,
@@ -61,16 +62,7 @@ export async function quitRedis(connection: Redis): Promise<void> {
   await connection.quit().catch(() => connection.disconnect());
 }
 
-/** The URL without its password, for logs and errors. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    u.password = "";
-    return u.toString();
-  } catch {
-    return url.includes("@") ? "(an unparsable URL with credentials)" : url;
-  }
-}
+export { redactUrl } from "./redact-url.js";
 
 /**
  * addAnswer waits until this store's answer subscription is active (once a listener is

@@ -13,7 +13,7 @@
 import { createHash } from "node:crypto";
 import { QuickJS } from "quickjs-wasi";
 import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
-import { LIMITS } from "../../shared/config.js";
+import { LIMITS } from "../../shared/limits.js";
 import { EMPTY_GUEST_CATALOG } from "../task-protocol.js";
 import { preludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";

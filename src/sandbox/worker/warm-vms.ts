@@ -24,7 +24,7 @@
 import { createHash } from "node:crypto";
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
-import { LIMITS } from "../../shared/config.js";
+import { LIMITS } from "../../shared/limits.js";
 import { guestVmOptions, STACK_BYTES } from "./vm-options.js";
 
 /** The wrapper internals a reset touches. */
