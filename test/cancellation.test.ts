@@ -79,8 +79,9 @@ describe("cancellation reaches the engine", () => {
     // One thread, one exec per worker: one runs, two may queue (threads x execs per worker x 2).
     const scope = await openEmptyRun(control, "queue");
     const controller = new AbortController();
-    // Each hostile exec in its own agent run: one run may hold only half the slots (its fair share).
-    const others = await Promise.all(Array.from({ length: 3 }, () => openEmptyRun(control, "busy")));
+    // Each hostile exec in its own session: one run may hold only half the slots (its fair
+    // share), and one session only half of the queue.
+    const others = await Promise.all(Array.from({ length: 3 }, (_, i) => openEmptyRun(control, `busy${i}`)));
     const busy = others.map((s) => collectStream(sandbox.exec({ scope: s, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined));
     await new Promise((r) => setTimeout(r, 500));
     await expect(collectStream(sandbox.exec({ scope, code: "return 1" }))).rejects.toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/at capacity/) });

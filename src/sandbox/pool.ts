@@ -15,7 +15,9 @@ import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
-import { Piscina } from "piscina";
+import { HOG_MS, Lanes, type Lane } from "./lanes.js";
+import { FairScheduler } from "./scheduler.js";
+import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
 import { MCP_RUN_PROBE } from "./mcp-run/probe.js";
 import { shareCatalog } from "./shared-catalog.js";
@@ -55,6 +57,9 @@ export function killGraceMs(_timeoutMs: number): number {
   return KILL_GRACE_MS;
 }
 
+/** How often one task may be moved off hogged lanes before it just waits where it is. */
+const MAX_MOVES = 8;
+
 /** How a cancelled guest's failure starts (the worker's message, completed here with the reason). */
 const CANCELLED_PREFIX = "code mode exec was cancelled: ";
 
@@ -66,7 +71,11 @@ const WORKER_STACK_MB = 16;
 export type Submission = (Omit<ExecTask, "port" | "catalog"> & { catalog: GuestCatalog }) | Omit<ResumeTask, "port">;
 
 export class SandboxPool {
-  private readonly piscina: Piscina;
+  private readonly lanes: Lanes;
+  private readonly budget: CpuBudget;
+  private readonly scheduler: FairScheduler;
+  /** Ids of attempts, which a worker publishes while its VM holds the thread (./lanes.ts). */
+  private nextTaskId = 0;
   private readonly log: Logger;
   private closed = false;
   readonly threads: number;
@@ -77,8 +86,10 @@ export class SandboxPool {
   /** Execs that may wait for a free worker slot before new ones are refused: two more rounds of every slot. */
   readonly maxQueue: number;
 
-  private constructor(piscina: Piscina, threads: number, slots: number, log: Logger) {
-    this.piscina = piscina;
+  private constructor(lanes: Lanes, threads: number, slots: number, log: Logger) {
+    this.lanes = lanes;
+    this.budget = new CpuBudget(threads);
+    this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), WINDOW_MS * threads);
     this.threads = threads;
     this.slots = slots;
     this.maxQueue = slots * 2;
@@ -87,39 +98,40 @@ export class SandboxPool {
 
   /** True when the queue is full: a new exec is refused (RESOURCE_EXHAUSTED) rather than left to hang. */
   get saturated(): boolean {
-    return this.piscina.queueSize >= this.maxQueue;
+    return this.lanes.queueSize + this.scheduler.size >= this.maxQueue;
   }
 
   static async create(options: PoolOptions): Promise<SandboxPool> {
     const bytes = await readFile(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm")));
     const wasmModule = await WebAssembly.compile(bytes);
     const threads = Math.max(1, options.threads ?? availableParallelism());
-    const piscina = new Piscina({
-      filename: WORKER_FILE,
-      minThreads: threads,
-      maxThreads: threads,
-      idleTimeout: Number.MAX_SAFE_INTEGER,
-      concurrentTasksPerWorker: Math.max(1, options.execsPerWorker ?? 8),
-      workerData: { wasmModule },
-      resourceLimits: { stackSizeMb: WORKER_STACK_MB },
-      // Guest code runs in workers; keep the process's environment out of them.
-      env: {},
-      atomics: "disabled",
-    });
-    piscina.on("error", (err: unknown) => options.log.error({ err }, "pool worker error"));
-    return new SandboxPool(piscina, threads, threads * Math.max(1, options.execsPerWorker ?? 8), options.log);
+    const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
+    const lanes = new Lanes(threads, { filename: WORKER_FILE, execsPerWorker, wasmModule, stackSizeMb: WORKER_STACK_MB });
+    lanes.onError((err: unknown) => options.log.error({ err }, "pool worker error"));
+    return new SandboxPool(lanes, threads, threads * execsPerWorker, options.log);
   }
 
   get utilization(): number {
-    return this.piscina.utilization;
+    return this.lanes.utilization;
   }
 
   /** Tasks waiting for a free slot on a worker (metrics). */
   get queueSize(): number {
-    return this.piscina.queueSize;
+    return this.lanes.queueSize + this.scheduler.size;
   }
 
-  exec(submission: Submission, events: ExecEvents): ExecHandle {
+  /** Why `tenant` may not start a segment now (over its CPU share while others wait), or undefined. */
+  cpuRefusal(tenant: string): string | undefined {
+    const waiting = this.scheduler.waitingFor(tenant);
+    if (waiting >= this.maxQueue / 2) return `this session already has ${waiting} execs waiting for a worker, half of this sidecar's queue; wait for them to finish`;
+    return this.budget.refusal(tenant);
+  }
+
+  /** Runs a task; `tenant` (the session, see ./cpu-budget.ts) is charged the thread time its VM held. */
+  exec(submission: Submission, events: ExecEvents, tenant = ""): ExecHandle {
+    this.budget.started(tenant);
+    /** When the running attempt's VM got its thread: a killed one is charged from then. */
+    let startedAt = 0;
     let resolveOutcome!: (o: TaskOutcome) => void;
     const outcome = new Promise<TaskOutcome>((r) => (resolveOutcome = r));
     let port: MessagePort | undefined;
@@ -130,6 +142,8 @@ export class SandboxPool {
     /** The VM's latest idle image on a shared thread, and answers sent to it since. */
     let parked: Extract<WorkerMessage, { t: "parked" }> | undefined;
     let answersSinceParked: Array<Extract<MainMessage, { t: "answer" }>> = [];
+    /** Times the task was withdrawn from a hogged lane before it started. */
+    let moves = 0;
     /** Re-arms the running attempt's kill timer (set per attempt). */
     let killAfter: ((ms: number) => void) | undefined;
     const finish = (o: TaskOutcome) => {
@@ -138,16 +152,47 @@ export class SandboxPool {
       port?.close();
       // A guest stopped through the shared flag knows it was cancelled, not why: say why.
       if (cancelledReason !== undefined && o.status === "failed" && o.error.startsWith(CANCELLED_PREFIX)) o = { ...o, error: `${CANCELLED_PREFIX}${cancelledReason}` };
+      this.budget.ended(tenant, o.cpuMs ?? (startedAt > 0 ? Date.now() - startedAt : 0));
+      this.scheduler.pump();
       resolveOutcome(o);
     };
 
-    const attempt = (tries: number, unpark?: Omit<UnparkTask, "port">) => {
+    // A task waits in the fair queue (./scheduler.ts) until a lane has room; until then
+    // it ends there if it was cancelled or its time ran out.
+    const queuedUntil = Date.now() + submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs);
+    const attempt = (tries: number, unpark?: Omit<UnparkTask, "port">) =>
+      this.scheduler.submit({
+        tenant,
+        run: (lane) => attemptOn(lane, tries, unpark),
+        gone: () => {
+          if (finished) return true;
+          if (cancelledReason !== undefined) finish({ status: "failed", error: `${CANCELLED_PREFIX}${cancelledReason}`, code: "internal_error", outputBytes: submission.outputBytesUsed });
+          else if (Date.now() > queuedUntil) finish({ status: "failed", error: "no sandbox worker became free in time.", code: "runtime_unavailable", outputBytes: submission.outputBytesUsed });
+          return finished;
+        },
+      });
+    const attemptOn = (lane: Lane, tries: number, unpark?: Omit<UnparkTask, "port">) => {
       const channel = new MessageChannel();
       port = channel.port1;
       let threadId: number | undefined;
       let started = false;
       /** The task reported something the gateway sees: running it again would repeat it. */
       let emitted = false;
+      // The attempt's claim: 0 posted, 1 started by the worker, 2 withdrawn by the pool
+      // (its lane got hogged before it started; see ./lanes.ts).
+      const taskId = (this.nextTaskId = (this.nextTaskId % 2_000_000_000) + 1);
+      lane.enter(tenant, taskId);
+      let onLane = true;
+      const leaveLane = () => {
+        if (!onLane) return;
+        onLane = false;
+        lane.leave(tenant, taskId);
+        // After this turn: the task's "done" (and its CPU charge) is usually handled by then.
+        setImmediate(() => this.scheduler.pump());
+      };
+      const claim = new Int32Array(new SharedArrayBuffer(4));
+      /** Withdrawn before it started: another attempt runs the task; ignore this one. */
+      let superseded = false;
       let killTimer: NodeJS.Timeout | undefined;
       const armKill = (inMs: number) => {
         clearTimeout(killTimer);
@@ -170,6 +215,7 @@ export class SandboxPool {
       startTimer.unref();
 
       channel.port1.on("message", (m: WorkerMessage) => {
+        if (superseded) return;
         try {
           this.onWorkerMessage(m, events, finished);
         } catch (err) {
@@ -192,6 +238,7 @@ export class SandboxPool {
             break;
           case "started":
             started = true;
+            startedAt = Date.now();
             threadId = m.threadId;
             clearTimeout(startTimer);
             for (const b of backlog.splice(0)) channel.port1.postMessage(b);
@@ -213,10 +260,28 @@ export class SandboxPool {
 
       // A versioned catalog travels shared, not copied (./shared-catalog.ts).
       const posted = submission.kind === "exec" ? { ...submission, catalog: shareCatalog(submission.catalog) } : submission;
-      const task = (unpark ? { ...unpark, port: channel.port2, cancelFlag } : { ...posted, port: channel.port2, cancelFlag }) as Task;
-      this.piscina.run(task, { transferList: [channel.port2] }).then(
-        () => undefined,
+      const task = (unpark ? { ...unpark, port: channel.port2, cancelFlag, claim: claim.buffer, taskId } : { ...posted, port: channel.port2, cancelFlag, claim: claim.buffer, taskId }) as Task;
+      // Not started yet and its lane is hogged by another guest: run it on a free lane instead.
+      const watch = setInterval(() => {
+        if (finished || Atomics.load(claim, 0) !== 0 || moves >= MAX_MOVES) return clearInterval(watch);
+        if (!lane.hogged || !this.lanes.freeOtherThan(lane)) return;
+        if (Atomics.compareExchange(claim, 0, 0, 2) !== 0) return clearInterval(watch);
+        clearInterval(watch);
+        superseded = true;
+        moves++;
+        clearTimeout(startTimer);
+        leaveLane();
+        channel.port1.close();
+        this.log.info({ lane: lane.index, heldMs: lane.heldMs() }, "moving a task that had not started off a lane another guest holds");
+        attempt(tries, unpark);
+      }, HOG_MS);
+      watch.unref();
+      lane.piscina.run(task, { transferList: [channel.port2] }).then(
+        () => leaveLane(),
         (err: unknown) => {
+          leaveLane();
+          clearInterval(watch);
+          if (superseded) return;
           clearTimeout(startTimer);
           clearTimeout(killTimer);
           if (finished) return;
@@ -298,20 +363,25 @@ export class SandboxPool {
   }
 
   private terminateThread(threadId: number | undefined): void {
-    const worker = this.piscina.threads.find((w) => w.threadId === threadId);
-    if (worker) void worker.terminate();
+    this.lanes.terminate(threadId);
   }
 
   /**
-   * Runs `return 1` once on each guest prelude (code mode's and Tool Search's) and
+   * Runs `return 1` on each guest prelude (code mode's, Tool Search's, codemode.run's) and
    * rejects with the reason when the pool cannot: workers that never start, a prelude
    * that does not compile, QuickJS that cannot create a VM. Bounded by the task timeout.
+   *
+   * It also warms the pool for the first execs: code mode's probe runs once per thread
+   * (submitted first, so each lands on a different one), so every worker has compiled
+   * that prelude and prepared its VM image before the sidecar says it is ready, and the
+   * first exec on any thread skips that (~100 ms cold). The other surfaces run once each.
    */
   async probe(): Promise<void> {
     const limits = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
     const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
+    const surfaces = [...Array.from({ length: this.threads }, () => "code" as const), "tool_search" as const, "mcp_run" as const];
     const outcomes = await Promise.all(
-      (["code", "tool_search", "mcp_run"] as const).map(
+      surfaces.map(
         (surface) =>
           this.exec({ kind: "exec", source: "return 1", language: "javascript", limits, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...(surface === "mcp_run" ? MCP_RUN_PROBE : {}) }, ignore).outcome,
       ),
@@ -321,6 +391,6 @@ export class SandboxPool {
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.piscina.destroy();
+    await this.lanes.destroy();
   }
 }

@@ -154,8 +154,9 @@ export class RunResolver {
 
   /**
    * Records a segment: the cached run's counters move at once (a new object, so segments
-   * in flight keep the counters they started with); the RPC goes out after the current
-   * turn of the event loop, so the segment's result is written first.
+   * in flight keep the counters they started with). The RPC goes out at once, right after
+   * the segment's result was written: a gateway that reads the trajectory as soon as it
+   * has the result finds the step there (the record is on the wire before its next call).
    */
   async record(scope: Scope, segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName" | "sidecarId">): Promise<void> {
     const key = JSON.stringify(scope);
@@ -164,7 +165,6 @@ export class RunResolver {
       const c = hit.counters;
       this.cached.set(key, { ...hit, counters: { search: c.search + (segment.searchDelta ?? 0), describe: c.describe + (segment.describeDelta ?? 0), call: c.call + (segment.callDelta ?? 0) } });
     }
-    await new Promise((r) => setImmediate(r));
     await this.link.client.recordSegment({ scope, ...segment, sidecarId: this.link.sidecarId }, { deadlineMs: RESOLVE_DEADLINE_MS });
   }
 }

@@ -18,6 +18,7 @@ import type { CallRegistry, LiveCall } from "./call-registry.js";
 import { sourceBreakdown, type CatalogEntryData, type CatalogSurface, type RunCatalog } from "./catalog/run-catalog.js";
 import type { ExecHandle, SandboxPool, Submission } from "./pool.js";
 import { buildResult, type OutputItem, type ResultInput } from "./result.js";
+import { tenantOf } from "./cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "./run-resolver.js";
 import type { NestedCallMessage, PendingKind, TaskOutcome } from "./task-protocol.js";
 
@@ -235,7 +236,7 @@ export class Segment {
         // The worker suspends the run once the VM is idle; `wait` resolves the yield.
         this.made.set(callId, { callId, kind: "yield", toolId: "", toolName: "" });
       },
-    });
+    }, tenantOf(this.init.scope));
     this.handle = handle;
     const onAbort = () => {
       this.cancelledBy = typeof signal.reason === "string" ? signal.reason : `the gateway cancelled the ${this.init.kind}`;

@@ -131,7 +131,12 @@ export type TaskSurface = "code" | "tool_search" | "mcp_run";
  * next interrupt poll even while it computes (when the worker's event loop cannot receive
  * messages).
  */
-export type CancelFlag = { cancelFlag?: SharedArrayBuffer };
+/**
+ * `cancelFlag`: set by the main thread to cancel (read by the interrupt handler).
+ * `claim`: one Int32, 0 when posted; the worker sets 1 when it starts the task, the pool
+ * 2 when it withdraws it first (../sandbox/lanes.ts); whoever changes it from 0 decides.
+ */
+export type CancelFlag = { cancelFlag?: SharedArrayBuffer; claim?: SharedArrayBuffer; /** Published while the task's VM holds the thread. */ taskId?: number };
 
 export type PlainError = { name: string; message: string };
 
@@ -186,4 +191,8 @@ export type TaskOutcome = (
       /** How the snapshot was stored, for logs and benchmarks. */
       snapshot: { encoding: "delta" | "plain"; memoryBytes: number; changedPages: number; encodeMs: number };
     }
-) & { vmStart?: VmStart };
+) & {
+  vmStart?: VmStart;
+  /** How long the segment's VM held its worker thread (ms): the pool's CPU share per session (../cpu-budget.ts). */
+  cpuMs?: number;
+};

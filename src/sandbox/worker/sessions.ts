@@ -37,6 +37,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
   const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
   if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  if (task.taskId) session.held.taskId = task.taskId;
   session.neverSuspends = task.surface === "tool_search" || task.surface === "mcp_run";
   session.source = cellSource;
   session.allToolsJson = task.catalog.allToolsJson;
@@ -110,6 +111,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
 export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
   if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  if (task.taskId) session.held.taskId = task.taskId;
   if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
   if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   // Decoding and restoring a large snapshot must not count against the VM's deadline.
@@ -140,6 +142,7 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
 export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
   if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
+  if (task.taskId) session.held.taskId = task.taskId;
   if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
   if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   try {

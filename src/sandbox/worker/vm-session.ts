@@ -29,6 +29,7 @@ import { guestError, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
 import { encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
 import { cohosted, enter, leave, parkedImage } from "./occupancy.js";
+import { ThreadHold } from "./busy.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
 import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, seedWords, SNAPSHOT_BUDGET_MS, wasmRuntimeError, type Settled } from "./outcomes.js";
 
@@ -310,9 +311,17 @@ export class GuestSession {
     };
   }
 
-  /** Runs `start` (which puts the program in motion), then drains until the segment ends. */
+  /** This session's hold on the worker thread (./busy.ts); its task id is the pool's. */
+  readonly held = new ThreadHold();
+  /** Runs `start` (which puts the program in motion), then drains until the segment ends; the outcome says how long the VM held the thread. */
   async run(start: () => void, wasm: WebAssembly.Module): Promise<TaskOutcome> {
+    const outcome = await this.drive(start, wasm);
+    return { ...outcome, cpuMs: Math.round(this.held.ms) };
+  }
+
+  private async drive(start: () => void, wasm: WebAssembly.Module): Promise<TaskOutcome> {
     enter(this);
+    this.held.take();
     try {
       try {
         start();
@@ -334,6 +343,7 @@ export class GuestSession {
             if (remaining <= 0) return await this.suspend("pending_tools", wasm);
             const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now));
             this.idle = true;
+            this.held.release();
             if (cohosted()) this.parkIfIdle();
             await new Promise<void>((resolve) => {
               const timer = setTimeout(resolve, sleep);
@@ -344,6 +354,7 @@ export class GuestSession {
             });
             this.wake = undefined;
             this.idle = false;
+            this.held.take();
             this.dirty = true;
             const cancelled = this.cancelReason();
             if (cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
@@ -365,6 +376,7 @@ export class GuestSession {
       return completion(this.settled, this.outputBytes, this.limits.maxOutputBytes, this.source);
     } finally {
       leave(this);
+      this.held.release();
       this.port.off("message", this.onMessage);
       // Nothing of this session may touch the instance once it is handed back.
       const vm = this.vm;

@@ -57,6 +57,11 @@ async function runExec(task: ExecTask): Promise<TaskOutcome> {
 }
 
 export default async function runTask(task: Task): Promise<void> {
+  // The pool may have taken the task back (this thread was held by another guest): then it runs elsewhere.
+  if (task.claim && Atomics.compareExchange(new Int32Array(task.claim), 0, 0, 1) !== 0) {
+    task.port.close();
+    return;
+  }
   task.port.postMessage({ t: "started", threadId } satisfies WorkerMessage);
   let outcome: TaskOutcome;
   try {

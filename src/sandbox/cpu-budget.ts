@@ -1,0 +1,81 @@
+/**
+ * A fair share of the pool's CPU per session (tenant: agent id and session key). Each
+ * segment's VM reports how long it held its worker thread; a session that held more than
+ * 40% of the pool's thread time over the last window is refused new execs while other
+ * sessions have work on the pool (RESOURCE_EXHAUSTED, with when to retry). A busy-looping
+ * tenant then keeps at most its share, and the others' execs are not queued behind it;
+ * with the pool otherwise idle, nobody is refused.
+ */
+
+/** The sliding window the share is measured over. */
+export const WINDOW_MS = 10_000;
+/** The share of the pool's thread time one session may hold over the window. */
+export const SHARE = 0.4;
+
+type Charge = { at: number; ms: number };
+
+export class CpuBudget {
+  private readonly charges = new Map<string, Charge[]>();
+  private readonly active = new Map<string, number>();
+  private activeTotal = 0;
+
+  constructor(private readonly threads: number) {}
+
+  /** Thread time (ms) one session may hold over the window. */
+  get budgetMs(): number {
+    return WINDOW_MS * this.threads * SHARE;
+  }
+
+  started(tenant: string): void {
+    this.active.set(tenant, (this.active.get(tenant) ?? 0) + 1);
+    this.activeTotal++;
+  }
+
+  /** A segment of `tenant` ended, having held a thread for `ms`. */
+  ended(tenant: string, ms: number): void {
+    const n = (this.active.get(tenant) ?? 1) - 1;
+    if (n > 0) this.active.set(tenant, n);
+    else this.active.delete(tenant);
+    this.activeTotal--;
+    if (ms <= 0) return;
+    const list = this.charges.get(tenant) ?? [];
+    list.push({ at: Date.now(), ms });
+    this.charges.set(tenant, list);
+  }
+
+  /** Thread time `tenant` held within the window. */
+  usedMs(tenant: string, now = Date.now()): number {
+    const list = this.charges.get(tenant);
+    if (!list) return 0;
+    while (list.length > 0 && list[0]!.at <= now - WINDOW_MS) list.shift();
+    if (list.length === 0) {
+      this.charges.delete(tenant);
+      return 0;
+    }
+    return list.reduce((s, c) => s + c.ms, 0);
+  }
+
+  /** Why `tenant` may not start a segment now (over its share while others have work), or undefined. */
+  refusal(tenant: string): string | undefined {
+    const used = this.usedMs(tenant);
+    if (used <= this.budgetMs) return undefined;
+    const others = this.activeTotal - (this.active.get(tenant) ?? 0);
+    if (others <= 0) return undefined;
+    const list = this.charges.get(tenant)!;
+    // When enough of the window's charges expire to bring the session back under its share.
+    let over = used - this.budgetMs;
+    let retryAt = Date.now();
+    for (const c of list) {
+      retryAt = c.at + WINDOW_MS;
+      over -= c.ms;
+      if (over < 0) break;
+    }
+    const seconds = Math.max(1, Math.ceil((retryAt - Date.now()) / 1000));
+    return `this session's programs held the sandbox's threads for ${Math.round(used)} ms in the last ${WINDOW_MS / 1000} s, more than its share (${this.budgetMs} ms) while other sessions wait; retry in ${seconds} s`;
+  }
+}
+
+/** The session a scope belongs to, the unit of the CPU share. */
+export function tenantOf(scope: { agentId: string; sessionKey: string }): string {
+  return `${scope.agentId}\u0000${scope.sessionKey}`;
+}

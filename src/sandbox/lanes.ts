@@ -1,0 +1,141 @@
+/**
+ * The pool's worker threads as lanes: one single-thread piscina per thread, so the pool,
+ * not piscina, decides which thread a task goes to.
+ *
+ * A guest that computes holds its thread: every VM co-hosted there, and every task
+ * already posted to it, waits until that guest yields, ends or is killed. Each lane's
+ * worker therefore publishes, in shared memory, since when a VM has held its thread
+ * (0 while none runs). A lane whose VM has held the thread for longer than a slice
+ * (HOG_MS) is *hogged*: new tasks go to the other lanes (the least loaded that is not
+ * hogged), and a task posted to a lane that became hogged before the task started is
+ * withdrawn and sent to another lane (see SandboxPool: the task's claim flag decides,
+ * without a race, whether the worker started it or the pool took it back).
+ */
+import { Piscina } from "piscina";
+
+/** How long a VM may hold its thread before the lane counts as hogged. */
+export const HOG_MS = 50;
+
+export type LaneOptions = {
+  filename: string;
+  execsPerWorker: number;
+  wasmModule: WebAssembly.Module;
+  stackSizeMb: number;
+};
+
+export class Lane {
+  readonly piscina: Piscina;
+  /** [0]: ms since `epoch` (plus 1) when a VM took this lane's thread, 0 while none holds it; [1]: the holding task's id. */
+  private readonly busy: Int32Array;
+  /** The session of each task on this lane, by task id. */
+  private readonly holders = new Map<number, string>();
+  private readonly epoch = Date.now();
+  /** Tasks posted to this lane and not yet finished (or withdrawn). */
+  active = 0;
+  /** Those tasks by session (tenant, ../cpu-budget.ts). */
+  readonly tenants = new Map<string, number>();
+
+  enter(tenant: string, taskId: number): void {
+    this.holders.set(taskId, tenant);
+    this.active++;
+    this.tenants.set(tenant, (this.tenants.get(tenant) ?? 0) + 1);
+  }
+
+  leave(tenant: string, taskId: number): void {
+    this.holders.delete(taskId);
+    this.active--;
+    const n = (this.tenants.get(tenant) ?? 1) - 1;
+    if (n > 0) this.tenants.set(tenant, n);
+    else this.tenants.delete(tenant);
+  }
+
+  constructor(readonly index: number, o: LaneOptions) {
+    const shared = new SharedArrayBuffer(8);
+    this.busy = new Int32Array(shared);
+    this.piscina = new Piscina({
+      filename: o.filename,
+      minThreads: 1,
+      maxThreads: 1,
+      idleTimeout: Number.MAX_SAFE_INTEGER,
+      concurrentTasksPerWorker: o.execsPerWorker,
+      workerData: { wasmModule: o.wasmModule, busy: shared, epoch: this.epoch },
+      resourceLimits: { stackSizeMb: o.stackSizeMb },
+      // Guest code runs in workers; keep the process's environment out of them.
+      env: {},
+      atomics: "disabled",
+    });
+  }
+
+  /** Milliseconds the VM now on this lane's thread has held it (0 when none does). */
+  heldMs(now = Date.now()): number {
+    const since = Atomics.load(this.busy, 0);
+    return since === 0 ? 0 : Math.max(0, now - this.epoch - (since - 1));
+  }
+
+  /** A VM has held the thread past the slice (a lane with no task of ours cannot be: a stale mark after a kill). */
+  get hogged(): boolean {
+    return this.active > 0 && this.heldMs() > HOG_MS;
+  }
+
+  /** The session whose guest holds this lane's thread past the slice, if any. */
+  get hogger(): string | undefined {
+    return this.hogged ? this.holders.get(Atomics.load(this.busy, 1)) : undefined;
+  }
+
+  /** Forgets the mark of a thread that was terminated. */
+  clearHold(): void {
+    Atomics.store(this.busy, 0, 0);
+  }
+}
+
+export class Lanes {
+  readonly all: Lane[];
+
+  constructor(threads: number, o: LaneOptions) {
+    this.all = Array.from({ length: threads }, (_, i) => new Lane(i, o));
+  }
+
+  /** The least loaded lane that is not hogged (other than `except`), else the least loaded of all. */
+  pick(except?: Lane): Lane {
+    let best: Lane | undefined;
+    for (const lane of this.all) {
+      if (lane === except || lane.hogged) continue;
+      if (!best || lane.active < best.active) best = lane;
+    }
+    if (best) return best;
+    for (const lane of this.all) if (lane !== except && (!best || lane.active < best.active)) best = lane;
+    return best ?? this.all[0]!;
+  }
+
+  /** A lane other than `lane` that is not hogged, if any. */
+  freeOtherThan(lane: Lane): Lane | undefined {
+    const other = this.pick(lane);
+    return other !== lane && !other.hogged ? other : undefined;
+  }
+
+  get queueSize(): number {
+    return this.all.reduce((n, l) => n + l.piscina.queueSize, 0);
+  }
+
+  get utilization(): number {
+    return this.all.reduce((n, l) => n + l.piscina.utilization, 0) / this.all.length;
+  }
+
+  /** Terminates the worker thread with this id, in whichever lane (piscina starts a new one). */
+  terminate(threadId: number | undefined): void {
+    for (const lane of this.all) {
+      const w = lane.piscina.threads.find((t) => t.threadId === threadId);
+      if (!w) continue;
+      lane.clearHold();
+      void w.terminate();
+    }
+  }
+
+  onError(fn: (err: unknown) => void): void {
+    for (const lane of this.all) lane.piscina.on("error", fn);
+  }
+
+  async destroy(): Promise<void> {
+    await Promise.all(this.all.map((l) => l.piscina.destroy()));
+  }
+}

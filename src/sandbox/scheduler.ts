@@ -1,0 +1,121 @@
+/**
+ * The pool's queue, fair between sessions. A task waits here until a lane (a worker
+ * thread, ./lanes.ts) has room and is not held by a computing guest; then the waiting
+ * task of the session that used the least CPU over the last window goes first (oldest
+ * first among equals). A session whose programs burn CPU thus waits behind the others
+ * instead of the others waiting behind it. A *heavy* session (one that used more than
+ * HEAVY_SHARE of the pool's thread time over the window, or whose guest holds a lane now) runs at most one task
+ * per half of the lanes at a time, so its loops can never hold every thread while others
+ * have work, and its waiting tasks wait here, not piled up behind its loop. A task
+ * that no longer needs a lane (finished, cancelled, out of time) is dropped when its
+ * turn comes.
+ */
+import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
+
+/** The share of the pool's thread time over the window past which a session counts as heavy. */
+export const HEAVY_SHARE = 0.05;
+
+export type Waiting = {
+  tenant: string;
+  /** Starts the task on `lane`. */
+  run(lane: Lane): void;
+  /** True when the task no longer needs a lane (it ended meanwhile); it is dropped. */
+  gone(): boolean;
+};
+
+export class FairScheduler {
+  private readonly queue: Waiting[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly lanes: Lanes,
+    /** Tasks one lane runs at once. */
+    private readonly capacity: number,
+    /** CPU (ms) a session used over the recent window (./cpu-budget.ts). */
+    private readonly usedMs: (tenant: string) => number,
+    /** The pool's thread time over that window (ms). */
+    private readonly windowThreadMs: number,
+  ) {}
+
+  get size(): number {
+    return this.queue.length;
+  }
+
+  /** Tasks of `tenant` waiting here. */
+  waitingFor(tenant: string): number {
+    let n = 0;
+    for (const w of this.queue) if (w.tenant === tenant) n++;
+    return n;
+  }
+
+  submit(w: Waiting): void {
+    this.queue.push(w);
+    this.pump();
+  }
+
+  /** Starts waiting tasks while a lane has room; called on submit, when a task leaves a lane, and every HOG_MS while tasks wait. */
+  pump(): void {
+    // Not re-entrant: a task that ends while the queue is walked calls back here.
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.again = false;
+        this.pumpOnce();
+      } while (this.again);
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private pumping = false;
+  private again = false;
+
+  private pumpOnce(): void {
+    for (;;) {
+      const live = this.queue.filter((w) => !w.gone());
+      this.queue.splice(0, this.queue.length, ...live);
+      if (this.queue.length === 0) break;
+      // The least-used session's oldest task that has a lane it may use.
+      let best = -1;
+      let bestUse = Infinity;
+      let bestLane: Lane | undefined;
+      for (let i = 0; i < this.queue.length; i++) {
+        const tenant = this.queue[i]!.tenant;
+        const use = this.usedMs(tenant);
+        if (use >= bestUse) continue;
+        const lane = this.free(tenant);
+        if (!lane) continue;
+        best = i;
+        bestUse = use;
+        bestLane = lane;
+      }
+      if (best < 0) break;
+      this.queue.splice(best, 1)[0]!.run(bestLane!);
+    }
+    if (this.queue.length > 0 && !this.timer) {
+      this.timer = setInterval(() => this.pump(), HOG_MS);
+      this.timer.unref();
+    } else if (this.queue.length === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  /** The least loaded lane with room that no computing guest holds and `tenant` may use. */
+  private free(tenant: string): Lane | undefined {
+    const all = this.lanes.all;
+    const heavy = this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE || all.some((l) => l.hogger === tenant);
+    // A heavy session runs at most one task per half of the lanes.
+    if (heavy && all.reduce((n, l) => n + (l.tenants.get(tenant) ?? 0), 0) >= Math.max(1, Math.floor(all.length / 2))) return undefined;
+    let best: Lane | undefined;
+    for (const lane of all) {
+      if (lane.active >= this.capacity || lane.hogged) continue;
+      if (!best || lane.active < best.active) best = lane;
+    }
+    return best;
+  }
+}
