@@ -4,9 +4,10 @@
  * task of the session that used the least CPU over the last window goes first (oldest
  * first among equals). A session whose programs burn CPU thus waits behind the others
  * instead of the others waiting behind it. A *heavy* session (one that used more than
- * HEAVY_SHARE of the pool's thread time over the window, or whose guest holds a lane now) runs at most one task
- * per half of the lanes at a time, so its loops can never hold every thread while others
- * have work, and its waiting tasks wait here, not piled up behind its loop. A task
+ * HEAVY_SHARE of the pool's thread time over the window, or whose guest holds a lane now) runs
+ * at most one task per half of the lanes, and heavy sessions together keep to half of the
+ * lanes, so loops can never hold every thread while others have work, and their waiting
+ * tasks wait here, not piled up behind a loop. A task
  * that no longer needs a lane (finished, cancelled, out of time) is dropped when its
  * turn comes.
  */
@@ -105,15 +106,29 @@ export class FairScheduler {
     }
   }
 
-  /** The least loaded lane with room that no computing guest holds and `tenant` may use. */
+  /** Whether `tenant` used more than its light share over the window, or its guest holds a lane now. */
+  private heavy(tenant: string): boolean {
+    return this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE || this.lanes.all.some((l) => l.hogger === tenant);
+  }
+
+  /**
+   * The least loaded lane with room that no computing guest holds and `tenant` may use. Heavy
+   * sessions, together, keep to half of the lanes (one task per half for each), so light
+   * sessions always have a lane.
+   */
   private free(tenant: string): Lane | undefined {
     const all = this.lanes.all;
-    const heavy = this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE || all.some((l) => l.hogger === tenant);
-    // A heavy session runs at most one task per half of the lanes.
-    if (heavy && all.reduce((n, l) => n + (l.tenants.get(tenant) ?? 0), 0) >= Math.max(1, Math.floor(all.length / 2))) return undefined;
+    const half = Math.max(1, Math.floor(all.length / 2));
+    const heavy = this.heavy(tenant);
+    let heavyLanes: Set<Lane> | undefined;
+    if (heavy) {
+      if (all.reduce((n, l) => n + (l.tenants.get(tenant) ?? 0), 0) >= half) return undefined;
+      heavyLanes = new Set(all.filter((l) => [...l.tenants.keys()].some((t) => this.heavy(t))));
+    }
     let best: Lane | undefined;
     for (const lane of all) {
       if (lane.active >= this.capacity || lane.hogged) continue;
+      if (heavyLanes && heavyLanes.size >= half && !heavyLanes.has(lane)) continue;
       if (!best || lane.active < best.active) best = lane;
     }
     return best;
