@@ -158,9 +158,9 @@ export class SandboxPool {
     };
 
     // A task waits in the fair queue (./scheduler.ts) until a lane has room; until then
-    // it ends there if it was cancelled or its time ran out.
-    const queuedUntil = Date.now() + submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs);
-    const attempt = (tries: number, unpark?: Omit<UnparkTask, "port">) =>
+    // it ends there if it was cancelled or its time (from this submission) ran out.
+    const attempt = (tries: number, unpark?: Omit<UnparkTask, "port">) => {
+      const queuedUntil = Date.now() + submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs);
       this.scheduler.submit({
         tenant,
         run: (lane) => attemptOn(lane, tries, unpark),
@@ -171,6 +171,7 @@ export class SandboxPool {
           return finished;
         },
       });
+    };
     const attemptOn = (lane: Lane, tries: number, unpark?: Omit<UnparkTask, "port">) => {
       const channel = new MessageChannel();
       port = channel.port1;
