@@ -6,8 +6,8 @@
  * already posted to it, waits until that guest yields, ends or is killed. Each lane's
  * worker therefore publishes, in shared memory, since when a VM has held its thread
  * (0 while none runs). A lane whose VM has held the thread for longer than a slice
- * (HOG_MS) is *hogged*: new tasks go to the other lanes (the least loaded that is not
- * hogged), and a task posted to a lane that became hogged before the task started is
+ * (HOG_MS) is *hogged*: the fair queue (./scheduler.ts) sends new tasks to the other
+ * lanes, and a task posted to a lane that became hogged before the task started is
  * withdrawn and sent to another lane (see SandboxPool: the task's claim flag decides,
  * without a race, whether the worker started it or the pool took it back).
  */
@@ -95,22 +95,9 @@ export class Lanes {
     this.all = Array.from({ length: threads }, (_, i) => new Lane(i, o));
   }
 
-  /** The least loaded lane that is not hogged (other than `except`), else the least loaded of all. */
-  pick(except?: Lane): Lane {
-    let best: Lane | undefined;
-    for (const lane of this.all) {
-      if (lane === except || lane.hogged) continue;
-      if (!best || lane.active < best.active) best = lane;
-    }
-    if (best) return best;
-    for (const lane of this.all) if (lane !== except && (!best || lane.active < best.active)) best = lane;
-    return best ?? this.all[0]!;
-  }
-
-  /** A lane other than `lane` that is not hogged, if any. */
-  freeOtherThan(lane: Lane): Lane | undefined {
-    const other = this.pick(lane);
-    return other !== lane && !other.hogged ? other : undefined;
+  /** True when a lane other than `lane` is not hogged (the fair queue chooses which). */
+  anyFreeBesides(lane: Lane): boolean {
+    return this.all.some((l) => l !== lane && !l.hogged);
   }
 
   get queueSize(): number {

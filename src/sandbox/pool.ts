@@ -265,7 +265,7 @@ export class SandboxPool {
       // Not started yet and its lane is hogged by another guest: run it on a free lane instead.
       const watch = setInterval(() => {
         if (finished || Atomics.load(claim, 0) !== 0 || moves >= MAX_MOVES) return clearInterval(watch);
-        if (!lane.hogged || !this.lanes.freeOtherThan(lane)) return;
+        if (!lane.hogged || !this.lanes.anyFreeBesides(lane)) return;
         if (Atomics.compareExchange(claim, 0, 0, 2) !== 0) return clearInterval(watch);
         clearInterval(watch);
         superseded = true;

@@ -98,7 +98,12 @@ export function resetTo(vm: QuickJS, image: PreparedImage): void {
   new Uint8Array(w.exports.memory.buffer).set(image.memory);
   w.exports.__stack_pointer.value = image.stackPointer;
   w.exports.qjs_set_runtime_and_context(image.runtimePtr, image.contextPtr);
-  // Host-side state: handles of the old memory are dropped, never freed into the new one.
+  clearHostState(vm);
+}
+
+/** The wrapper's host-side state: handles of the old memory are dropped, never freed into the new one. */
+function clearHostState(vm: QuickJS): void {
+  const w = internals(vm);
   w.hostCallbacks.clear();
   w._ownedHandles.clear();
   w._activeScope = null;
@@ -199,8 +204,9 @@ export class WarmVms {
       this.spareUsed = true;
       this.stats.reused++;
     } else {
+      // restore() installs the image's memory, stack pointer and runtime itself.
       vm = await QuickJS.restore({ memory: image.memory, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, extensions: [] }, { wasm: this.wasm });
-      resetTo(vm, image);
+      clearHostState(vm);
       this.stats.restored++;
     }
     const w = internals(vm);
