@@ -8,7 +8,7 @@ import { createServer, type Server } from "node:http";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
-import { ExecRequestSchema, Sandbox, ToolCallRequestedSchema, WaitRequestSchema, type ExecEvent } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+import { ExecRequestSchema, Sandbox, WaitRequestSchema, type ExecEvent } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { createClient, serviceDefinition } from "../src/protocol/grpc-service.js";
 import { tracingConfig } from "../src/shared/tracing.js";
@@ -186,9 +186,9 @@ describe("spans of exec, wait and nested calls, parented to the gateway's trace"
       expect(everything).not.toContain(SECRET);
       expect(everything).not.toContain("yield_control");
 
-      // Handing the context back: once ToolCallRequested has `trace_parent`, it names the nested span.
-      const hasField = ToolCallRequestedSchema.fields.some((f) => f.name === "trace_parent");
-      if (hasField) expect(calls[0]!.traceParent).toBe(`00-${traceId}-${tool.spanId}-01`);
+      // Handing the context back: ToolCallRequested.trace_parent names the nested span.
+      expect(calls[0]!.traceParent).toBe(`00-${traceId}-${tool.spanId}-01`);
+      expect(calls[0]!.traceState).toBe("vendor=gw");
     } finally {
       raw.close();
       control.close();

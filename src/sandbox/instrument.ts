@@ -12,11 +12,11 @@
  * `pending` when the run suspended before the answer came, `abandoned` otherwise).
  * Attributes carry ids (run, call, tool), never tool inputs, outputs or program text.
  *
- * Handing the trace context back: ToolCallRequested has no field for it yet. Each nested
- * call's W3C traceparent and tracestate are set as `traceParent`/`traceState` on the
- * event; protobuf-es ignores keys that are not fields, so they reach the gateway as soon
- * as the proto gains `string trace_parent` / `string trace_state` on ToolCallRequested,
- * with no change here.
+ * Handing the trace context back: a server stream has no per-message metadata, so each
+ * nested call's W3C traceparent and tracestate travel in the event itself, as
+ * ToolCallRequested.trace_parent / trace_state (set below when the nested span is started).
+ * The gateway parents its tool-execution span on trace_parent. Both stay empty when tracing
+ * is off.
  *
  * Loaded only when metrics or tracing are on (see server.ts).
  */
@@ -122,7 +122,7 @@ class SegmentWatch {
         trace.setSpan(ROOT_CONTEXT, this.span),
       );
       const headers = traceHeadersOf(span);
-      // Not a field of ToolCallRequested yet (see the header): ignored until it is.
+      // ToolCallRequested.trace_parent / trace_state: the nested span, handed back to the gateway.
       if (headers.traceparent) out = { case: "toolCall", value: Object.assign({}, v, { traceParent: headers.traceparent, traceState: headers.tracestate ?? "" }) };
     }
     this.made++;

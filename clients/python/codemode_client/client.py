@@ -68,6 +68,9 @@ ToolHandler = Callable[[ToolCall], Any]
 or ``ANSWER_LATER``); raising fails the call (``ToolFailure`` sets the error name)."""
 
 OutputHandler = Callable[[OutputItem], None]
+Metadata = Sequence[tuple[str, str]]
+"""gRPC metadata sent with an Exec or Wait, e.g. ``[("traceparent", "00-<trace>-<span>-01")]``
+(keys lower-case, as gRPC requires)."""
 AnswerErrorHandler = Callable[[ToolCall, Exception], None]
 
 
@@ -102,8 +105,10 @@ class CodeModeClient:
     """Connects to the orchestrator (Control) and to sandbox sidecars (Sandbox).
 
     ``sandbox`` is one address or several; execs and waits go round-robin over them unless
-    a call names ``sidecar=<index>``. Live nested calls are answered on the sidecar whose
-    stream announced them; an answer for a suspended run may go to any sidecar, and does
+    a call names ``sidecar=<index>``. A nested call's answer may go to any sidecar of the
+    deployment: for a live run, the orchestrator forwards it to the sidecar holding the VM;
+    for a suspended run, it is kept with the run. This client answers on the sidecar whose
+    stream announced the call first (that saves the forwarding hop) and tries the others
     when that one is unavailable.
     """
 
@@ -225,10 +230,13 @@ class CodeModeClient:
         on_tool_call: ToolHandler | None = None,
         on_output: OutputHandler | None = None,
         sidecar: int | None = None,
+        metadata: Metadata | None = None,
     ) -> ExecResult:
         """Runs the model's ``exec`` input on a sidecar and returns its result. ``code``,
         ``command`` and ``language`` are passed as the model gave them (a bad value is a
-        ``failed``/``invalid_input`` result, not an exception)."""
+        ``failed``/``invalid_input`` result, not an exception). ``metadata`` goes with the
+        call: W3C ``traceparent``/``tracestate`` make the sidecar's spans children of the
+        gateway's (each ``ToolCall.trace_parent`` then names its nested span)."""
         req = sandbox_pb2.ExecRequest(scope=scope.to_wire(), exec_call_id=exec_call_id or _new_id("exec"))
         if code is not None:
             req.code = code
@@ -239,7 +247,7 @@ class CodeModeClient:
         if config is not None:
             req.config.CopyFrom(config.to_wire())
         index = self._pick(sidecar)
-        return self._follow(scope, index, lambda: self._sandboxes[index].Exec(req), on_tool_call, on_output)
+        return self._follow(scope, index, lambda: self._sandboxes[index].Exec(req, metadata=_metadata(metadata)), on_tool_call, on_output)
 
     def wait(
         self,
@@ -250,12 +258,14 @@ class CodeModeClient:
         on_tool_call: ToolHandler | None = None,
         on_output: OutputHandler | None = None,
         sidecar: int | None = None,
+        metadata: Metadata | None = None,
     ) -> ExecResult:
         """Continues a ``waiting`` run (the model's ``wait`` with ``runId``) on any sidecar.
-        Blocks up to the run's ``timeoutMs`` for a first answer when none is there yet."""
+        Blocks up to the run's ``timeoutMs`` for a first answer when none is there yet.
+        ``metadata`` as for ``exec``."""
         req = sandbox_pb2.WaitRequest(scope=scope.to_wire(), wait_call_id=wait_call_id or _new_id("wait"), code_mode_run_id=code_mode_run_id)
         index = self._pick(sidecar)
-        return self._follow(scope, index, lambda: self._sandboxes[index].Wait(req), on_tool_call, on_output)
+        return self._follow(scope, index, lambda: self._sandboxes[index].Wait(req, metadata=_metadata(metadata)), on_tool_call, on_output)
 
     def answer(self, scope: Scope, call_id: str, value: Any = None, *, sidecar: int | None = None) -> bool:
         """Answers a nested call with its result (JSON-compatible value or ``RawJson``).
@@ -387,7 +397,7 @@ class CodeModeClient:
             except grpc.RpcError as err:
                 last = from_rpc_error(err)
                 if isinstance(last, Unavailable):
-                    continue  # a suspended run's answer is accepted by any sidecar
+                    continue  # any sidecar accepts an answer (live runs' answers are forwarded)
                 with self._lock:
                     self._call_sidecar.pop(call_id, None)  # answered, settled or unknown: done with it
                 raise last from None
@@ -424,6 +434,7 @@ class Run:
         on_tool_call: ToolHandler | None = None,
         on_output: OutputHandler | None = None,
         sidecar: int | None = None,
+        metadata: Metadata | None = None,
     ) -> ExecResult:
         return self.client.exec(
             self.scope,
@@ -435,6 +446,7 @@ class Run:
             on_tool_call=on_tool_call or self.on_tool_call,
             on_output=on_output,
             sidecar=sidecar,
+            metadata=metadata,
         )
 
     def wait(
@@ -445,6 +457,7 @@ class Run:
         on_tool_call: ToolHandler | None = None,
         on_output: OutputHandler | None = None,
         sidecar: int | None = None,
+        metadata: Metadata | None = None,
     ) -> ExecResult:
         return self.client.wait(
             self.scope,
@@ -453,6 +466,7 @@ class Run:
             on_tool_call=on_tool_call or self.on_tool_call,
             on_output=on_output,
             sidecar=sidecar,
+            metadata=metadata,
         )
 
     def run_until_done(
@@ -463,17 +477,19 @@ class Run:
         max_waits: int = 20,
         on_tool_call: ToolHandler | None = None,
         on_result: Callable[[ExecResult], None] | None = None,
+        metadata: Metadata | None = None,
     ) -> list[ExecResult]:
         """exec, then ``wait`` while the result is ``waiting`` (at most ``max_waits`` times), as
         a model following ``runId`` would. Returns every segment's result, the last one final
-        unless the bound was reached (then it is still ``waiting``)."""
-        results = [self.exec(code, language=language, on_tool_call=on_tool_call)]
+        unless the bound was reached (then it is still ``waiting``). ``metadata`` goes with
+        every call."""
+        results = [self.exec(code, language=language, on_tool_call=on_tool_call, metadata=metadata)]
         if on_result is not None:
             on_result(results[-1])
         while results[-1].waiting and len(results) <= max_waits:
             run_id = results[-1].code_mode_run_id
             assert run_id is not None
-            results.append(self.wait(run_id, on_tool_call=on_tool_call))
+            results.append(self.wait(run_id, on_tool_call=on_tool_call, metadata=metadata))
             if on_result is not None:
                 on_result(results[-1])
         return results
@@ -503,6 +519,10 @@ def _result_outcome(value: Any) -> tuple[str, Any]:
     if isinstance(value, RawJson):
         return ("result_json", value.text)
     return ("result_json", json.dumps(value, allow_nan=False))
+
+
+def _metadata(metadata: Metadata | None) -> tuple[tuple[str, str], ...] | None:
+    return tuple((k, v) for k, v in metadata) if metadata else None
 
 
 def _new_id(prefix: str) -> str:

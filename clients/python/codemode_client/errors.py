@@ -1,17 +1,25 @@
 """Exceptions: contract violations (gRPC statuses) and a tool failure a handler may raise.
 
-A program that fails is never an exception here: it is an ``ExecResult`` with status
-``failed``. Exceptions are for the gRPC statuses the service answers contract violations
-with (README, "Design decisions": ``src/protocol/service-error.ts`` is the one place they
-map on the server).
+A program that fails is not raised by ``exec``/``wait``: it is an ``ExecResult`` with status
+``failed``, which the model reads like any other result; ``ExecResult.raise_for_failure()``
+turns it into ``ExecFailed`` when a gateway wants an exception. The other exceptions are for
+the gRPC statuses the service answers contract violations with (README, "Design decisions":
+``src/protocol/service-error.ts`` is the one place they map on the server).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import grpc
+
+if TYPE_CHECKING:
+    from .models import ErrorCode, ExecResult, Refusal
 
 
 class CodeModeError(Exception):
-    """A gRPC error from the service. ``status`` is the gRPC status code, ``details`` its message."""
+    """An error from the service. ``status`` is the gRPC status code, ``details`` its message.
+    Subclasses name the status; ``ExecFailed`` is a failed program result (status ``OK``: the
+    call itself succeeded)."""
 
     status: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
@@ -80,6 +88,30 @@ class Internal(CodeModeError):
     """A server bug (logged there with details)."""
 
     status = grpc.StatusCode.INTERNAL
+
+
+class ExecFailed(CodeModeError):
+    """A ``failed`` exec or wait result, raised by ``ExecResult.raise_for_failure()``.
+
+    ``code`` is the seed's error code (``ErrorCode.TIMEOUT``, ``INVALID_INPUT``…; None for an
+    uncaught guest exception), ``refusal`` why an exec or wait was refused (None when the
+    program ran), ``details`` the seed's error message and ``result`` the whole result (its
+    ``model_json`` is still what the model should see).
+    """
+
+    status = grpc.StatusCode.OK
+
+    def __init__(self, result: ExecResult) -> None:
+        super().__init__(result.error or "the program failed")
+        self.result = result
+        self.code: ErrorCode | None = result.code
+        self.refusal: Refusal | None = result.refusal
+
+    def __str__(self) -> str:
+        what = self.code.value if self.code is not None else "uncaught"
+        if self.refusal is not None:
+            what += f", {self.refusal.value}"
+        return f"failed ({what}): {self.details}"
 
 
 _BY_STATUS: dict[grpc.StatusCode, type[CodeModeError]] = {

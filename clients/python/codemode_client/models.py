@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from ._proto import common_pb2, control_pb2, sandbox_pb2
+from .errors import ExecFailed
 
 # --- enums -------------------------------------------------------------------------------
 
@@ -336,7 +337,13 @@ class RawJson:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A nested tool call the guest made (``ToolCallRequested``), with its input parsed."""
+    """A nested tool call the guest made (``ToolCallRequested``), with its input parsed.
+
+    ``trace_parent`` / ``trace_state`` are the W3C ``traceparent`` / ``tracestate`` of the
+    sidecar's span for this call (``codemode.tool_call``) when the sidecar has tracing on,
+    empty strings otherwise: parent the span of the tool's execution on them, and the
+    gateway's trace shows the nested call under its exec or wait.
+    """
 
     call_id: str
     tool_id: str
@@ -347,6 +354,8 @@ class ToolCall:
     input_json: str
     parent_call_id: str
     code_mode_run_id: str
+    trace_parent: str = ""
+    trace_state: str = ""
 
     @staticmethod
     def from_wire(msg: sandbox_pb2.ToolCallRequested) -> ToolCall:
@@ -360,6 +369,8 @@ class ToolCall:
             input_json=msg.input_json,
             parent_call_id=msg.parent_call_id,
             code_mode_run_id=msg.code_mode_run_id,
+            trace_parent=msg.trace_parent,
+            trace_state=msg.trace_state,
         )
 
 
@@ -468,6 +479,16 @@ class ExecResult:
         """``model_json`` parsed."""
         parsed: dict[str, Any] = json.loads(self.model_json)
         return parsed
+
+    def raise_for_failure(self) -> ExecResult:
+        """Raises ``ExecFailed`` (a ``CodeModeError``) when the result is ``failed``, with the
+        seed's ``code`` (None for an uncaught guest exception), the ``refusal`` (None unless the
+        exec or wait was refused) and the seed's message; returns the result otherwise, so
+        ``run.exec(code).raise_for_failure()`` reads as one step. For a gateway that handles
+        failures itself: the model still gets ``model_json`` of a failed result as usual."""
+        if self.status is Status.FAILED:
+            raise ExecFailed(self)
+        return self
 
     @staticmethod
     def from_wire(msg: common_pb2.Result, tool_calls: Sequence[ToolCall] = ()) -> ExecResult:

@@ -6,6 +6,8 @@ Run from the repository root, after clients/python/generate.sh:
 """
 from __future__ import annotations
 
+import base64
+import http.server
 import json
 import os
 import queue
@@ -32,6 +34,7 @@ from codemode_client import (  # noqa: E402
     CodeModeConfig,
     CodeModeError,
     ErrorCode,
+    ExecFailed,
     FailedPrecondition,
     InvalidArgument,
     McpServerSpec,
@@ -57,20 +60,21 @@ from codemode_client import (  # noqa: E402
 from codemode_client.models import ENUM_WIRE  # noqa: E402
 
 
-def start_service() -> tuple[subprocess.Popen[str], str, str, Path]:
+def start_service(extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str, str, Path]:
     """`codemode start` on port 0 (bin/codemode.js, or $CODEMODE_BIN); returns the process,
-    the sandbox and orchestrator addresses from its ready line, and the file its stderr goes to."""
+    the sandbox and orchestrator addresses from its ready line, and the file its stderr goes to.
+    ``extra_env`` is added to its environment (e.g. the OTEL_* variables that turn tracing on)."""
     node = os.environ.get("CODEMODE_NODE") or shutil.which("node")
     if node is None:
         raise RuntimeError("node is not on PATH (set CODEMODE_NODE)")
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"codemode-python-client-{os.getpid()}.log"
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"codemode-python-client-{os.getpid()}-{uuid.uuid4().hex[:8]}.log"
     err = log.open("w")
     proc = subprocess.Popen(
         [node, os.environ.get("CODEMODE_BIN") or str(REPO / "bin" / "codemode.js"), "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0"],
         stdout=subprocess.PIPE,
         stderr=err,
         text=True,
-        env={**os.environ, "CODEMODE_LOG_LEVEL": os.environ.get("CODEMODE_LOG_LEVEL", "warn")},
+        env={**os.environ, "CODEMODE_LOG_LEVEL": os.environ.get("CODEMODE_LOG_LEVEL", "warn"), **(extra_env or {})},
     )
     err.close()
     lines: queue.Queue[str | None] = queue.Queue()
@@ -165,19 +169,24 @@ def setUpModule() -> None:
     STACK.client = CodeModeClient(orchestrator=STACK.orchestrator, sandbox=STACK.sandbox)
 
 
+def stop_service(proc: subprocess.Popen[str], log: Path) -> None:
+    """SIGTERM, then the exit code must be 0 (a clean drain)."""
+    proc.terminate()
+    try:
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    if code != 0:
+        raise AssertionError(f"codemode start exited {code} on SIGTERM:\n{log.read_text()}")
+    log.unlink(missing_ok=True)
+
+
 def tearDownModule() -> None:
     STACK.client.close()
-    STACK.proc.terminate()
-    try:
-        code = STACK.proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        STACK.proc.kill()
-        code = STACK.proc.wait()
-    if STACK.proc.stdout is not None:
-        STACK.proc.stdout.close()
-    if code != 0:
-        raise AssertionError(f"codemode start exited {code} on SIGTERM:\n{STACK.log.read_text()}")
-    STACK.log.unlink(missing_ok=True)
+    stop_service(STACK.proc, STACK.log)
 
 
 class ServiceTestCase(unittest.TestCase):
@@ -365,6 +374,45 @@ class ExecTest(ServiceTestCase):
         self.assertEqual((call.tool_id, call.tool_name, call.source, call.source_name), ("mcp:github:create_issue", "create_issue", ToolSource.MCP, "github"))
         self.assertEqual(call.input, {"title": "Investigate"})
 
+    def test_raise_for_failure(self) -> None:
+        run = self.open()
+        ok = run.exec("return 3")
+        self.assertIs(ok.raise_for_failure(), ok)  # not failed: the result itself
+        waiting = run.exec("await yield_control('x'); return 1")
+        self.assertIs(waiting.raise_for_failure(), waiting)
+        with self.assertRaises(ExecFailed) as refused:
+            run.exec("return (").raise_for_failure()
+        self.assertIsInstance(refused.exception, CodeModeError)
+        self.assertEqual((refused.exception.code, refused.exception.refusal), (ErrorCode.INVALID_INPUT, Refusal.INVALID_PROGRAM))
+        self.assertEqual(refused.exception.result.status, Status.FAILED)
+        self.assertEqual(refused.exception.details, refused.exception.result.error)
+        self.assertTrue(str(refused.exception).startswith("failed (invalid_input, invalid_program): "), str(refused.exception))
+        with self.assertRaises(ExecFailed) as timed_out:
+            run.exec("for (;;) {}", config=CodeModeConfig(timeout_ms=200)).raise_for_failure()
+        self.assertEqual((timed_out.exception.code, timed_out.exception.refusal), (ErrorCode.TIMEOUT, None))
+        with self.assertRaises(ExecFailed) as thrown:
+            run.exec("throw new RangeError('too far')").raise_for_failure()
+        self.assertEqual((thrown.exception.code, thrown.exception.refusal), (None, None))  # uncaught: no code
+        self.assertIn("too far", thrown.exception.details)
+        self.assertEqual(str(thrown.exception)[: len("failed (uncaught): ")], "failed (uncaught): ")
+        with self.assertRaises(ExecFailed) as unknown_run:
+            run.wait("cm_does_not_exist").raise_for_failure()
+        self.assertEqual(unknown_run.exception.refusal, Refusal.RUN_UNAVAILABLE)
+
+    def test_metadata_is_sent_and_trace_fields_are_strings(self) -> None:
+        # Tracing is off in this module's service: the metadata is accepted and the nested
+        # call's trace fields are empty strings (TracingTest covers a service with tracing on).
+        run = self.open()
+        traceparent = [("traceparent", f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01")]
+        first = run.exec("const w = await tools.weather({city: 'Oslo'}); await yield_control('x'); return w", metadata=traceparent)
+        self.assertEqual(first.status, Status.WAITING, first.model_json)
+        (call,) = first.tool_calls
+        self.assertEqual((call.trace_parent, call.trace_state), ("", ""))
+        assert first.code_mode_run_id is not None
+        self.assertEqual(run.wait(first.code_mode_run_id, metadata=traceparent).value, {"city": "Oslo", "tempC": 4})
+        results = run.run_until_done("await yield_control('y'); return 2", metadata=traceparent)
+        self.assertEqual(results[-1].value, 2)
+
 
 class SuspendTest(ServiceTestCase):
     def test_slow_tool_waits_then_wait_completes(self) -> None:
@@ -525,6 +573,124 @@ class ErrorMappingTest(ServiceTestCase):
                 dead.put_catalog([])
             with self.assertRaises(Unavailable):
                 dead.exec(new_scope(), "return 1")
+
+
+class _SpanSink(http.server.ThreadingHTTPServer):
+    """An OTLP/HTTP (JSON) receiver: keeps every span POSTed to /v1/traces as
+    ``(name, trace_id, span_id, parent_span_id)`` with hex ids."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, str, str, str]] = []
+        self.lock = threading.Lock()
+        sink = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = self.body()
+                if self.path == "/v1/traces":
+                    doc = json.loads(body or b"{}")
+                    with sink.lock:
+                        for rs in doc.get("resourceSpans", []):
+                            for ss in rs.get("scopeSpans", []):
+                                for sp in ss.get("spans", []):
+                                    sink.spans.append((sp["name"], _hex(sp["traceId"]), _hex(sp["spanId"]), _hex(sp.get("parentSpanId") or "")))
+                self.send_response(200 if self.path == "/v1/traces" else 404)
+                self.send_header("content-type", "application/json")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def body(self) -> bytes:
+                if self.headers.get("transfer-encoding", "").lower() != "chunked":  # Node's exporter sends chunks
+                    return self.rfile.read(int(self.headers.get("content-length") or 0))
+                out = b""
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    out += self.rfile.read(size)
+                    self.rfile.readline()  # the CRLF after each chunk
+                self.rfile.readline()  # the CRLF after the last (empty) chunk
+                return out
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def span(self, span_id: str, timeout: float = 15) -> tuple[str, str, str, str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                for s in self.spans:
+                    if s[2] == span_id:
+                        return s
+            time.sleep(0.1)
+        raise AssertionError(f"span {span_id} never exported; got {self.spans}")
+
+
+def _hex(span_or_trace_id: str) -> str:
+    """OTLP JSON ids are hex; tolerate base64 too."""
+    text = span_or_trace_id.lower()
+    if len(text) in (16, 32) and all(c in "0123456789abcdef" for c in text):
+        return text
+    return base64.b64decode(span_or_trace_id).hex() if span_or_trace_id else ""
+
+
+class TracingTest(unittest.TestCase):
+    """A second `codemode start` with tracing on (the standard OTEL_* variables, spans to a
+    receiver in this test): the gateway's traceparent is honoured and handed back per call."""
+
+    sink: ClassVar[_SpanSink]
+    proc: ClassVar[subprocess.Popen[str]]
+    log: ClassVar[Path]
+    client: ClassVar[CodeModeClient]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.sink = _SpanSink()
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": cls.sink.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        cls.proc, sandbox, orchestrator, cls.log = start_service(env)
+        cls.client = CodeModeClient(orchestrator=orchestrator, sandbox=sandbox)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.client.close()
+        stop_service(cls.proc, cls.log)
+        cls.sink.shutdown()
+        cls.sink.server_close()
+
+    def test_nested_calls_carry_the_gateways_trace(self) -> None:
+        trace_id, exec_span = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+        run = self.client.open_run(new_scope("trace"), tools=TOOLS)
+        first = run.exec(
+            "const w = await tools.weather({city: 'Oslo'}); await yield_control('x'); return [w, await tools.weather({city: 'Lima'})]",
+            metadata=[("traceparent", f"00-{trace_id}-{exec_span}-01"), ("tracestate", "vendor=gw")],
+        )
+        self.assertEqual(first.status, Status.WAITING, first.model_json)
+        (call,) = first.tool_calls
+        version, call_trace, call_span, flags = call.trace_parent.split("-")
+        self.assertEqual((version, call_trace, flags), ("00", trace_id, "01"))
+        self.assertNotEqual(call_span, exec_span)  # the sidecar's span for this call, not the gateway's
+        self.assertEqual(call.trace_state, "vendor=gw")
+        # The span it names was exported, in the gateway's trace, under the sidecar's exec span.
+        name, exported_trace, _, parent = self.sink.span(call_span)
+        self.assertEqual((name, exported_trace), ("codemode.tool_call", trace_id))
+        self.assertEqual(self.sink.span(parent)[:2], ("codemode.exec", trace_id))
+
+        wait_span = uuid.uuid4().hex[:16]
+        assert first.code_mode_run_id is not None
+        done = run.wait(first.code_mode_run_id, metadata=[("traceparent", f"00-{trace_id}-{wait_span}-01")])
+        self.assertEqual(done.value, [{"city": "Oslo", "tempC": 4}, {"city": "Lima", "tempC": 4}], done.model_json)
+        (later,) = done.tool_calls
+        self.assertEqual(later.trace_parent.split("-")[1], trace_id)
+        self.assertEqual(later.trace_state, "")  # the wait sent no tracestate
+
+        # Without metadata the sidecar starts a trace of its own; the field is still filled.
+        own = run.exec("return await tools.weather({city: 'x'})")
+        self.assertNotIn(trace_id, own.tool_calls[0].trace_parent)
+        self.assertRegex(own.tool_calls[0].trace_parent, r"^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$")
 
 
 class ExampleGatewayTest(ServiceTestCase):
