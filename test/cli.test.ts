@@ -3,7 +3,10 @@
  * `--tools` as a small gateway with `--allow`/`--deny`, exit statuses, and usage errors.
  */
 import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN, startStack, type Stack } from "./harness.js";
 
@@ -55,6 +58,50 @@ describe("codemode exec", () => {
   it("--tools: search, describe and call complete in one exec", () => {
     const r = cli(["--tools", "examples/tools.mjs", "examples/search-describe-call.js"]);
     expect(r.results[0]).toMatchObject({ status: "completed", value: { city: "Lisbon" }, telemetry: { searchCount: 1, describeCount: 1, callCount: 1 } });
+  });
+  it("--tools: a module exporting mcpServers and namespaces runs examples/mcp-and-namespaces.js, each call reaching its backing tool", async () => {
+    // examples/tools.mjs as the gateway, each handler wrapped to log the call it answers.
+    const dir = mkdtempSync(join(tmpdir(), "cm-cli-ns-"));
+    const log = join(dir, "calls.jsonl");
+    const file = join(dir, "tools.mjs");
+    writeFileSync(
+      file,
+      `import { appendFileSync } from "node:fs";
+       import tools, { mcpServers, namespaces } from ${JSON.stringify(pathToFileURL(join(root, "examples/tools.mjs")).href)};
+       export { mcpServers, namespaces };
+       export default tools.map((t) => ({ ...t, handler: async (input) => {
+         appendFileSync(${JSON.stringify(log)}, JSON.stringify({ name: t.name, input }) + "\\n");
+         return t.handler(input);
+       } }));`,
+    );
+    writeFileSync(log, "");
+    const r = cli(["--tools", file, "examples/mcp-and-namespaces.js"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.results).toHaveLength(1);
+    expect(r.results[0]).toMatchObject({
+      status: "completed",
+      value: {
+        files: ["mcp/index.d.ts", "mcp/tracker.d.ts"],
+        declares: true,
+        ticket: "ticket #7: Login fails on Safari (high)",
+        triage: ["triage"],
+        session: true,
+      },
+      telemetry: { callCount: 3, sources: { openclaw: 8, mcp: 2, client: 1 } },
+    });
+    // MCP.tracker.createTicket reached create_issue's MCP tool; Notes.append(key, line) and
+    // Notes.list(prefix) reached the notes plugin's tools with their marker-mapped inputs.
+    const calls = readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l) as unknown);
+    expect(calls).toEqual([
+      { name: "create_ticket", input: { title: "Login fails on Safari", priority: "high" } },
+      { name: "note_append", input: { key: "triage", line: "opened ticket 7" } },
+      { name: "note_list", input: { prefix: "tri" } },
+    ]);
+    // The CLI registered the namespace on the orchestrator with its scope as wire JSON.
+    const registered = (await stack.control.listNamespaces({})).namespaces.find((n) => n.id === "notes-api");
+    expect(registered).toMatchObject({ pluginId: "notes", globalName: "Notes" });
+    expect([...registered!.requiredToolNames].sort()).toEqual(["note_append", "note_list"]);
+    expect(JSON.parse(registered!.scopeJson)).toEqual({ session: { $context: "sessionId" }, list: { $tool: "note_list", args: ["prefix"] }, append: { $tool: "note_append", args: ["key", "line"] } });
   });
   it("--tools: 16 parallel calls complete", () => {
     const r = cli(["--tools", "examples/tools.mjs", "examples/parallel.js"]);

@@ -48,6 +48,13 @@ const SERVERS = [
 
 /** What the gateway answers for MCP resource and prompt operations (not catalog tools). */
 const OPS: TestTool[] = [
+  {
+    name: "resources/list",
+    source: "mcp",
+    owner: "github",
+    handler: (input) => ({ resources: [{ uri: "memo://one", name: "One" }], nextCursor: `after-${(input as { cursor?: string }).cursor ?? "start"}` }),
+  },
+  { name: "prompts/list", source: "mcp", owner: "github", handler: (input) => ({ prompts: [{ name: "brief", arguments: [{ name: "topic" }] }], echoed: input }) },
   { name: "resources/read", source: "mcp", owner: "github", handler: (input) => ({ contents: [{ uri: (input as { uri: string }).uri, text: "memo" }] }) },
   { name: "prompts/get", source: "mcp", owner: "github", handler: (input) => ({ messages: [{ role: "user", content: { type: "text", text: `brief on ${JSON.stringify(input)}` } }] }) },
 ];
@@ -170,18 +177,32 @@ describe("MCP namespace and API files", () => {
 
   it("resources and prompts cross to the gateway as nested calls with documented ids", async () => {
     const out = await run(`
+      const resources = await MCP.github.resources.list({ cursor: "page-2" });
       const resource = await MCP.github.resources.read({ uri: "memo://one" });
+      const prompts = await MCP.github.prompts.list();
       const prompt = await MCP.github.prompts.get({ name: "brief", arguments: { topic: "release" } });
-      return { resource, prompt, chrome: typeof MCP.chromeDevtools.resources };
+      return { resources, resource, prompts, prompt, chrome: typeof MCP.chromeDevtools.resources };
     `);
     expect(out.model.status).toBe("completed");
-    expect(out.answered.map((a) => [a.call.toolId, a.call.toolName, a.call.sourceName])).toEqual([
-      ["mcp:github:resources/read", "resources/read", "github"],
-      ["mcp:github:prompts/get", "prompts/get", "github"],
+    expect(out.answered.map((a) => [a.call.toolId, a.call.toolName, a.call.sourceName, a.call.source, a.input])).toEqual([
+      ["mcp:github:resources/list", "resources/list", "github", ToolSource.MCP, { cursor: "page-2" }],
+      ["mcp:github:resources/read", "resources/read", "github", ToolSource.MCP, { uri: "memo://one" }],
+      ["mcp:github:prompts/list", "prompts/list", "github", ToolSource.MCP, {}],
+      ["mcp:github:prompts/get", "prompts/get", "github", ToolSource.MCP, { name: "brief", arguments: { topic: "release" } }],
     ]);
-    const v = out.model.value as { resource: unknown; chrome: string };
+    const v = out.model.value as { resources: unknown; resource: unknown; prompts: unknown; prompt: unknown; chrome: string };
+    expect(v.resources).toEqual({ resources: [{ uri: "memo://one", name: "One" }], nextCursor: "after-page-2" });
     expect(v.resource).toEqual({ contents: [{ uri: "memo://one", text: "memo" }] });
+    expect(v.prompts).toEqual({ prompts: [{ name: "brief", arguments: [{ name: "topic" }] }], echoed: {} });
+    expect(v.prompt).toEqual({ messages: [{ role: "user", content: { type: "text", text: 'brief on {"name":"brief","arguments":{"topic":"release"}}' } }] });
     expect(v.chrome).toBe("undefined");
+    const trajectory = await stack.control.getTrajectory({ scope });
+    expect(trajectory.steps.at(-1)?.nestedCalls.map((n) => [n.toolId, n.outcome])).toEqual([
+      ["mcp:github:resources/list", "ok"],
+      ["mcp:github:resources/read", "ok"],
+      ["mcp:github:prompts/list", "ok"],
+      ["mcp:github:prompts/get", "ok"],
+    ]);
   });
 
   it("MCP entries are absent from ALL_TOOLS and tools.*, and tools.call refuses MCP ids", async () => {
@@ -209,15 +230,53 @@ describe("MCP namespace and API files", () => {
       try { await tools.call("mcp:github:delete_repo", { repo: "x" }); } catch (e) { guessed = e.message; }
       let described;
       try { await tools.describe("mcp:github:delete_repo"); } catch (e) { described = e.message; }
-      return { fn: typeof MCP.github.deleteRepo, inFiles: texts.some((t) => /delete/i.test(t)), guessed, described, hits: (await tools.search("delete repository")).length };
+      const hits = await tools.search("delete repository", { limit: 50 });
+      return { fn: typeof MCP.github.deleteRepo, inFiles: texts.some((t) => /delete/i.test(t)), guessed, described, hits };
     `);
     expect(out.model.status).toBe("completed");
-    const v = out.model.value as Record<string, unknown>;
+    const v = out.model.value as Record<string, unknown> & { hits: Array<{ id: string; description: string }> };
     expect(v.fn).toBe("undefined");
     expect(v.inFiles).toBe(false);
     expect(v.guessed).toMatch(/unknown tool id/);
     expect(v.described).toMatch(/unknown tool id/);
+    // Code mode's search leaves MCP entries out: whatever it finds, never the denied tool.
+    expect(v.hits.map((h) => h.id).filter((id) => id.startsWith("mcp:"))).toEqual([]);
+    expect(JSON.stringify(v.hits)).not.toMatch(/delete_repo|Delete a repository/);
     expect(out.answered).toEqual([]);
+
+    // With searchIncludesMcp, search lists the visible MCP entries too, but never the denied one.
+    const probe = `
+      const query = await tools.search("delete a repository forever", { limit: 50 });
+      const all = await tools.search("", { limit: 50 });
+      return { query: query.map((t) => t.id), calls: query.map((t) => t.call ?? null), all: all.map((t) => t.id), text: JSON.stringify([query, all]) };
+    `;
+    type Probe = { query: string[]; calls: Array<string | null>; all: string[]; text: string };
+    const denied = await run(probe, { searchIncludesMcp: true });
+    expect(denied.model.status).toBe("completed");
+    const d = denied.model.value as Probe;
+    const visible = [
+      "openclaw:core:message",
+      "openclaw:browser:browser_request",
+      "client:app:select_file",
+      "mcp:github:create_issue",
+      "mcp:github:list_issues",
+      "mcp:chrome-devtools:take_snapshot",
+      "mcp:chrome-devtools:navigate_page",
+    ];
+    expect([...d.all].sort()).toEqual([...visible].sort());
+    expect(d.query.length).toBeGreaterThan(0);
+    expect(d.query).not.toContain("mcp:github:delete_repo");
+    expect(d.text).not.toMatch(/delete_repo|deleteRepo|Delete a repository/);
+    expect(denied.answered).toEqual([]);
+
+    // Control: the same catalog without the deny finds the tool first, so its absence above is the policy's doing.
+    const open = await openRun(stack, CATALOG, {}, { mcpServers: SERVERS });
+    const allowed = await gatewayExec(stack, open.scope, [...CATALOG, ...OPS], probe, { searchIncludesMcp: true });
+    expect(allowed.model.status).toBe("completed");
+    const a = allowed.model.value as Probe;
+    expect(a.query[0]).toBe("mcp:github:delete_repo");
+    expect(a.calls[0]).toBe("MCP.github.deleteRepo");
+    expect([...a.all].sort()).toEqual([...visible, "mcp:github:delete_repo"].sort());
   });
 
   it("API.read refuses `..`, absolute paths and unknown files with clear errors", async () => {

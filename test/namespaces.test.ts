@@ -119,6 +119,42 @@ describe("internal namespaces", () => {
     expect(stderr).toMatch(/namespaces\[0\] \(gh\): scope\.list is a function/);
   });
 
+  it("circular scopes are refused at registration, naming the path", async () => {
+    // A scope graph that contains itself cannot become wire JSON; the serializer names where the cycle closes.
+    const repo: Record<string, unknown> = { owner: "openclaw", list: namespaceTool("github_list_issues") };
+    repo.self = repo;
+    expect(() => serializeNamespaceScope({ repo })).toThrow(NamespaceScopeError);
+    expect(() => serializeNamespaceScope({ repo })).toThrow(/^scope\.repo\.self is circular \(it contains itself\)$/);
+    const root: Record<string, unknown> = { nested: { items: [1] } };
+    ((root.nested as { items: unknown[] }).items).push({ back: root });
+    expect(() => serializeNamespaceScope(root)).toThrow(/^scope\.nested\.items\.1\.back is circular/);
+    // A shared (non-circular) reference is not a cycle.
+    const shared = { a: 1 };
+    expect(serializeNamespaceScope({ x: shared, y: [shared] })).toBe('{"x":{"a":1},"y":[{"a":1}]}');
+
+    // Where a cycle can really arise: a JavaScript gateway module. The CLI gateway refuses the
+    // registration before anything is sent, naming the entry and the path, and registers nothing.
+    const dir = mkdtempSync(join(tmpdir(), "cm-ns-cycle-"));
+    const file = join(dir, "tools.mjs");
+    writeFileSync(
+      file,
+      `export default [{ name: "github_list_issues", owner: "github", origin: "external_plugin", handler: () => [] }];
+       const repository = { owner: "openclaw", list: { $tool: "github_list_issues" } };
+       repository.links = { parent: repository };
+       export const namespaces = [{ pluginId: "github", id: "gh-cycle", globalName: "Issues", requiredToolNames: ["github_list_issues"], scope: { repository } }];`,
+    );
+    const child = spawn(process.execPath, [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, "--tools", file, "--code", "return typeof Issues"], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(code).toBe(1);
+    expect(stdout).toBe("");
+    expect(stderr).toMatch(/namespaces\[0\] \(gh-cycle\): scope\.repository\.links\.parent is circular \(it contains itself\)/);
+    expect((await stack.control.listNamespaces({})).namespaces.map((n) => n.id)).not.toContain("gh-cycle");
+  });
+
   it("forged namespace ids and forged paths are rejected", async () => {
     // At registration: another plugin cannot take over a namespace id or its globalName.
     await register();
