@@ -6,9 +6,10 @@
  * bridge messages, self-settling, getters and proxies in inputs), and error positions in
  * the model's own source.
  */
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gatewayExec, openRun, type TestTool } from "./gateway.js";
-import { startStack, waitFor, type Stack } from "./harness.js";
+import { execute, startStack, waitFor, type Stack } from "./harness.js";
 
 const TOOLS: TestTool[] = [
   { name: "echo", description: "Returns its input.", handler: (input) => ({ got: input }) },
@@ -237,6 +238,48 @@ describe("error positions in the model's own source", () => {
   });
 });
 
+describe("TypeScript error positions: the model's own column, with annotations earlier on the line", () => {
+  const ts = async (code: string) => (await execute(stack, { scope, code, language: "typescript" })).model.error;
+  const js = async (code: string) => (await run(code)).model.error;
+  // Each TypeScript program, and the same program with its type syntax blanked out by hand:
+  // both must report the same message and position.
+  const CASES: Array<[string, string, string]> = [
+    ["const o: any = null; return o.x", "const o      = null; return o.x", "TypeError: cannot read property 'x' of null (line 1, column 29)"],
+    [
+      "const a: number = 1, b: Record<string, number> = {}; const o: { x: number } | null = null as any; return o!.x",
+      "const a         = 1, b                         = {}; const o                       = null       ; return o .x",
+      "TypeError: cannot read property 'x' of null (line 1, column 106)",
+    ],
+    [
+      "function f(a: Map<string, number>, b: string): number { return (b as any).z.w }\nreturn f(new Map(), 'x')",
+      "function f(a                     , b        )         { return (b       ).z.w }\nreturn f(new Map(), 'x')",
+      "TypeError: cannot read property 'w' of undefined (line 1, column 65)",
+    ],
+    ["const x = <any>null; return x!.y", "const x =      null; return x .y", "TypeError: cannot read property 'y' of null (line 1, column 29)"],
+    ["const n: number = 1; throw new Error(`boom ${n as number}` as string)", "const n         = 1; throw new Error(`boom ${n          }`          )", "Error: boom 1 (line 1, column 46)"],
+    ["const s: string = 'a: b'; /* c: d */ const u: { k?: string } = {}; return u.k!.length", "const s         = 'a: b'; /* c: d */ const u                 = {}; return u.k .length", "TypeError: cannot read property 'length' of undefined (line 1, column 75)"],
+  ];
+  for (const [tsCode, jsCode, message] of CASES) {
+    it(`${tsCode.split("\n")[0]!.slice(0, 60)}…`, async () => {
+      expect(await ts(tsCode)).toBe(message);
+      expect(await js(jsCode)).toBe(message);
+    });
+  }
+
+  it("a property read on a literal null has its position in TypeScript and JavaScript, cast or parenthesized", async () => {
+    expect(await ts("const a: number = 1;\nreturn (null as any).y")).toBe("TypeError: cannot read property 'y' of null (line 2, column 9)");
+    expect(await ts("const a: number = 1; return (<any>null)['y']")).toBe("TypeError: cannot read property 'y' of null (line 1, column 35)");
+    expect(await js("const o = null;\nreturn (o).x")).toBe("TypeError: cannot read property 'x' of null (line 2, column 9)");
+    // A call's result is no literal: no position is guessed.
+    expect(await js("function f(v) { return v }\nreturn f(null).x")).toBe("TypeError: cannot read property 'x' of null");
+  });
+
+  it("a syntax error keeps the model's position", async () => {
+    expect(await ts("const n: number = 1; const q: string = ; return 1")).toBe("TypeScript SyntaxError: Unexpected token (line 1, column 40)");
+    expect(await ts("const n: number = 1; let y: number = 1; let y: string = 'b'")).toBe(await js("const n         = 1; let y         = 1; let y         = 'b'"));
+  });
+});
+
 describe("trajectory and telemetry that tell the truth", () => {
   it("records answers delivered while suspended, the model's input and result, and cancelled segments", async () => {
     const opened = await openRun(stack, TOOLS);
@@ -276,6 +319,36 @@ describe("trajectory and telemetry that tell the truth", () => {
     expect(big!.input).toMatchObject({ text: "", bytes: BigInt(Buffer.byteLength(JSON.stringify({ code: long }))) });
     expect(big!.input!.sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(cancelled).toMatchObject({ kind: "exec", status: "cancelled" });
+  });
+
+  it("a call left pending when the program throws is recorded as abandoned", async () => {
+    const opened = await openRun(stack, TOOLS);
+    const out = await gatewayExec(stack, opened.scope, TOOLS, `tools.slow({}); throw new Error("boom")`);
+    expect(out.model).toMatchObject({ status: "failed", error: expect.stringMatching(/^Error: boom/) });
+    let steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
+    for (let i = 0; i < 50 && steps[0]?.nestedCalls[0]?.outcome !== "abandoned"; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
+    }
+    expect(steps[0]).toMatchObject({ kind: "exec", status: "failed" });
+    expect(steps[0]!.nestedCalls).toHaveLength(1);
+    expect(steps[0]!.nestedCalls[0]).toMatchObject({ toolId: "openclaw:core:slow", outcome: "abandoned" });
+  });
+
+  it("a result over the replay bound (64 KiB) is kept as its size and sha256", async () => {
+    const opened = await openRun(stack, TOOLS);
+    const out = await gatewayExec(stack, opened.scope, TOOLS, `return "y".repeat(70000)`, { maxOutputBytes: 200_000 });
+    expect(out.model).toMatchObject({ status: "completed" });
+    const modelJson = out.result.modelJson;
+    expect(Buffer.byteLength(modelJson)).toBeGreaterThan(64 * 1024);
+    let steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
+    for (let i = 0; i < 50 && !steps[0]?.result; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
+    }
+    expect(steps[0]!.result).toMatchObject({ text: "", bytes: BigInt(Buffer.byteLength(modelJson)), sha256: createHash("sha256").update(modelJson).digest("hex") });
+    // The input is small and kept as it is.
+    expect(JSON.parse(steps[0]!.input!.text)).toEqual({ code: `return "y".repeat(70000)` });
   });
 
   it("direct exposure gives unique model-visible names, derived from catalog ids when names collide", async () => {

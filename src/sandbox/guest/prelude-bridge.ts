@@ -10,8 +10,8 @@
  * RUN_SOURCE last (it ends the prelude by returning [deliver, run] to the host).
  */
 export const BRIDGE_SOURCE = String.raw`
-  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
-  function then(p, onOk, onErr) { return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]); }
+  function method(obj, name, fn) { defineProperty(obj, name, dataDesc(fn, false, true, false)); }
+  function then(p, onOk, onErr) { return thenOf(p, onOk, onErr); }
 
   const waiting = create(null);
   const promiseReject = Promise.reject;
@@ -29,8 +29,9 @@ export const BRIDGE_SOURCE = String.raw`
     delete waiting[id];
     if (ok) { entry[0](json === "" ? undefined : parse(json)); return true; }
     const data = parse(json);
-    const err = new ErrorCtor(typeof data.message === "string" ? data.message : "");
-    if (typeof data.name === "string" && data.name) defineProperty(err, "name", { value: data.name, writable: true, configurable: true });
+    const message = ownData(data, "message"), name = ownData(data, "name");
+    const err = new ErrorCtor(typeof message === "string" ? message : "");
+    if (typeof name === "string" && name) defineProperty(err, "name", dataDesc(name, true, false, true));
     entry[1](err);
     return true;
   }

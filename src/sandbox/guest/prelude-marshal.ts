@@ -11,9 +11,14 @@
  * by the data: a declared array length larger than the bridge could carry is refused at
  * once instead of being walked.
  *
+ * The same holds for everything the prelude does after the model's code ran: property
+ * descriptors are null-prototype objects (`dataDesc`, `defineData`), parsed host data is
+ * read by own property (`ownData`), options bags never see Object.prototype (`optionOf`),
+ * and `thenOf` never consults a guest species constructor.
+ *
  * This is a source fragment spliced into the prelude's function body; it defines names
- * the rest of the prelude uses (`toJsonText`, `displayText`, `errorJson`, the captured
- * intrinsics).
+ * the rest of the prelude uses (`toJsonText`, `displayText`, `errorJson`, the helpers
+ * above, the captured intrinsics).
  */
 import { MAX_BRIDGE_BYTES } from "../worker/json-bridge.js";
 
@@ -43,9 +48,54 @@ export const MARSHAL_SOURCE = String.raw`
   const stringSlice = String.prototype.slice, stringRepeat = String.prototype.repeat, stringIndexOf = String.prototype.indexOf;
   const stringCharCodeAt = String.prototype.charCodeAt, stringFromCharCode = String.fromCharCode, stringCodePointAt = String.prototype.codePointAt;
   const MAX_DEPTH = ${MAX_VALUE_DEPTH};
+
+  // Definitions and reads no prototype can change. A descriptor is a fresh null-prototype
+  // object: a literal would inherit get/set/value/writable/enumerable/configurable from
+  // Object.prototype, which guest code may have set (the definition would then throw, do
+  // something else, or run a guest getter with the descriptor, and the value in it, as
+  // its receiver).
+  function dataDesc(value, writable, enumerable, configurable) {
+    const d = create(null);
+    d.value = value; d.writable = writable; d.enumerable = enumerable; d.configurable = configurable;
+    return d;
+  }
+  /** Defines an ordinary element/property (as an assignment would), without running any setter. */
+  function defineData(obj, key, value) { defineProperty(obj, key, dataDesc(value, true, true, true)); }
+  /** An own data property of a value the prelude parsed, or undefined; nothing inherited is read. */
+  function ownData(obj, key) {
+    if (obj === null || typeof obj !== "object") return undefined;
+    const d = getOwnDesc(obj, key);
+    return d !== undefined && hasOwn(d, "value") ? d.value : undefined;
+  }
+  /** A member of a guest options bag, read as a web API would (getters too), except one inherited from Object.prototype. */
+  function optionOf(obj, key) {
+    if (obj === null || (typeof obj !== "object" && typeof obj !== "function")) return undefined;
+    let o = obj;
+    for (let i = 0; i < 256 && o !== null && o !== ObjectProto; i++) {
+      const d = getOwnDesc(o, key);
+      if (d !== undefined) return hasOwn(d, "value") ? d.value : typeof d.get === "function" ? apply(d.get, obj, []) : undefined;
+      o = getProto(o);
+    }
+    return undefined;
+  }
+  // promise.then on a promise of the prelude's own without consulting the guest: the
+  // derived promise's constructor comes from p.constructor[Symbol.species], which guest
+  // code can redefine on Promise.prototype / Promise (a constructor that never calls its
+  // executor makes then() throw). An own "constructor" with no species makes it %Promise%.
+  const speciesShield = freeze(create(null));
+  function thenOf(p, onOk, onErr) {
+    if (!hasOwn(p, "constructor")) defineProperty(p, "constructor", dataDesc(speciesShield, false, false, false));
+    return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]);
+  }
   const MAX_CHARS = ${MAX_BRIDGE_BYTES};
 
-  function brand(getter, v) { try { apply(getter, v, []); return true; } catch (_) { return false; } }
+  // Engine errors made by a failed brand check are caught here; while one is made, a
+  // stack hook of the guest is not called (prelude-stack-guard reads quietStacks).
+  let quietStacks = 0;
+  function brand(getter, v) {
+    quietStacks++;
+    try { apply(getter, v, []); return true; } catch (_) { return false; } finally { quietStacks--; }
+  }
   function protoIs(v, proto) {
     let p = v;
     for (let i = 0; i < 256; i++) {

@@ -28,7 +28,7 @@ export const WEB_SOURCE = String.raw`
 
   function domError(name, message) {
     const e = new ErrorCtor(message);
-    defineProperty(e, "name", { value: name, writable: true, configurable: true });
+    defineProperty(e, "name", dataDesc(name, true, false, true));
     return e;
   }
   function reportUncaught(e) { hostSync("uncaught", errorJson(e)); }
@@ -64,7 +64,7 @@ export const WEB_SOURCE = String.raw`
   }
   function restArgs(list, from) {
     const out = [];
-    for (let i = from; i < list.length; i++) defineProperty(out, i - from, { value: list[i], writable: true, enumerable: true, configurable: true });
+    for (let i = from; i < list.length; i++) defineData(out, i - from, list[i]);
     return out;
   }
   function clearTimer(id) {
@@ -80,7 +80,7 @@ export const WEB_SOURCE = String.raw`
   function clearInterval(id) { clearTimer(id); }
   function queueMicrotask(fn) {
     if (typeof fn !== "function") throw new TypeErrorCtor("queueMicrotask needs a function");
-    apply(promiseThen, apply(promiseResolve, PromiseCtor, [undefined]), [() => { try { fn(); } catch (e) { reportUncaught(e); } }]);
+    thenOf(apply(promiseResolve, PromiseCtor, [undefined]), () => { try { fn(); } catch (e) { reportUncaught(e); } });
   }
 
   // ---- base64 (forgiving-base64, as browsers do) ----
@@ -172,8 +172,8 @@ export const WEB_SOURCE = String.raw`
       let norm = "";
       for (let i = 0; i < l.length; i++) { const c = l[i]; if (c !== " " && c !== "\t" && c !== "\n") norm += c >= "A" && c <= "Z" ? stringFromCharCode(apply(stringCharCodeAt, c, [0]) + 32) : c; }
       if (!UTF8_LABELS[norm]) throw new RangeErrorCtor("TextDecoder: only utf-8 is supported in code mode, not " + stringify(l));
-      this.#fatal = !!(options && dataOf(options, "fatal"));
-      this.#ignoreBOM = !!(options && dataOf(options, "ignoreBOM"));
+      this.#fatal = !!optionOf(options, "fatal");
+      this.#ignoreBOM = !!optionOf(options, "ignoreBOM");
       this.#pending = [];
       this.#bomSeen = false;
     }
@@ -181,7 +181,7 @@ export const WEB_SOURCE = String.raw`
     get fatal() { return this.#fatal; }
     get ignoreBOM() { return this.#ignoreBOM; }
     decode(input, options) {
-      const stream = !!(options && dataOf(options, "stream"));
+      const stream = !!optionOf(options, "stream");
       const fresh = bytesOf(input);
       const pend = this.#pending;
       const all = new Uint8ArrayCtor(pend.length + fresh.length);
@@ -218,7 +218,7 @@ export const WEB_SOURCE = String.raw`
         else out += stringFromCharCode(cp);
       }
       const rest = [];
-      for (let k = i; k < all.length; k++) defineProperty(rest, k - i, { value: all[k], writable: true, enumerable: true, configurable: true });
+      for (let k = i; k < all.length; k++) defineData(rest, k - i, all[k]);
       this.#pending = rest;
       if (!stream) { this.#pending = []; this.#bomSeen = false; }
       return out;
@@ -251,20 +251,20 @@ export const WEB_SOURCE = String.raw`
     } else if (protoIs(v, ErrorProto)) {
       const p = errorParts(v);
       out = new ErrorCtor(p[1]);
-      defineProperty(out, "name", { value: p[0], writable: true, configurable: true });
+      defineProperty(out, "name", dataDesc(p[0], true, false, true));
     } else if (protoIs(v, PromiseProto)) throw cloneError("structuredClone: a Promise could not be cloned");
     else if (isArray(v)) {
       out = [];
       apply(mapSet, memo, [v, out]);
       const len = dataOf(v, "length");
-      for (let i = 0; i < len; i++) { const d = getOwnDesc(v, i); if (d !== undefined) defineProperty(out, i, { value: cloneValue(hasOwn(d, "value") ? d.value : v[i], memo), writable: true, enumerable: true, configurable: true }); }
-      defineProperty(out, "length", { value: len });
+      for (let i = 0; i < len; i++) { const d = getOwnDesc(v, i); if (d !== undefined) defineData(out, i, cloneValue(hasOwn(d, "value") ? d.value : v[i], memo)); }
+      defineProperty(out, "length", dataDesc(len, true, false, false));
       return out;
     } else {
       out = {};
       apply(mapSet, memo, [v, out]);
       const ks = keysOf(v);
-      for (let i = 0; i < ks.length; i++) defineProperty(out, ks[i], { value: cloneValue(v[ks[i]], memo), writable: true, enumerable: true, configurable: true });
+      for (let i = 0; i < ks.length; i++) defineData(out, ks[i], cloneValue(v[ks[i]], memo));
       return out;
     }
     apply(mapSet, memo, [v, out]);
@@ -288,7 +288,7 @@ export const URL_SHIM_SOURCE = String.raw`
     const searchGet = searchDesc.get, searchSet = searchDesc.set;
     const uspToString = USP.prototype.toString;
     const weakGet = WeakMap.prototype.get, weakSet = WeakMap.prototype.set;
-    const bound = new WeakMap();
+    const bound = new WeakMap(), iteratorKey = Symbol.iterator;
     class BoundSearchParams extends USP {
       #url;
       constructor(url, query) { super(query); this.#url = url; }
@@ -304,7 +304,7 @@ export const URL_SHIM_SOURCE = String.raw`
       constructor(init) {
         if (init === undefined || init === null || typeof init !== "object" || init instanceof USP) { super(init === undefined ? "" : init); return; }
         super("");
-        if (typeof init[Symbol.iterator] === "function") {
+        if (typeof init[iteratorKey] === "function") {
           for (const pair of init) apply(uspAppend, this, [StringCtor(pair[0]), StringCtor(pair[1])]);
         } else {
           const ks = keysOf(init);
@@ -312,11 +312,12 @@ export const URL_SHIM_SOURCE = String.raw`
         }
       }
     }
-    defineProperty(G, "URLSearchParams", { value: URLSearchParams, writable: true, configurable: true, enumerable: false });
-    defineProperty(URLProto, "searchParams", {
-      configurable: true,
-      enumerable: true,
-      get() {
+    defineProperty(G, "URLSearchParams", dataDesc(URLSearchParams, true, false, true));
+    const searchParamsDesc = create(null);
+    searchParamsDesc.configurable = true;
+    searchParamsDesc.enumerable = true;
+    searchParamsDesc.get = getOwnDesc({
+      get searchParams() {
         const search = apply(searchGet, this, []);
         const entry = apply(weakGet, bound, [this]);
         if (entry !== undefined && entry[0] === search) return entry[1];
@@ -324,6 +325,7 @@ export const URL_SHIM_SOURCE = String.raw`
         apply(weakSet, bound, [this, [search, params]]);
         return params;
       },
-    });
+    }, "searchParams").get;
+    defineProperty(URLProto, "searchParams", searchParamsDesc);
   }
 `;

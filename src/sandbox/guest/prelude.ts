@@ -9,11 +9,14 @@
  * object. Host calls are keyed by stable names so a restored snapshot can re-register
  * them. The prelude exposes no internal binding: it returns its delivery function and
  * its one-shot `run` to the host, which keeps the first as an exported handle (a token
- * that survives snapshots), so guest code can neither call nor replace them.
+ * that survives snapshots), so guest code can neither call nor replace them, and no stack
+ * trace hook of the guest ever receives a prelude function or receiver
+ * (./prelude-stack-guard.ts).
  */
 import { CONSOLE_SOURCE } from "./prelude-console.js";
 import { BRIDGE_SOURCE, RUN_SOURCE } from "./prelude-bridge.js";
 import { RANDOM_SOURCE } from "./prelude-random.js";
+import { STACK_GUARD_SOURCE } from "./prelude-stack-guard.js";
 import { MARSHAL_SOURCE, MAX_VALUE_DEPTH } from "./prelude-marshal.js";
 import { URL_SHIM_SOURCE, WEB_SOURCE } from "./prelude-web.js";
 
@@ -30,6 +33,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   "use strict";
   const G = globalThis;
   ${MARSHAL_SOURCE}
+  ${STACK_GUARD_SOURCE}
   ${BRIDGE_SOURCE}
 
   const boot = parse(hostSync("boot", ""));
@@ -46,16 +50,16 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   // uses a shortcut. The object refuses every change (it is not frozen only because a
   // proxy over a frozen target could not list the names it makes on demand).
   const toolsTarget = create(null);
-  defineProperty(toolsTarget, "search", { enumerable: true, value: function search(query, options) {
-    const limit = options && typeof options === "object" ? options.limit : undefined;
+  method(toolsTarget, "search", function search(query, options) {
+    const limit = typeof options === "object" ? optionOf(options, "limit") : undefined;
     return request("search", { query: textOf(query ?? ""), limit: typeof limit === "number" ? limit : null });
-  } });
-  defineProperty(toolsTarget, "describe", { enumerable: true, value: function describe(id) {
+  });
+  method(toolsTarget, "describe", function describe(id) {
     return request("describe", { id: textOf(id ?? "") });
-  } });
-  defineProperty(toolsTarget, "call", { enumerable: true, value: function call(id, input) {
+  });
+  method(toolsTarget, "call", function call(id, input) {
     return request("call", { id: textOf(id ?? ""), input: input === undefined ? {} : input });
-  } });
+  });
   let convIds, convNames;
   const convMade = create(null);
   function conv() {
@@ -63,7 +67,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
       const pairs = parse(hostSync("convenience", ""));
       convIds = create(null);
       convNames = [];
-      for (let i = 0; i < pairs.length; i++) { convIds[pairs[i][0]] = pairs[i][1]; defineProperty(convNames, i, { value: pairs[i][0], enumerable: true, writable: true, configurable: true }); }
+      for (let i = 0; i < pairs.length; i++) { convIds[pairs[i][0]] = pairs[i][1]; defineData(convNames, i, pairs[i][0]); }
     }
     return convIds;
   }
@@ -74,7 +78,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     let fn = convMade[key];
     if (fn === undefined) {
       fn = function (input) { return request("call", { id, input: input === undefined ? {} : input }); };
-      defineProperty(fn, "name", { value: key });
+      defineProperty(fn, "name", dataDesc(key, false, false, true));
       convMade[key] = fn;
     }
     return fn;
@@ -87,13 +91,14 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     ownKeys(t) {
       const keys = reflectOwnKeys(t);
       conv();
-      for (let i = 0; i < convNames.length; i++) if (!hasOwn(t, convNames[i])) defineProperty(keys, keys.length, { value: convNames[i], enumerable: true, writable: true, configurable: true });
+      for (let i = 0; i < convNames.length; i++) if (!hasOwn(t, convNames[i])) defineData(keys, keys.length, convNames[i]);
       return keys;
     },
+    // The engine reads the returned descriptor like a literal one: it must inherit nothing.
     getOwnPropertyDescriptor(t, k) {
-      if (hasOwn(t, k)) return reflectGetOwnDesc(t, k);
+      if (hasOwn(t, k)) { const d = reflectGetOwnDesc(t, k); return dataDesc(d.value, d.writable, d.enumerable, d.configurable); }
       const fn = convFn(k);
-      return fn === undefined ? undefined : { value: fn, writable: false, enumerable: true, configurable: true };
+      return fn === undefined ? undefined : dataDesc(fn, false, true, true);
     },
     defineProperty: refuse, set: refuse, deleteProperty: refuse, setPrototypeOf: refuse, preventExtensions: refuse,
     getPrototypeOf() { return null; },
@@ -126,10 +131,10 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     const key = servers[i][0], serverName = servers[i][1], fns = servers[i][2];
     const server = create(null);
     for (let j = 0; j < fns.length; j++) method(server, fns[j][0], mcpCall("MCP." + key + "." + fns[j][0], fns[j][1]));
-    defineProperty(server, "$api", { value: function $api(toolName, options) {
-      const schema = options !== null && typeof options === "object" && options.schema === true;
+    defineProperty(server, "$api", dataDesc(function $api(toolName, options) {
+      const schema = typeof options === "object" && optionOf(options, "schema") === true;
       return request("mcp_api", { server: serverName, tool: toolName === undefined ? "" : textOf(toolName), schema });
-    } });
+    }, false, false, false));
     const base = "mcp:" + serverName + ":";
     if (servers[i][3]) {
       const resources = create(null);
@@ -171,7 +176,7 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     const out = {};
     const ks = keysOf(value);
     for (let i = 0; i < ks.length; i++) {
-      defineProperty(out, ks[i], { enumerable: true, value: nsMember(nsId, value[ks[i]], path === "" ? ks[i] : path + "." + ks[i]) });
+      defineProperty(out, ks[i], dataDesc(nsMember(nsId, value[ks[i]], path === "" ? ks[i] : path + "." + ks[i]), false, true, false));
     }
     return freeze(out);
   }
@@ -191,15 +196,17 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   ${WEB_SOURCE}
   ${URL_SHIM_SOURCE}
 
-  defineProperty(G, "ALL_TOOLS", { get: allToolsGetter, enumerable: false, configurable: false });
+  const allToolsDesc = create(null);
+  allToolsDesc.get = allToolsGetter; allToolsDesc.enumerable = false; allToolsDesc.configurable = false;
+  defineProperty(G, "ALL_TOOLS", allToolsDesc);
   const api = {
     tools, MCP, namespaces, API, text, json, yield_control, console,
     setTimeout, setInterval, clearTimeout, clearInterval, queueMicrotask, atob, btoa, TextEncoder, TextDecoder, structuredClone,
   };
   const apiNames = keysOf(api);
-  for (let i = 0; i < apiNames.length; i++) defineProperty(G, apiNames[i], { value: api[apiNames[i]], enumerable: false, writable: false, configurable: false });
+  for (let i = 0; i < apiNames.length; i++) defineProperty(G, apiNames[i], dataDesc(api[apiNames[i]], false, false, false));
   const nsNames = keysOf(namespaces);
-  for (let i = 0; i < nsNames.length; i++) defineProperty(G, nsNames[i], { value: namespaces[nsNames[i]], enumerable: false, writable: false, configurable: false });
+  for (let i = 0; i < nsNames.length; i++) defineProperty(G, nsNames[i], dataDesc(namespaces[nsNames[i]], false, false, false));
 
   ${RUN_SOURCE}
 })`;

@@ -14,6 +14,7 @@
 import { CONSOLE_SOURCE } from "./prelude-console.js";
 import { BRIDGE_SOURCE, RUN_SOURCE } from "./prelude-bridge.js";
 import { RANDOM_SOURCE } from "./prelude-random.js";
+import { STACK_GUARD_SOURCE } from "./prelude-stack-guard.js";
 import { MARSHAL_SOURCE } from "./prelude-marshal.js";
 
 export const TOOL_SEARCH_PRELUDE_FILENAME = "tool-search-prelude.js";
@@ -22,6 +23,7 @@ export const TOOL_SEARCH_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAs
   "use strict";
   const G = globalThis;
   ${MARSHAL_SOURCE}
+  ${STACK_GUARD_SOURCE}
   ${BRIDGE_SOURCE}
   // The boot answer is read for protocol symmetry; this surface needs no catalog in the VM.
   hostSync("boot", "");
@@ -29,7 +31,7 @@ export const TOOL_SEARCH_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAs
   function idText(value) { return typeof value === "string" ? value : value === undefined || value === null ? "" : toJsonText(value); }
   const toolsApi = create(null);
   method(toolsApi, "search", function search(query, options) {
-    const limit = options !== null && typeof options === "object" ? options.limit : undefined;
+    const limit = typeof options === "object" ? optionOf(options, "limit") : undefined;
     return request("search", { query: typeof query === "string" ? query : idText(query), limit: typeof limit === "number" ? limit : null });
   });
   method(toolsApi, "describe", function describe(id) { return request("describe", { id: idText(id) }); });

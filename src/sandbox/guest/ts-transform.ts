@@ -1,12 +1,15 @@
 /**
  * TypeScript cells become JavaScript by a source transform only (no typechecking, no
  * module resolution). sucrase was chosen by measurement (bench/ts-transform.bench.mjs):
- * ~50 ms to load, ~0.4 ms per cell, and it keeps line numbers, so guest errors point at
- * the model's own lines. It is imported lazily: a JavaScript cell never loads it.
+ * ~50 ms to load, ~0.4 ms per cell. It keeps line numbers; its source map then puts each
+ * token back at its TypeScript column (./ts-columns.ts), so guest errors point at the
+ * model's own line and column. It is imported lazily: a JavaScript cell never loads it.
  */
 import { CELL_PREFIX } from "./prelude.js";
+import { restoreColumns } from "./ts-columns.js";
 
-type SucraseTransform = (code: string, options: { transforms: string[]; disableESTransforms: boolean }) => { code: string };
+type SucraseOptions = { transforms: string[]; disableESTransforms: boolean; filePath?: string; sourceMapOptions?: { compiledFilename: string } };
+type SucraseTransform = (code: string, options: SucraseOptions) => { code: string; sourceMap?: { mappings: string } };
 let transformFn: SucraseTransform | undefined;
 
 export type TransformResult = { ok: true; code: string } | { ok: false; error: string; line: number; column: number };
@@ -28,7 +31,8 @@ export async function transformTypeScript(source: string): Promise<TransformResu
   }
   const wrapped = `${CELL_PREFIX}${source}\n})`;
   try {
-    const out = transformFn(wrapped, { transforms: ["typescript"], disableESTransforms: true }).code;
+    const result = transformFn(wrapped, { transforms: ["typescript"], disableESTransforms: true, filePath: "cell.ts", sourceMapOptions: { compiledFilename: "cell.js" } });
+    const out = result.sourceMap ? restoreColumns(wrapped, result.code, result.sourceMap.mappings) : result.code;
     const start = out.indexOf(CELL_PREFIX);
     const end = out.lastIndexOf("\n})");
     if (start !== 0 || end < 0) return { ok: false, error: "TypeScript transform changed the cell wrapper", line: 1, column: 1 };
@@ -38,7 +42,9 @@ export async function transformTypeScript(source: string): Promise<TransformResu
     const line = e.loc?.line ?? 1;
     const lines = source.split("\n").length;
     const column = e.loc?.column ?? 1;
-    const message = String(e.message ?? "TypeScript transform failed").replace(/\s*\(\d+:\d+\)$/, "");
+    const message = String(e.message ?? "TypeScript transform failed")
+      .replace(/^Error transforming cell\.ts: /, "")
+      .replace(/\s*\(\d+:\d+\)$/, "");
     return {
       ok: false,
       error: `TypeScript SyntaxError: ${message}`,

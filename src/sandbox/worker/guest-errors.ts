@@ -32,35 +32,82 @@ export function cellPosition(line: number, column: number): { line: number; colu
   return line === 1 ? { line, column: Math.max(1, column - CELL_PREFIX.length) } : { line, column };
 }
 
-/** The model-facing message of an uncaught guest error (JSON from the prelude). */
+const escapeRe = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/** Keywords after which `(` opens a parenthesized expression, not a call's arguments. */
+const BEFORE_PAREN_EXPR = new Set(["return", "typeof", "void", "await", "throw", "case", "in", "of", "delete", "else", "do", "yield", "new", "instanceof"]);
+
+/**
+ * How many `(` wrap the expression starting at `index` (at most `max`): each must open a
+ * parenthesized expression, so the last one must not follow a name, `)` or `]` (a call),
+ * unless that name is a keyword like `return`.
+ */
+function wrappingParens(source: string, index: number, max: number): number {
+  let i = index - 1;
+  let n = 0;
+  while (n < max) {
+    while (i >= 0 && /\s/.test(source[i]!)) i--;
+    if (source[i] !== "(") break;
+    n++;
+    i--;
+  }
+  while (i >= 0 && /\s/.test(source[i]!)) i--;
+  if (i >= 0 && /[)\]]/.test(source[i]!)) return -1;
+  if (i >= 0 && /[\w$]/.test(source[i]!)) {
+    let j = i;
+    while (j >= 0 && /[\w$]/.test(source[j]!)) j--;
+    if (!BEFORE_PAREN_EXPR.has(source.slice(j + 1, i + 1))) return n === 0 ? 0 : -1;
+  }
+  return n;
+}
+
 /**
  * Where in the model's source a property access on a literal `null`/`undefined` is, for
  * the errors QuickJS records no position for: only when the source has exactly one such
- * access to that property, so the answer is never a guess between two places.
+ * access to that property, so the answer is never a guess between two places. The literal
+ * may be parenthesized, as TypeScript's casts leave it (`(null as any).y` runs as
+ * `(null       ).y`); the position is the literal's, as QuickJS gives `(o).y` the `o`.
  */
 function literalAccessPosition(message: string, source: string): { line: number; column: number } | undefined {
   const m = /^cannot (?:read|set) property '([^']{1,100})' of (null|undefined)$/.exec(message);
   if (!m) return undefined;
-  const prop = m[1]!.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  const re = new RegExp(`\\b${m[2]}\\s*(?:\\?\\.|\\.)\\s*${prop}\\b|\\b${m[2]}\\s*\\[\\s*["']${prop}["']\\s*\\]`, "g");
-  const hits = [...source.slice(0, 1_000_000).matchAll(re)];
+  const prop = escapeRe(m[1]!);
+  const re = new RegExp(`\\b${m[2]}\\b((?:\\s*\\))*)\\s*(?:(?:\\?\\.|\\.)\\s*${prop}\\b|\\[\\s*["']${prop}["']\\s*\\])`, "g");
+  const text = source.slice(0, 1_000_000);
+  const hits = [...text.matchAll(re)].filter((hit) => {
+    const closes = (hit[1]!.match(/\)/g) ?? []).length;
+    const before = text.slice(0, hit.index).trimEnd();
+    if (closes === 0) return !before.endsWith(".") && !before.endsWith("?.");
+    return wrappingParens(text, hit.index, closes) === closes;
+  });
   if (hits.length !== 1) return undefined;
-  const before = source.slice(0, hits[0]!.index);
+  const before = text.slice(0, hits[0]!.index);
   const line = before.split("\n").length;
   return { line, column: before.length - before.lastIndexOf("\n") };
 }
 
-/** True when the source at line:column starts an access of `prop` (`o.prop`, `o?.prop`, `a.b().prop`...). */
+/**
+ * True when the source at line:column starts an access of `prop` (`o.prop`, `o?.prop`,
+ * `a.b().prop`...), also inside parentheses that open right before it (`(o).prop`, what
+ * TypeScript's `(o as T).prop` runs as).
+ */
 function accessAt(source: string, line: number, column: number, prop: string): boolean {
-  const text = source.split("\n")[line - 1];
+  const lines = source.split("\n");
+  const text = lines[line - 1];
   if (text === undefined) return false;
   const rest = text.slice(column - 1);
-  const escaped = prop.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  // An identifier, then a chain of member accesses, calls and indexes, ending in .prop or ["prop"].
-  const chain = String.raw`^[A-Za-z_$][\w$]*\s*(?:(?:\?\.|\.)\s*[A-Za-z_$][\w$]*\s*|\[[^\]]*\]\s*|\([^)]*\)\s*)*?`;
-  return new RegExp(`${chain}(?:(?:\\?\\.|\\.)\\s*${escaped}\\b|\\[\\s*["']${escaped}["']\\s*\\])`).test(rest);
+  const escaped = escapeRe(prop);
+  // An identifier, then a chain of member accesses, calls, indexes and closing parentheses, ending in .prop or ["prop"].
+  const chain = String.raw`^[A-Za-z_$][\w$]*\s*(?:(?:\?\.|\.)\s*[A-Za-z_$][\w$]*\s*|\[[^\]]*\]\s*|\([^)]*\)\s*|\)\s*)*?`;
+  const found = new RegExp(`${chain}(?:(?:\\?\\.|\\.)\\s*${escaped}\\b|\\[\\s*["']${escaped}["']\\s*\\])`).exec(rest);
+  if (!found) return false;
+  const closes = (found[0].match(/\)/g) ?? []).length - (found[0].match(/\(/g) ?? []).length;
+  if (closes <= 0) return true;
+  const offset = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0) + column - 1;
+  return wrappingParens(source, offset, closes) === closes;
 }
 
+/** The model-facing message of an uncaught guest error (JSON from the prelude). */
 export function guestErrorMessage(errorJson: string, source = ""): string {
   let data: { name?: unknown; message?: unknown; stack?: unknown };
   try {

@@ -1,0 +1,86 @@
+/**
+ * Keeps the prelude's functions out of the guest's reach through stack traces.
+ *
+ * QuickJS-ng supports V8's `Error.prepareStackTrace(error, callSites)`, and its CallSite
+ * objects have `getFunction()`: a hook the guest installs would receive, for every error
+ * made while a prelude function is on the stack (a tool error delivered by the host, a
+ * brand check while marshaling, a guest getter or proxy trap the prelude runs into), the
+ * prelude's internal functions themselves (`request`, `run`, the run's settle callback,
+ * `deliver`), and calling them forges tool calls or the program's result.
+ *
+ * Code mode keeps the hook working as model code expects (a custom `stack` string, call
+ * sites with file, function name, line and column), but the hook never sees the engine's
+ * call sites: the prelude captures the engine's accessor before any guest code exists,
+ * installs its own non-configurable `Error.prepareStackTrace` accessor, and when the guest
+ * sets a function, the engine calls a guard that hands the guest copies whose
+ * `getFunction()` and `getThis()` return undefined for every frame (as V8 does for strict
+ * code). `Error.captureStackTrace` goes through the same hook. Every other CallSite method
+ * answers from the engine's own call site, which the copies hold in a WeakMap the guest
+ * cannot read. Without a guest hook the engine formats stacks itself, unchanged.
+ *
+ * A source fragment spliced into the code-mode and Tool Search preludes after
+ * prelude-marshal's. (The codemode.run prelude installs its own hook and refuses to let
+ * the script set one: ../mcp-run/prelude-stack.ts.)
+ */
+export const STACK_GUARD_SOURCE = String.raw`
+  {
+    const hookDesc = getOwnDesc(ErrorCtor, "prepareStackTrace");
+    const engineSetHook = hookDesc !== undefined && hasOwn(hookDesc, "set") ? hookDesc.set : undefined;
+    let siteProto = null;
+    if (typeof engineSetHook === "function") {
+      // One probe, before any guest code, finds the engine's CallSite.prototype.
+      apply(engineSetHook, ErrorCtor, [function (e, cs) { if (cs.length > 0) siteProto = getProto(cs[0]); return ""; }]);
+      try { new ErrorCtor(""); } finally { apply(engineSetHook, ErrorCtor, [undefined]); }
+    }
+    const realSites = new WeakMap(), weakMapGet = WeakMap.prototype.get, weakMapSet = WeakMap.prototype.set;
+    const SafeSiteProto = create(ObjectProto);
+    const siteNames = siteProto === null ? [] : Reflect.ownKeys(siteProto);
+    for (let i = 0; i < siteNames.length; i++) {
+      const name = siteNames[i];
+      const d = getOwnDesc(siteProto, name);
+      if (typeof name !== "string" || name === "constructor" || d === undefined || !hasOwn(d, "value") || typeof d.value !== "function") continue;
+      const real = d.value;
+      const fn = function () {
+        const site = apply(weakMapGet, realSites, [this]);
+        if (site === undefined) throw new TypeErrorCtor("CallSite method called on an incompatible receiver");
+        return apply(real, site, []);
+      };
+      defineProperty(fn, "name", dataDesc(name, false, false, true));
+      defineProperty(SafeSiteProto, name, dataDesc(fn, true, false, true));
+    }
+    for (const name of ["getFunction", "getThis"]) {
+      const fn = function () { return undefined; };
+      defineProperty(fn, "name", dataDesc(name, false, false, true));
+      defineProperty(SafeSiteProto, name, dataDesc(fn, true, false, true));
+    }
+    let guestHook;
+    // Called by the engine (receiver: Error) only while guestHook is a function. The brand
+    // checks of prelude-marshal throw and catch engine errors nobody sees; those never run
+    // the guest's hook (nothing guest-reachable is called while marshaling).
+    const guard = function (err, sites) {
+      if (quietStacks > 0) return "";
+      const safe = [];
+      const n = sites.length;
+      for (let i = 0; i < n; i++) {
+        const s = create(SafeSiteProto);
+        apply(weakMapSet, realSites, [s, sites[i]]);
+        defineData(safe, i, s);
+      }
+      return apply(guestHook, this, [err, safe]);
+    };
+    const accessors = {
+      get prepareStackTrace() { return guestHook; },
+      set prepareStackTrace(value) {
+        guestHook = value;
+        // A non-function goes to the engine as it is: it then formats stacks itself.
+        if (engineSetHook !== undefined) apply(engineSetHook, ErrorCtor, [typeof value === "function" && siteProto !== null ? guard : typeof value === "function" ? undefined : value]);
+      },
+    };
+    const own = getOwnDesc(accessors, "prepareStackTrace");
+    const desc = create(null);
+    desc.get = own.get; desc.set = own.set;
+    desc.enumerable = hookDesc !== undefined && hookDesc.enumerable === true;
+    desc.configurable = false;
+    defineProperty(ErrorCtor, "prepareStackTrace", desc);
+  }
+`;
