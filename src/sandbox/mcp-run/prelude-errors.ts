@@ -24,14 +24,18 @@ export const ERRORS_SOURCE = String.raw`
     SandboxLimitError: "Do less per run (filter, aggregate, fewer calls) or raise the limit within the host's maximum.",
   };
   function initError(err, className, options) {
-    defineProperty(err, "name", { value: className, writable: true, configurable: true, enumerable: false });
+    defineProperty(err, "name", dataDesc(className, true, false, true));
     const o = options !== null && typeof options === "object" ? options : null;
-    const hint = o !== null && typeof o.hint === "string" && o.hint !== "" ? o.hint : DEFAULT_HINTS[className];
-    defineProperty(err, "hint", { value: hint, writable: true, configurable: true, enumerable: true });
+    // An options bag is read as a web API would, except nothing inherited from Object.prototype.
+    const given = o === null ? undefined : optionOf(o, "hint");
+    const hint = typeof given === "string" && given !== "" ? given : DEFAULT_HINTS[className];
+    defineProperty(err, "hint", dataDesc(hint, true, true, true));
     if (o === null) return;
     for (let i = 0; i < ERROR_FIELDS.length; i++) {
       const k = ERROR_FIELDS[i];
-      if (hasOwn(o, k) && o[k] !== undefined) defineProperty(err, k, { value: o[k], writable: true, configurable: true, enumerable: true });
+      if (!hasOwn(o, k)) continue;
+      const v = o[k];
+      if (v !== undefined) defineProperty(err, k, dataDesc(v, true, true, true));
     }
   }
   class CodemodeError extends ErrorCtor {
@@ -59,7 +63,7 @@ export const ERRORS_SOURCE = String.raw`
   const errorClassNames = keysOf(ERROR_CLASSES);
   for (let i = 0; i < errorClassNames.length; i++) {
     const C = ERROR_CLASSES[errorClassNames[i]];
-    defineProperty(C.prototype, "name", { value: errorClassNames[i], writable: false, enumerable: false, configurable: false });
+    defineProperty(C.prototype, "name", dataDesc(errorClassNames[i], false, false, false));
     freeze(C.prototype);
     freeze(C);
   }
@@ -88,8 +92,10 @@ export const ERRORS_SOURCE = String.raw`
 
   /** A failure answered by the host or the gateway, as the guest sees it. */
   function errorFromAnswer(data, server, tool) {
-    const name = data !== null && typeof data === "object" && typeof data.name === "string" ? data.name : "Error";
-    let message = data !== null && typeof data === "object" && typeof data.message === "string" ? data.message : "";
+    // Own fields only: an answer without a message must not pick one up from Object.prototype.
+    const dataName = ownData(data, "name"), dataMessage = ownData(data, "message");
+    const name = typeof dataName === "string" ? dataName : "Error";
+    let message = typeof dataMessage === "string" ? dataMessage : "";
     let details = null;
     if (apply(stringIndexOf, message, ["{"]) === 0) {
       try { const d = parse(message); if (d !== null && typeof d === "object" && !isArray(d)) details = d; } catch (_) { details = null; }
@@ -98,7 +104,8 @@ export const ERRORS_SOURCE = String.raw`
     if (details !== null) {
       const keys = ["hint", "path", "expected", "received", "example", "limit"];
       for (let i = 0; i < keys.length; i++) if (hasOwn(details, keys[i])) extra[keys[i]] = details[keys[i]];
-      message = typeof details.message === "string" ? details.message : message;
+      const detailsMessage = ownData(details, "message");
+      message = typeof detailsMessage === "string" ? detailsMessage : message;
     }
     const label = server && tool ? server.serverId + "." + tool.exportName : "";
     // A failed call is a ToolCallError (spec 10) unless the input was refused, credentials were, or a limit hit.

@@ -39,12 +39,9 @@ export const MODULES_SOURCE = String.raw`
   }
   function rejected(e) { return apply(promiseReject, PromiseCtor, [e]); }
   function resolved(v) { return apply(promiseResolve, PromiseCtor, [v]); }
-  function own(o, k) {
-    if (o === null || typeof o !== "object") return undefined;
-    const d = getOwnDesc(o, k);
-    return d !== undefined && hasOwn(d, "value") ? d.value : undefined;
-  }
-  function copy(v) { return v === undefined ? undefined : parse(stringify(v)); }
+  const own = ownData;
+  // A fresh copy of boot data, from JSON text made at boot (JSON.stringify now would call a toJSON on Object.prototype).
+  function copy(text) { return text === undefined ? undefined : parse(text); }
 
   // Spec 5.3.2, in order.
   function unwrap(r) {
@@ -78,7 +75,8 @@ export const MODULES_SOURCE = String.raw`
     try { text = '{"id":' + stringify(tool.id) + ',"input":' + toJsonText(value) + "}"; } catch (e) { return rejected(placed(e, site)); }
     const t0 = DateNow();
     return new PromiseCtor((resolve, reject) => {
-      then(limited("mcp", text), (r) => {
+      then(limited("mcp", text), (answer) => {
+        const r = answer.v;
         if (own(r, "isError") === true) {
           const message = server.serverId + "." + tool.exportName + " failed: " + isErrorText(r);
           emitTrace(server.serverId, tool.toolName, DateNow() - t0, false, message);
@@ -104,8 +102,8 @@ export const MODULES_SOURCE = String.raw`
     const ns = create(null);
     const names = keysOf(entries);
     apply(arraySort, names, []);
-    for (let i = 0; i < names.length; i++) defineProperty(ns, names[i], { value: entries[names[i]], enumerable: true, writable: false, configurable: false });
-    defineProperty(ns, SymbolToStringTag, { value: "Module" });
+    for (let i = 0; i < names.length; i++) defineProperty(ns, names[i], dataDesc(entries[names[i]], false, true, false));
+    defineProperty(ns, SymbolToStringTag, dataDesc("Module", false, false, false));
     return freeze(ns);
   }
   function deepFreeze(v) {
@@ -118,11 +116,11 @@ export const MODULES_SOURCE = String.raw`
   setProto(servers, null);
   for (let i = 0; i < catalog.servers.length; i++) {
     const row = catalog.servers[i];
-    const s = { serverId: row[0], catalogName: row[1], serverName: row[2], version: row[3], description: row[4], capabilities: row[5], tools: [], byName: create(null) };
+    const s = { serverId: row[0], catalogName: row[1], serverName: row[2], version: row[3], description: row[4], capabilities: stringify(row[5]), tools: [], byName: create(null) };
     setProto(s.tools, null);
     for (let j = 0; j < row[6].length; j++) {
       const t = row[6][j];
-      const tool = { toolName: t[0], exportName: t[1], id: t[2], description: t[3], annotations: t[4], kind: t[5] };
+      const tool = { toolName: t[0], exportName: t[1], id: t[2], description: t[3], annotations: t[4] === null ? null : stringify(t[4]), kind: t[5] };
       s.tools[j] = tool;
       s.byName[t[0]] = tool;
     }
@@ -160,44 +158,47 @@ export const MODULES_SOURCE = String.raw`
   }
   function summary(t, detail) {
     const out = { toolName: t.toolName, exportName: t.exportName };
-    if (detail >= 1 && t.description) out.description = t.description;
-    if (detail >= 1 && t.annotations !== null) out.annotations = copy(t.annotations);
+    if (detail >= 1 && t.description) defineData(out, "description", t.description);
+    if (detail >= 1 && t.annotations !== null) defineData(out, "annotations", copy(t.annotations));
     return out;
   }
   function serverInfo(s, describe) {
     const out = { serverId: s.serverId, serverName: s.serverName, capabilities: copy(s.capabilities) };
-    if (describe && s.description) out.description = s.description;
-    if (describe && s.version) out.version = s.version;
+    if (describe && s.description) defineData(out, "description", s.description);
+    if (describe && s.version) defineData(out, "version", s.version);
     return out;
   }
   function full(s, names) {
     return limited("describe", toJsonText({ serverId: s.serverId, tools: names }));
   }
   function wrapHostError(data) { return errorFromAnswer(data, null, null); }
-  /** A discovery function whose failures carry the script's call site. */
+  /**
+   * A discovery function whose failures carry the script's call site. f settles with
+   * box(value), so the promise the script gets is the only one resolved with the value.
+   */
   function sited(name, f) {
     return {
       [name]: function (a, b) {
         const site = callSite();
         const p = apply(f, undefined, arguments);
-        return site === "" ? p : then(p, (v) => v, (e) => { throw placed(e, site); });
+        return new PromiseCtor((resolve, reject) => { then(p, (answer) => resolve(answer.v), (e) => reject(placed(e, site))); });
       },
     }[name];
   }
 
   const discovery = namespace({
     specVersion: context.specVersion,
-    listServers: function listServers() { const out = []; for (let i = 0; i < servers.length; i++) out[i] = serverInfo(servers[i], false); return resolved(out); },
-    describeServer: sited("describeServer", function (serverId) { const s = findServer(serverId); return s ? resolved(serverInfo(s, true)) : rejected(serverNotFound(serverId)); }),
+    listServers: function listServers() { const out = []; for (let i = 0; i < servers.length; i++) defineData(out, i, serverInfo(servers[i], false)); return resolved(out); },
+    describeServer: sited("describeServer", function (serverId) { const s = findServer(serverId); return s ? resolved(box(serverInfo(s, true))) : rejected(serverNotFound(serverId)); }),
     listTools: sited("listTools", function (serverId, options) {
       const s = findServer(serverId);
       if (!s) return rejected(serverNotFound(serverId));
       let detail;
       try { detail = detailOf(options); } catch (e) { return rejected(e); }
-      if (detail === 2) return then(full(s, null), (v) => v, (d) => { throw wrapHostError(d); });
+      if (detail === 2) return then(full(s, null), (answer) => answer, (d) => { throw wrapHostError(d); });
       const out = [];
-      for (let i = 0; i < s.tools.length; i++) out[i] = summary(s.tools[i], detail);
-      return resolved(out);
+      for (let i = 0; i < s.tools.length; i++) defineData(out, i, summary(s.tools[i], detail));
+      return resolved(box(out));
     }),
     getTool: sited("getTool", function (serverId, toolName) {
       const s = findServer(serverId);
@@ -210,7 +211,7 @@ export const MODULES_SOURCE = String.raw`
         for (let i = 0; i < s.tools.length && i < 40; i++) names += (i ? ", " : "") + s.tools[i].toolName;
         return rejected(new ToolNotFoundError(s.serverId + " has no tool " + stringify(apply(stringSlice, name, [0, 200])) + ". Tools: " + (names || "(none)") + ".", about(s, null, { toolName: name, hint: "Use an exact name from listTools(" + stringify(s.serverId) + ")." })));
       }
-      return then(full(s, [t.toolName]), (v) => v[0], (d) => { throw wrapHostError(d); });
+      return then(full(s, [t.toolName]), (answer) => box(own(answer.v, 0)), (d) => { throw wrapHostError(d); });
     }),
     searchTools: sited("searchTools", function (query, options) {
       let detail;
@@ -221,7 +222,7 @@ export const MODULES_SOURCE = String.raw`
       const limit = own(options, "limit");
       const q = typeof query === "string" ? query : query === undefined || query === null ? "" : displayText(query);
       const payload = { query: q, serverId: server, detail: detail === 0 ? "name" : detail === 1 ? "description" : "full", limit: typeof limit === "number" ? limit : null };
-      return then(limited("search", toJsonText(payload)), (results) => ({ query: q, results }), (d) => { throw wrapHostError(d); });
+      return then(limited("search", toJsonText(payload)), (answer) => box({ query: q, results: answer.v }), (d) => { throw wrapHostError(d); });
     }),
   });
   modules["@codemode/discovery"] = discovery;

@@ -27,7 +27,10 @@ import { CELL_FILENAME } from "../guest/prelude.js";
 export const STACK_SOURCE = String.raw`
   const CELL_FILE = ${JSON.stringify(CELL_FILENAME)};
   const InternalErrorProto = typeof InternalError === "function" ? InternalError.prototype : null;
+  // Error.stackTraceLimit's accessors, taken now: a descriptor read later could inherit get/set from Object.prototype.
   const stackLimitDesc = getOwnDesc(ErrorCtor, "stackTraceLimit");
+  const getLimit = stackLimitDesc !== undefined && hasOwn(stackLimitDesc, "get") ? stackLimitDesc.get : undefined;
+  const setLimit = stackLimitDesc !== undefined && hasOwn(stackLimitDesc, "set") ? stackLimitDesc.set : undefined;
   // Set once the memory limit was hit: the run is ending, nothing more leaves the sandbox.
   let halted = false;
   let probing = false, probed = "";
@@ -56,7 +59,7 @@ export const STACK_SOURCE = String.raw`
     // First, so that running out of memory while probing a call site is not missed.
     if (InternalErrorProto !== null && err !== null && typeof err === "object" && getProto(err) === InternalErrorProto) {
       const d = getOwnDesc(err, "message");
-      if (d !== undefined && d.value === "out of memory") memoryLimitHit(cs);
+      if (d !== undefined && hasOwn(d, "value") && d.value === "out of memory") memoryLimitHit(cs);
     }
     if (probing) {
       const c = scriptFrame(cs);
@@ -68,16 +71,15 @@ export const STACK_SOURCE = String.raw`
     return s;
   }
   ErrorCtor.prepareStackTrace = prepareStackTrace;
-  defineProperty(ErrorCtor, "prepareStackTrace", {
-    get: function () { return undefined; },
-    set: function () { throw new TypeErrorCtor("Error.prepareStackTrace cannot be set in codemode.run: the host formats stack traces."); },
-    enumerable: false,
-    configurable: false,
-  });
+  const hookDesc = create(null);
+  hookDesc.get = function () { return undefined; };
+  hookDesc.set = function () { throw new TypeErrorCtor("Error.prepareStackTrace cannot be set in codemode.run: the host formats stack traces."); };
+  hookDesc.enumerable = false;
+  hookDesc.configurable = false;
+  defineProperty(ErrorCtor, "prepareStackTrace", hookDesc);
 
   /** Where the script called into the prelude (a stack line of the script's innermost frame), or "". */
   function callSite() {
-    const getLimit = stackLimitDesc !== undefined ? stackLimitDesc.get : undefined, setLimit = stackLimitDesc !== undefined ? stackLimitDesc.set : undefined;
     let limit;
     probing = true;
     probed = "";
@@ -96,7 +98,7 @@ export const STACK_SOURCE = String.raw`
   /** The error, with the script's call site as its stack when one was found. */
   function placed(err, site) {
     if (site !== "" && err !== null && typeof err === "object") {
-      try { defineProperty(err, "stack", { value: site, writable: true, enumerable: false, configurable: true }); } catch (_) { /* a frozen error keeps its stack */ }
+      try { defineProperty(err, "stack", dataDesc(site, true, false, true)); } catch (_) { /* a frozen error keeps its stack */ }
     }
     return err;
   }

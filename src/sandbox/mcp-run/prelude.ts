@@ -31,17 +31,32 @@ export const MCP_RUN_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync)
   ${MARSHAL_SOURCE}
   ${STACK_SOURCE}
   const NumberCtor = Number;
-  function method(obj, name, fn) { defineProperty(obj, name, { enumerable: true, value: fn }); }
-  function then(p, onOk, onErr) { return apply(promiseThen, p, onErr === undefined ? [onOk] : [onOk, onErr]); }
+  function method(obj, name, fn) { defineProperty(obj, name, dataDesc(fn, false, true, false)); }
+  // Never consults a species constructor of the script (MARSHAL_SOURCE's thenOf).
+  function then(p, onOk, onErr) { return thenOf(p, onOk, onErr); }
+  // What the prelude's own promises settle with: a null-prototype box has no then, so a
+  // value is resolved (and a then the script put on Object.prototype read) only once, by
+  // the promise the script gets, as a native async function would.
+  function box(v) { const b = create(null); b.v = v; return b; }
+  /** A data property of a thrown value or its prototypes below Object.prototype (accessors read as undefined). */
+  function fieldOf(obj, key) {
+    let o = obj;
+    for (let i = 0; i < 256 && o !== null && (typeof o === "object" || typeof o === "function") && o !== ObjectProto; i++) {
+      const d = getOwnDesc(o, key);
+      if (d !== undefined) return hasOwn(d, "value") ? d.value : undefined;
+      o = getProto(o);
+    }
+    return undefined;
+  }
 
-  // Host requests: a failure rejects with the host's plain {name, message}; the callers make errors of it.
+  // Host requests: an answer fulfills with box(value); a failure rejects with the host's plain {name, message}, of which the callers make errors.
   const waiting = create(null);
   const promiseReject = Promise.reject;
   function requestText(op, text) {
     if (halted) return apply(promiseReject, PromiseCtor, [{ name: "SandboxLimitError", message: "the script exceeded maxMemoryBytes and is being stopped." }]);
     let id;
     try { id = hostAsync(op, text); } catch (e) { return apply(promiseReject, PromiseCtor, [{ name: dataOf(e, "name"), message: dataOf(e, "message") }]); }
-    return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
+    return new PromiseCtor((resolve, reject) => { waiting[id] = [(v) => resolve(box(v)), reject]; });
   }
   let settlement = "";
   let finishing = false, sentinelId = "";
@@ -67,8 +82,8 @@ export const MCP_RUN_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync)
 
   const api = { console: specConsole, setTimeout, clearTimeout, queueMicrotask, atob, btoa, TextEncoder, TextDecoder, structuredClone };
   const apiNames = keysOf(api);
-  for (let i = 0; i < apiNames.length; i++) defineProperty(G, apiNames[i], { value: api[apiNames[i]], enumerable: false, writable: false, configurable: false });
-  defineProperty(G, "__codemode_result__", { value: undefined, enumerable: false, writable: true, configurable: false });
+  for (let i = 0; i < apiNames.length; i++) defineProperty(G, apiNames[i], dataDesc(api[apiNames[i]], false, false, false));
+  defineProperty(G, "__codemode_result__", dataDesc(undefined, true, false, false));
   delete G.eval;
 
   function settle(ok, text) {
@@ -80,7 +95,7 @@ export const MCP_RUN_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync)
     const cls = codemodeClassOf(e);
     if (cls !== "") {
       let out = '{"k":"uncaught","errorClass":' + stringify(cls);
-      const hint = dataOf(e, "hint"), path = dataOf(e, "path");
+      const hint = fieldOf(e, "hint"), path = fieldOf(e, "path");
       if (typeof hint === "string") out += ',"hint":' + stringify(hint);
       if (typeof path === "string") out += ',"path":' + stringify(path);
       try { emitInternal(out + "}"); } catch (_) { /* over the output budget: the failure itself still settles */ }
@@ -93,7 +108,7 @@ export const MCP_RUN_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync)
     const v = d !== undefined && hasOwn(d, "value") ? d.value : undefined;
     let text;
     try { text = v === undefined ? "null" : toJsonText(v); } catch (e) {
-      fail(new SandboxLimitError("__codemode_result__ cannot be returned: " + dataOf(e, "message"), about(null, null, { limit: "result", hint: "Return a smaller summary in __codemode_result__." })));
+      fail(new SandboxLimitError("__codemode_result__ cannot be returned: " + fieldOf(e, "message"), about(null, null, { limit: "result", hint: "Return a smaller summary in __codemode_result__." })));
       return;
     }
     settle(true, text);
