@@ -47,7 +47,9 @@ const EXECS_PER_AGENT_RUN = 10;
 const BIN = new URL("../bin/codemode.js", import.meta.url).pathname;
 const logs = { phase: "start-up", tally: new Map(), threads: undefined, file: values["log-file"] ? createWriteStream(values["log-file"]) : undefined };
 function startProcess(args, env = {}) {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
+  // CODEMODE_BENCH_SIDECAR_NODE_ARGS: node flags for the sidecar alone (e.g. --cpu-prof).
+  const nodeArgs = args[0] === "sandbox" ? (process.env.CODEMODE_BENCH_SIDECAR_NODE_ARGS ?? "").split(" ").filter(Boolean) : [];
+  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
   const name = args[0];
   // Every log line but the per-exec "exec finished" is tallied per phase (the clues).
   createInterface({ input: child.stderr }).on("line", (line) => {
@@ -84,10 +86,20 @@ if (!orchestratorReady) {
 }
 const orchestratorAt = orchestratorReady.orchestrator;
 const sidecar = startProcess(
-  ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestratorReady.link ?? orchestratorAt, ...(values.threads ? ["--threads", values.threads] : [])],
+  ["sandbox", "--sandbox-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--orchestrator-address", orchestratorReady.link ?? orchestratorAt, ...(values.threads ? ["--threads", values.threads] : [])],
   { CODEMODE_SNAPSHOT_KEY: randomBytes(36).toString("base64"), CODEMODE_LINK_TOKEN: LINK_TOKEN },
 );
-const sandboxAt = (await sidecar.ready).sandbox;
+const sidecarReady = await sidecar.ready;
+const sandboxAt = sidecarReady.sandbox;
+/** The sidecar's queue of execs waiting for a worker, from its Prometheus endpoint. */
+async function queueSize() {
+  try {
+    const text = await (await fetch(`http://${sidecarReady.metrics}/metrics`)).text();
+    return Number(text.match(/^codemode_pool_queue_size (\S+)/m)?.[1] ?? NaN);
+  } catch {
+    return NaN;
+  }
+}
 const sandbox = createClient(Sandbox, sandboxAt);
 const control = createClient(Control, orchestratorAt);
 
@@ -109,8 +121,15 @@ const TOOLS = [
 ];
 const { catalogId } = await control.putCatalog({ tools: TOOLS });
 let runSeq = 0;
+/**
+ * Each benign conversation is a session of its own (a chat: one exec at a time); each
+ * hostile category is one attacker's session, whose execs overlap. The sandbox's fair
+ * share is per session (src/sandbox/cpu-budget.ts).
+ */
 async function openScope(kind) {
-  const scope = { agentId: "hostile-mix", sessionId: `s-${kind}`, sessionKey: `k-${kind}`, agentRunId: `${kind}-${++runSeq}` };
+  const n = ++runSeq;
+  const session = kind === "benign" ? `benign-${n}` : kind;
+  const scope = { agentId: "hostile-mix", sessionId: `s-${session}`, sessionKey: `k-${session}`, agentRunId: `${kind}-${n}` };
   await control.openRun({ scope, catalog: { case: "catalogId", value: catalogId } });
   return scope;
 }
@@ -284,10 +303,11 @@ const results = [];
  */
 async function phase(name, hostile, seconds, { record = true } = {}) {
   logs.phase = name;
-  const stats = { name, benign: [], hostile: [], rss: [], orchRss: [], t0: performance.now() };
+  const stats = { name, benign: [], hostile: [], rss: [], orchRss: [], queue: [], t0: performance.now() };
   const sample = () => {
     stats.rss.push({ t: (performance.now() - stats.t0) / 1000, mb: rssMiB(sidecar.child.pid) });
     stats.orchRss.push(rssMiB(orchestrator.child.pid));
+    void queueSize().then((q) => stats.queue.push(q));
   };
   sample();
   const sampler = setInterval(sample, SAMPLE_MS);
@@ -324,12 +344,14 @@ const fmtMs = (x) => (Number.isFinite(x) ? (x >= 1000 ? `${(x / 1000).toFixed(2)
 const tallyOf = (rows, why = false) => {
   const m = new Map();
   for (const r of rows) {
-    const e = m.get(r.outcome) ?? { n: 0, ms: [], error: r.error };
+    // With `why`, outcomes are told apart by their message (its first words).
+    const key = why && r.error ? `${r.outcome}\u0000${String(r.error).replace(/[0-9]+/g, "N").slice(0, 60)}` : r.outcome;
+    const e = m.get(key) ?? { n: 0, ms: [], error: r.error, outcome: r.outcome };
     e.n++;
     e.ms.push(r.ms);
-    m.set(r.outcome, e);
+    m.set(key, e);
   }
-  return [...m].sort((a, b) => b[1].n - a[1].n).map(([k, e]) => `${k} ×${e.n} (p50 ${fmtMs(pct(e.ms, 50))}${why && e.error ? `: "${String(e.error).slice(0, 110)}"` : ""})`);
+  return [...m.values()].sort((a, b) => b.n - a.n).map((e) => `${e.outcome} ×${e.n} (p50 ${fmtMs(pct(e.ms, 50))}${why && e.error ? `: "${String(e.error).slice(0, 110)}"` : ""})`);
 };
 
 /** Least-squares slope of RSS over time, MiB per minute, and twice its standard error (about 95%). */
@@ -392,7 +414,7 @@ for (const s of results) {
   const bad = s.benign.filter((r) => !r.ok);
   out(`  benign failures: ${bad.length ? tallyOf(bad, true).join("; ") : "none"}${s.leftInFlight ? `; ${s.leftInFlight} execs still unsettled 60 s after the phase` : ""}`);
   if (s.hostile.length) out(`  hostile outcomes: ${tallyOf(s.hostile).join("; ")}`);
-  out(`  sidecar RSS MiB every ${SAMPLE_MS / 1000} s: ${s.rss.map((p) => p.mb.toFixed(0)).join(" ")}  (orchestrator ${s.orchRss[0].toFixed(0)} → ${s.orchRss.at(-1).toFixed(0)})`);
+  out(`  sidecar RSS MiB every ${SAMPLE_MS / 1000} s: ${s.rss.map((p) => p.mb.toFixed(0)).join(" ")}  (orchestrator ${s.orchRss[0].toFixed(0)} → ${s.orchRss.at(-1).toFixed(0)}); execs waiting for a worker: ${s.queue.join(" ")}`);
   const ans = [...(answers.get(s.name) ?? new Map())].sort((a, b) => b[1].n - a[1].n);
   if (ans.length) out(`  tool answers (BridgeCallback): ${ans.map(([k, e]) => `${k} ×${e.n} (p99 ${fmtMs(pct(e.ms, 99))})`).join("; ")}`);
   const tally = [...(logs.tally.get(s.name) ?? new Map())].sort((a, b) => b[1] - a[1]).slice(0, 6);

@@ -76,14 +76,22 @@ describe("cancellation reaches the engine", () => {
   });
 
   it("execs beyond the bounded queue are refused with RESOURCE_EXHAUSTED, not left to hang", async () => {
-    // One thread, one exec per worker: one runs, two may queue (threads x execs per worker x 2).
+    // One thread, one exec per worker: one runs, and one more on the surge thread the pool
+    // adds while a loop holds the first; two may queue (threads x execs per worker x 2), and
+    // two more from sessions with nothing waiting (so a full queue never locks a new
+    // conversation out); then even a new session is refused.
     const scope = await openEmptyRun(control, "queue");
     const controller = new AbortController();
     // Each hostile exec in its own session: one run may hold only half the slots (its fair
     // share), and one session only half of the queue.
-    const others = await Promise.all(Array.from({ length: 3 }, (_, i) => openEmptyRun(control, `busy${i}`)));
-    const busy = others.map((s) => collectStream(sandbox.exec({ scope: s, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined));
+    const others = await Promise.all(Array.from({ length: 7 }, (_, i) => openEmptyRun(control, `busy${i}`)));
+    const loop = (s: (typeof others)[number]) => collectStream(sandbox.exec({ scope: s, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined);
+    // Five at once (the fifth finds four waiting and is refused), then, once the surge thread
+    // took one of them, two more (one fills the queue again, one is refused).
+    const busy = others.slice(0, 5).map(loop);
     await new Promise((r) => setTimeout(r, 500));
+    busy.push(...others.slice(5).map(loop));
+    await new Promise((r) => setTimeout(r, 300));
     await expect(collectStream(sandbox.exec({ scope, code: "return 1" }))).rejects.toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/at capacity/) });
     controller.abort();
     await Promise.all(busy);

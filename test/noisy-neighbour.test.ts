@@ -1,8 +1,9 @@
 /**
  * One guest cannot take others down, against a real one-thread sidecar hosting several
- * VMs: when a run's native loop gets its worker thread killed, a co-hosted run that had
- * already streamed output and a tool call continues on the replacement thread from the
- * image it parked while idle, and completes normally (nothing it streamed is repeated).
+ * VMs: when a run's native loop holds their worker thread until it is killed, a co-hosted
+ * run that had already streamed output and a tool call continues on another thread from
+ * the image it parked while idle (moved while the loop holds the thread, or after the
+ * kill), and completes normally (nothing it streamed is repeated).
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
@@ -47,5 +48,7 @@ it("a run co-hosted with a native runaway loop survives the kill of their thread
     { type: "text", text: "after late" },
   ]);
   expect(calls).toHaveLength(1);
-  expect(proc.stderr.some((l) => l.includes("continuing a run whose worker was killed for another run"))).toBe(true);
+  // Either the pool moved the idle run to a surge thread while the loop held theirs, or it
+  // continued it there after the kill: from its parked image both ways.
+  expect(proc.stderr.some((l) => l.includes("continuing a run whose worker was killed for another run") || l.includes("moving an idle run off a lane another guest holds"))).toBe(true);
 });

@@ -145,15 +145,12 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if (!run.active) return seg.finish({ status: "failed", error: `${INACTIVE_PREFIX}${run.inactiveReason}.`, code: "invalid_input" }, 0);
         const input = checkExecInput({ code: req.code, command: req.command, language: req.language }, config.languages);
         if (!input.ok) return seg.finish({ status: "failed", error: input.error, code: "invalid_input" }, 0);
-        if (pool.saturated) {
-          throw new ServiceError("resource_exhausted", `this sidecar is at capacity (${pool.maxQueue} execs already wait for a worker); retry later or send the exec to another sidecar`);
-        }
         if ((perRun.get(scopeKey) ?? 0) >= maxPerRun) {
           throw new ServiceError("resource_exhausted", `this agent run already has ${maxPerRun} execs in flight on this sidecar, its fair share; wait for one to finish`);
         }
-        // A session over its CPU share, or holding half the queue, waits for its own work first.
-        const overShare = pool.cpuRefusal(tenantOf(scope));
-        if (overShare) throw new ServiceError("resource_exhausted", overShare);
+        // A full queue, or a session over its share of the queue or of the CPU, is refused at once.
+        const refused = pool.refusal(tenantOf(scope));
+        if (refused) throw new ServiceError("resource_exhausted", refused);
         perRun.set(scopeKey, (perRun.get(scopeKey) ?? 0) + 1);
         // A cancelled exec stops counting at once: its gateway no longer waits for it.
         let counted = true;

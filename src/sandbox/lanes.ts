@@ -10,6 +10,11 @@
  * lanes, and a task posted to a lane that became hogged before the task started is
  * withdrawn and sent to another lane (see SandboxPool: the task's claim flag decides,
  * without a race, whether the worker started it or the pool took it back).
+ *
+ * When every lane is held by a computing guest (or full) while tasks wait, the pool adds
+ * a *surge* lane (a thread beyond one per core, up to as many again): the computing guests
+ * and the others then share the cores through the OS scheduler, instead of the others
+ * waiting until the loops end. A surge lane that stays idle is retired.
  */
 import { Piscina } from "piscina";
 
@@ -77,6 +82,11 @@ export class Lane {
     return this.active > 0 && this.heldMs() > HOG_MS;
   }
 
+  /** The id of the task whose VM holds this lane's thread now, or 0. */
+  holder(): number {
+    return Atomics.load(this.busy, 0) === 0 ? 0 : Atomics.load(this.busy, 1);
+  }
+
   /** The session whose guest holds this lane's thread past the slice, if any. */
   get hogger(): string | undefined {
     return this.hogged ? this.holders.get(Atomics.load(this.busy, 1)) : undefined;
@@ -88,11 +98,58 @@ export class Lane {
   }
 }
 
+/** How long a surge lane stays without a task before it is retired. */
+const SURGE_IDLE_MS = 5_000;
+
 export class Lanes {
   readonly all: Lane[];
+  /** Lanes that are always there (one per thread asked for); the rest are surges. */
+  readonly base: number;
+  private readonly maxLanes: number;
+  private nextIndex: number;
+  private readonly errorHandlers: Array<(err: unknown) => void> = [];
+  private readonly idleSince = new Map<Lane, number>();
+  private readonly retireTimer: NodeJS.Timeout;
 
-  constructor(threads: number, o: LaneOptions) {
-    this.all = Array.from({ length: threads }, (_, i) => new Lane(i, o));
+  constructor(
+    threads: number,
+    private readonly options: LaneOptions,
+  ) {
+    this.all = Array.from({ length: threads }, (_, i) => new Lane(i, options));
+    this.base = threads;
+    this.maxLanes = threads * 2;
+    this.nextIndex = threads;
+    this.retireTimer = setInterval(() => this.retireIdle(), 1_000);
+    this.retireTimer.unref();
+  }
+
+  /** Adds a surge lane, unless the pool already has as many as allowed; returns it. */
+  surge(): Lane | undefined {
+    if (this.all.length >= this.maxLanes) return undefined;
+    const lane = new Lane(this.nextIndex++, this.options);
+    for (const fn of this.errorHandlers) lane.piscina.on("error", fn);
+    this.all.push(lane);
+    return lane;
+  }
+
+  /** Surge lanes now: the pool's extra threads beyond one per core. */
+  get surges(): number {
+    return this.all.length - this.base;
+  }
+
+  private retireIdle(now = Date.now()): void {
+    for (const lane of this.all.slice(this.base)) {
+      if (lane.active > 0) {
+        this.idleSince.delete(lane);
+        continue;
+      }
+      const since = this.idleSince.get(lane) ?? now;
+      this.idleSince.set(lane, since);
+      if (now - since < SURGE_IDLE_MS) continue;
+      this.idleSince.delete(lane);
+      this.all.splice(this.all.indexOf(lane), 1);
+      void lane.piscina.destroy();
+    }
   }
 
   /** True when a lane other than `lane` is not hogged (the fair queue chooses which). */
@@ -119,10 +176,12 @@ export class Lanes {
   }
 
   onError(fn: (err: unknown) => void): void {
+    this.errorHandlers.push(fn);
     for (const lane of this.all) lane.piscina.on("error", fn);
   }
 
   async destroy(): Promise<void> {
+    clearInterval(this.retireTimer);
     await Promise.all(this.all.map((l) => l.piscina.destroy()));
   }
 }

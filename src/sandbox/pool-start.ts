@@ -5,6 +5,9 @@
  * up while the main thread loads the servers.
  */
 import { SandboxPool, type PoolOptions } from "./pool.js";
+import type { ExecEvents } from "./pool-contract.js";
+import { MCP_RUN_PROBE } from "./mcp-run/probe.js";
+import { EMPTY_GUEST_CATALOG } from "./task-protocol.js";
 
 /** The sandbox pool cannot start, so no surface can run: `codemode start`/`sandbox` print it and exit non-zero. */
 export class PoolStartError extends Error {
@@ -18,7 +21,7 @@ function startError(err: unknown): PoolStartError {
 }
 
 /**
- * Creates the pool and starts its probe (SandboxPool.probe); resolves as soon as the
+ * Creates the pool and starts its probe (`probe`); resolves as soon as the
  * worker threads are starting, with `ready`: the pool once the probe passed, or a
  * PoolStartError (the pool closed). Never rejects itself; `ready` is always handled
  * (a caller that gives up before awaiting it leaves no unhandled rejection).
@@ -32,7 +35,7 @@ export async function launchPool(options: PoolOptions): Promise<{ ready: Promise
     ready.catch(() => undefined);
     return { ready };
   }
-  const ready = pool.probe().then(
+  const ready = probe(pool).then(
     () => pool,
     async (err: unknown) => {
       await pool.close().catch(() => undefined);
@@ -46,4 +49,27 @@ export async function launchPool(options: PoolOptions): Promise<{ ready: Promise
 /** The pool, proven able to run a program on every guest prelude, or why it cannot start. */
 export async function startPool(options: PoolOptions): Promise<SandboxPool> {
   return (await launchPool(options)).ready;
+}
+
+/**
+ * Runs `return 1` on each guest prelude (code mode's, Tool Search's, codemode.run's) and
+ * rejects with the reason when the pool cannot: workers that never start, a prelude
+ * that does not compile, QuickJS that cannot create a VM. Bounded by the task timeout.
+ *
+ * It also warms the pool for the first execs: code mode's probe runs once per thread
+ * (submitted first, so each lands on a different one), so every worker has compiled
+ * that prelude and prepared its VM image before the sidecar says it is ready, and the
+ * first exec on any thread skips that (~100 ms cold). The other surfaces run once each.
+ */
+async function probe(pool: SandboxPool): Promise<void> {
+  const limits = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
+  const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
+  const surfaces = [...Array.from({ length: pool.threads }, () => "code" as const), "tool_search" as const, "mcp_run" as const];
+  const outcomes = await Promise.all(
+    surfaces.map(
+      (surface) =>
+        pool.exec({ kind: "exec", source: "return 1", language: "javascript", limits, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...(surface === "mcp_run" ? MCP_RUN_PROBE : {}) }, ignore).outcome,
+    ),
+  );
+  for (const o of outcomes) if (o.status !== "completed" || o.valueJson !== "1") throw new Error(o.status === "failed" ? o.error : `the probe program ended ${o.status}`);
 }

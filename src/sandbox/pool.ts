@@ -1,27 +1,33 @@
 /**
- * The sidecar's piscina pool of QuickJS workers, and the host's own wall-clock kill.
+ * The sidecar's pool of QuickJS workers (one piscina per thread, ./lanes.ts), and the
+ * host's own wall-clock kill.
  *
  * Each exec is a task with its own MessagePort (output, tool calls and the outcome
  * stream over it, in order). A worker hosts several tasks at once, because a VM that
  * awaits tool results does not use its thread. A native loop that ignores QuickJS's
  * interrupt handler blocks its thread, so the host watches every started task: past
- * its deadline plus a grace period the worker thread is terminated, piscina starts a
- * replacement, the runaway run fails with `timeout`, and any other task on that
- * thread that had not yet reported anything to its gateway (no output, no tool call:
- * queued, compiling, or computing) is submitted again from the start, so no other run
- * fails and nothing the gateway saw happens twice.
+ * its deadline plus a grace period the worker thread is terminated (only the guest that
+ * holds the thread is blamed), piscina starts a replacement, and the runaway run fails
+ * with `timeout`. No other run on that thread is lost: a task that had not reported
+ * anything to its gateway is submitted again from the start, and a VM that had is
+ * continued elsewhere from the image it parked while idle (./worker/occupancy.ts), with
+ * the answers that image lacks (./image-answers.ts); nothing the gateway saw happens twice.
+ * While a guest holds a thread past a slice, the others there do not wait for it: a task
+ * not yet started, or a VM idle with its current image parked, moves to a free lane
+ * (a surge lane if there is none), and the run goes on there.
  */
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { HOG_MS, Lanes, type Lane } from "./lanes.js";
+import { killGraceMs, type ExecEvents, type ExecHandle, type Submission } from "./pool-contract.js";
+import { ImageAnswers } from "./image-answers.js";
 import { FairScheduler } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
-import { MCP_RUN_PROBE } from "./mcp-run/probe.js";
 import { shareCatalog } from "./shared-catalog.js";
-import { EMPTY_GUEST_CATALOG, type ExecTask, type GuestCatalog, type MainMessage, type NestedCallMessage, type PlainError, type RequestOp, type ResumeTask, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
+import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -29,33 +35,6 @@ export type PoolOptions = {
   execsPerWorker?: number;
   log: Logger;
 };
-
-export type ExecEvents = {
-  onOutput(kind: "text" | "json", data: string): void;
-  onToolCall(call: NestedCallMessage): void;
-  onRequest(reqId: string, op: RequestOp, payloadJson: string): void;
-  onYield(callId: string, reason: string): void;
-};
-
-export type ExecHandle = {
-  /** Settles with the outcome; never rejects. */
-  outcome: Promise<TaskOutcome>;
-  answer(callId: string, result: { ok: true; json: string } | { ok: false; error: PlainError }): void;
-  cancel(reason: string): void;
-  /** Asks the VM to suspend at its next idle moment (drain); a computing guest finishes its slice first. */
-  suspend(): void;
-};
-
-/**
- * Grace past a deadline or a cancel before the host stops trusting the interrupt handler
- * and terminates the thread: a guest that polls interrupts has stopped long before, so
- * only a native loop (e.g. a huge `Array.join`) is still running then. Under a second,
- * whatever `timeoutMs` is.
- */
-export const KILL_GRACE_MS = 750;
-export function killGraceMs(_timeoutMs: number): number {
-  return KILL_GRACE_MS;
-}
 
 /** How often one task may be moved off hogged lanes before it just waits where it is. */
 const MAX_MOVES = 8;
@@ -67,8 +46,8 @@ const WORKER_FILE = fileURLToPath(new URL("./worker/worker.js", import.meta.url)
 /** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
 const WORKER_STACK_MB = 16;
 
-/** A task without its port (the pool makes one per attempt). */
-export type Submission = (Omit<ExecTask, "port" | "catalog"> & { catalog: GuestCatalog }) | Omit<ResumeTask, "port">;
+type Parked = Extract<WorkerMessage, { t: "parked" }>;
+type Unpark = Omit<UnparkTask, "port" | "answers">;
 
 export class SandboxPool {
   private readonly lanes: Lanes;
@@ -90,15 +69,11 @@ export class SandboxPool {
     this.lanes = lanes;
     this.budget = new CpuBudget(threads);
     this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), WINDOW_MS * threads);
+    this.scheduler.onSurge = (lane, hogged) => log.info({ lane: lane.index, hogged, surges: lanes.surges }, "computing guests hold the lanes while others wait: adding a surge thread");
     this.threads = threads;
     this.slots = slots;
     this.maxQueue = slots * 2;
     this.log = log;
-  }
-
-  /** True when the queue is full: a new exec is refused (RESOURCE_EXHAUSTED) rather than left to hang. */
-  get saturated(): boolean {
-    return this.lanes.queueSize + this.scheduler.size >= this.maxQueue;
   }
 
   static async create(options: PoolOptions): Promise<SandboxPool> {
@@ -120,9 +95,21 @@ export class SandboxPool {
     return this.lanes.queueSize + this.scheduler.size;
   }
 
-  /** Why `tenant` may not start a segment now (over its CPU share while others wait), or undefined. */
-  cpuRefusal(tenant: string): string | undefined {
+  /**
+   * Why a new exec of `tenant` (a session, ./cpu-budget.ts) is refused now, or undefined:
+   * the queue is bounded at `maxQueue`, but a session with nothing waiting may still queue
+   * up to twice that, so sessions that fill the queue never lock a new conversation out; a
+   * session may hold half of the queue, and a heavy one (./scheduler.ts), which runs one
+   * task per half of the lanes anyway, one waiting task per thread; and none may go over
+   * its CPU share while others have work.
+   */
+  refusal(tenant: string): string | undefined {
     const waiting = this.scheduler.waitingFor(tenant);
+    const queued = this.lanes.queueSize + this.scheduler.size;
+    if (queued >= (waiting === 0 ? 2 * this.maxQueue : this.maxQueue)) return `this sidecar is at capacity (${queued} execs already wait for a worker); retry later or send the exec to another sidecar`;
+    if (this.scheduler.heavy(tenant) && waiting >= this.threads) {
+      return `this session's programs hold the sandbox's threads more than others and it already has ${waiting} execs waiting for a worker; wait for them to finish`;
+    }
     if (waiting >= this.maxQueue / 2) return `this session already has ${waiting} execs waiting for a worker, half of this sidecar's queue; wait for them to finish`;
     return this.budget.refusal(tenant);
   }
@@ -140,8 +127,9 @@ export class SandboxPool {
     const backlog: MainMessage[] = [];
     const cancelFlag = new SharedArrayBuffer(4);
     /** The VM's latest idle image on a shared thread, and answers sent to it since. */
-    let parked: Extract<WorkerMessage, { t: "parked" }> | undefined;
-    let answersSinceParked: Array<Extract<MainMessage, { t: "answer" }>> = [];
+    let parked: Parked | undefined;
+    /** Answers that image may lack (./image-answers.ts). */
+    const imageAnswers = new ImageAnswers();
     /** Times the task was withdrawn from a hogged lane before it started. */
     let moves = 0;
     /** Re-arms the running attempt's kill timer (set per attempt). */
@@ -157,9 +145,21 @@ export class SandboxPool {
       resolveOutcome(o);
     };
 
+    /** The task that continues the run from image `p` (the answers it lacks are added when it is posted). */
+    const unparkFrom = (p: Parked): Unpark => ({
+      kind: "unpark",
+      parked: p.parked,
+      pending: p.pending,
+      limits: submission.limits,
+      outputBytesUsed: p.outputBytes,
+      deadlineAtMs: p.deadlineAtMs,
+      allToolsJson: submission.kind === "exec" ? submission.catalog.allToolsJson : (submission.allToolsJson ?? "[]"),
+      convenienceJson: submission.kind === "exec" ? submission.catalog.convenienceJson : (submission.convenienceJson ?? "[]"),
+      ...(submission.kind === "exec" && submission.surface !== undefined ? { surface: submission.surface } : {}),
+    });
     // A task waits in the fair queue (./scheduler.ts) until a lane has room; until then
     // it ends there if it was cancelled or its time (from this submission) ran out.
-    const attempt = (tries: number, unpark?: Omit<UnparkTask, "port">) => {
+    const attempt = (tries: number, unpark?: Unpark) => {
       const queuedUntil = Date.now() + submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs);
       this.scheduler.submit({
         tenant,
@@ -172,7 +172,7 @@ export class SandboxPool {
         },
       });
     };
-    const attemptOn = (lane: Lane, tries: number, unpark?: Omit<UnparkTask, "port">) => {
+    const attemptOn = (lane: Lane, tries: number, unpark?: Unpark) => {
       const channel = new MessageChannel();
       port = channel.port1;
       let threadId: number | undefined;
@@ -192,13 +192,20 @@ export class SandboxPool {
         setImmediate(() => this.scheduler.pump());
       };
       const claim = new Int32Array(new SharedArrayBuffer(4));
+      // A continued run's image stays valid until its VM reports something new.
+      const carried = imageAnswers.startAttempt(unpark !== undefined);
+      if (unpark) parked = { t: "parked", parked: unpark.parked, pending: unpark.pending, outputBytes: unpark.outputBytesUsed, deadlineAtMs: unpark.deadlineAtMs, seq: 0, rx: 0 };
       /** Withdrawn before it started: another attempt runs the task; ignore this one. */
       let superseded = false;
       let killTimer: NodeJS.Timeout | undefined;
       const armKill = (inMs: number) => {
         clearTimeout(killTimer);
         killTimer = setTimeout(() => {
-          if (finished) return;
+          if (finished || superseded) return;
+          // Another guest holds the thread (this VM could not run to meet its deadline):
+          // that one is killed by its own timer; this run is not to blame.
+          const holder = lane.holder();
+          if (holder !== 0 && holder !== taskId) return armKill(HOG_MS - killGraceMs(submission.limits.timeoutMs));
           this.log.warn({ threadId, timeoutMs: submission.limits.timeoutMs }, "guest ignored its deadline; terminating its worker thread");
           finish({
             status: "failed",
@@ -229,13 +236,14 @@ export class SandboxPool {
           case "call":
           case "request":
           case "yield":
+            if (m.rx !== undefined) imageAnswers.received(m.rx);
             emitted = true;
             // The VM moved on since it parked: that image would repeat what the gateway saw.
             parked = undefined;
             break;
           case "parked":
             parked = m;
-            answersSinceParked = [];
+            imageAnswers.parked(m.rx);
             break;
           case "started":
             started = true;
@@ -261,20 +269,31 @@ export class SandboxPool {
 
       // A versioned catalog travels shared, not copied (./shared-catalog.ts).
       const posted = submission.kind === "exec" ? { ...submission, catalog: shareCatalog(submission.catalog) } : submission;
-      const task = (unpark ? { ...unpark, port: channel.port2, cancelFlag, claim: claim.buffer, taskId } : { ...posted, port: channel.port2, cancelFlag, claim: claim.buffer, taskId }) as Task;
-      // Not started yet and its lane is hogged by another guest: run it on a free lane instead.
+      const task = (unpark ? { ...unpark, answers: carried, port: channel.port2, cancelFlag, claim: claim.buffer, taskId } : { ...posted, port: channel.port2, cancelFlag, claim: claim.buffer, taskId }) as Task;
+      // Its lane is hogged by another guest: a task that has not started runs on a free
+      // lane instead; a VM idle with its current image parked continues there from it.
       const watch = setInterval(() => {
-        if (finished || Atomics.load(claim, 0) !== 0 || moves >= MAX_MOVES) return clearInterval(watch);
-        if (!lane.hogged || !this.lanes.anyFreeBesides(lane)) return;
-        if (Atomics.compareExchange(claim, 0, 0, 2) !== 0) return clearInterval(watch);
+        if (finished || moves >= MAX_MOVES) return clearInterval(watch);
+        if (!lane.hogged || lane.holder() === taskId) return;
+        const from = Atomics.load(claim, 0) === 0 ? 0 : parked && parked.seq > 0 ? parkedClaim(parked.seq) : -1;
+        if (from < 0) return;
+        // Nowhere to go: the pool adds a surge lane (./lanes.ts), and the next tick moves there.
+        if (!this.lanes.anyFreeBesides(lane)) return this.scheduler.surge();
+        if (Atomics.compareExchange(claim, 0, from, from === 0 ? CLAIM_WITHDRAWN : CLAIM_MOVED) !== from) return;
         clearInterval(watch);
         superseded = true;
         moves++;
         clearTimeout(startTimer);
-        leaveLane();
+        clearTimeout(killTimer);
         channel.port1.close();
-        this.log.info({ lane: lane.index, heldMs: lane.heldMs() }, "moving a task that had not started off a lane another guest holds");
-        attempt(tries, unpark);
+        if (from === 0) {
+          leaveLane();
+          this.log.info({ lane: lane.index, heldMs: lane.heldMs() }, "moving a task that had not started off a lane another guest holds");
+          return attempt(tries, unpark);
+        }
+        // The old VM stays on its lane until it wakes and gives the run up.
+        this.log.info({ lane: lane.index, heldMs: lane.heldMs(), pending: parked!.pending.length }, "moving an idle run off a lane another guest holds, from its parked image");
+        attempt(tries, unparkFrom(parked!));
       }, HOG_MS);
       watch.unref();
       lane.piscina.run(task, { transferList: [channel.port2] }).then(
@@ -296,22 +315,9 @@ export class SandboxPool {
           if (parked && !this.closed && tries < 3) {
             // The thread died for a neighbour while this VM was idle: continue it elsewhere
             // from the image it parked, with the answers sent since.
-            const p = parked;
-            this.log.info({ tries, pending: p.pending.length }, "continuing a run whose worker was killed for another run, from its parked image");
+            this.log.info({ tries, pending: parked.pending.length }, "continuing a run whose worker was killed for another run, from its parked image");
             channel.port1.close();
-            parked = undefined;
-            attempt(tries + 1, {
-              kind: "unpark",
-              parked: p.parked,
-              pending: p.pending,
-              answers: answersSinceParked.splice(0),
-              limits: submission.limits,
-              outputBytesUsed: p.outputBytes,
-              deadlineAtMs: p.deadlineAtMs,
-              allToolsJson: submission.kind === "exec" ? submission.catalog.allToolsJson : (submission.allToolsJson ?? "[]"),
-              convenienceJson: submission.kind === "exec" ? submission.catalog.convenienceJson : (submission.convenienceJson ?? "[]"),
-              ...(submission.kind === "exec" && submission.surface !== undefined ? { surface: submission.surface } : {}),
-            });
+            attempt(tries + 1, unparkFrom(parked));
             return;
           }
           const reason = this.closed ? "the sandbox is shutting down" : (err as Error)?.message ?? String(err);
@@ -334,7 +340,7 @@ export class SandboxPool {
       outcome,
       answer: (callId, result) => {
         const m: Extract<MainMessage, { t: "answer" }> = result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error };
-        if (parked) answersSinceParked.push(m);
+        imageAnswers.sent(m);
         send(m);
       },
       suspend: () => {
@@ -365,29 +371,6 @@ export class SandboxPool {
 
   private terminateThread(threadId: number | undefined): void {
     this.lanes.terminate(threadId);
-  }
-
-  /**
-   * Runs `return 1` on each guest prelude (code mode's, Tool Search's, codemode.run's) and
-   * rejects with the reason when the pool cannot: workers that never start, a prelude
-   * that does not compile, QuickJS that cannot create a VM. Bounded by the task timeout.
-   *
-   * It also warms the pool for the first execs: code mode's probe runs once per thread
-   * (submitted first, so each lands on a different one), so every worker has compiled
-   * that prelude and prepared its VM image before the sidecar says it is ready, and the
-   * first exec on any thread skips that (~100 ms cold). The other surfaces run once each.
-   */
-  async probe(): Promise<void> {
-    const limits = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
-    const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
-    const surfaces = [...Array.from({ length: this.threads }, () => "code" as const), "tool_search" as const, "mcp_run" as const];
-    const outcomes = await Promise.all(
-      surfaces.map(
-        (surface) =>
-          this.exec({ kind: "exec", source: "return 1", language: "javascript", limits, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...(surface === "mcp_run" ? MCP_RUN_PROBE : {}) }, ignore).outcome,
-      ),
-    );
-    for (const o of outcomes) if (o.status !== "completed" || o.valueJson !== "1") throw new Error(o.status === "failed" ? o.error : `the probe program ended ${o.status}`);
   }
 
   async close(): Promise<void> {

@@ -19,7 +19,7 @@ import { answerFromWire, pendingKindFromWire, RUN_MESSAGES } from "../shared/lin
 import type { Logger } from "../shared/logger.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
 import { withRetries } from "../shared/retry.js";
-import { killGraceMs } from "./pool.js";
+import { killGraceMs } from "./pool-contract.js";
 import type { ResultInput } from "./result.js";
 import type { ResolvedRun } from "./run-resolver.js";
 import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type PendingInfo, type SegmentInit } from "./segment.js";

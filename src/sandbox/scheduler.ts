@@ -94,7 +94,10 @@ export class FairScheduler {
         bestUse = use;
         bestLane = lane;
       }
-      if (best < 0) break;
+      if (best < 0) {
+        this.surgeIfHeld();
+        break;
+      }
       this.queue.splice(best, 1)[0]!.run(bestLane!);
     }
     if (this.queue.length > 0 && !this.timer) {
@@ -106,30 +109,63 @@ export class FairScheduler {
     }
   }
 
+  private lastSurge = 0;
+
+  /**
+   * Tasks wait and no lane can take them: when computing guests hold lanes (not when the
+   * lanes are merely full), add a surge lane (./lanes.ts) so the others need not wait for
+   * the loops to end; at most one per slice.
+   */
+  private surgeIfHeld(): void {
+    if (this.queue.some((w) => !this.heavy(w.tenant))) this.surge();
+  }
+
+  /**
+   * Adds a surge lane when computing guests hold lanes (at most one per slice): for waiting
+   * tasks, or for an idle run on a held lane that has nowhere to move (../pool.ts).
+   */
+  surge(): void {
+    const now = Date.now();
+    if (now - this.lastSurge < 2 * HOG_MS) return;
+    if (!this.lanes.all.some((l) => l.hogged)) return;
+    this.lastSurge = now;
+    const lane = this.lanes.surge();
+    if (lane) this.onSurge?.(lane, this.lanes.all.filter((l) => l.hogged).length);
+  }
+
+  /** Told of each surge lane added (for the log). */
+  onSurge: ((lane: Lane, hogged: number) => void) | undefined;
+
   /** Whether `tenant` used more than its light share over the window, or its guest holds a lane now. */
-  private heavy(tenant: string): boolean {
+  heavy(tenant: string): boolean {
     return this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE || this.lanes.all.some((l) => l.hogger === tenant);
   }
 
   /**
    * The least loaded lane with room that no computing guest holds and `tenant` may use. Heavy
    * sessions, together, keep to half of the lanes (one task per half for each), so light
-   * sessions always have a lane.
+   * sessions always have a lane; and light sessions keep off the lanes heavy ones use while
+   * another lane has room, so a VM that already talked to its gateway is rarely on a thread
+   * a loop may get killed on (it would continue from its parked image, later).
    */
   private free(tenant: string): Lane | undefined {
     const all = this.lanes.all;
-    const half = Math.max(1, Math.floor(all.length / 2));
+    // Heavy sessions keep to half of the base lanes; surge lanes are for the others.
+    const half = Math.max(1, Math.floor(this.lanes.base / 2));
     const heavy = this.heavy(tenant);
-    let heavyLanes: Set<Lane> | undefined;
-    if (heavy) {
-      if (all.reduce((n, l) => n + (l.tenants.get(tenant) ?? 0), 0) >= half) return undefined;
-      heavyLanes = new Set(all.filter((l) => [...l.tenants.keys()].some((t) => this.heavy(t))));
-    }
+    const heavyLanes = new Set(all.filter((l) => [...l.tenants.keys()].some((t) => this.heavy(t))));
+    if (heavy && all.reduce((n, l) => n + (l.tenants.get(tenant) ?? 0), 0) >= half) return undefined;
     let best: Lane | undefined;
+    let bestScore = Infinity;
     for (const lane of all) {
       if (lane.active >= this.capacity || lane.hogged) continue;
-      if (heavyLanes && heavyLanes.size >= half && !heavyLanes.has(lane)) continue;
-      if (!best || lane.active < best.active) best = lane;
+      if (heavy && (lane.index >= this.lanes.base || (heavyLanes.size >= half && !heavyLanes.has(lane)))) continue;
+      // Heavy sessions share their lanes; light ones prefer the others.
+      const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0);
+      if (score < bestScore) {
+        best = lane;
+        bestScore = score;
+      }
     }
     return best;
   }

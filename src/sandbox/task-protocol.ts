@@ -133,9 +133,23 @@ export type TaskSurface = "code" | "tool_search" | "mcp_run";
  */
 /**
  * `cancelFlag`: set by the main thread to cancel (read by the interrupt handler).
- * `claim`: one Int32, 0 when posted; the worker sets 1 when it starts the task, the pool
- * 2 when it withdraws it first (../sandbox/lanes.ts); whoever changes it from 0 decides.
+ * `claim`: one Int32 saying who owns the task's run, changed only by compare-and-swap:
+ * 0 when posted; the worker sets 1 (CLAIM_STARTED) when it starts the task, the pool 2
+ * (CLAIM_WITHDRAWN) when it withdraws it first (../sandbox/lanes.ts). An idle VM that
+ * parked its image publishes CLAIM_PARKED with the image's sequence number (`parkedClaim`);
+ * from that exact value the pool may set 3 (CLAIM_MOVED) and continue the run elsewhere
+ * from that image, and the VM, when it next wakes, swaps it back to 1 or, finding 3,
+ * gives the run up without running anything.
  */
+export const CLAIM_STARTED = 1;
+export const CLAIM_WITHDRAWN = 2;
+export const CLAIM_MOVED = 3;
+export const CLAIM_PARKED = 4;
+/** The claim word of a VM idle with its parked image number `seq`. */
+export function parkedClaim(seq: number): number {
+  return CLAIM_PARKED | ((seq & 0xfffff) << 3);
+}
+
 export type CancelFlag = { cancelFlag?: SharedArrayBuffer; claim?: SharedArrayBuffer; /** Published while the task's VM holds the thread. */ taskId?: number };
 
 export type PlainError = { name: string; message: string };
@@ -145,22 +159,25 @@ export type NestedCallMessage = Extract<WorkerMessage, { t: "call" }>;
 /** Catalog requests the sidecar answers itself. */
 export type RequestOp = "search" | "describe" | "api_list" | "api_read" | "mcp_api";
 
-/** Worker → main. */
+/**
+ * Worker → main. `rx` on a message the VM sent: how many answers the worker had received
+ * on the task's port by then (the pool forgets answers a parked image holds, ./image-answers.ts).
+ */
 export type WorkerMessage =
   | { t: "started"; threadId: number }
   /** The host may kill the thread if this task still runs at untilMs (plus grace). */
   | { t: "watch"; untilMs: number }
-  | { t: "output"; kind: "text" | "json"; data: string }
+  | { t: "output"; kind: "text" | "json"; data: string; rx?: number }
   /**
    * A nested call: `tools` (tools.call and convenience names; target is the catalog id),
    * `mcp` (MCP.<server>.*; target is the exact MCP catalog id), `ns` (an internal
    * namespace member; target is the namespace id, path the member, input the arguments).
    */
-  | { t: "call"; callId: string; via: CallVia; target: string; path: string; inputJson: string }
-  | { t: "request"; reqId: string; op: RequestOp; payloadJson: string }
-  | { t: "yield"; callId: string; reason: string }
+  | { t: "call"; callId: string; via: CallVia; target: string; path: string; inputJson: string; rx?: number }
+  | { t: "request"; reqId: string; op: RequestOp; payloadJson: string; rx?: number }
+  | { t: "yield"; callId: string; reason: string; rx?: number }
   /** The VM is idle on a shared thread: here is its current image (memory transferred). */
-  | { t: "parked"; parked: ParkedVm; pending: PendingRef[]; outputBytes: number; deadlineAtMs: number }
+  | { t: "parked"; parked: ParkedVm; pending: PendingRef[]; outputBytes: number; deadlineAtMs: number; /** The image's number in this task (see `claim`). */ seq: number; rx: number }
   | { t: "done"; outcome: TaskOutcome };
 
 /** Main → worker. */

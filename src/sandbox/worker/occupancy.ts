@@ -4,9 +4,13 @@
  * a thread hosts more than one session, each idle VM keeps a parked copy of itself on the
  * main thread (see GuestSession.park), from which the pool continues it on another
  * thread. A session that arrives parks its idle neighbours before it runs anything.
+ *
+ * The pool may also move a parked VM while a neighbour holds the thread (the VM could
+ * not take an answer before the neighbour yields): the task's claim word decides who
+ * owns the run, without a race (../task-protocol.ts, `claim`).
  */
 import type { Snapshot } from "quickjs-wasi";
-import type { ParkedVm } from "../task-protocol.js";
+import { CLAIM_MOVED, CLAIM_PARKED, CLAIM_STARTED, parkedClaim, type ParkedVm } from "../task-protocol.js";
 
 export type Parkable = { parkIfIdle(): void };
 
@@ -39,4 +43,20 @@ export function parkedImage(snap: Snapshot, guestToken: number): { parked: Parke
   const buffer = snap.memory.buffer;
   const whole = snap.memory.byteOffset === 0 && snap.memory.byteLength === buffer.byteLength && buffer instanceof ArrayBuffer;
   return { parked, transfer: whole ? [buffer] : [] };
+}
+
+/** After posting image `seq`: the pool may now move the run from that image. */
+export function publishParked(claim: Int32Array | undefined, seq: number): void {
+  if (claim) Atomics.compareExchange(claim, 0, CLAIM_STARTED, parkedClaim(seq));
+}
+
+/**
+ * On waking: takes the run back from the parked state. False when the pool moved the run
+ * to another thread meanwhile; the VM must then give it up without running anything.
+ */
+export function stillOwned(claim: Int32Array | undefined): boolean {
+  if (!claim) return true;
+  const state = Atomics.load(claim, 0);
+  if ((state & 7) === CLAIM_PARKED && Atomics.compareExchange(claim, 0, state, CLAIM_STARTED) === state) return true;
+  return Atomics.load(claim, 0) !== CLAIM_MOVED;
 }

@@ -5,7 +5,9 @@
  * session's state and drain loop.
  */
 import { randomBytes } from "node:crypto";
-import type { ErrorCodeName, TaskOutcome } from "../task-protocol.js";
+import { JSException } from "quickjs-wasi";
+import type { ErrorCodeName, PendingRef, TaskOutcome } from "../task-protocol.js";
+import { ENCODING_DELTA, type encodeSnapshot } from "./snapshot-codec.js";
 import { guestErrorMessage } from "./guest-errors.js";
 import { parseBridgeJson } from "./json-bridge.js";
 
@@ -49,4 +51,27 @@ export function completion(settled: Settled, outputBytes: number, maxOutputBytes
 /** WebAssembly.RuntimeError (a trap), which the project's WebAssembly typings leave out. */
 export function wasmRuntimeError(): new (...a: unknown[]) => Error {
   return (globalThis as unknown as { WebAssembly: { RuntimeError: new (...a: unknown[]) => Error } }).WebAssembly.RuntimeError;
+}
+
+/** The outcome of what the VM threw (no fatal error, cancel or deadline behind it): the guest's uncaught error, a trap, or a host failure. */
+export function thrownOutcome(err: unknown, outputBytes: number): TaskOutcome {
+  if (err instanceof JSException) {
+    const msg = `${err.name}: ${err.message}`.replace(/^Error: Job execution error: /, "");
+    err.dispose();
+    return failed(msg, outputBytes);
+  }
+  if (err instanceof wasmRuntimeError()) return failed(`RuntimeError: the guest VM crashed (${(err as Error).message}) and was discarded.`, outputBytes);
+  return failed(`internal: ${(err as Error)?.message ?? String(err)}`, outputBytes, "internal_error");
+}
+
+/** A suspended segment's outcome: the encoded snapshot and what the VM still awaits. */
+export function suspendedOutcome(reason: "pending_tools" | "yield", encoded: ReturnType<typeof encodeSnapshot>, pending: PendingRef[], outputBytes: number, t0: number): TaskOutcome {
+  return {
+    status: "suspended",
+    reason,
+    envelope: encoded.envelope,
+    pending,
+    outputBytes,
+    snapshot: { encoding: encoded.encoding === ENCODING_DELTA ? "delta" : "plain", memoryBytes: encoded.memoryBytes, changedPages: encoded.changedPages, encodeMs: performance.now() - t0 },
+  };
 }

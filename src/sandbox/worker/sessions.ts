@@ -36,8 +36,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
   if (!cell.ok) return failed(cell.message, task.outputBytesUsed, "invalid_input");
   const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
-  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
-  if (task.taskId) session.held.taskId = task.taskId;
+  session.bind(task);
   session.neverSuspends = task.surface === "tool_search" || task.surface === "mcp_run";
   session.source = cellSource;
   session.allToolsJson = task.catalog.allToolsJson;
@@ -110,8 +109,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
 
 export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
-  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
-  if (task.taskId) session.held.taskId = task.taskId;
+  session.bind(task);
   if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
   if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   // Decoding and restoring a large snapshot must not count against the VM's deadline.
@@ -141,8 +139,7 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
 /** Continues a VM parked by a worker that was killed for another run's loop. */
 export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
-  if (task.cancelFlag) session.cancelFlag = new Int32Array(task.cancelFlag);
-  if (task.taskId) session.held.taskId = task.taskId;
+  session.bind(task);
   if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
   if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   try {

@@ -23,15 +23,15 @@
 import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomBytes } from "node:crypto";
-import type { ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
+import type { CancelFlag, ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
-import { encodeSnapshot, ENCODING_DELTA } from "./snapshot-codec.js";
-import { cohosted, enter, leave, parkedImage } from "./occupancy.js";
+import { encodeSnapshot } from "./snapshot-codec.js";
+import { cohosted, enter, leave, parkedImage, publishParked, stillOwned } from "./occupancy.js";
 import { ThreadHold } from "./busy.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
-import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, seedWords, SNAPSHOT_BUDGET_MS, wasmRuntimeError, type Settled } from "./outcomes.js";
+import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, seedWords, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
 
 export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
 
@@ -56,10 +56,15 @@ export class GuestSession {
   private wake: (() => void) | undefined;
   /** The sidecar drains: suspend at the next idle moment instead of waiting on. */
   private suspendRequested = false;
+  /** Answers received on the port so far (stamped on what the VM sends, ../task-protocol.ts). */
+  private received = 0;
   private readonly onMessage = (m: MainMessage) => {
     if (m.t === "cancel") this.cancelled = m.reason;
     else if (m.t === "suspend") this.suspendRequested = true;
-    else this.inbox.push(m);
+    else {
+      this.inbox.push(m);
+      this.received++;
+    }
     this.wake?.();
   };
 
@@ -71,6 +76,8 @@ export class GuestSession {
   ) {
     this.outputBytes = outputBytesUsed;
     port.on("message", this.onMessage);
+    // The pool closes its end when it moved the run elsewhere: wake to give it up.
+    port.once("close", () => this.wake?.());
   }
 
   /** ALL_TOOLS as JSON, handed over when the program first reads it. */
@@ -86,6 +93,16 @@ export class GuestSession {
   private healthy = true;
   /** Set by the main thread through shared memory when the task is cancelled. */
   cancelFlag: Int32Array | undefined;
+  /** Who owns the run (../task-protocol.ts, `claim`); images parked so far. */
+  private claim: Int32Array | undefined;
+  private parkSeq = 0;
+
+  /** Takes the pool's shared words and id for the task. */
+  bind(task: CancelFlag): void {
+    if (task.cancelFlag) this.cancelFlag = new Int32Array(task.cancelFlag);
+    if (task.claim) this.claim = new Int32Array(task.claim);
+    if (task.taskId) this.held.taskId = task.taskId;
+  }
   readonly interrupt = () =>
     this.fatal !== undefined || this.cancelled !== undefined || (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) || Date.now() > this.deadline;
 
@@ -122,7 +139,9 @@ export class GuestSession {
   parkIfIdle(): void {
     if (!this.idle || !this.dirty || !this.vm || this.deliverFn === undefined || this.settled?.ok === false) return;
     const { parked, transfer } = parkedImage(this.vm.snapshot(), this.guestToken);
-    this.port.postMessage({ t: "parked", parked, pending: this.pendingRefs(), outputBytes: this.outputBytes, deadlineAtMs: this.deadline } satisfies WorkerMessage, transfer);
+    const seq = ++this.parkSeq;
+    this.port.postMessage({ t: "parked", parked, pending: this.pendingRefs(), outputBytes: this.outputBytes, deadlineAtMs: this.deadline, seq, rx: this.received } satisfies WorkerMessage, transfer);
+    publishParked(this.claim, seq);
     this.dirty = false;
   }
 
@@ -153,7 +172,7 @@ export class GuestSession {
       throw guestError("RangeError", this.fatal.message);
     }
     this.outputBytes += bytes;
-    this.post({ t: "output", kind, data });
+    this.post({ t: "output", kind, data, rx: this.received });
   }
 
   readonly hostSync = (opH?: JSValueHandle, argH?: JSValueHandle): JSValueHandle => {
@@ -226,17 +245,17 @@ export class GuestSession {
       }
       if (op === "call" || op === "mcp") {
         this.pending.set(callId, "call");
-        this.post({ t: "call", callId, via: op === "call" ? "tools" : "mcp", target: String(payload?.id ?? ""), path: "", inputJson: JSON.stringify(payload?.input ?? {}) });
+        this.post({ t: "call", callId, via: op === "call" ? "tools" : "mcp", target: String(payload?.id ?? ""), path: "", inputJson: JSON.stringify(payload?.input ?? {}), rx: this.received });
       } else if (op === "ns") {
         this.pending.set(callId, "call");
         const args = payload?.args;
-        this.post({ t: "call", callId, via: "ns", target: String(payload?.ns ?? ""), path: String(payload?.path ?? ""), inputJson: JSON.stringify(Array.isArray(args) ? args : []) });
+        this.post({ t: "call", callId, via: "ns", target: String(payload?.ns ?? ""), path: String(payload?.path ?? ""), inputJson: JSON.stringify(Array.isArray(args) ? args : []), rx: this.received });
       } else if (op === "search" || op === "describe" || op === "api_list" || op === "api_read" || op === "mcp_api") {
         this.pending.set(callId, "request");
-        this.post({ t: "request", reqId: callId, op, payloadJson });
+        this.post({ t: "request", reqId: callId, op, payloadJson, rx: this.received });
       } else if (op === "yield") {
         this.pending.set(callId, "yield");
-        this.post({ t: "yield", callId, reason: String(payload?.reason ?? "") });
+        this.post({ t: "yield", callId, reason: String(payload?.reason ?? ""), rx: this.received });
       } else {
         throw guestError("TypeError", "unknown host operation");
       }
@@ -270,15 +289,7 @@ export class GuestSession {
     const cancelled = this.cancelReason();
     if (cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
     if (Date.now() > this.deadline) return this.fail(`code mode exec timed out after ${this.limits.timeoutMs} ms.`, "timeout");
-    if (err instanceof JSException) {
-      const msg = `${err.name}: ${err.message}`.replace(/^Error: Job execution error: /, "");
-      err.dispose();
-      return this.fail(msg);
-    }
-    if (err instanceof wasmRuntimeError()) {
-      return this.fail(`RuntimeError: the guest VM crashed (${(err as Error).message}) and was discarded.`);
-    }
-    return this.fail(`internal: ${(err as Error)?.message ?? String(err)}`, "internal_error");
+    return thrownOutcome(err, this.outputBytes);
   }
 
   private hasPendingYield(): boolean {
@@ -295,20 +306,7 @@ export class GuestSession {
       return { status: "suspended", reason, envelope: new Uint8Array(0), pending: pendingRefs, outputBytes: this.outputBytes, snapshot: { encoding: "plain", memoryBytes: 0, changedPages: 0, encodeMs: 0 } };
     }
     this.post({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS });
-    const encoded = encodeSnapshot(this.vm!.snapshot(), await baseImage(wasm), this.guestToken);
-    return {
-      status: "suspended",
-      reason,
-      envelope: encoded.envelope,
-      pending: pendingRefs,
-      outputBytes: this.outputBytes,
-      snapshot: {
-        encoding: encoded.encoding === ENCODING_DELTA ? "delta" : "plain",
-        memoryBytes: encoded.memoryBytes,
-        changedPages: encoded.changedPages,
-        encodeMs: performance.now() - t0,
-      },
-    };
+    return suspendedOutcome(reason, encodeSnapshot(this.vm!.snapshot(), await baseImage(wasm), this.guestToken), pendingRefs, this.outputBytes, t0);
   }
 
   /** This session's hold on the worker thread (./busy.ts); its task id is the pool's. */
@@ -353,6 +351,8 @@ export class GuestSession {
               };
             });
             this.wake = undefined;
+            // Moved to another thread from its parked image while a neighbour held this one.
+            if (!stillOwned(this.claim)) return this.fail("moved to another worker thread", "internal_error");
             this.idle = false;
             this.held.take();
             this.dirty = true;

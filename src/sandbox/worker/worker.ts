@@ -5,7 +5,7 @@
  * recompiled per run.
  */
 import { isMainThread, threadId, workerData } from "node:worker_threads";
-import type { ExecTask, Task, TaskOutcome, WorkerMessage } from "../task-protocol.js";
+import { CLAIM_STARTED, type ExecTask, type Task, type TaskOutcome, type WorkerMessage } from "../task-protocol.js";
 import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/module-check.js";
 import { compileCell } from "./compiler.js";
 import { formatLocation } from "./guest-errors.js";
@@ -58,7 +58,7 @@ async function runExec(task: ExecTask): Promise<TaskOutcome> {
 
 export default async function runTask(task: Task): Promise<void> {
   // The pool may have taken the task back (this thread was held by another guest): then it runs elsewhere.
-  if (task.claim && Atomics.compareExchange(new Int32Array(task.claim), 0, 0, 1) !== 0) {
+  if (task.claim && Atomics.compareExchange(new Int32Array(task.claim), 0, 0, CLAIM_STARTED) !== 0) {
     task.port.close();
     return;
   }

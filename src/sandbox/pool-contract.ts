@@ -1,0 +1,37 @@
+/**
+ * What the sandbox pool (./pool.ts) promises its callers: the events a task streams, the
+ * handle that answers, suspends or cancels it, what a task is submitted as, and the grace
+ * past a deadline before the host kills a thread.
+ */
+import type { ExecTask, GuestCatalog, NestedCallMessage, PlainError, RequestOp, ResumeTask, TaskOutcome } from "./task-protocol.js";
+
+export type ExecEvents = {
+  onOutput(kind: "text" | "json", data: string): void;
+  onToolCall(call: NestedCallMessage): void;
+  onRequest(reqId: string, op: RequestOp, payloadJson: string): void;
+  onYield(callId: string, reason: string): void;
+};
+
+export type ExecHandle = {
+  /** Settles with the outcome; never rejects. */
+  outcome: Promise<TaskOutcome>;
+  answer(callId: string, result: { ok: true; json: string } | { ok: false; error: PlainError }): void;
+  cancel(reason: string): void;
+  /** Asks the VM to suspend at its next idle moment (drain); a computing guest finishes its slice first. */
+  suspend(): void;
+};
+
+/**
+ * Grace past a deadline or a cancel before the host stops trusting the interrupt handler
+ * and terminates the thread: a guest that polls interrupts has stopped long before, so
+ * only a native loop (e.g. a huge `Array.join`) is still running then. Under a second,
+ * whatever `timeoutMs` is.
+ */
+export const KILL_GRACE_MS = 750;
+export function killGraceMs(_timeoutMs: number): number {
+  return KILL_GRACE_MS;
+}
+
+/** A task without its port (the pool makes one per attempt). */
+export type Submission = (Omit<ExecTask, "port" | "catalog"> & { catalog: GuestCatalog }) | Omit<ResumeTask, "port">;
+
