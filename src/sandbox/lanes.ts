@@ -98,8 +98,8 @@ export class Lane {
   }
 }
 
-/** How long a surge lane stays without a task before it is retired. */
-const SURGE_IDLE_MS = 5_000;
+/** How long a surge lane stays without a task before it is retired (loops tend to come back). */
+const SURGE_IDLE_MS = 30_000;
 
 export class Lanes {
   readonly all: Lane[];

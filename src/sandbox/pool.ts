@@ -132,6 +132,8 @@ export class SandboxPool {
     const imageAnswers = new ImageAnswers();
     /** Times the task was withdrawn from a hogged lane before it started. */
     let moves = 0;
+    /** Moves the running attempt off its lane if another guest holds it (set per attempt). */
+    let nudge: (() => void) | undefined;
     /** Re-arms the running attempt's kill timer (set per attempt). */
     let killAfter: ((ms: number) => void) | undefined;
     const finish = (o: TaskOutcome) => {
@@ -272,7 +274,9 @@ export class SandboxPool {
       const task = (unpark ? { ...unpark, answers: carried, port: channel.port2, cancelFlag, claim: claim.buffer, taskId } : { ...posted, port: channel.port2, cancelFlag, claim: claim.buffer, taskId }) as Task;
       // Its lane is hogged by another guest: a task that has not started runs on a free
       // lane instead; a VM idle with its current image parked continues there from it.
-      const watch = setInterval(() => {
+      // Checked every slice, and at once when an answer arrives for the VM.
+      const moveIfHeld = () => {
+        if (superseded) return;
         if (finished || moves >= MAX_MOVES) return clearInterval(watch);
         if (!lane.hogged || lane.holder() === taskId) return;
         const from = Atomics.load(claim, 0) === 0 ? 0 : parked && parked.seq > 0 ? parkedClaim(parked.seq) : -1;
@@ -294,14 +298,19 @@ export class SandboxPool {
         // The old VM stays on its lane until it wakes and gives the run up.
         this.log.info({ lane: lane.index, heldMs: lane.heldMs(), pending: parked!.pending.length }, "moving an idle run off a lane another guest holds, from its parked image");
         attempt(tries, unparkFrom(parked!));
-      }, HOG_MS);
+      };
+      const watch = setInterval(moveIfHeld, HOG_MS);
       watch.unref();
+      nudge = moveIfHeld;
       lane.piscina.run(task, { transferList: [channel.port2] }).then(
         () => leaveLane(),
         (err: unknown) => {
           leaveLane();
           clearInterval(watch);
           if (superseded) return;
+          // This attempt is over: nothing may move it any more.
+          superseded = true;
+          if (nudge === moveIfHeld) nudge = undefined;
           clearTimeout(startTimer);
           clearTimeout(killTimer);
           if (finished) return;
@@ -342,6 +351,7 @@ export class SandboxPool {
         const m: Extract<MainMessage, { t: "answer" }> = result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error };
         imageAnswers.sent(m);
         send(m);
+        nudge?.();
       },
       suspend: () => {
         send({ t: "suspend" });
