@@ -130,7 +130,8 @@ describe("payload: direct exposure vs Tool Search (seed E2E)", () => {
 describe("fallback: mode code becomes mode tools when a program cannot get a runtime", () => {
   let stack: Stack;
   beforeAll(async () => {
-    // One worker slot: a busy program elsewhere leaves no runtime for a Tool Search program.
+    // One worker slot, and one surge thread at most: two busy programs elsewhere leave no
+    // runtime for a Tool Search program.
     stack = await startStack(["--threads", "1", "--execs-per-worker", "1"]);
   });
   afterAll(async () => {
@@ -138,12 +139,16 @@ describe("fallback: mode code becomes mode tools when a program cannot get a run
   });
 
   it("Exec fails with runtime_unavailable, then DescribeSurface offers tool_search/tool_describe/tool_call", async () => {
-    const busy = newScope("busy");
-    await stack.control.openRun({ scope: busy, catalog: { case: "tools", value: { tools: [] } }, config: { timeoutMs: 3_000 } });
-    // The busy program holds the only slot once its first output arrives.
-    const hogEvents = stack.sandbox.exec({ scope: busy, code: 'console.log("busy"); while (true) {}' })[Symbol.asyncIterator]();
-    expect((await hogEvents.next()).value?.event.case).toBe("output");
-    const hog = collectStream({ [Symbol.asyncIterator]: () => hogEvents });
+    // Each busy program holds a thread once its first output arrives: the first the only
+    // slot, the second (another session) the surge thread the pool adds for it.
+    const hogs = [];
+    for (const name of ["busy", "busy-too"]) {
+      const busy = newScope(name);
+      await stack.control.openRun({ scope: busy, catalog: { case: "tools", value: { tools: [] } }, config: { timeoutMs: 4_000 } });
+      const hogEvents = stack.sandbox.exec({ scope: busy, code: 'console.log("busy"); while (true) {}' })[Symbol.asyncIterator]();
+      expect((await hogEvents.next()).value?.event.case).toBe("output");
+      hogs.push(collectStream({ [Symbol.asyncIterator]: () => hogEvents }));
+    }
 
     const scope = newScope("fallback");
     const opened = await stack.control.openRun({
@@ -161,7 +166,7 @@ describe("fallback: mode code becomes mode tools when a program cannot get a run
     expect(surface!.tools.map((t) => t.name)).toEqual(["tool_search", "tool_describe", "tool_call"]);
     const found = await stack.sandbox.toolSearch({ scope, query: "send a chat message" });
     expect(found.tools.map((t) => t.id)).toEqual(["openclaw:core:message"]);
-    expect((await hog).model).toMatchObject({ status: "failed", code: "timeout" });
+    for (const hog of hogs) expect((await hog).model).toMatchObject({ status: "failed", code: "timeout" });
 
     // Opening the run again starts over in mode code.
     const reopened = await stack.control.openRun({ scope, catalog: { case: "tools", value: { tools: [] } }, toolSearch: { enabled: true } });
