@@ -15,7 +15,9 @@ export const SHARE = 0.4;
 type Charge = { at: number; ms: number };
 
 export class CpuBudget {
+  /** Each session's charges within the window, oldest first, and their running sum. */
   private readonly charges = new Map<string, Charge[]>();
+  private readonly sums = new Map<string, number>();
   private readonly active = new Map<string, number>();
   private activeTotal = 0;
 
@@ -41,18 +43,26 @@ export class CpuBudget {
     const list = this.charges.get(tenant) ?? [];
     list.push({ at: Date.now(), ms });
     this.charges.set(tenant, list);
+    this.sums.set(tenant, (this.sums.get(tenant) ?? 0) + ms);
   }
 
-  /** Thread time `tenant` held within the window. */
+  /** Thread time `tenant` held within the window (amortized O(1): the scheduler asks often). */
   usedMs(tenant: string, now = Date.now()): number {
     const list = this.charges.get(tenant);
     if (!list) return 0;
-    while (list.length > 0 && list[0]!.at <= now - WINDOW_MS) list.shift();
-    if (list.length === 0) {
+    let sum = this.sums.get(tenant) ?? 0;
+    let expired = 0;
+    while (expired < list.length && list[expired]!.at <= now - WINDOW_MS) sum -= list[expired++]!.ms;
+    if (expired === list.length) {
       this.charges.delete(tenant);
+      this.sums.delete(tenant);
       return 0;
     }
-    return list.reduce((s, c) => s + c.ms, 0);
+    if (expired > 0) {
+      list.splice(0, expired);
+      this.sums.set(tenant, sum);
+    }
+    return sum;
   }
 
   /** Why `tenant` may not start a segment now (over its share while others have work), or undefined. */

@@ -107,7 +107,7 @@ export class SandboxPool {
     const waiting = this.scheduler.waitingFor(tenant);
     const queued = this.lanes.queueSize + this.scheduler.size;
     if (queued >= (waiting === 0 ? 2 * this.maxQueue : this.maxQueue)) return `this sidecar is at capacity (${queued} execs already wait for a worker); retry later or send the exec to another sidecar`;
-    if (this.scheduler.heavy(tenant) && waiting >= this.threads) {
+    if (waiting >= this.threads && this.scheduler.heavy(tenant)) {
       return `this session's programs hold the sandbox's threads more than others and it already has ${waiting} execs waiting for a worker; wait for them to finish`;
     }
     if (waiting >= this.maxQueue / 2) return `this session already has ${waiting} execs waiting for a worker, half of this sidecar's queue; wait for them to finish`;

@@ -81,6 +81,7 @@ export class FairScheduler {
       this.queue.splice(0, this.queue.length, ...live);
       if (this.queue.length === 0) break;
       // The least-used session's oldest task that has a lane it may use.
+      this.heavyNow.clear();
       let best = -1;
       let bestUse = Infinity;
       let bestLane: Lane | undefined;
@@ -136,9 +137,17 @@ export class FairScheduler {
   /** Told of each surge lane added (for the log). */
   onSurge: ((lane: Lane, hogged: number) => void) | undefined;
 
+  /** heavy() per session within one walk of the queue (asked per lane and per waiting task). */
+  private readonly heavyNow = new Map<string, boolean>();
+
   /** Whether `tenant` used more than its light share over the window, or its guest holds a lane now. */
   heavy(tenant: string): boolean {
-    return this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE || this.lanes.all.some((l) => l.hogger === tenant);
+    let h = this.heavyNow.get(tenant);
+    if (h === undefined) {
+      h = this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE || this.lanes.all.some((l) => l.hogger === tenant);
+      if (this.pumping) this.heavyNow.set(tenant, h);
+    }
+    return h;
   }
 
   /**
