@@ -57,6 +57,7 @@ describe("codemode start --metrics-address", () => {
     }
     expect(sample(text, "codemode_orchestrator_link_up")).toBe(1);
     expect(sample(text, "codemode_pool_threads")).toBeGreaterThan(0);
+    expect(sample(text, "codemode_pool_surge_threads")).toBe(0);
     expect(sample(text, "codemode_attached_sidecars")).toBe(1);
     expect((await fetch(`http://${metricsAt}/other`)).status).toBe(404);
   });

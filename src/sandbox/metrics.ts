@@ -62,6 +62,7 @@ export class SandboxMetrics {
     new Gauge({ name: "codemode_pool_utilization", help: "piscina's utilisation of the worker pool (0-1): share of worker time spent running tasks since start", registers, collect() { this.set(pool.utilization); } });
     new Gauge({ name: "codemode_pool_queue_size", help: "Tasks waiting for a free slot on a pool worker", registers, collect() { this.set(pool.queueSize); } });
     new Gauge({ name: "codemode_pool_threads", help: "Worker threads in the pool", registers, collect() { this.set(pool.threads); } });
+    new Gauge({ name: "codemode_pool_surge_threads", help: "Surge threads running beyond --threads while computing guests hold the others", registers, collect() { this.set(pool.surgeThreads); } });
     new Gauge({ name: "codemode_live_tool_calls", help: "Nested calls whose VM is live on this sidecar, awaiting the gateway's answer", registers, collect() { this.set(calls.liveCount); } });
     new Gauge({ name: "codemode_orchestrator_link_up", help: "1 while the sidecar's link to its orchestrator is up, else 0", registers, collect() { this.set(link.linkState === "up" ? 1 : 0); } });
     new Counter({

@@ -90,6 +90,11 @@ export class SandboxPool {
     return this.lanes.utilization;
   }
 
+  /** Surge threads running now, beyond `threads` (./lanes.ts). */
+  get surgeThreads(): number {
+    return this.lanes.surges;
+  }
+
   /** Tasks waiting for a free slot on a worker (metrics). */
   get queueSize(): number {
     return this.lanes.queueSize + this.scheduler.size;
