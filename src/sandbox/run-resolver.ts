@@ -124,10 +124,12 @@ export class RunResolver {
         res.mcpServers.map((s) => ({ name: s.name, serverId: s.serverId, title: s.title, version: s.version, description: s.description, instructions: s.instructions, resources: s.resources, prompts: s.prompts, aliases: s.aliases })),
         res.namespaces.map((n) => ({ id: n.id, pluginId: n.pluginId, globalName: n.globalName, scopeJson: n.scopeJson })),
       );
-      // The search index is built once per version, at the first search that needs it.
+      // The search index is built once per version, now, on a worker thread (a search made before it is ready waits for it).
       const version = res.catalogVersion, tools = catalog.size;
+      const r1 = (ms: number) => Math.round(ms * 10) / 10;
       this.log?.info({ catalogVersion: version, tools }, "catalog view cached");
-      catalog.onIndexBuilt = (ms) => this.log?.info({ catalogVersion: version, tools, indexBuildMs: Math.round(ms * 10) / 10 }, "search index built");
+      catalog.onIndexBuilt = (b) => this.log?.info({ catalogVersion: version, tools, indexBuildMs: r1(b.buildMs), thread: b.thread, mainThreadMs: r1(b.mainThreadMs) }, "search index built");
+      catalog.prepareIndex(this.log);
       this.views.set(res.catalogVersion, catalog);
       if (this.views.size > MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
     }

@@ -17,7 +17,7 @@ import type { Logger } from "../shared/logger.js";
 import type { CallRegistry, LiveCall } from "./call-registry.js";
 import { sourceBreakdown, type CatalogEntryData, type CatalogSurface, type RunCatalog } from "./catalog/run-catalog.js";
 import type { SandboxPool } from "./pool.js";
-import type { ExecHandle, Submission } from "./pool-contract.js";
+import type { ExecEvents, ExecHandle, Submission } from "./pool-contract.js";
 import { buildResult, type OutputItem, type ResultInput } from "./result.js";
 import { tenantOf } from "./cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "./run-resolver.js";
@@ -155,7 +155,8 @@ export class Segment {
     const catalog = run?.catalog;
     const send = this.init.send;
     const surface: CatalogSurface = this.init.kind === "tool_search_code" ? "tool_search" : config.searchIncludesMcp ? "code+mcp" : "code";
-    const handle = this.init.pool.exec(submission, {
+    let events!: ExecEvents;
+    const handle = this.init.pool.exec(submission, events = {
       onOutput: (kind, data) => {
         this.outputs.push({ kind, data });
         send({ case: "output", value: { kind: { case: kind, value: data } } });
@@ -200,6 +201,9 @@ export class Segment {
       },
       onRequest: (reqId, op, payloadJson) => {
         this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
+        // A search waits for its version's index, being built off the main thread (catalog/index-builder.ts).
+        const ready = op === "search" ? catalog?.indexReady() : undefined;
+        if (ready) return void ready.then(() => events.onRequest(reqId, op, payloadJson));
         const payload = requestPayload(payloadJson);
         const base = run?.counters ?? { search: 0, describe: 0 };
         if ((op === "search" || op === "describe") && base.search + base.describe + this.counters.search + this.counters.describe >= config.maxSearchesPerRun) {

@@ -176,6 +176,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       const ts = run.toolSearch;
       const requested = req.limit ?? ts.searchDefaultLimit;
       const limit = Math.min(ts.maxSearchLimit, Math.max(1, requested));
+      await run.catalog?.indexReady(); // being built off the main thread (catalog/index-builder.ts)
       const entries = run.catalog ? run.catalog.search(req.query.slice(0, MAX_QUERY_CHARS), limit, "tool_search") : [];
       const d = { search: 1, describe: 0, call: 0 };
       const durationMs = performance.now() - t0;
@@ -189,6 +190,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       const startedAtMs = Date.now();
       const t0 = performance.now();
       const run = await resolveRun(scope);
+      await run.catalog?.indexReady(); // "did you mean" for an unknown id needs the index
       const described = run.catalog ? run.catalog.describe(req.id.slice(0, 1_000), "tool_search") : NO_CATALOG;
       const d = { search: 0, describe: 1, call: 0 };
       const durationMs = performance.now() - t0;

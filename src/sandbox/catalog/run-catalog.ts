@@ -1,8 +1,10 @@
 /**
  * A run's catalog as the sidecar uses it: the policy-filtered view from the
  * orchestrator (cached by version), the guest's compact ALL_TOOLS and convenience
- * names, relevance search (ToolSearchIndex, built once per version when first needed,
- * so an exec that never searches never waits for it; shared by every surface), describe, and call-id resolution with "did you
+ * names, relevance search (ToolSearchIndex, built once per version on a worker thread
+ * when the version arrives (./index-builder.ts; `prepareIndex`), a search made before it
+ * is ready waits for it, an exec that never searches never does; shared by every
+ * surface), describe, and call-id resolution with "did you
  * mean" suggestions. In code mode MCP entries stay in the view but are never reachable
  * through tools.*: they are the MCP namespace's (./mcp-catalog.ts); with
  * `searchIncludesMcp` tools.search also lists them with their `MCP.<server>.<fn>` path.
@@ -12,8 +14,10 @@
  */
 import { oneLine, ToolSearchIndex, type SearchDoc } from "../../shared/search/tool-search-index.js";
 import { queryWords } from "../../shared/search/tokenize.js";
+import type { Logger } from "../../shared/logger.js";
 import type { GuestCatalog } from "../task-protocol.js";
 import type { CatalogEntryData, McpServerData, NamespaceData } from "./catalog-types.js";
+import { type BuiltIndex, sharedIndexBuilder, type SearchIndexBuilder } from "./index-builder.js";
 import { McpCatalog } from "./mcp-catalog.js";
 import { NamespaceCatalog } from "./namespace-catalog.js";
 
@@ -56,11 +60,13 @@ export class RunCatalog {
   private readonly byId = new Map<string, CatalogEntryData>();
   private readonly guestVisible: CatalogEntryData[];
   private built: ToolSearchIndex | undefined;
+  /** Settles (never rejects) when the build `prepareIndex` started is over. */
+  private building: Promise<void> | undefined;
   private readonly docs: () => SearchDoc[];
   /** Milliseconds the search index took to build (-1 until it is built). */
   indexBuildMs = -1;
-  /** Called once with the build time when the index is built. */
-  onIndexBuilt: ((ms: number) => void) | undefined;
+  /** Called once when the index is built: how long, on which thread, and what it cost the main thread. */
+  onIndexBuilt: ((b: Omit<BuiltIndex, "index">) => void) | undefined;
   /** `MCP.<server>.<fn>` of each MCP tool id, as the guest calls it. */
   private readonly mcpPaths = new Map<string, string>();
   readonly guest: GuestCatalog;
@@ -109,15 +115,44 @@ export class RunCatalog {
     };
   }
 
-  /** The search index, built on first use (a search, a describe or a "did you mean"). */
+  /**
+   * Starts building the search index off the main thread (once per catalog): called when
+   * the version arrives. A search should `await indexReady()` first; one that does not
+   * (or a "did you mean" before the build is over) builds it on the main thread instead.
+   */
+  prepareIndex(log?: Logger, builder: SearchIndexBuilder = sharedIndexBuilder): void {
+    if (this.built || this.building) return;
+    const t0 = performance.now();
+    const docs = this.docs();
+    const docsMs = performance.now() - t0;
+    this.building = builder.build(docs, log).then(
+      (b) => {
+        if (!this.built) this.adopt({ ...b, mainThreadMs: b.mainThreadMs + docsMs });
+      },
+      (err: unknown) => log?.warn({ err, catalogVersion: this.version }, "search index build failed; the first search builds it again"),
+    ).finally(() => (this.building = undefined));
+  }
+
+  /** A promise to await before searching while the index is being built; undefined when a search can run now. */
+  indexReady(): Promise<void> | undefined {
+    return this.built ? undefined : this.building;
+  }
+
+  private adopt(b: BuiltIndex): void {
+    this.built = b.index;
+    this.indexBuildMs = b.buildMs;
+    this.onIndexBuilt?.({ buildMs: b.buildMs, thread: b.thread, mainThreadMs: b.mainThreadMs });
+  }
+
+  /** The search index; built here, on the main thread, if no build was started or it is not over. */
   private get index(): ToolSearchIndex {
     if (!this.built) {
       const t0 = performance.now();
-      this.built = new ToolSearchIndex(this.docs());
-      this.indexBuildMs = performance.now() - t0;
-      this.onIndexBuilt?.(this.indexBuildMs);
+      const index = new ToolSearchIndex(this.docs());
+      const ms = performance.now() - t0;
+      this.adopt({ index, buildMs: ms, thread: "main", mainThreadMs: ms });
     }
-    return this.built;
+    return this.built!;
   }
 
   get size(): number {

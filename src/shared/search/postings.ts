@@ -28,6 +28,13 @@ export class TermDictionary {
     return this.terms.length;
   }
 
+  /** A dictionary for searching only (no texts to add), rebuilt from its terms in id order (index-wire.ts). */
+  static fromTerms(terms: readonly string[]): TermDictionary {
+    const d = new TermDictionary();
+    for (const t of terms) d.id(t);
+    return d;
+  }
+
   id(term: string): number {
     let id = this.ids.get(term);
     if (id === undefined) {

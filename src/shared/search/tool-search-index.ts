@@ -54,12 +54,18 @@ export class ToolSearchIndex {
   /** Terms with postings, sorted, for the prefix fallback: made on first need. */
   private vocabulary: string[] | undefined;
 
-  constructor(docs: readonly SearchDoc[], tuning: SearchTuning = DEFAULT_TUNING) {
+  /** Builds the index of `docs`, or wraps `data` built elsewhere with the same tuning (a worker thread: index-wire.ts). */
+  constructor(docs: readonly SearchDoc[], tuning: SearchTuning = DEFAULT_TUNING, data?: IndexData) {
     this.tuning = tuning;
-    this.data = buildIndex(docs, tuning);
-    this.scores = new Float64Array(docs.length);
+    this.data = data ?? buildIndex(docs, tuning);
+    this.scores = new Float64Array(this.data.ids.length);
     this.serverScores = new Float64Array(this.data.serverMembers.length);
-    this.touched = new Uint8Array(docs.length);
+    this.touched = new Uint8Array(this.data.ids.length);
+  }
+
+  /** An index over data `buildIndex` made with `tuning` (possibly on another thread). */
+  static fromData(data: IndexData, tuning: SearchTuning = DEFAULT_TUNING): ToolSearchIndex {
+    return new ToolSearchIndex([], tuning, data);
   }
 
   get size(): number {
