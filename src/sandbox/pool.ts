@@ -124,6 +124,9 @@ export class SandboxPool {
     this.budget.started(tenant);
     /** When the running attempt's VM got its thread: a killed one is charged from then. */
     let startedAt = 0;
+    const submittedAt = Date.now();
+    let firstStartAt = 0;
+    let attempts = 0;
     let resolveOutcome!: (o: TaskOutcome) => void;
     const outcome = new Promise<TaskOutcome>((r) => (resolveOutcome = r));
     let port: MessagePort | undefined;
@@ -149,7 +152,7 @@ export class SandboxPool {
       if (cancelledReason !== undefined && o.status === "failed" && o.error.startsWith(CANCELLED_PREFIX)) o = { ...o, error: `${CANCELLED_PREFIX}${cancelledReason}` };
       this.budget.ended(tenant, o.cpuMs ?? (startedAt > 0 ? Date.now() - startedAt : 0));
       this.scheduler.pump();
-      resolveOutcome(o);
+      resolveOutcome({ ...o, queuedMs: firstStartAt > 0 ? firstStartAt - submittedAt : Date.now() - submittedAt, moves: attempts - 1 });
     };
 
     /** The task that continues the run from image `p` (the answers it lacks are added when it is posted). */
@@ -180,6 +183,7 @@ export class SandboxPool {
       });
     };
     const attemptOn = (lane: Lane, tries: number, unpark?: Unpark) => {
+      attempts++;
       const channel = new MessageChannel();
       port = channel.port1;
       let threadId: number | undefined;
@@ -255,6 +259,7 @@ export class SandboxPool {
           case "started":
             started = true;
             startedAt = Date.now();
+            if (firstStartAt === 0) firstStartAt = startedAt;
             threadId = m.threadId;
             clearTimeout(startTimer);
             for (const b of backlog.splice(0)) channel.port1.postMessage(b);

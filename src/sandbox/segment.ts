@@ -253,12 +253,17 @@ export class Segment {
     signal.addEventListener("abort", onAbort, { once: true });
     if (signal.aborted) onAbort();
     try {
-      return await handle.outcome;
+      const outcome = await handle.outcome;
+      this.placement = { queuedMs: outcome.queuedMs, moves: outcome.moves };
+      return outcome;
     } finally {
       suspendSignal?.removeEventListener("abort", onSuspend);
       signal.removeEventListener("abort", onAbort);
     }
   }
+
+  /** How the pool placed the segment's VM (for the log): time waiting for a thread, moves between threads. */
+  private placement: { queuedMs: number | undefined; moves: number | undefined } = { queuedMs: undefined, moves: undefined };
 
   /** Nested calls made here can no longer reach a VM on this sidecar. */
   endCalls(): void {
@@ -312,7 +317,7 @@ export class Segment {
       ...this.callSources.get(c.callId),
     }));
     this.log.info(
-      { status: r.status, code: r.status === "failed" ? r.code : undefined, reason: r.status === "waiting" ? r.reason : undefined, snapshotBytes, ms: Math.round(durationMs), calls: nested.length },
+      { status: r.status, code: r.status === "failed" ? r.code : undefined, reason: r.status === "waiting" ? r.reason : undefined, snapshotBytes, ms: Math.round(durationMs), calls: nested.length, ...this.placement },
       `${kind} finished`,
     );
     const step = {

@@ -212,4 +212,7 @@ export type TaskOutcome = (
   vmStart?: VmStart;
   /** How long the segment's VM held its worker thread (ms): the pool's CPU share per session (../cpu-budget.ts). */
   cpuMs?: number;
+  /** Set by the pool: ms from submission to the first start on a thread, and times the run moved to another thread (moves, continuations, resubmissions). */
+  queuedMs?: number;
+  moves?: number;
 };
