@@ -101,6 +101,8 @@ export class FairScheduler {
       }
       this.queue.splice(best, 1)[0]!.run(bestLane!);
     }
+    // A guest holds a lane: keep a warm surge lane ready for the next one.
+    if (!this.lanes.spareSurge && this.lanes.all.some((l) => l.hogged)) this.surge();
     if (this.queue.length > 0 && !this.timer) {
       this.timer = setInterval(() => this.pump(), HOG_MS);
       this.timer.unref();
@@ -130,12 +132,8 @@ export class FairScheduler {
     if (now - this.lastSurge < 2 * HOG_MS) return;
     if (!this.lanes.all.some((l) => l.hogged)) return;
     this.lastSurge = now;
-    const lane = this.lanes.surge();
-    if (lane) this.onSurge?.(lane, this.lanes.all.filter((l) => l.hogged).length);
+    this.lanes.surge();
   }
-
-  /** Told of each surge lane added (for the log). */
-  onSurge: ((lane: Lane, hogged: number) => void) | undefined;
 
   /** heavy() per session within one walk of the queue (asked per lane and per waiting task). */
   private readonly heavyNow = new Map<string, boolean>();
@@ -169,8 +167,8 @@ export class FairScheduler {
     for (const lane of all) {
       if (lane.active >= this.capacity || lane.hogged) continue;
       if (heavy && (lane.index >= this.lanes.base || (heavyLanes.size >= half && !heavyLanes.has(lane)))) continue;
-      // Heavy sessions share their lanes; light ones prefer the others.
-      const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0);
+      // Heavy sessions share their lanes; light ones prefer the others, and base lanes to surge ones.
+      const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0) + (lane.index >= this.lanes.base ? this.capacity / 2 : 0);
       if (score < bestScore) {
         best = lane;
         bestScore = score;
