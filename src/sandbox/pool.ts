@@ -27,7 +27,7 @@ import { FairScheduler } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
-import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
+import { CLAIM_MOVED, CLAIM_WITHDRAWN, EMPTY_GUEST_CATALOG, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -69,7 +69,10 @@ export class SandboxPool {
     this.lanes = lanes;
     this.budget = new CpuBudget(threads);
     this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), WINDOW_MS * threads);
-    this.scheduler.onSurge = (lane, hogged) => log.info({ lane: lane.index, hogged, surges: lanes.surges }, "computing guests hold the lanes while others wait: adding a surge thread");
+    lanes.onSurge = (lane) => {
+      log.info({ lane: lane.index, hogged: lanes.all.filter((l) => l.hogged).length, surges: lanes.surges }, "computing guests hold lanes: adding a surge thread");
+      this.warm(lane);
+    };
     this.threads = threads;
     this.slots = slots;
     this.maxQueue = slots * 2;
@@ -269,7 +272,8 @@ export class SandboxPool {
           case "watch":
             // The worker moved its own deadline (the VM got the thread, or a snapshot is
             // being encoded): the kill follows it, with the same grace.
-            if (started) armKill(Math.max(0, m.untilMs - Date.now()));
+            // A cancel already asked for the kill: a watch sent before the worker saw it must not put it off.
+            if (started) armKill(cancelledReason !== undefined ? 0 : Math.max(0, m.untilMs - Date.now()));
             break;
           case "done":
             clearTimeout(killTimer);
@@ -387,6 +391,15 @@ export class SandboxPool {
     else if (m.t === "call") events.onToolCall(m);
     else if (m.t === "request") events.onRequest(m.reqId, m.op, m.payloadJson);
     else if (m.t === "yield") events.onYield(m.callId, m.reason);
+  }
+
+  /** Runs a probe on a new surge lane, so its worker compiles the prelude and prepares its VM image before work arrives. */
+  private warm(lane: Lane): void {
+    const channel = new MessageChannel();
+    channel.port1.on("message", (m: WorkerMessage) => m.t === "done" && channel.port1.close());
+    const limits = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
+    const task: Task = { kind: "exec", source: "return 1", language: "javascript", limits, catalog: shareCatalog(EMPTY_GUEST_CATALOG), contextJson: "null", outputBytesUsed: 0, surface: "code", port: channel.port2 };
+    lane.piscina.run(task, { transferList: [channel.port2] }).catch(() => channel.port1.close());
   }
 
   private terminateThread(threadId: number | undefined): void {
