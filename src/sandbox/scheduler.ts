@@ -9,7 +9,8 @@
  * lanes, so loops can never hold every thread while others have work, and their waiting
  * tasks wait here, not piled up behind a loop. A task
  * that no longer needs a lane (finished, cancelled, out of time) is dropped when its
- * turn comes.
+ * turn comes. While computing guests hold lanes, it keeps a surge lane ready (./lanes.ts),
+ * which only light sessions use.
  */
 import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
 
