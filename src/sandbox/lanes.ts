@@ -14,10 +14,9 @@
  * When every lane is held by a computing guest (or full) while tasks wait, the pool adds
  * a *surge* lane (a thread beyond one per core, up to as many again): the
  * computing guests and the others then share the cores through the OS scheduler, instead
- * of the others waiting until the loops end. While any guest holds a lane, one surge lane
- * is kept ready and warmed (`onSurge`: the pool runs a probe there), so the next hog does
- * not make waiting work pay a thread's start. Surge lanes are retired once no lane has
- * been held for a while and they are idle.
+ * of the others waiting until the loops end. A new surge lane is warmed (`onSurge`: the
+ * pool runs a probe there first). A surge lane idle for a while is retired (which also
+ * gives back what its worker's memory grew to).
  */
 import { Piscina } from "piscina";
 
@@ -101,7 +100,7 @@ export class Lane {
   }
 }
 
-/** How long a surge lane stays without a task before it is retired (loops tend to come back). */
+/** How long a surge lane stays without a task before it is retired (loops tend to come back; a cold thread costs a prelude compile). */
 const SURGE_IDLE_MS = 30_000;
 
 export class Lanes {
@@ -139,13 +138,7 @@ export class Lanes {
   /** Told of each surge lane as it is added (the pool warms it). */
   onSurge: ((lane: Lane) => void) | undefined;
 
-  /** True when a surge lane no computing guest holds is there to take work. */
-  get spareSurge(): boolean {
-    return this.all.some((l) => l.index >= this.base && !l.hogged);
-  }
 
-  /** When a lane was last seen held by a computing guest. */
-  private lastHeldAt = 0;
 
   /** Surge lanes now: the pool's extra threads beyond one per core. */
   get surges(): number {
@@ -153,12 +146,6 @@ export class Lanes {
   }
 
   private retireIdle(now = Date.now()): void {
-    if (this.all.some((l) => l.hogged)) {
-      this.lastHeldAt = now;
-      if (!this.spareSurge) this.surge();
-    }
-    // Loops come back: keep the surge lanes while lanes were held recently.
-    if (now - this.lastHeldAt < SURGE_IDLE_MS) return;
     for (const lane of this.all.slice(this.base)) {
       if (lane.active > 0) {
         this.idleSince.delete(lane);

@@ -9,8 +9,8 @@
  * lanes, so loops can never hold every thread while others have work, and their waiting
  * tasks wait here, not piled up behind a loop. A task
  * that no longer needs a lane (finished, cancelled, out of time) is dropped when its
- * turn comes. While computing guests hold lanes, it keeps a surge lane ready (./lanes.ts),
- * which only light sessions use.
+ * turn comes. When computing guests hold the lanes while light work waits, it adds a surge
+ * lane (./lanes.ts), which only light sessions use.
  */
 import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
 
@@ -102,8 +102,6 @@ export class FairScheduler {
       }
       this.queue.splice(best, 1)[0]!.run(bestLane!);
     }
-    // A guest holds a lane: keep a warm surge lane ready for the next one.
-    if (!this.lanes.spareSurge && this.lanes.all.some((l) => l.hogged)) this.surge();
     if (this.queue.length > 0 && !this.timer) {
       this.timer = setInterval(() => this.pump(), HOG_MS);
       this.timer.unref();
@@ -168,8 +166,8 @@ export class FairScheduler {
     for (const lane of all) {
       if (lane.active >= this.capacity || lane.hogged) continue;
       if (heavy && (lane.index >= this.lanes.base || (heavyLanes.size >= half && !heavyLanes.has(lane)))) continue;
-      // Heavy sessions share their lanes; light ones prefer the others, and base lanes to surge ones.
-      const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0) + (lane.index >= this.lanes.base ? this.capacity / 2 : 0);
+      // Heavy sessions share their lanes; light ones prefer the others (surge lanes among them: no heavy session uses one).
+      const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0);
       if (score < bestScore) {
         best = lane;
         bestScore = score;
