@@ -3,7 +3,7 @@
  * handle that answers, suspends or cancels it, what a task is submitted as, and the grace
  * past a deadline before the host kills a thread.
  */
-import type { ExecTask, GuestCatalog, NestedCallMessage, PlainError, RequestOp, ResumeTask, TaskOutcome } from "./task-protocol.js";
+import type { ExecTask, GuestCatalog, NestedCallMessage, PlainError, RequestOp, ResumeTask, TaskOutcome, WorkerMessage } from "./task-protocol.js";
 
 export type ExecEvents = {
   onOutput(kind: "text" | "json", data: string): void;
@@ -35,3 +35,11 @@ export function killGraceMs(_timeoutMs: number): number {
 /** A task without its port (the pool makes one per attempt). */
 export type Submission = (Omit<ExecTask, "port" | "catalog"> & { catalog: GuestCatalog }) | Omit<ResumeTask, "port">;
 
+
+/** Hands a worker's streamed event (not a lifecycle message) to the exec's handlers. */
+export function forwardEvent(m: WorkerMessage, events: ExecEvents): void {
+  if (m.t === "output") events.onOutput(m.kind, m.data);
+  else if (m.t === "call") events.onToolCall(m);
+  else if (m.t === "request") events.onRequest(m.reqId, m.op, m.payloadJson);
+  else if (m.t === "yield") events.onYield(m.callId, m.reason);
+}

@@ -8,6 +8,7 @@ import { SandboxPool, type PoolOptions } from "./pool.js";
 import type { ExecEvents } from "./pool-contract.js";
 import { MCP_RUN_PROBE } from "./mcp-run/probe.js";
 import { EMPTY_GUEST_CATALOG } from "./task-protocol.js";
+import { PROBE_LIMITS } from "./lane-warmup.js";
 
 /** The sandbox pool cannot start, so no surface can run: `codemode start`/`sandbox` print it and exit non-zero. */
 export class PoolStartError extends Error {
@@ -62,7 +63,7 @@ export async function startPool(options: PoolOptions): Promise<SandboxPool> {
  * first exec on any thread skips that (~100 ms cold). The other surfaces run once each.
  */
 async function probe(pool: SandboxPool): Promise<void> {
-  const limits = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
+  const limits = PROBE_LIMITS;
   const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
   const surfaces = [...Array.from({ length: pool.threads }, () => "code" as const), "tool_search" as const, "mcp_run" as const];
   const outcomes = await Promise.all(

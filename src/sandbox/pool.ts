@@ -21,13 +21,14 @@ import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { HOG_MS, Lanes, type Lane } from "./lanes.js";
-import { killGraceMs, type ExecEvents, type ExecHandle, type Submission } from "./pool-contract.js";
+import { forwardEvent, killGraceMs, type ExecEvents, type ExecHandle, type Submission } from "./pool-contract.js";
 import { ImageAnswers } from "./image-answers.js";
+import { warmLane } from "./lane-warmup.js";
 import { FairScheduler } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
-import { CLAIM_MOVED, CLAIM_WITHDRAWN, EMPTY_GUEST_CATALOG, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
+import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -71,7 +72,7 @@ export class SandboxPool {
     this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), WINDOW_MS * threads);
     lanes.onSurge = (lane) => {
       log.info({ lane: lane.index, hogged: lanes.all.filter((l) => l.hogged).length, surges: lanes.surges }, "computing guests hold lanes: adding a surge thread");
-      this.warm(lane);
+      warmLane(lane);
     };
     this.threads = threads;
     this.slots = slots;
@@ -239,7 +240,7 @@ export class SandboxPool {
       channel.port1.on("message", (m: WorkerMessage) => {
         if (superseded) return;
         try {
-          this.onWorkerMessage(m, events, finished);
+          if (!finished) forwardEvent(m, events);
         } catch (err) {
           this.log.error({ err, message: m.t }, "handling a worker message failed; the exec is failed, the sidecar keeps serving");
           finish({ status: "failed", error: "internal: the sidecar could not handle a request from the program.", code: "internal_error", outputBytes: submission.outputBytesUsed });
@@ -382,24 +383,6 @@ export class SandboxPool {
         killAfter?.(0);
       },
     };
-  }
-
-  /** Forwards a worker's streamed events (not the lifecycle ones) to the exec's handlers. */
-  private onWorkerMessage(m: WorkerMessage, events: ExecEvents, finished: boolean): void {
-    if (finished) return;
-    if (m.t === "output") events.onOutput(m.kind, m.data);
-    else if (m.t === "call") events.onToolCall(m);
-    else if (m.t === "request") events.onRequest(m.reqId, m.op, m.payloadJson);
-    else if (m.t === "yield") events.onYield(m.callId, m.reason);
-  }
-
-  /** Runs a probe on a new surge lane, so its worker compiles the prelude and prepares its VM image before work arrives. */
-  private warm(lane: Lane): void {
-    const channel = new MessageChannel();
-    channel.port1.on("message", (m: WorkerMessage) => m.t === "done" && channel.port1.close());
-    const limits = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
-    const task: Task = { kind: "exec", source: "return 1", language: "javascript", limits, catalog: shareCatalog(EMPTY_GUEST_CATALOG), contextJson: "null", outputBytesUsed: 0, surface: "code", port: channel.port2 };
-    lane.piscina.run(task, { transferList: [channel.port2] }).catch(() => channel.port1.close());
   }
 
   private terminateThread(threadId: number | undefined): void {
