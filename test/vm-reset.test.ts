@@ -18,9 +18,11 @@ import { readFileSync } from "node:fs";
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileScript, preludeBytecode } from "../src/sandbox/worker/compiler.js";
-import { resetTo, reusableFor, WarmVms, type PreparedImage } from "../src/sandbox/worker/warm-vms.js";
+import { liveState, resetTo, reusableFor, WarmVms, type PreparedImage } from "../src/sandbox/worker/warm-vms.js";
+import { baseImage } from "../src/sandbox/worker/base-image.js";
+import { decodeSnapshot, encodeSnapshot, openSnapshot } from "../src/sandbox/worker/snapshot-codec.js";
 import { EMPTY_GUEST_CATALOG } from "../src/sandbox/task-protocol.js";
-import { execute, openEmptyRun, startStack, type Stack } from "./harness.js";
+import { execute, openEmptyRun, startStack, waitFor, type Stack } from "./harness.js";
 
 const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const BOOT = `{"catalog":${EMPTY_GUEST_CATALOG.staticJson},"context":null}`;
@@ -31,6 +33,7 @@ type Wrapper = {
   _ownedHandles: Set<unknown>;
   _global: unknown;
   interruptHandler: unknown;
+  disposed: boolean;
 };
 const inside = (vm: QuickJS) => vm as unknown as Wrapper;
 
@@ -137,6 +140,80 @@ describe("resetting a reused instance (in process)", () => {
     expect(third.how).toBe("restored");
     warm.release(third.vm, true);
   });
+
+  it("overwrites a dirty spare with a suspended run's snapshot byte for byte (also grown to a larger one), and the run sees only its own state", async () => {
+    const base = await baseImage(wasm);
+    // Its own pool of instances, so the one spare below is the writer's.
+    const warm = new WarmVms(wasm);
+    const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
+    // The suspended run: its own marker, and a large array that makes its memory larger than the image's.
+    let owner: QuickJS | undefined;
+    const made = await warm.acquire(image, 256 << 20, () => false, sync(() => owner!), sync(() => owner!));
+    owner = made.vm;
+    await runIn(made.vm, `globalThis.mine = "own"; globalThis.rows = Array.from({ length: 60000 }, (_, i) => ({ i })); await new Promise(() => {});`);
+    const deliverToken = image.deliverToken;
+    const live = liveState(made.vm)!;
+    expect(live).toBeDefined();
+    const copy = made.vm.snapshot();
+    expect(Buffer.compare(live.memory, copy.memory)).toBe(0);
+    expect([live.stackPointer, live.runtimePtr, live.contextPtr]).toEqual([copy.stackPointer, copy.runtimePtr, copy.contextPtr]);
+    const envelope = encodeSnapshot(live, base, deliverToken).envelope;
+    made.vm.dispose();
+    const expected = decodeSnapshot(envelope, base);
+    expect(expected.memory.byteLength).toBeGreaterThan(image.memory.byteLength);
+    // Every byte of the target is written, whatever it held (also past the base image's end).
+    const junk = new Uint8Array(expected.memory.byteLength).fill(0xaa);
+    openSnapshot(envelope, base).writeMemory(junk);
+    expect(Buffer.compare(junk, expected.memory)).toBe(0);
+
+    // A spare dirtied by a writer, at the image's (smaller) size.
+    let dirty: QuickJS | undefined;
+    const writerVm = await warm.acquire(image, 64 << 20, () => false, sync(() => dirty!), sync(() => dirty!));
+    dirty = writerVm.vm;
+    await runIn(writerVm.vm, `globalThis.planted = "tok"; Object.prototype.planted = "tok"; const k = []; for (let i = 0; i < 300; i++) k.push("tok" + i); globalThis.k = k; return 1;`);
+    void writerVm.vm.global;
+    expect(inside(writerVm.vm).exports.memory.buffer.byteLength).toBe(image.memory.byteLength);
+    warm.release(writerVm.vm, true);
+
+    {
+      const opened = openSnapshot(envelope, base);
+      let current: QuickJS | undefined;
+      const got = await warm.acquireState({ ...opened, write: (t) => opened.writeMemory(t) }, 256 << 20, () => false, sync(() => current!), sync(() => current!))!;
+      current = got.vm;
+      expect(got.how).toBe("reused");
+      expect(got.vm).toBe(writerVm.vm);
+      const w = inside(got.vm);
+      expect(w.exports.memory.buffer.byteLength).toBe(expected.memory.byteLength);
+      expect(Buffer.compare(new Uint8Array(w.exports.memory.buffer), expected.memory)).toBe(0);
+      expect(w.exports.__stack_pointer.value).toBe(expected.stackPointer);
+      expect(w.exports.__indirect_function_table.length).toBe(image.tableLength);
+      expect(w._ownedHandles.size).toBe(0);
+      expect(w._global).toBeNull();
+      const probe = await compileScript(wasm, `[globalThis.mine, globalThis.rows.length, typeof globalThis.planted, ({}).planted, typeof globalThis.k].join(",")`, "probe.js");
+      if (!probe.ok) throw new Error(probe.error.message);
+      const seen = got.vm.evalBytecode(probe.bytecode);
+      expect(seen.toString()).toBe("own,60000,undefined,,undefined");
+      seen.dispose();
+      // Larger than every image: dropped when handed back, never reset to one.
+      warm.release(got.vm, true);
+      expect(w.disposed).toBe(true);
+    }
+  });
+
+  it("refuses a malformed snapshot before it touches the instance's memory", async () => {
+    const base = await baseImage(wasm);
+    let current: QuickJS | undefined;
+    const made = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    current = made.vm;
+    await runIn(made.vm, `globalThis.mine = "own"; await new Promise(() => {});`);
+    const envelope = Buffer.from(encodeSnapshot(made.vm.snapshot(), base, image.deliverToken).envelope);
+    const before = Buffer.from(new Uint8Array(inside(made.vm).exports.memory.buffer));
+    // The same payload declared for a larger memory: the delta no longer matches the page count.
+    envelope.writeUInt32LE(envelope.readUInt32LE(40) + 65536 * 4, 40);
+    expect(() => openSnapshot(envelope, base).writeMemory(new Uint8Array(new ArrayBuffer(envelope.readUInt32LE(40))))).toThrow(/truncated|trailing/);
+    expect(Buffer.compare(new Uint8Array(inside(made.vm).exports.memory.buffer), before)).toBe(0);
+    warm.release(made.vm, true);
+  });
 });
 
 // ---- Through the real service ----
@@ -221,4 +298,35 @@ describe("alternating hostile writers and readers on one reused thread", () => {
     // Most runs reused an instance (those after a memory exhaustion restore a new one).
     expect(reused).toBeGreaterThan(PAIRS);
   });
+
+  it("a resumed run, put into an instance a writer just used, sees only its own state", { timeout: 600_000 }, async () => {
+    const scope = await openEmptyRun(stack.control, "reset-resume");
+    const before = await vmStarts(stack);
+    const ROUNDS = 150;
+    const leaks: string[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const tok = `tok${i.toString(36)}y${Math.random().toString(36).slice(2, 8)}`;
+      // Suspended first, so the writer's instance is the idle one when the run resumes.
+      const r = await execute(stack, { scope, code: `globalThis.mine = "own${i}"; await yield_control(); ${READER.replace("return {", "return { mine: globalThis.mine,")}` });
+      expect(r.model.status).toBe("waiting");
+      const w = await execute(stack, { scope, code: writer(tok, i % 5 === 2 || i % 5 === 3 ? 0 : i), config: { timeoutMs: 5_000 } });
+      expect(["completed", "failed"]).toContain(w.model.status);
+      const done = await waitFor(stack.sandbox, { scope, runId: r.model.runId as string });
+      expect(done.model.status).toBe("completed");
+      const v = done.model.value as { seen: string; mine: string };
+      expect(v.mine).toBe(`own${i}`);
+      if (v.seen.includes("tok")) leaks.push(`round ${i}: ${v.seen.slice(Math.max(0, v.seen.indexOf("tok") - 80), v.seen.indexOf("tok") + 40)}`);
+    }
+    expect(leaks).toEqual([]);
+    // The resumed runs were put into reused instances, not new ones.
+    const after = await vmStarts(stack);
+    expect(after.reused - before.reused).toBeGreaterThan(ROUNDS * 2 * 0.9);
+    expect(after.snapshot - before.snapshot).toBeLessThan(ROUNDS / 10);
+  });
 });
+
+async function vmStarts(stack: Stack): Promise<{ reused: number; snapshot: number }> {
+  const metrics = await (await fetch(`http://${stack.proc.ready.metrics}/metrics`)).text();
+  const count = (how: string) => Number(new RegExp(`codemode_vm_starts_total\\{how="${how}"\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+  return { reused: count("reused"), snapshot: count("snapshot") };
+}

@@ -67,7 +67,7 @@ export class SandboxMetrics {
     new Gauge({ name: "codemode_orchestrator_link_up", help: "1 while the sidecar's link to its orchestrator is up, else 0", registers, collect() { this.set(link.linkState === "up" ? 1 : 0); } });
     new Counter({
       name: "codemode_vm_starts_total",
-      help: "How task VMs started: reused (an idle instance reset to a prepared image), restored (a new instance from a prepared image), fresh (created, prelude run: extensions or per-run context), snapshot (a resumed or moved run)",
+      help: "How task VMs started: reused (an idle instance overwritten with a prepared image, or with a resumed or moved run's state), restored (a new instance from a prepared image), fresh (created, prelude run: extensions or per-run context), snapshot (a new instance for a resumed or moved run)",
       labelNames: ["how"],
       registers,
       collect() {

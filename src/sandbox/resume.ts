@@ -38,6 +38,12 @@ const LINK_DEADLINE_MS = 10_000;
 const CLAIM_LEASE_MS = 3 * (LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.max)) + 30_000;
 /** Longest single AwaitToolResults long-poll. */
 const POLL_MS = 30_000;
+/**
+ * When every call the run awaited is answered, the long-poll can only learn that the
+ * claim was lost (the run was closed meanwhile): it starts this late, so a short segment
+ * costs no AwaitToolResults call and no cancelled call on either side.
+ */
+const LATE_POLL_MS = 25;
 
 const UNAVAILABLE = RUN_MESSAGES.unavailable;
 
@@ -213,9 +219,16 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     if (pending.get(id)?.kind === "call") seg.recordResolved(id, a);
     seg.answer(id, a);
   };
-  const poller = collect(link, runId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log).then((current) => {
-    if (!current) running.abort("the run's claim was lost (it expired or the run was closed)");
-  });
+  let poller: Promise<void> = Promise.resolve();
+  const poll = () => {
+    poller = collect(link, runId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log).then((current) => {
+      if (!current) running.abort("the run's claim was lost (it expired or the run was closed)");
+    });
+  };
+  let unanswered = false;
+  for (const p of pending.values()) if (p.kind === "call" && !answers.has(p.callId)) unanswered = true;
+  const late = unanswered ? undefined : setTimeout(poll, LATE_POLL_MS);
+  if (unanswered) poll();
   let outcome;
   try {
     outcome = await seg.run(
@@ -234,6 +247,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   } finally {
     signal.removeEventListener("abort", onCancel);
     drainSignal.removeEventListener("abort", onDrained);
+    clearTimeout(late);
     polling.abort();
     await poller;
   }

@@ -188,9 +188,10 @@ export type MainMessage =
   | { t: "suspend" };
 
 /**
- * How a task's VM started: an instance reset to a prepared image (`reused`) or a new
- * instance restored from one (`restored`), see worker/warm-vms.ts; `fresh` (created and
- * the prelude run), or `snapshot` (a resumed or moved run). For metrics.
+ * How a task's VM started: an idle instance overwritten with a prepared image or with a
+ * resumed or moved run's state (`reused`), a new instance restored from a prepared image
+ * (`restored`), see worker/warm-vms.ts; `fresh` (created and the prelude run), or
+ * `snapshot` (a new instance for a resumed or moved run). For metrics.
  */
 export type VmStart = "reused" | "restored" | "fresh" | "snapshot";
 

@@ -12,10 +12,10 @@ import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
 import { compileCell, mcpRunPreludeBytecode, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { baseImage } from "./base-image.js";
-import { decodeSnapshot } from "./snapshot-codec.js";
+import { openSnapshot } from "./snapshot-codec.js";
 import { extensionDescriptors, extensionsFor } from "./extensions.js";
 import { failed, GuestSession, SNAPSHOT_BUDGET_MS } from "./vm-session.js";
-import { WarmVms, type PreparedImage } from "./warm-vms.js";
+import { WarmVms, type PreparedImage, type ResetSource } from "./warm-vms.js";
 
 let warm: WarmVms | undefined;
 /** This worker's reusable instances and prepared images. */
@@ -114,26 +114,17 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
   if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   // Decoding and restoring a large snapshot must not count against the VM's deadline.
   task.port.postMessage({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS } satisfies WorkerMessage);
+  let how: VmStart;
   try {
-    const snapshot = decodeSnapshot(task.envelope, await baseImage(wasm));
-    const extensions = await extensionDescriptors(snapshot.extensions.map((e) => e.name));
-    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
-    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
-    session.guestToken = snapshot.guestToken;
-    session.deliverFn = session.vm.importHandle(snapshot.guestToken);
-    session.restoreSettlement(settlementOf(session.vm, session.deliverFn));
+    const snapshot = openSnapshot(task.envelope, await baseImage(wasm));
+    how = await startFrom(session, wasm, { ...snapshot, write: (t) => snapshot.writeMemory(t) }, snapshot.extensions, snapshot.guestToken);
   } catch (err) {
     session.dispose();
     return failed(`code mode could not restore the suspended run: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
   }
   for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
   for (const a of task.answers) session.enqueue(a);
-  return session.run(() => {
-    const vm = session.vm!;
-    session.startDeadline();
-    vm.registerHostCallback(HOST_SYNC, session.hostSync);
-    vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
-  }, wasm);
+  return { ...(await session.run(() => session.startDeadline(), wasm)), vmStart: how };
 }
 
 /** Continues a VM parked by a worker that was killed for another run's loop. */
@@ -142,27 +133,60 @@ export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Modul
   session.bind(task);
   if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
   if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
+  let how: VmStart;
   try {
     const p = task.parked;
-    const extensions = await extensionDescriptors(p.extensions.map((e) => e.name));
-    const options = guestVmOptions(wasm, task.limits.memoryLimitBytes, session.interrupt);
-    const snapshot = { memory: p.memory, stackPointer: p.stackPointer, runtimePtr: p.runtimePtr, contextPtr: p.contextPtr, extensions: p.extensions };
-    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
-    session.guestToken = p.guestToken;
-    session.deliverFn = session.vm.importHandle(p.guestToken);
-    session.restoreSettlement(settlementOf(session.vm, session.deliverFn));
+    how = await startFrom(session, wasm, { memoryBytes: p.memory.byteLength, stackPointer: p.stackPointer, runtimePtr: p.runtimePtr, contextPtr: p.contextPtr, write: (t) => t.set(p.memory) }, p.extensions, p.guestToken);
   } catch (err) {
     session.dispose();
     return failed(`code mode could not continue the run on another worker: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
   }
   for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
   for (const a of task.answers) session.enqueue(a);
-  return session.run(() => {
-    const vm = session.vm!;
-    session.startDeadline(task.deadlineAtMs);
-    vm.registerHostCallback(HOST_SYNC, session.hostSync);
-    vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
-  }, wasm);
+  return { ...(await session.run(() => session.startDeadline(task.deadlineAtMs), wasm)), vmStart: how };
+}
+
+/**
+ * Puts a suspended or parked VM's state into an instance for `session`: a spare
+ * overwritten with it (./warm-vms.ts; the same guarantee as an exec's reset), or, with
+ * extensions or without reusable instances, a new instance restored from it.
+ */
+async function startFrom(session: GuestSession, wasm: WebAssembly.Module, state: ResetSource, extensionsOf: ReadonlyArray<{ name: string; memoryBase: number; tableBase: number; initFn: string }>, guestToken: number): Promise<VmStart> {
+  const pool = warmVms(wasm);
+  const got = extensionsOf.length === 0 ? pool.acquireState(state, session.limits.memoryLimitBytes, session.interrupt, session.hostSync, session.hostAsync) : undefined;
+  let how: VmStart = "snapshot";
+  if (got) {
+    const { vm, how: made } = await got;
+    session.vm = vm;
+    session.recycle = (v, healthy) => pool.release(v, healthy);
+    if (made === "reused") how = "reused";
+  } else {
+    const memory = new Uint8Array(state.memoryBytes);
+    state.write(memory);
+    const extensions = await extensionDescriptors(extensionsOf.map((e) => e.name));
+    const options = guestVmOptions(wasm, session.limits.memoryLimitBytes, session.interrupt);
+    const snapshot = { memory, stackPointer: state.stackPointer, runtimePtr: state.runtimePtr, contextPtr: state.contextPtr, extensions: [...extensionsOf] };
+    session.vm = await QuickJS.restore(snapshot, extensions.length > 0 ? { ...options, extensions } : options);
+    session.vm.registerHostCallback(HOST_SYNC, session.hostSync);
+    session.vm.registerHostCallback(HOST_ASYNC, session.hostAsync);
+  }
+  try {
+    session.guestToken = guestToken;
+    session.deliverFn = session.vm.importHandle(guestToken);
+    session.restoreSettlement(settlementOf(session.vm, session.deliverFn));
+  } catch (err) {
+    // A state that does not answer as a suspended VM must leave no instance behind to reuse.
+    const vm = session.vm;
+    session.vm = session.deliverFn = undefined;
+    session.recycle = undefined;
+    try {
+      vm.dispose();
+    } catch {
+      // dropped either way
+    }
+    throw err;
+  }
+  return how;
 }
 
 /** Asks a restored VM's prelude how its program had settled ("" while it had not). */

@@ -37,6 +37,8 @@ type Internals = {
     qjs_set_memory_limit(bytes: number): void;
     qjs_set_max_stack_size(bytes: number): void;
     qjs_set_interrupt_handler(on: number): void;
+    qjs_get_runtime_ptr(): number;
+    qjs_get_context_ptr(): number;
   };
   hostCallbacks: Map<string, unknown>;
   _ownedHandles: Set<unknown>;
@@ -56,7 +58,7 @@ type Internals = {
 };
 
 const WRAPPER_FIELDS = ["hostCallbacks", "_ownedHandles", "_activeScope", "_global", "_undefined", "_null", "_true", "_false", "interruptHandler", "unhandledRejectionHandler", "moduleNormalizeHandler", "moduleLoadHandler", "timezoneOffsetHandler", "loadedExtensions", "disposed"] as const;
-const EXPORTS = ["memory", "__stack_pointer", "__indirect_function_table", "qjs_set_runtime_and_context", "qjs_set_memory_limit", "qjs_set_max_stack_size", "qjs_set_interrupt_handler"] as const;
+const EXPORTS = ["memory", "__stack_pointer", "__indirect_function_table", "qjs_set_runtime_and_context", "qjs_set_memory_limit", "qjs_set_max_stack_size", "qjs_set_interrupt_handler", "qjs_get_runtime_ptr", "qjs_get_context_ptr"] as const;
 
 export type PreparedImage = {
   key: string;
@@ -68,6 +70,19 @@ export type PreparedImage = {
   /** Exported handles of the prelude's `deliver` and `run`, valid in every reset instance. */
   deliverToken: number;
   runToken: number;
+};
+
+/**
+ * What an instance is reset to: a prepared image, or a suspended run's snapshot (or a
+ * parked VM) written straight into the instance's memory. `write` must overwrite every
+ * byte of a target exactly `memoryBytes` long.
+ */
+export type ResetSource = {
+  memoryBytes: number;
+  stackPointer: number;
+  runtimePtr: number;
+  contextPtr: number;
+  write(target: Uint8Array): void;
 };
 
 type HostFn = (op?: JSValueHandle, arg?: JSValueHandle) => JSValueHandle;
@@ -94,11 +109,31 @@ export function supported(vm: QuickJS): boolean {
 
 /** Overwrites an instance's whole state with the image's; the caller checked the memory size. */
 export function resetTo(vm: QuickJS, image: PreparedImage): void {
+  resetFrom(vm, imageSource(image));
+}
+
+function resetFrom(vm: QuickJS, source: ResetSource): void {
   const w = internals(vm);
-  new Uint8Array(w.exports.memory.buffer).set(image.memory);
-  w.exports.__stack_pointer.value = image.stackPointer;
-  w.exports.qjs_set_runtime_and_context(image.runtimePtr, image.contextPtr);
+  source.write(new Uint8Array(w.exports.memory.buffer));
+  w.exports.__stack_pointer.value = source.stackPointer;
+  w.exports.qjs_set_runtime_and_context(source.runtimePtr, source.contextPtr);
   clearHostState(vm);
+}
+
+function imageSource(image: PreparedImage): ResetSource {
+  return { memoryBytes: image.memory.byteLength, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, write: (t) => t.set(image.memory) };
+}
+
+/**
+ * The state `snapshot()` returns, with the live memory instead of a copy: for encoding a
+ * suspended VM, which must not run until the view is dropped. Undefined when this
+ * quickjs-wasi lacks the internals (the caller then copies with `snapshot()`).
+ */
+export function liveState(vm: QuickJS): { memory: Uint8Array; stackPointer: number; runtimePtr: number; contextPtr: number; extensions: Array<{ name: string; memoryBase: number; tableBase: number; initFn: string }> } | undefined {
+  if (!supported(vm)) return undefined;
+  const w = internals(vm);
+  if (w.loadedExtensions.length > 0) return undefined;
+  return { memory: new Uint8Array(w.exports.memory.buffer), stackPointer: w.exports.__stack_pointer.value, runtimePtr: w.exports.qjs_get_runtime_ptr(), contextPtr: w.exports.qjs_get_context_ptr(), extensions: [] };
 }
 
 /** The wrapper's host-side state: handles of the old memory are dropped, never freed into the new one. */
@@ -114,9 +149,13 @@ function clearHostState(vm: QuickJS): void {
 
 /** True when an instance may be reset to `image`: no extensions, same table, memory exactly the image's size. */
 export function reusableFor(vm: QuickJS, image: PreparedImage): boolean {
+  return fits(vm, image.memory.byteLength, image.tableLength);
+}
+
+function fits(vm: QuickJS, memoryBytes: number, tableLength: number): boolean {
   const w = internals(vm);
   if (w.disposed || w.loadedExtensions.length > 0 || !w.exports) return false;
-  return w.exports.memory.buffer.byteLength === image.memory.byteLength && w.exports.__indirect_function_table.length === image.tableLength;
+  return w.exports.memory.buffer.byteLength === memoryBytes && w.exports.__indirect_function_table.length === tableLength;
 }
 
 export class WarmVms {
@@ -125,6 +164,8 @@ export class WarmVms {
   /** Set when this quickjs-wasi lacks the internals a reset needs. */
   disabled = false;
   private spareUsed = false;
+  /** The function table's length in an instance without extensions (learnt from the first one made). */
+  private pristineTable: number | undefined;
   /** Counters for the worker's own checks and the benchmarks. */
   readonly stats = { prepared: 0, reused: 0, restored: 0, discarded: 0 };
 
@@ -163,6 +204,7 @@ export class WarmVms {
     const runToken = vm.exportHandle(api.getProp("1"));
     api.dispose();
     const snap = vm.snapshot();
+    this.pristineTable ??= internals(vm).exports.__indirect_function_table.length;
     const image: PreparedImage = {
       key,
       memory: snap.memory,
@@ -184,28 +226,44 @@ export class WarmVms {
    * An instance in the image's state, with the run's limits and host callbacks: a spare
    * reset to it, or a new instance restored from it.
    */
-  async acquire(image: PreparedImage, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+  acquire(image: PreparedImage, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+    return this.acquireFrom(imageSource(image), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync);
+  }
+
+  /**
+   * An instance holding a suspended run's snapshot or a parked VM (no extensions): a
+   * spare overwritten with it when one fits, else a new instance. Undefined when resets
+   * are unsupported or no instance was made here yet (the caller restores as before).
+   */
+  acquireState(source: ResetSource, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> | undefined {
+    if (this.disabled || this.pristineTable === undefined) return undefined;
+    return this.acquireFrom(source, this.pristineTable, memoryLimitBytes, interrupt, hostSync, hostAsync);
+  }
+
+  private async acquireFrom(source: ResetSource, tableLength: number, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
     let vm: QuickJS | undefined;
     this.spareUsed = false;
-    // An instance of the image's exact size, else a smaller one grown to it (pages a grow
-    // adds are zero, and the image overwrites them): either way every byte equals the image.
-    const size = image.memory.byteLength;
+    // An instance of the exact size, else a smaller one grown to it (pages a grow adds
+    // are zero, and the source overwrites them): either way every byte equals the source.
+    const size = source.memoryBytes;
     let at = this.spares.findIndex((s) => sizeOf(s) === size);
     if (at < 0) at = this.spares.findIndex((s) => sizeOf(s) < size);
     if (at >= 0) {
       const spare = this.spares.splice(at, 1)[0]!;
       const memory = internals(spare).exports.memory;
       if (sizeOf(spare) < size) memory.grow((size - sizeOf(spare)) / 65536);
-      if (reusableFor(spare, image)) vm = spare;
+      if (fits(spare, size, tableLength)) vm = spare;
       else this.stats.discarded++;
     }
     if (vm) {
-      resetTo(vm, image);
+      resetFrom(vm, source);
       this.spareUsed = true;
       this.stats.reused++;
     } else {
-      // restore() installs the image's memory, stack pointer and runtime itself.
-      vm = await QuickJS.restore({ memory: image.memory, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, extensions: [] }, { wasm: this.wasm });
+      // restore() installs the memory, stack pointer and runtime itself.
+      const memory = new Uint8Array(size);
+      source.write(memory);
+      vm = await QuickJS.restore({ memory, stackPointer: source.stackPointer, runtimePtr: source.runtimePtr, contextPtr: source.contextPtr, extensions: [] }, { wasm: this.wasm });
       clearHostState(vm);
       this.stats.restored++;
     }
