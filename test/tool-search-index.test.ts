@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { editDistance } from "../src/shared/search/fuzzy.js";
 import { descriptionIntent, Intent, queryIntent, toolIntent } from "../src/shared/search/intent.js";
 import { TermDictionary } from "../src/shared/search/postings.js";
+import { properNouns } from "../src/shared/search/phrases.js";
 import { schemaText } from "../src/shared/search/schema-text.js";
 import { ARGUMENT_WEIGHT, CONTENT_WEIGHT, isStopword, joinedPairs, queryWords, splitWords, stem, terms } from "../src/shared/search/tokenize.js";
 import { DEFAULT_TUNING, oneLine, ToolSearchIndex, type SearchDoc, type SearchTuning } from "../src/shared/search/tool-search-index.js";
@@ -111,6 +112,15 @@ describe("tokenize", () => {
   it("offers adjacent words joined, but never two stopwords", () => {
     expect(joinedPairs("argo cd app").map((j) => j.term)).toEqual(["argocd", "cdapp"]);
     expect(joinedPairs("summarize this for me").map((j) => j.term)).toEqual(["summarizethis"]);
+    // Two stopwords only into a word some tool's name writes that way ("to do" → todo).
+    expect(joinedPairs("microsoft to do").map((j) => j.term)).toEqual(["microsoftto"]);
+    expect(joinedPairs("microsoft to do", (w) => w === "todo").map((j) => j.term)).toEqual(["microsoftto", "todo"]);
+    expect(joinedPairs("summarize this for me", (w) => w === "todo").map((j) => j.term)).toEqual(["summarizethis"]);
+  });
+  it("reads capitalised words after the first as names, never acronyms or 'I'", () => {
+    expect([...properNouns("Find flights from Shanghai to New York, as I said")]).toEqual(["shanghai", "new", "york"]);
+    expect([...properNouns("run an SEO audit for QR codes")]).toEqual([]);
+    expect([...properNouns("Weather")]).toEqual([]);
   });
   it("expands common abbreviations on request", () => {
     expect(terms("open a pr", true)).toEqual(["open", "pr", "pull", "request"]);
@@ -283,6 +293,28 @@ describe("ToolSearchIndex.search", () => {
     // "calendar" names the google-calendar server: it does not pick list-calendars among its tools.
     expect(first(tools("google-calendar"), "what's on my google calendar")).toBe("mcp:google-calendar:list-events");
     expect(first(tools("work"), "what's on my work calendar")).toBe("mcp:work:list-calendars");
+  });
+  it("counts a capitalised word that no tool or server is named by as an argument", () => {
+    const geo = [mcp("geo", "point_lookup", "Elevation of a point"), mcp("geo", "geocode", "Coordinates of a place such as Denver or Boston")];
+    expect(first(geo, "elevation of Denver and Boston")).toBe("mcp:geo:point_lookup");
+    // Written in lowercase, the same words count in full.
+    expect(first(geo, "elevation of denver and boston")).toBe("mcp:geo:geocode");
+    // A name a tool's name uses is no argument ("Slack", "Google Calendar").
+    const named = [mcp("geo", "point_lookup", "Elevation of a point"), mcp("geo", "boston_denver_geocode", "Coordinates of a place such as Denver or Boston")];
+    expect(first(named, "elevation of Denver and Boston")).toBe("mcp:geo:boston_denver_geocode");
+  });
+  it("matches query words as written in a tool's label too ('groups' in 'List Resource Groups')", () => {
+    const azure = [
+      mcp("azure", "group_resource_list", "List all resources in a resource group", {}, { label: "List Resources in Resource Group" }),
+      mcp("azure", "group_list", "List all resource groups", {}, { label: "List Resource Groups" }),
+    ];
+    expect(first(azure, "list my azure resource groups")).toBe("mcp:azure:group_list");
+    expect(first(azure, "list my azure resource groups", { exactName: 0 })).toBe("mcp:azure:group_resource_list");
+  });
+  it("joins two stopwords into a word a tool's name has ('microsoft to do' → create-todo-task)", () => {
+    const docs = [mcp("todoist", "add-tasks", "Add one or more tasks to a project"), mcp("ms365", "create-todo-task", "Create a new task in a list of Microsoft's apps")];
+    expect(first(docs, "add a task to microsoft to do")).toBe("mcp:ms365:create-todo-task");
+    expect(first(docs, "add a task to microsoft")).toBe("mcp:todoist:add-tasks");
   });
   it("counts two words written together ('sub agent', subagent) once, the better way", () => {
     const docs = [core("subagents_kill", "Stop a running sub-agent"), core("sessions_spawn", "Start a sub-agent run in the background")];

@@ -37,7 +37,10 @@ export type IndexData = {
   /** Each server's names (name, title, aliases) as term lists, indexed by each of their terms. */
   serverNames: Map<string, Array<[number, readonly string[]]>>;
   intents: Uint8Array;
-  /** Words of each tool's name as written ("boards" in list_boards), as ids of `nameWordIds`. */
+  /**
+   * Words of each tool's name and label as written ("boards" in list_boards, "groups" in
+   * "List Resource Groups"), each once, as ids of `nameWordIds`.
+   */
   nameWords: Int32Array[];
   nameWordIds: Map<string, number>;
   /** Term ids of each tool's name other than its server's name ("slack" in slack_post_message). */
@@ -189,8 +192,8 @@ export function buildIndex(docs: readonly SearchDoc[], tuning: SearchTuning): In
   const serverPostings = serverPairs.build(T, tuning.k1);
 
   const nameWordIds = new Map<string, number>();
-  const nameWords = names.map((nm) =>
-    Int32Array.from(splitWords(nm), (w) => {
+  const nameWords = names.map((nm, i) =>
+    Int32Array.from(new Set([...splitWords(nm), ...splitWords(cut(docs[i]!.label, CAP.label))]), (w) => {
       let id = nameWordIds.get(w);
       if (id === undefined) nameWordIds.set(w, (id = nameWordIds.size));
       return id;

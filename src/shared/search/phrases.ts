@@ -4,7 +4,8 @@
  * release-2", "a thread about the outage", "an issue for the flaky test", "text John
  * that I'm late" (what follows is content, not the tool); "on friday at 3pm", "every monday" (a time); and
  * "every monday", "daily" (a recurring job, which tools call "recurring" or
- * "schedule"). Works on the query's lowercase words, before stemming.
+ * "schedule"); "from Boston to Denver" (capitalised names, see `properNouns`). Works
+ * on the query's lowercase words, before stemming, except `properNouns`, which needs case.
  */
 
 /** Weight of argument-like query words (times, numbers, quoted text…): they only break ties. */
@@ -69,4 +70,17 @@ export function phraseRoles(words: readonly string[]): PhraseRoles {
     else if (content) weights[i] = CONTENT_WEIGHT;
   }
   return { weights, recurring };
+}
+
+/**
+ * Capitalised words after a query's first word ("Boston", "Union Square", "Tokyo"),
+ * lowercased: names of places and people, so arguments, unless a tool's or server's
+ * name uses them ("Slack", "Google Calendar"): the caller checks that. All-caps words
+ * (SEO, QR, PLAT) and "I" are not taken: they are acronyms and keys as often as names.
+ */
+export function properNouns(text: string): Set<string> {
+  const out = new Set<string>();
+  const words = text.split(/[^\p{L}\p{N}']+/u).filter((w) => w.length > 0);
+  for (let i = 1; i < words.length && i < 64; i++) if (/^\p{Lu}\p{Ll}+$/u.test(words[i]!)) out.add(words[i]!.toLowerCase());
+  return out;
 }

@@ -2,8 +2,8 @@
  * Ranking rules applied after word overlap (BM25F) has scored the tools, as factors on
  * each score: they settle choices between tools that share most of their words, which
  * is most choices among one server's tools. The verb of the query against the verb of
- * the tool's name; a word found in the name exactly as written; how much of the tool's
- * name the query covers; and a server the query names in full.
+ * the tool's name; a word found in the name or label exactly as written; how much of
+ * the tool's name the query covers; and a server the query names in full.
  */
 import type { IndexData } from "./index-build.js";
 import { Intent, queryIntent } from "./intent.js";
@@ -71,7 +71,7 @@ export function ruleFactor(data: IndexData, q: QueryRules, d: number, tuning: Se
     const ti = data.intents[d]!;
     f *= ti === Intent.None ? tuning.intentUnknown : q.intent & ti ? tuning.intentMatch : tuning.intentMismatch;
   }
-  // "boards" as written in list_boards, not only its stem.
+  // "boards" as written in list_boards (or "groups" in the label "List Resource Groups"), not only its stem.
   if (q.exactCount > 0) {
     let k = 0;
     for (const w of data.nameWords[d]!) k += q.exact[w]!;

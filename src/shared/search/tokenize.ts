@@ -239,16 +239,17 @@ export function queryWords(text: string): QueryWord[] {
 /**
  * Adjacent query words written together ("argo cd" → argocd, "one drive" → onedrive,
  * "key vault" → keyvault): the caller keeps those its vocabulary knows. Two stopwords
- * never join ("for me" is not "form").
+ * join only into a word that `isNameWord` knows as written ("microsoft to do" →
+ * todo, as in create-todo-task), never into a mere term ("for me" is not "form").
  */
 export const JOINED_WEIGHT = 0.75;
-export function joinedPairs(text: string): QueryWord[] {
+export function joinedPairs(text: string, isNameWord?: (word: string) => boolean): QueryWord[] {
   const ws = splitWords(text).slice(0, 64);
   const out: QueryWord[] = [];
   for (let i = 0; i + 1 < ws.length; i++) {
     const a = ws[i]!;
     const b = ws[i + 1]!;
-    if (a.length < 2 || b.length < 2 || !/^\p{L}+$/u.test(a + b) || (STOPWORDS.has(a) && STOPWORDS.has(b))) continue;
+    if (a.length < 2 || b.length < 2 || !/^\p{L}+$/u.test(a + b) || (STOPWORDS.has(a) && STOPWORDS.has(b) && !isNameWord?.(a + b))) continue;
     const surface = a + b;
     out.push({ term: stem(surface), surface, weight: JOINED_WEIGHT, parts: [stem(a), stem(b)] });
   }

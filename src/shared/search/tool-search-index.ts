@@ -6,16 +6,17 @@
  * values, aliases/keywords, and the server's description (index-build.ts). On top of
  * word overlap: synonyms of a query's words (verbs above all) as alternatives, a
  * per-server vocabulary score (a query using words a server's tools use favours that
- * server), argument-like words (times, numbers, quoted text, file names, "called …")
- * counting less, and the ranking rules of rules.ts (verb, exact name word, name
- * coverage, a server named in full). Every (term, tool) contribution is precomputed, so
- * a search only adds up a few posting lists. No fuzzy or prefix matching in search
- * (they flood results with noise), except a prefix fallback for a query word that
- * matches nothing; typo tolerance lives in `suggest`, for "did you mean" on unknown ids
- * and names.
+ * server), argument-like words (times, numbers, quoted text, file names, "called …",
+ * capitalised names no tool or server has) counting less, and the ranking rules of
+ * rules.ts (verb, exact name or label word, name coverage, a server named in full).
+ * Every (term, tool) contribution is precomputed, so a search only adds up a few
+ * posting lists. No fuzzy or prefix matching in search (they flood results with
+ * noise), except a prefix fallback for a query word that matches nothing; typo
+ * tolerance lives in `suggest`, for "did you mean" on unknown ids and names.
  */
 import { allowedEdits, editDistance } from "./fuzzy.js";
 import { buildIndex, type IndexData, type SearchDoc } from "./index-build.js";
+import { ARGUMENT_WEIGHT, properNouns } from "./phrases.js";
 import { idf } from "./postings.js";
 import { queryRules, ruleFactor } from "./rules.js";
 import { joinedPairs, type QueryWord, queryWords } from "./tokenize.js";
@@ -104,7 +105,8 @@ export class ToolSearchIndex {
     const q = query.slice(0, MAX_QUERY_CHARS);
     const words = queryWords(q).slice(0, MAX_QUERY_TERMS);
     if (words.length === 0) return none;
-    for (const j of joinedPairs(q)) {
+    this.demoteNames(q, words);
+    for (const j of joinedPairs(q, (w) => this.data.nameWordIds.has(w))) {
       if (words.length < MAX_QUERY_TERMS && this.df(j.term) > 0 && !words.some((w) => w.term === j.term)) words.push(j);
     }
     const { scores, serverScores, touched } = this;
@@ -164,6 +166,20 @@ export class ToolSearchIndex {
       }
     }
     return { hits: matched, scores: final };
+  }
+
+  /**
+   * A capitalised query word that no tool's name or label and no server's name uses
+   * ("from Boston to New York", "in Tokyo") names a place or a person: an argument,
+   * whatever tool texts mention it as an example.
+   */
+  private demoteNames(q: string, words: QueryWord[]): void {
+    const names = properNouns(q);
+    if (names.size === 0) return;
+    const { nameWordIds, serverNames } = this.data;
+    for (const w of words) {
+      if (names.has(w.surface) && !nameWordIds.has(w.surface) && !nameWordIds.has(w.term) && !serverNames.has(w.term)) w.weight = Math.min(w.weight, ARGUMENT_WEIGHT);
+    }
   }
 
   private df(term: string): number {
