@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileScript, preludeBytecode } from "../src/sandbox/worker/compiler.js";
 import { liveState, resetTo, reusableFor, WarmVms, type PreparedImage } from "../src/sandbox/worker/warm-vms.js";
 import { baseImage } from "../src/sandbox/worker/base-image.js";
+import { grownSizeFor, prepareGrown } from "../src/sandbox/worker/grown-images.js";
 import { decodeSnapshot, encodeSnapshot, openSnapshot } from "../src/sandbox/worker/snapshot-codec.js";
 import { EMPTY_GUEST_CATALOG } from "../src/sandbox/task-protocol.js";
 import { execute, openEmptyRun, startStack, waitFor, type Stack } from "./harness.js";
@@ -122,7 +123,10 @@ describe("resetting a reused instance (in process)", () => {
     warm.release(held.vm, true);
   });
 
-  it("replaces an instance that grew its memory, and one that trapped, instead of resetting it", async () => {
+  it("replaces an instance that grew past every grown variant, and one that trapped, instead of resetting it", async () => {
+    // Its own pool: the only idle instance is the one each step hands back.
+    const warm = new WarmVms(wasm);
+    const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
     let current: QuickJS | undefined;
     const first = await warm.acquire(image, 256 << 20, () => false, sync(() => current!), sync(() => current!));
     current = first.vm;
@@ -130,6 +134,7 @@ describe("resetting a reused instance (in process)", () => {
     expect(inside(first.vm).exports.memory.buffer.byteLength).toBeGreaterThan(image.memory.byteLength);
     expect(reusableFor(first.vm, image)).toBe(false);
     warm.release(first.vm, true);
+    expect(inside(first.vm).disposed).toBe(true);
     const second = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
     expect(second.vm).not.toBe(first.vm);
     expect(second.how).toBe("restored");
@@ -139,6 +144,45 @@ describe("resetting a reused instance (in process)", () => {
     expect(third.vm).not.toBe(second.vm);
     expect(third.how).toBe("restored");
     warm.release(third.vm, true);
+  });
+
+  it("resets an instance a run grew to the image's grown variant byte for byte, whose allocator already owns the extra pages", async () => {
+    const warm = new WarmVms(wasm);
+    const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
+    let current: QuickJS | undefined;
+    const body = `globalThis.planted = "tok"; const rows = JSON.parse(JSON.stringify(Array.from({ length: 12000 }, (_, i) => ({ id: i, s: "row" + i })))); globalThis.rows = rows; return rows.length;`;
+    const first = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    current = first.vm;
+    await runIn(first.vm, body);
+    const grownBytes = inside(first.vm).exports.memory.buffer.byteLength;
+    const size = grownSizeFor(grownBytes, image.memory.byteLength)!;
+    expect(grownBytes).toBeGreaterThan(image.memory.byteLength);
+    expect(size).toBeDefined();
+    warm.release(first.vm, true);
+
+    for (let round = 0; round < 3; round++) {
+      const again = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+      current = again.vm;
+      expect(again.how).toBe("reused");
+      expect(again.vm).toBe(first.vm);
+      const mem = new Uint8Array(inside(again.vm).exports.memory.buffer);
+      expect(mem.byteLength).toBe(size);
+      // The image's bytes where it has them (the allocator's bookkeeping differs past its heap), zeros at the end.
+      const variant = await prepareGrown(wasm, image, size);
+      expect(Buffer.compare(mem.subarray(0, variant!.prefix.byteLength), variant!.prefix)).toBe(0);
+      expect(mem.subarray(variant!.prefix.byteLength).every((b) => b === 0)).toBe(true);
+      expect(inside(again.vm).exports.__stack_pointer.value).toBe(variant!.stackPointer);
+      const probe = await compileScript(wasm, `[typeof globalThis.planted, typeof globalThis.rows].join(",")`, "probe.js");
+      if (!probe.ok) throw new Error(probe.error.message);
+      const seen = again.vm.evalBytecode(probe.bytecode);
+      expect(seen.toString()).toBe("undefined,undefined");
+      seen.dispose();
+      // The same work again fits in the space the variant's allocator owns: no growth.
+      await runIn(again.vm, body);
+      expect(inside(again.vm).exports.memory.buffer.byteLength).toBe(size);
+      warm.release(again.vm, true);
+    }
+    expect(warm.stats.grown).toBe(1);
   });
 
   it("overwrites a dirty spare with a suspended run's snapshot byte for byte (also grown to a larger one), and the run sees only its own state", async () => {
@@ -194,9 +238,7 @@ describe("resetting a reused instance (in process)", () => {
       const seen = got.vm.evalBytecode(probe.bytecode);
       expect(seen.toString()).toBe("own,60000,undefined,,undefined");
       seen.dispose();
-      // Larger than every image: dropped when handed back, never reset to one.
       warm.release(got.vm, true);
-      expect(w.disposed).toBe(true);
     }
   });
 

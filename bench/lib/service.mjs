@@ -25,7 +25,9 @@ process.on("exit", () => {
  */
 export async function startService(extraArgs = []) {
   const spawnedAt = performance.now();
-  const child = spawn(process.execPath, [BIN, "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extraArgs], {
+  // CODEMODE_BENCH_SIDECAR_NODE_ARGS: node flags for the service alone (e.g. --cpu-prof).
+  const nodeArgs = (process.env.CODEMODE_BENCH_SIDECAR_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, BIN, "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extraArgs], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, CODEMODE_LOG_LEVEL: "warn", CODEMODE_SNAPSHOT_KEY: SNAPSHOT_KEY },
   });

@@ -13,10 +13,12 @@
  * WebAssembly state is the memory, the globals and the tables. The module has exactly one
  * global (`__stack_pointer`, restored) and a function table that only extension loading
  * changes (instances with extensions are never reused; the table length is checked).
- * Memory is reused only at exactly the image's size, so after a reset every byte of it
- * equals the image. An instance that trapped, grew its memory, or whose run failed in
- * the host is discarded, never reset. A killed thread takes its instances with it.
- * test/vm-reset.test.ts checks all of this byte for byte and with hostile programs.
+ * Memory is reset only at exactly the size of what it is reset to, so after a reset every
+ * byte of it equals that. An instance that trapped or whose run failed in the host is
+ * discarded, never reset; one a run grew is reset to a grown variant of the image
+ * (./grown-images.ts) or discarded. The same reset puts a suspended run's snapshot or a
+ * parked VM into an idle instance (`acquireState`). A killed thread takes its instances
+ * with it. test/vm-reset.test.ts checks all of this byte for byte and with hostile programs.
  *
  * The wrapper's private fields are quickjs-wasi internals: `supported()` checks that they
  * exist, and without them every exec takes the fresh path (QuickJS.create per exec).
@@ -26,6 +28,7 @@ import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
 import { LIMITS } from "../../shared/limits.js";
 import { guestVmOptions, STACK_BYTES } from "./vm-options.js";
+import { GROWN_SIZES, grownSizeFor, prepareGrown, type GrownImage } from "./grown-images.js";
 
 /** The wrapper internals a reset touches. */
 type Internals = {
@@ -91,6 +94,10 @@ type HostFn = (op?: JSValueHandle, arg?: JSValueHandle) => JSValueHandle;
 const MAX_IMAGES = 8;
 /** Idle instances kept per worker (images of different catalogs differ in size). */
 const MAX_SPARES = 4;
+/** Memory of the idle instances kept per worker: the largest go first beyond it. */
+const MAX_SPARE_BYTES = 32 * 1024 * 1024;
+/** Grown variants kept per worker (./grown-images.ts; each holds its image's bytes). */
+const MAX_GROWN = 4;
 
 function internals(vm: QuickJS): Internals {
   return vm as unknown as Internals;
@@ -122,6 +129,19 @@ function resetFrom(vm: QuickJS, source: ResetSource): void {
 
 function imageSource(image: PreparedImage): ResetSource {
   return { memoryBytes: image.memory.byteLength, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, write: (t) => t.set(image.memory) };
+}
+
+function grownSource(g: GrownImage): ResetSource {
+  return {
+    memoryBytes: g.memoryBytes,
+    stackPointer: g.stackPointer,
+    runtimePtr: g.runtimePtr,
+    contextPtr: g.contextPtr,
+    write: (t) => {
+      t.set(g.prefix);
+      t.fill(0, g.prefix.byteLength);
+    },
+  };
 }
 
 /**
@@ -161,13 +181,15 @@ function fits(vm: QuickJS, memoryBytes: number, tableLength: number): boolean {
 export class WarmVms {
   private readonly images = new Map<string, PreparedImage>();
   private readonly spares: QuickJS[] = [];
+  /** Grown variants by image key and size; null where one could not be made. */
+  private readonly grown = new Map<string, GrownImage | null>();
   /** Set when this quickjs-wasi lacks the internals a reset needs. */
   disabled = false;
   private spareUsed = false;
   /** The function table's length in an instance without extensions (learnt from the first one made). */
   private pristineTable: number | undefined;
   /** Counters for the worker's own checks and the benchmarks. */
-  readonly stats = { prepared: 0, reused: 0, restored: 0, discarded: 0 };
+  readonly stats = { prepared: 0, reused: 0, restored: 0, discarded: 0, grown: 0 };
 
   constructor(private readonly wasm: WebAssembly.Module) {}
 
@@ -226,8 +248,28 @@ export class WarmVms {
    * An instance in the image's state, with the run's limits and host callbacks: a spare
    * reset to it, or a new instance restored from it.
    */
-  acquire(image: PreparedImage, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+  async acquire(image: PreparedImage, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+    const imageBytes = image.memory.byteLength;
+    if (!this.spares.some((s) => sizeOf(s) === imageBytes)) {
+      // Only instances a run grew are idle: reset one to the image's variant of its size.
+      const grownSpare = this.spares.find((s) => sizeOf(s) > imageBytes && grownSizeFor(sizeOf(s), imageBytes) !== undefined);
+      const variant = grownSpare ? await this.grownVariant(image, grownSizeFor(sizeOf(grownSpare), imageBytes)!) : undefined;
+      if (variant) return this.acquireFrom(grownSource(variant), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync);
+    }
     return this.acquireFrom(imageSource(image), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync);
+  }
+
+  /** The image's grown variant of `size` bytes, prepared on first use (./grown-images.ts). */
+  private async grownVariant(image: PreparedImage, size: number): Promise<GrownImage | undefined> {
+    const key = `${image.key}@${size}`;
+    let g = this.grown.get(key);
+    if (g === undefined) {
+      g = (await prepareGrown(this.wasm, image, size)) ?? null;
+      this.grown.set(key, g);
+      if (g) this.stats.grown++;
+      if (this.grown.size > MAX_GROWN) this.grown.delete(this.grown.keys().next().value!);
+    }
+    return g ?? undefined;
   }
 
   /**
@@ -253,7 +295,7 @@ export class WarmVms {
       const memory = internals(spare).exports.memory;
       if (sizeOf(spare) < size) memory.grow((size - sizeOf(spare)) / 65536);
       if (fits(spare, size, tableLength)) vm = spare;
-      else this.stats.discarded++;
+      else this.drop(spare);
     }
     if (vm) {
       resetFrom(vm, source);
@@ -279,32 +321,41 @@ export class WarmVms {
 
   /**
    * Takes an instance back after its run. `healthy` is false when it trapped or its run
-   * ended in a host failure: it is dropped. Others are kept (up to MAX_SPARES) for a
-   * reset; one that grew its memory cannot be reset to an image and is dropped at acquire.
+   * ended in a host failure: it is dropped. Others are kept for a reset, within MAX_SPARES
+   * and MAX_SPARE_BYTES (the largest go first); one larger than every image and every
+   * grown variant can never be reset and is dropped.
    */
   release(vm: QuickJS, healthy: boolean): void {
     if (this.spares.includes(vm)) return;
     const w = internals(vm);
     w.interruptHandler = null;
     w.hostCallbacks.clear();
-    if (!healthy || w.loadedExtensions.length > 0 || sizeOf(vm) > this.largestImage()) {
-      this.stats.discarded++;
-      try {
-        vm.dispose();
-      } catch {
-        // a trapped instance is dropped either way
-      }
+    if (!healthy || w.loadedExtensions.length > 0 || sizeOf(vm) > Math.max(this.largestImage(), GROWN_SIZES[GROWN_SIZES.length - 1]!)) {
+      this.drop(vm);
       return;
     }
     this.spares.push(vm);
-    // The oldest spare goes first when there are too many.
-    if (this.spares.length > MAX_SPARES) {
-      this.stats.discarded++;
-      this.spares.shift()!.dispose();
+    let bytes = 0;
+    for (const s of this.spares) bytes += sizeOf(s);
+    while (this.spares.length > MAX_SPARES || bytes > MAX_SPARE_BYTES) {
+      let at = 0;
+      for (let i = 1; i < this.spares.length; i++) if (sizeOf(this.spares[i]!) > sizeOf(this.spares[at]!)) at = i;
+      const gone = this.spares.splice(at, 1)[0]!;
+      bytes -= sizeOf(gone);
+      this.drop(gone);
     }
   }
 
-  /** The largest prepared image (an instance bigger than every image can never be reset). */
+  private drop(vm: QuickJS): void {
+    this.stats.discarded++;
+    try {
+      vm.dispose();
+    } catch {
+      // a trapped instance is dropped either way
+    }
+  }
+
+  /** The largest prepared image. */
   private largestImage(): number {
     let max = 0;
     for (const img of this.images.values()) max = Math.max(max, img.memory.byteLength);
