@@ -4,35 +4,15 @@
  * with copies under other names) the first search is answered correctly, the log says
  * the index was built on the worker thread and what it cost the main thread, and execs
  * that do not search complete while it is built once for their version. (That they never
- * wait for it is the code's structure: only a search awaits the index. Timing is not
+ * wait for it is the code's structure: only a search, or the "did you mean" of an unknown
+ * id, awaits the index; ./search-index-paths.test.ts covers each reader. Timing is not
  * asserted: the machines are shared and noisy.)
  */
-import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResultStatus } from "../src/gen/codemode/common/v1/common_pb.js";
-import { toWireMcpServer, toWireTool, type GatewayMcpServer, type GatewayTool } from "../src/shared/tool-wire.js";
+import { toWireMcpServer, toWireTool } from "../src/shared/tool-wire.js";
 import { collectStream, logged, scope as newScope, startStack, type Stack } from "./harness.js";
-
-type FixtureServer = { name: string; description?: string; tools: Array<{ name: string; description?: string; inputSchema?: Record<string, unknown> }> };
-const fixture = JSON.parse(readFileSync(new URL("../bench/fixtures/mcp-catalog.json", import.meta.url), "utf8")) as { servers: FixtureServer[] };
-
-/** 2,000 tools: one marker tool (so each catalog is its own version), then real MCP servers, padded. */
-function catalog(marker: string, size = 2000): { tools: GatewayTool[]; servers: GatewayMcpServer[] } {
-  const tools: GatewayTool[] = [{ name: marker, description: `Marker tool ${marker}` }];
-  const servers: GatewayMcpServer[] = [];
-  for (let round = 1; tools.length < size && round < 10; round++) {
-    for (const s of fixture.servers) {
-      if (tools.length >= size) break;
-      const name = round === 1 ? s.name : `${s.name}-account${round}`;
-      servers.push({ name, ...(s.description ? { description: s.description } : {}) });
-      for (const t of s.tools) if (tools.length < size) tools.push({ name: t.name, description: t.description ?? "", parameters: t.inputSchema ?? { type: "object" }, source: "mcp", owner: name });
-    }
-  }
-  return { tools, servers };
-}
-
-type LogLine = { msg: string; catalogVersion?: string; tools?: number; thread?: string; indexBuildMs?: number; mainThreadMs?: number; time: number };
-const parse = (line: string) => JSON.parse(line) as LogLine;
+import { largeCatalog as catalog, parseLogLine as parse } from "./search-catalog.js";
 
 describe("search index built off the main thread", () => {
   let stack: Stack;

@@ -62,6 +62,8 @@ async function metricsFor(values: { "metrics-address"?: string | undefined }, lo
 const poolFlags = {
   threads: { type: "string" },
   "execs-per-worker": { type: "string" },
+  // A pool that cannot start: serve what needs no VM and report it (sandbox/unavailable-pool.ts) instead of exiting 1.
+  "serve-without-pool": { type: "boolean" },
 } as const;
 
 const storeFlags = {
@@ -146,6 +148,7 @@ export async function runStart(argv: string[]): Promise<void> {
     ...(threads !== undefined ? { threads } : {}),
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
     pool,
+    serveWithoutPool: values["serve-without-pool"] === true,
   });
   process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   onShutdown(log, async () => {
@@ -196,6 +199,7 @@ export async function runSandbox(argv: string[]): Promise<void> {
     ...(threads !== undefined ? { threads } : {}),
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
     pool,
+    serveWithoutPool: values["serve-without-pool"] === true,
   });
   process.stdout.write(`ready sandbox=${sandbox.address}${metrics.ready}\n`);
   onShutdown(log, async () => {

@@ -4,6 +4,13 @@
  * ClearNamespaces, ListNamespaces). Config errors and unknown catalogs are
  * INVALID_ARGUMENT / NOT_FOUND with the key and value named; nothing is half-applied. A
  * store that cannot be reached is UNAVAILABLE.
+ *
+ * The surface OpenRun and DescribeSurface give the model is the run's, except that a
+ * Tool Search run in mode code is described in mode tools while no attached sidecar can
+ * run code (./sidecar-pools.ts); each run's trajectory and the log note when that starts
+ * and ends for it. (ResolveRun, the sidecars' view, is not changed by it: a sidecar sent
+ * a tool_search_code program runs it if its pool can, and the run's own fallback applies
+ * if it cannot.)
  */
 import type { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
@@ -18,7 +25,8 @@ import { NO_OPEN_RUN, requireScope } from "../shared/scope.js";
 import { buildView, sourceCounts, viewVersion } from "./catalog/catalog-view.js";
 import type { CatalogStore, StoredCatalog } from "./catalog/catalog-store.js";
 import { describeSurface } from "./surface.js";
-import type { RunRegistry, RunSpec } from "./runs.js";
+import type { OpenRun, RunRegistry, RunSpec } from "./runs.js";
+import type { SidecarPools } from "./sidecar-pools.js";
 import { checkRegistration } from "./namespaces/namespace-rules.js";
 import type { RunNamespaces, RunNamespaceView } from "./namespaces/run-namespaces.js";
 import { storeCall } from "./state/store-failure.js";
@@ -35,7 +43,12 @@ const KIND_ENUM = {
   mcp_run: SurfaceKind.MCP_RUN,
 } as const;
 
-export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView) {
+/**
+ * The run's surface (the model's tools, and what the sidecars run). `poolFallback`: why
+ * no attached sidecar can run code, for the surface the model is given (Tool Search mode
+ * code then falls back to mode tools); the run's own fallback, if any, comes first.
+ */
+export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView, poolFallback = "") {
   const config = parseCodeModeConfig(run.config);
   const s = describeSurface(config, run.view, run.disableTools, {
     namespaces: namespaces.visible,
@@ -43,7 +56,7 @@ export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView) {
     emptyCatalog: run.catalogToolCount === 0,
     toolSearch: parseToolSearchConfig(run.toolSearch),
     codeModeExplicit: run.config.enabled === true,
-    ...(run.fallbackReason ? { fallbackReason: run.fallbackReason } : {}),
+    ...(run.fallbackReason || poolFallback ? { fallbackReason: run.fallbackReason || poolFallback } : {}),
     mcpRun: parseMcpRunConfig(run.mcpRun),
     mcpServers: run.mcpServers ?? [],
     viewVersion: run.viewVersion,
@@ -64,8 +77,40 @@ export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView) {
   };
 }
 
-export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; store: RunStore; namespaces: RunNamespaces; log: Logger; cache: RunCachePush }): ServiceHandlers<typeof Control.method> {
-  const { catalogs, runs, log, namespaces, cache } = deps;
+/** The run state the trajectory notes the pool-health fallback by ("tools" while it applies, "" otherwise). */
+const POOL_FALLBACK_STATE = "poolFallback";
+
+export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; store: RunStore; namespaces: RunNamespaces; log: Logger; cache: RunCachePush; pools: SidecarPools }): ServiceHandlers<typeof Control.method> {
+  const { catalogs, runs, log, namespaces, cache, pools } = deps;
+  /**
+   * The surface the model is given now. For a Tool Search run in mode code (without a
+   * fallback of its own), a change between mode code and the pool-health fallback is
+   * noted once in its trajectory (a `tool_search_fallback` step) and in the log.
+   */
+  const modelSurface = async (run: RunSpec | OpenRun) => {
+    const surface = surfaceOf(run, await namespaces.forRun(run), pools.fallbackReason());
+    const ts = parseToolSearchConfig(run.toolSearch);
+    const ownSurface = surface.kind === SurfaceKind.TOOL_SEARCH_CODE || surface.kind === SurfaceKind.TOOL_SEARCH_TOOLS;
+    if (!ownSurface || ts.mode !== "code" || run.fallbackReason) return surface;
+    const fellBack = surface.fallback;
+    const step = {
+      kind: "tool_search_fallback",
+      callId: "",
+      codeModeRunId: "",
+      status: fellBack ? "fallback" : "restored",
+      errorCode: fellBack ? "runtime_unavailable" : "",
+      errorMessage: fellBack ? surface.fallbackReason : "",
+      startedAtMs: Date.now(),
+      durationMs: 0,
+      nestedCalls: [],
+    };
+    const scope = run.scope;
+    if (await runs.recordChange(scope, POOL_FALLBACK_STATE, fellBack ? "tools" : "", step)) {
+      if (fellBack) log.warn({ agentRunId: scope.agentRunId, reason: surface.fallbackReason }, "Tool Search falls back from mode code to mode tools for the run: no attached sidecar can run code");
+      else log.info({ agentRunId: scope.agentRunId }, "Tool Search is back in mode code for the run: an attached sidecar can run code");
+    }
+    return surface;
+  };
   return {
     async putCatalog(req) {
       const { id, tools } = await catalogs.put(req.tools, req.mcpServers);
@@ -115,13 +160,13 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
       // Sidecars that cached the run's previous opening drop it before the gateway hears back.
       await cache.invalidate(scope);
       log.info({ agentRunId: scope.agentRunId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
-      return { catalogId: catalog.id, surface: surfaceOf(run, await namespaces.forRun(run)) };
+      return { catalogId: catalog.id, surface: await modelSurface(run) };
     },
     async describeSurface(req) {
       const scope = requireScope(req.scope);
       const run = await runs.get(scope);
       if (!run) throw new ServiceError("not_found", NO_OPEN_RUN);
-      return { surface: surfaceOf(run, await namespaces.forRun(run)) };
+      return { surface: await modelSurface(run) };
     },
     async getTrajectory(req) {
       const scope = requireScope(req.scope);

@@ -1,8 +1,9 @@
 /**
  * The SidecarLink service: sidecars attach (a standing bidi stream carrying hello and
- * heartbeats, logged as they come and go), resolve a run's config and catalog view
- * (entries are resent only when the view's version changed), and record each exec/wait
- * segment's trajectory and counters.
+ * heartbeats, logged as they come and go, and each sidecar's pool health, which decides
+ * whether Tool Search's mode code is offered: ./sidecar-pools.ts), resolve a run's config
+ * and catalog view (entries are resent only when the view's version changed), and record
+ * each exec/wait segment's trajectory and counters.
  */
 import type { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
@@ -20,6 +21,7 @@ import type { LiveForwarder } from "./live-forward.js";
 import { answerToWire } from "../shared/link-wire.js";
 import { ServiceError } from "../protocol/service-error.js";
 import type { RunCachePush } from "./run-cache-push.js";
+import type { SidecarPools } from "./sidecar-pools.js";
 
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
@@ -40,6 +42,7 @@ export function linkHandlers(deps: {
   log: Logger;
   sidecars: Map<string, AttachedSidecar>;
   cache: RunCachePush;
+  pools: SidecarPools;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<string, { surface: ReturnType<typeof surfaceOf>; config: ReturnType<typeof configLayerToWire>; toolSearch: ReturnType<typeof parseToolSearchConfig>; mcpRun: ReturnType<typeof mcpRunToWire> }>();
   const { runs, log, sidecars, cache } = deps;
@@ -73,6 +76,7 @@ export function linkHandlers(deps: {
             id = msg.message.value.sidecarId;
             sidecars.set(id, { sidecarId: id, address: msg.message.value.address, peer: stream.peer, attachedAtMs: Date.now(), lastSeenMs: Date.now() });
             log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer }, "sidecar attached");
+            deps.pools.report(id, stream, msg.message.value.pool);
             stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId } } });
             deps.live.attach(id, (requestId, scope, callId, answer) =>
               stream.send({ message: { case: "deliver", value: { requestId, scope, answer: answerToWire(callId, answer) } } }),
@@ -89,6 +93,8 @@ export function linkHandlers(deps: {
             if (id) cache.ack(msg.message.value.requestId, id);
           } else if (msg.message.case === "ack") {
             deps.live.ack(msg.message.value.requestId, msg.message.value.delivered);
+          } else if (msg.message.case === "poolHealth") {
+            if (id) deps.pools.report(id, stream, msg.message.value);
           } else if (msg.message.case === "heartbeat") {
             const s = id ? sidecars.get(id) : undefined;
             if (s) s.lastSeenMs = Date.now();
@@ -102,6 +108,7 @@ export function linkHandlers(deps: {
         if (id) {
           cache.detach(id);
           sidecars.delete(id);
+          deps.pools.detach(id, stream);
           deps.live.detach(id);
           log.info({ sidecarId: id }, "sidecar detached");
         }

@@ -113,11 +113,18 @@ export interface RunRegistry {
    * steps the segment resolved; nothing when no run is open.
    */
   record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters, resolved?: readonly ResolvedCall[]): Promise<void>;
+  /**
+   * Adds `step` to the open run's trajectory only when the run's `state` (absent reads as
+   * "") changes to `value`, and sets it: a state the trajectory notes once per change (the
+   * pool-health fallback). False when the state had that value or no run is open. Kept
+   * with the trajectory, so a re-open does not reset it.
+   */
+  recordChange(scope: Scope, state: string, value: string, step: TrajectoryStepRecord): Promise<boolean>;
   /** Forgets the run; false when none was open. */
   close(scope: Scope): Promise<boolean>;
 }
 
-type MemoryRun = { spec: RunSpec; counters: Counters; trajectory: TrajectoryStepRecord[] };
+type MemoryRun = { spec: RunSpec; counters: Counters; trajectory: TrajectoryStepRecord[]; states: Map<string, string> };
 
 export class MemoryRunRegistry implements RunRegistry {
   private readonly runs = new Map<string, MemoryRun>();
@@ -125,7 +132,7 @@ export class MemoryRunRegistry implements RunRegistry {
   async open(spec: RunSpec): Promise<void> {
     const key = scopeKeyOf(spec.scope);
     const previous = this.runs.get(key);
-    this.runs.set(key, { spec, counters: previous?.counters ?? { search: 0, describe: 0, call: 0 }, trajectory: previous?.trajectory ?? [] });
+    this.runs.set(key, { spec, counters: previous?.counters ?? { search: 0, describe: 0, call: 0 }, trajectory: previous?.trajectory ?? [], states: previous?.states ?? new Map() });
   }
 
   async get(scope: Scope): Promise<OpenRun | undefined> {
@@ -144,6 +151,18 @@ export class MemoryRunRegistry implements RunRegistry {
     run.counters.search += deltas.search;
     run.counters.describe += deltas.describe;
     run.counters.call += deltas.call;
+    this.push(run, step);
+  }
+
+  async recordChange(scope: Scope, state: string, value: string, step: TrajectoryStepRecord): Promise<boolean> {
+    const run = this.runs.get(scopeKeyOf(scope));
+    if (!run || (run.states.get(state) ?? "") === value) return false;
+    run.states.set(state, value);
+    this.push(run, step);
+    return true;
+  }
+
+  private push(run: MemoryRun, step: TrajectoryStepRecord): void {
     run.trajectory.push(step);
     if (run.trajectory.length > MAX_STEPS) run.trajectory.splice(0, run.trajectory.length - MAX_STEPS);
   }

@@ -28,6 +28,7 @@ import { LiveForwarder } from "./live-forward.js";
 import { createOrchestratorState } from "./state/create-state.js";
 import { createRunStore } from "./store/create-store.js";
 import { RunCachePush } from "./run-cache-push.js";
+import { SidecarPools } from "./sidecar-pools.js";
 import { suspendedRunHandlers } from "./suspended-runs.js";
 import type { Registry } from "prom-client";
 
@@ -94,9 +95,11 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const metrics = options.metrics ? new (await import("./metrics.js")).OrchestratorMetrics(options.metrics, { store, sidecars, log }) : undefined;
   // Sidecars may cache resolved runs only when this process owns the run state.
   const cache = new RunCachePush(store.kind === "memory");
-  const control = controlHandlers({ catalogs, runs, store, namespaces, log, cache });
+  // Whether attached sidecars can run code: Tool Search's mode code falls back to mode tools while none can.
+  const pools = new SidecarPools(log);
+  const control = controlHandlers({ catalogs, runs, store, namespaces, log, cache, pools });
   const live = new LiveForwarder();
-  const link = { ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }) };
+  const link = { ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }) };
   const controlAuth = controlToken !== undefined ? bearerAuthorizer(controlToken, "gateway bearer token") : undefined;
   const linkAuth = linkToken !== undefined ? bearerAuthorizer(linkToken, "sidecar link token") : undefined;
   addService(server, Control, metrics ? metrics.countRequests(Control, control) : control, log, drain, controlAuth);

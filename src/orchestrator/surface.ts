@@ -137,7 +137,7 @@ export type SurfaceExtras = {
   toolSearch?: ToolSearchConfig;
   /** The run's config layer set code mode's `enabled: true` itself (code mode then supersedes Tool Search, as the seed says). */
   codeModeExplicit?: boolean;
-  /** A tool_search_code program of this run could not start a runtime: mode code falls back to tools. */
+  /** Mode code falls back to tools: a tool_search_code program of this run could not start a runtime, or no attached sidecar can run code. */
   fallbackReason?: string;
   /** The run's Code Mode for MCP config: enabled, `codemode.run` is the surface (over code mode and Tool Search). */
   mcpRun?: McpRunConfig;

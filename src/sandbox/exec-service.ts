@@ -202,6 +202,11 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if (!runId) {
           return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
         }
+        // A pool that cannot run code (./unavailable-pool.ts) must not claim the run: it stays for a sidecar that can resume it.
+        const health = link.poolHealth;
+        if (!health.canRunCode) {
+          return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: `this sidecar cannot resume code mode runs (${health.reason}); the run is kept for a sidecar that can.`, code: "runtime_unavailable" }, 0);
+        }
         await serveWait(runId, { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal }, stream.signal);
       });
     },

@@ -1,6 +1,8 @@
 /**
  * The sidecar's standing connection to the orchestrator: an Attach stream that
- * announces this sidecar, exchanges heartbeats, carries the orchestrator's pushes (tool
+ * announces this sidecar with its pool health (can its worker pool run guest code; sent
+ * again whenever it changes: the orchestrator offers Tool Search's mode code only while
+ * an attached sidecar can), exchanges heartbeats, carries the orchestrator's pushes (tool
  * answers for live VMs, run cache invalidations), and is re-opened with backoff whenever
  * it drops. Every state change is logged and reported to listeners (the sidecar's health
  * follows it). Unary calls (ResolveRun, RecordSegment) go over the same channel, which
@@ -15,6 +17,12 @@ import { requireScope, type Scope } from "../shared/scope.js";
 import type { Logger } from "../shared/logger.js";
 
 export type LinkState = "connecting" | "up" | "down" | "closed";
+
+/** Whether this sidecar's worker pool can run guest code, and if not, why. */
+export type PoolHealth = { canRunCode: boolean; reason: string };
+
+/** A pool that passed its start-up probe (the sidecar starts its link only then, unless told otherwise). */
+export const POOL_STARTED: PoolHealth = { canRunCode: true, reason: "" };
 
 const HEARTBEAT_MS = 5_000;
 const MAX_BACKOFF_MS = 5_000;
@@ -47,12 +55,15 @@ export class OrchestratorLink {
   private abort = new AbortController();
   private liveExecs: () => number = () => 0;
   private readonly listeners = new Set<(state: LinkState) => void>();
+  /** Sends a pool health change on the open Attach stream (undefined while none is open). */
+  private sendPool: ((pool: PoolHealth) => void) | undefined;
 
   constructor(
     readonly address: string,
     private readonly identity: { sidecarId: string; address: string; version: string },
     private readonly log: Logger,
     private readonly security: ClientSecurity = {},
+    private pool: PoolHealth = POOL_STARTED,
   ) {
     this.client = createClient(
       SidecarLink,
@@ -68,6 +79,19 @@ export class OrchestratorLink {
 
   get linkState(): LinkState {
     return this.state;
+  }
+
+  get poolHealth(): PoolHealth {
+    return this.pool;
+  }
+
+  /** Reports a change of the pool's health: at once on the open link, and in every hello from now on. */
+  setPoolHealth(pool: PoolHealth): void {
+    if (pool.canRunCode === this.pool.canRunCode && pool.reason === this.pool.reason) return;
+    this.pool = { ...pool };
+    if (pool.canRunCode) this.log.info({ canRunCode: true }, "sandbox pool can run code again; reporting it to the orchestrator");
+    else this.log.warn({ canRunCode: false, reason: pool.reason }, "sandbox pool cannot run code; reporting it to the orchestrator");
+    this.sendPool?.(this.pool);
   }
 
   /** Calls `listener` with every state change from now on. */
@@ -112,7 +136,9 @@ export class OrchestratorLink {
     const ac = new AbortController();
     this.abort = ac;
     const stream = this.client.attach({ signal: ac.signal });
-    stream.send({ message: { case: "hello", value: this.identity } });
+    stream.send({ message: { case: "hello", value: { ...this.identity, pool: this.pool } } });
+    const sendPool = (pool: PoolHealth) => stream.send({ message: { case: "poolHealth", value: pool } });
+    this.sendPool = sendPool;
     const beat = setInterval(() => {
       stream.send({ message: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()), liveExecs: this.liveExecs() } } });
     }, HEARTBEAT_MS);
@@ -149,6 +175,7 @@ export class OrchestratorLink {
       }
     } finally {
       clearInterval(beat);
+      if (this.sendPool === sendPool) this.sendPool = undefined;
     }
   }
 

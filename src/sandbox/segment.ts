@@ -163,6 +163,12 @@ export class Segment {
       },
       onToolCall: (m) => {
         const { callId } = m;
+        // An unknown id's "did you mean" reads the index, being built off the main thread (catalog/index-builder.ts).
+        const ready = m.via === "tools" ? catalog?.indexReadyFor(m.target) : undefined;
+        if (ready) {
+          this.made.set(callId, { callId, kind: "call", toolId: m.target.slice(0, 256), toolName: "" });
+          return void ready.then(() => events.onToolCall(m));
+        }
         this.counters.call++;
         const callsSoFar = (run?.counters.call ?? 0) + this.counters.call;
         const resolved =
@@ -201,10 +207,10 @@ export class Segment {
       },
       onRequest: (reqId, op, payloadJson) => {
         this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
-        // A search waits for its version's index, being built off the main thread (catalog/index-builder.ts).
-        const ready = op === "search" ? catalog?.indexReady() : undefined;
-        if (ready) return void ready.then(() => events.onRequest(reqId, op, payloadJson));
         const payload = requestPayload(payloadJson);
+        // A search, or describing an unknown id ("did you mean"), waits for its version's index, being built off the main thread (catalog/index-builder.ts).
+        const ready = op === "search" ? catalog?.indexReady() : op === "describe" ? catalog?.indexReadyFor(payload.id) : undefined;
+        if (ready) return void ready.then(() => events.onRequest(reqId, op, payloadJson));
         const base = run?.counters ?? { search: 0, describe: 0 };
         if ((op === "search" || op === "describe") && base.search + base.describe + this.counters.search + this.counters.describe >= config.maxSearchesPerRun) {
           this.answer(reqId, { ok: false, error: { name: "RangeError", message: `this run made ${config.maxSearchesPerRun} searches and describes, its limit (maxSearchesPerRun).` } });

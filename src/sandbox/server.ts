@@ -1,7 +1,9 @@
 /**
- * Starts a sandbox sidecar: the pool, the link to the orchestrator, the Sandbox gRPC
- * service, gRPC health (SERVING while the orchestrator link is up and the sidecar is not
- * draining) and server reflection. Importable: returns {address, drain(), close()}.
+ * Starts a sandbox sidecar: the pool, the link to the orchestrator (which reports whether
+ * the pool can run code), the Sandbox gRPC service, gRPC health (SERVING while the
+ * orchestrator link is up and the sidecar is not draining) and server reflection.
+ * Importable: returns {address, drain(), close()}. A pool that cannot start fails the
+ * start, unless `serveWithoutPool` (./unavailable-pool.ts).
  *
  * Drain (SIGTERM/SIGINT): health goes NOT_SERVING at once and a new Exec is refused,
  * while Wait and BridgeCallback keep being served so runs in flight can finish; when
@@ -20,9 +22,10 @@ import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
 import { CallRegistry } from "./call-registry.js";
 import { createSandboxService } from "./exec-service.js";
-import { OrchestratorLink } from "./orchestrator-link.js";
+import { OrchestratorLink, POOL_STARTED } from "./orchestrator-link.js";
 import type { SandboxPool } from "./pool.js";
-import { startPool } from "./pool-start.js";
+import { PoolStartError, startPool } from "./pool-start.js";
+import { unavailablePool } from "./unavailable-pool.js";
 import { RunResolver } from "./run-resolver.js";
 import { execSessionHandler } from "./exec-session.js";
 import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
@@ -60,6 +63,12 @@ export type SandboxOptions = {
    * the link's set-up and a gateway's first calls. Not waited for when absent.
    */
   awaitLinkMs?: number;
+  /**
+   * When the pool cannot start, serve anyway (`--serve-without-pool`): nothing runs code
+   * (./unavailable-pool.ts), Tool Search's structured tools are served, and the link
+   * reports that this sidecar cannot run code. Without it, the start fails.
+   */
+  serveWithoutPool?: boolean;
 };
 
 export type RunningSandbox = {
@@ -104,7 +113,16 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const log = options.log;
   const sidecarId = newId("sc", 6);
   const poolOptions = { log, ...(options.threads !== undefined ? { threads: options.threads } : {}), ...(options.execsPerWorker !== undefined ? { execsPerWorker: options.execsPerWorker } : {}) };
-  const pool = await (options.pool ?? startPool(poolOptions));
+  let pool: SandboxPool;
+  let poolHealth = POOL_STARTED;
+  try {
+    pool = await (options.pool ?? startPool(poolOptions));
+  } catch (err) {
+    if (!options.serveWithoutPool || !(err instanceof PoolStartError)) throw err;
+    pool = unavailablePool(err.message);
+    poolHealth = { canRunCode: false, reason: err.message };
+    log.warn({ reason: err.message }, "serving without a sandbox pool (--serve-without-pool): exec, wait, tool_search_code and codemode.run fail with runtime_unavailable; tool_search, tool_describe and tool_call are served");
+  }
   const server = new grpc.Server({ "grpc.max_receive_message_length": 16 * 1024 * 1024 });
   const calls = new CallRegistry();
   // Answers for live calls here that a gateway sent to another sidecar arrive over the link.
@@ -113,7 +131,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     throw err;
   });
   const address = formatHostPort({ host: options.listen.host, port });
-  const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }), options.linkSecurity);
+  const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }), options.linkSecurity, poolHealth);
   link.onDeliver = (scope, callId, answer) => {
     try {
       return calls.answerLive(callId, scopeKeyOf(scope), answer);

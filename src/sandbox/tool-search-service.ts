@@ -190,8 +190,9 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       const startedAtMs = Date.now();
       const t0 = performance.now();
       const run = await resolveRun(scope);
-      await run.catalog?.indexReady(); // "did you mean" for an unknown id needs the index
-      const described = run.catalog ? run.catalog.describe(req.id.slice(0, 1_000), "tool_search") : NO_CATALOG;
+      const id = req.id.slice(0, 1_000);
+      await run.catalog?.indexReadyFor(id); // an unknown id's "did you mean" reads the index, being built off the main thread
+      const described = run.catalog ? run.catalog.describe(id, "tool_search") : NO_CATALOG;
       const d = { search: 0, describe: 1, call: 0 };
       const durationMs = performance.now() - t0;
       if (!described.ok) {
@@ -231,7 +232,9 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
         await record(scope, { kind: "tool_call", callId: req.callId, status, errorMessage: r.ok ? "" : r.error, startedAtMs, durationMs, ...(nested ? { nested } : {}), ...(nestedSource ? { nestedSource } : {}) }, d);
         stream.send({ event: { case: "result", value: result } });
       };
-      const resolved = run.catalog ? run.catalog.resolve(req.id.slice(0, 1_000), "tool_search") : NO_CATALOG;
+      const id = req.id.slice(0, 1_000);
+      await run.catalog?.indexReadyFor(id); // an unknown id's "did you mean" reads the index, being built off the main thread
+      const resolved = run.catalog ? run.catalog.resolve(id, "tool_search") : NO_CATALOG;
       if (!resolved.ok) return finish({ ok: false, error: `${resolved.name}: ${resolved.message}` });
       const e = resolved.entry;
       await deps.tracked(async (drainSignal) => {

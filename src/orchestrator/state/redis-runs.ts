@@ -5,8 +5,9 @@
  *
  * Keys, under the shared prefix (`codemode:`), by the run's full scope key:
  *   openrun:<scope>     hash: spec (RunSpec JSON: scope, catalog id, policy, config layer,
- *                       disableTools, view, viewVersion, openedAtMs), and the cumulative
- *                       counters search, describe, call (absent reads as 0)
+ *                       disableTools, view, viewVersion, openedAtMs), the cumulative
+ *                       counters search, describe, call (absent reads as 0), and
+ *                       `state:<name>` fields the trajectory notes once per change
  *   trajectory:<scope>  list: step JSON, oldest first, at most MAX_STEPS
  *   resolved:<scope>    hash: call id → how a call an earlier step lists as pending was
  *                       settled while the run was suspended (applied when the trajectory
@@ -37,6 +38,21 @@ redis.call('HINCRBY', KEYS[1], 'call', ARGV[3])
 redis.call('RPUSH', KEYS[2], ARGV[4])
 redis.call('LTRIM', KEYS[2], -tonumber(ARGV[5]), -1)
 for i = 6, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+return 1
+`;
+
+/**
+ * KEYS: 1 openrun, 2 trajectory. ARGV: 1 state field, 2 its new value, 3 step JSON, 4 steps
+ * kept. Appends the step only when the state changes (absent reads as "").
+ */
+const RECORD_CHANGE = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if current == false then current = '' end
+if current == ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[3])
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1)
 return 1
 `;
 
@@ -82,6 +98,12 @@ export class RedisRunRegistry implements RunRegistry {
     await storeCall(this.log, "record the segment", () =>
       this.redis.eval(RECORD, 3, run, trajectory, resolvedKey, deltas.search, deltas.describe, deltas.call, JSON.stringify(step), MAX_STEPS, ...pairs),
     );
+  }
+
+  async recordChange(scope: Scope, state: string, value: string, step: TrajectoryStepRecord): Promise<boolean> {
+    const { run, trajectory } = this.keys(scope);
+    const changed = await storeCall(this.log, "record the run's state change", () => this.redis.eval(RECORD_CHANGE, 2, run, trajectory, `state:${state}`, value, JSON.stringify(step), MAX_STEPS));
+    return changed === 1;
   }
 
   async close(scope: Scope): Promise<boolean> {

@@ -2,10 +2,11 @@
  * A run's catalog as the sidecar uses it: the policy-filtered view from the
  * orchestrator (cached by version), the guest's compact ALL_TOOLS and convenience
  * names, relevance search (ToolSearchIndex, built once per version on a worker thread
- * when the version arrives (./index-builder.ts; `prepareIndex`), a search made before it
- * is ready waits for it, an exec that never searches never does; shared by every
- * surface), describe, and call-id resolution with "did you
- * mean" suggestions. In code mode MCP entries stay in the view but are never reachable
+ * when the version arrives (./index-builder.ts; `prepareIndex`); every reader waits for
+ * that build: a search (`indexReady`), and describing or calling an unknown id, whose
+ * "did you mean" suggestions read the index (`indexReadyFor`); an exec that never reads
+ * it never waits; shared by every surface), describe, and call-id resolution with "did
+ * you mean" suggestions. In code mode MCP entries stay in the view but are never reachable
  * through tools.*: they are the MCP namespace's (./mcp-catalog.ts); with
  * `searchIncludesMcp` tools.search also lists them with their `MCP.<server>.<fn>` path.
  * On the Tool Search surfaces every entry is searchable and callable by id. Internal
@@ -25,6 +26,8 @@ export type { CatalogEntryData };
 
 /** Names that must never become tools.<name>: the helpers, and what JS treats specially. */
 const RESERVED = new Set(["search", "describe", "call", "then", "constructor", "prototype", "__proto__", "toString", "valueOf", "toJSON"]);
+/** Longest unknown id that gets "did you mean" suggestions (longer ones are not a typo of an id). */
+const MAX_SUGGESTED_ID = 200;
 /** Code mode's own control tools: never callable from guest code. */
 export const CONTROL_NAMES = new Set(["exec", "wait", "tool_search_code", "tool_search", "tool_describe", "tool_call"]);
 
@@ -67,6 +70,7 @@ export class RunCatalog {
   indexBuildMs = -1;
   /** Called once when the index is built: how long, on which thread, and what it cost the main thread. */
   onIndexBuilt: ((b: Omit<BuiltIndex, "index">) => void) | undefined;
+  private log: Logger | undefined;
   /** `MCP.<server>.<fn>` of each MCP tool id, as the guest calls it. */
   private readonly mcpPaths = new Map<string, string>();
   readonly guest: GuestCatalog;
@@ -117,11 +121,14 @@ export class RunCatalog {
 
   /**
    * Starts building the search index off the main thread (once per catalog): called when
-   * the version arrives. A search should `await indexReady()` first; one that does not
-   * (or a "did you mean" before the build is over) builds it on the main thread instead.
+   * the version arrives. Every reader awaits it first: `indexReady()` before `search`,
+   * `indexReadyFor(id)` before `resolve`/`describe`. A reader that did not would build it
+   * on the main thread instead (logged as a warning; the worker's copy is then dropped).
+   * When the worker thread is unavailable the builder builds it on the main thread itself.
    */
   prepareIndex(log?: Logger, builder: SearchIndexBuilder = sharedIndexBuilder): void {
     if (this.built || this.building) return;
+    this.log = log;
     const t0 = performance.now();
     const docs = this.docs();
     const docsMs = performance.now() - t0;
@@ -138,15 +145,34 @@ export class RunCatalog {
     return this.built ? undefined : this.building;
   }
 
+  /**
+   * A promise to await before `resolve(id)` or `describe(id)` while the index is being
+   * built, when answering needs it: only an unknown id does (its "did you mean"). Undefined
+   * when the answer can be given now, so describing or calling a known id never waits.
+   */
+  indexReadyFor(id: string): Promise<void> | undefined {
+    return this.suggestsFor(id) ? this.indexReady() : undefined;
+  }
+
+  /** Whether resolving `id` reads the index: an unknown, non-blank id that is not a control tool's name and short enough to be a typo. */
+  private suggestsFor(id: string): boolean {
+    return !this.byId.has(id) && !CONTROL_NAMES.has(id) && id.length <= MAX_SUGGESTED_ID && id.trim() !== "";
+  }
+
   private adopt(b: BuiltIndex): void {
     this.built = b.index;
     this.indexBuildMs = b.buildMs;
     this.onIndexBuilt?.({ buildMs: b.buildMs, thread: b.thread, mainThreadMs: b.mainThreadMs });
   }
 
-  /** The search index; built here, on the main thread, if no build was started or it is not over. */
+  /**
+   * The search index; built here, on the main thread, if no build was started (or it
+   * failed). A build still in flight means a reader did not await it: it is built here
+   * all the same (answers never wait on a caller's mistake), with a warning.
+   */
   private get index(): ToolSearchIndex {
     if (!this.built) {
+      if (this.building) this.log?.warn({ catalogVersion: this.version }, "search index read before the worker thread built it (a reader did not await it); building it on the main thread");
       const t0 = performance.now();
       const index = new ToolSearchIndex(this.docs());
       const ms = performance.now() - t0;
@@ -203,8 +229,8 @@ export class RunCatalog {
         message: `\`${id}\` is a code-mode control tool and cannot be called from guest code.${shell ? ` To run the ${id} tool of the catalog, call its id: ${shell.id}.` : ""}`,
       };
     }
-    const shown = id.length > 200 ? `${id.slice(0, 200)}…` : id;
-    const suggestions = id.length <= 200 ? this.suggest(id, surface) : [];
+    const shown = id.length > MAX_SUGGESTED_ID ? `${id.slice(0, MAX_SUGGESTED_ID)}…` : id;
+    const suggestions = this.suggestsFor(id) ? this.suggest(id, surface) : [];
     const hint = surface === "tool_search" ? " Search the catalog (tool_search) to find tool ids." : " Use tools.search(query) to find tool ids.";
     return {
       ok: false,

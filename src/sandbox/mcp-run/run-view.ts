@@ -116,7 +116,11 @@ export class McpRunView {
     return validateInput(this.validators.get(entry.id), found.server, found.tool, inputJson);
   };
 
-  /** Discovery requests of the prelude (`describe`, `search`); anything else is not ours. */
+  /**
+   * Discovery requests of the prelude (`describe`, `search`); anything else is not ours.
+   * A `search` reaches this only once the version's index is built (the segment awaits
+   * `indexReady()` for every search request), so it never builds the index on the main thread.
+   */
   answer = (op: string, payloadJson: string): Answer | undefined => {
     const p = payloadOf(payloadJson);
     if (op === "describe") {

@@ -282,14 +282,15 @@ export type ModelSurface = Message<"codemode.orchestrator.v1.ModelSurface"> & {
   /**
    * True when the run asked for Tool Search mode "code" but gets mode "tools": a
    * `tool_search_code` program of this run could not start an isolated runtime
-   * (Exec returned `failed` with `runtime_unavailable`).
+   * (Exec returned `failed` with `runtime_unavailable`), or sidecars are attached to the
+   * orchestrator and none reports a pool that can run code (until one does).
    *
    * @generated from field: bool fallback = 10;
    */
   fallback: boolean;
 
   /**
-   * Why the run fell back (the runtime's error), when `fallback` is true.
+   * Why the run fell back (the runtime's error, or the sidecars' reasons), when `fallback` is true.
    *
    * @generated from field: string fallback_reason = 11;
    */

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIoICCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAEj4KC2ludmFsaWRhdGVkGAQgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVBY2tIAEIJCgdtZXNzYWdlIiMKDUludmFsaWRhdGVBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCSIzCgpEZWxpdmVyQWNrEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJZGVsaXZlcmVkGAIgASgIIkQKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCSIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNIpcCCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAEj4KCmludmFsaWRhdGUYBCABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1bnNIAEIJCgdtZXNzYWdlIl8KDkludmFsaWRhdGVSdW5zEhIKCnJlcXVlc3RfaWQYASABKAkSLAoGc2NvcGVzGAIgAygLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEgsKA2FsbBgDIAEoCCIuChNPcmNoZXN0cmF0b3JXZWxjb21lEhcKD29yY2hlc3RyYXRvcl9pZBgBIAEoCSKKAQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEgoKcmVxdWVzdF9pZBgDIAEoCSJvCgpUb29sQW5zd2VyEg8KB2NhbGxfaWQYASABKAkSFQoLcmVzdWx0X2pzb24YAiABKAlIABIuCgVlcnJvchgDIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sRXJyb3JIAEIJCgdvdXRjb21lInMKEVJlc29sdmVSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEh0KFWtub3duX2NhdGFsb2dfdmVyc2lvbhgCIAEoCRISCgpzaWRlY2FyX2lkGAMgASgJIt8EChJSZXNvbHZlUnVuUmVzcG9uc2USDQoFZm91bmQYASABKAgSMgoGY29uZmlnGAIgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKD2NhdGFsb2dfdmVyc2lvbhgDIAEoCRI3CgdlbnRyaWVzGAQgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNhdGFsb2dFbnRyeRIYChBlbnRyaWVzX2luY2x1ZGVkGAUgASgIEhQKDHNlYXJjaF9jb3VudBgGIAEoDRIWCg5kZXNjcmliZV9jb3VudBgHIAEoDRISCgpjYWxsX2NvdW50GAggASgNEhgKEGNvZGVfbW9kZV9hY3RpdmUYCSABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAogASgJEjIKC21jcF9zZXJ2ZXJzGAsgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlchI+CgpuYW1lc3BhY2VzGAwgAygLMiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlZpc2libGVOYW1lc3BhY2USMAoHc3VyZmFjZRgNIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5TdXJmYWNlS2luZBI5Cgt0b29sX3NlYXJjaBgOIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YDyABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnEhEKCWNhY2hlYWJsZRgQIAEoCCJaChBWaXNpYmxlTmFtZXNwYWNlEgoKAmlkGAEgASgJEhEKCXBsdWdpbl9pZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRISCgpzY29wZV9qc29uGAQgASgJIqkCCgxDYXRhbG9nRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YByABKAkSGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIosCChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNEjgKCHJlc29sdmVkGAYgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVkQ2FsbBISCgpzaWRlY2FyX2lkGAcgASgJImAKDFJlc29sdmVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSFQoNZXJyb3JfbWVzc2FnZRgDIAEoCRIXCg9kZWxpdmVyZWRfYXRfbXMYBCABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIosDCgxTdXNwZW5kZWRSdW4SGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIQCghzbmFwc2hvdBgDIAEoDBI2CgdwZW5kaW5nGAQgAygLMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdDYWxsEjUKB2Fuc3dlcnMYBSADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIuCgZyZWFzb24YBiABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhITCgtjb25maWdfanNvbhgHIAEoCRIUCgxvdXRwdXRfYnl0ZXMYCCABKAQSFQoNZXhwaXJlc19hdF9tcxgJIAEoAxIXCg9jYXRhbG9nX3ZlcnNpb24YCiABKAkSFAoMZXhlY19jYWxsX2lkGAsgASgJEhIKCmdlbmVyYXRpb24YDCABKAQiigEKC1BlbmRpbmdDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSMwoEa2luZBgEIAEoDjIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nS2luZBIRCglkdWVfYXRfbXMYBSABKAMibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCKPAQoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchISCgpzaWRlY2FyX2lkGAMgASgJIksKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSFgoOZGVsaXZlcmVkX2xpdmUYAiABKAgicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKpkBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADEhYKElBFTkRJTkdfS0lORF9USU1FUhAEMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIr8CCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAEj4KC2ludmFsaWRhdGVkGAQgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVBY2tIABI7Cgtwb29sX2hlYWx0aBgFIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Qb29sSGVhbHRoSABCCQoHbWVzc2FnZSIyCgpQb29sSGVhbHRoEhQKDGNhbl9ydW5fY29kZRgBIAEoCBIOCgZyZWFzb24YAiABKAkiIwoNSW52YWxpZGF0ZUFjaxISCgpyZXF1ZXN0X2lkGAEgASgJIjMKCkRlbGl2ZXJBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglkZWxpdmVyZWQYAiABKAgieAoMU2lkZWNhckhlbGxvEhIKCnNpZGVjYXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEjIKBHBvb2wYBCABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUG9vbEhlYWx0aCIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNIpcCCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAEj4KCmludmFsaWRhdGUYBCABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1bnNIAEIJCgdtZXNzYWdlIl8KDkludmFsaWRhdGVSdW5zEhIKCnJlcXVlc3RfaWQYASABKAkSLAoGc2NvcGVzGAIgAygLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEgsKA2FsbBgDIAEoCCIuChNPcmNoZXN0cmF0b3JXZWxjb21lEhcKD29yY2hlc3RyYXRvcl9pZBgBIAEoCSKKAQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEgoKcmVxdWVzdF9pZBgDIAEoCSJvCgpUb29sQW5zd2VyEg8KB2NhbGxfaWQYASABKAkSFQoLcmVzdWx0X2pzb24YAiABKAlIABIuCgVlcnJvchgDIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sRXJyb3JIAEIJCgdvdXRjb21lInMKEVJlc29sdmVSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEh0KFWtub3duX2NhdGFsb2dfdmVyc2lvbhgCIAEoCRISCgpzaWRlY2FyX2lkGAMgASgJIt8EChJSZXNvbHZlUnVuUmVzcG9uc2USDQoFZm91bmQYASABKAgSMgoGY29uZmlnGAIgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKD2NhdGFsb2dfdmVyc2lvbhgDIAEoCRI3CgdlbnRyaWVzGAQgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNhdGFsb2dFbnRyeRIYChBlbnRyaWVzX2luY2x1ZGVkGAUgASgIEhQKDHNlYXJjaF9jb3VudBgGIAEoDRIWCg5kZXNjcmliZV9jb3VudBgHIAEoDRISCgpjYWxsX2NvdW50GAggASgNEhgKEGNvZGVfbW9kZV9hY3RpdmUYCSABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAogASgJEjIKC21jcF9zZXJ2ZXJzGAsgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlchI+CgpuYW1lc3BhY2VzGAwgAygLMiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlZpc2libGVOYW1lc3BhY2USMAoHc3VyZmFjZRgNIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5TdXJmYWNlS2luZBI5Cgt0b29sX3NlYXJjaBgOIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YDyABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnEhEKCWNhY2hlYWJsZRgQIAEoCCJaChBWaXNpYmxlTmFtZXNwYWNlEgoKAmlkGAEgASgJEhEKCXBsdWdpbl9pZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRISCgpzY29wZV9qc29uGAQgASgJIqkCCgxDYXRhbG9nRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YByABKAkSGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIosCChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNEjgKCHJlc29sdmVkGAYgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVkQ2FsbBISCgpzaWRlY2FyX2lkGAcgASgJImAKDFJlc29sdmVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSFQoNZXJyb3JfbWVzc2FnZRgDIAEoCRIXCg9kZWxpdmVyZWRfYXRfbXMYBCABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIosDCgxTdXNwZW5kZWRSdW4SGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIQCghzbmFwc2hvdBgDIAEoDBI2CgdwZW5kaW5nGAQgAygLMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdDYWxsEjUKB2Fuc3dlcnMYBSADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIuCgZyZWFzb24YBiABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhITCgtjb25maWdfanNvbhgHIAEoCRIUCgxvdXRwdXRfYnl0ZXMYCCABKAQSFQoNZXhwaXJlc19hdF9tcxgJIAEoAxIXCg9jYXRhbG9nX3ZlcnNpb24YCiABKAkSFAoMZXhlY19jYWxsX2lkGAsgASgJEhIKCmdlbmVyYXRpb24YDCABKAQiigEKC1BlbmRpbmdDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSMwoEa2luZBgEIAEoDjIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nS2luZBIRCglkdWVfYXRfbXMYBSABKAMibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCKPAQoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchISCgpzaWRlY2FyX2lkGAMgASgJIksKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSFgoOZGVsaXZlcmVkX2xpdmUYAiABKAgicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKpkBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADEhYKElBFTkRJTkdfS0lORF9USU1FUhAEMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -55,6 +55,14 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
      */
     value: InvalidateAck;
     case: "invalidated";
+  } | {
+    /**
+     * The sidecar's worker pool changed: it can run guest code now, or no longer can.
+     *
+     * @generated from field: codemode.orchestrator.v1.PoolHealth pool_health = 5;
+     */
+    value: PoolHealth;
+    case: "poolHealth";
   } | { case: undefined; value?: undefined };
 };
 
@@ -64,6 +72,37 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 0);
+
+/**
+ * Whether a sidecar's worker pool can run guest code (code mode, tool_search_code,
+ * codemode.run). The orchestrator offers Tool Search runs mode "tools" instead of mode
+ * "code" while sidecars are attached and none of them can.
+ *
+ * @generated from message codemode.orchestrator.v1.PoolHealth
+ */
+export type PoolHealth = Message<"codemode.orchestrator.v1.PoolHealth"> & {
+  /**
+   * True when the pool started (it ran the start-up probe on every guest prelude) and
+   * has not failed since.
+   *
+   * @generated from field: bool can_run_code = 1;
+   */
+  canRunCode: boolean;
+
+  /**
+   * Why it cannot (empty when it can).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.PoolHealth.
+ * Use `create(PoolHealthSchema)` to create a new message.
+ */
+export const PoolHealthSchema: GenMessage<PoolHealth> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 1);
 
 /**
  * @generated from message codemode.orchestrator.v1.InvalidateAck
@@ -80,7 +119,7 @@ export type InvalidateAck = Message<"codemode.orchestrator.v1.InvalidateAck"> & 
  * Use `create(InvalidateAckSchema)` to create a new message.
  */
 export const InvalidateAckSchema: GenMessage<InvalidateAck> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 1);
+  messageDesc(file_codemode_orchestrator_v1_link, 2);
 
 /**
  * @generated from message codemode.orchestrator.v1.DeliverAck
@@ -104,7 +143,7 @@ export type DeliverAck = Message<"codemode.orchestrator.v1.DeliverAck"> & {
  * Use `create(DeliverAckSchema)` to create a new message.
  */
 export const DeliverAckSchema: GenMessage<DeliverAck> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 2);
+  messageDesc(file_codemode_orchestrator_v1_link, 3);
 
 /**
  * @generated from message codemode.orchestrator.v1.SidecarHello
@@ -126,6 +165,14 @@ export type SidecarHello = Message<"codemode.orchestrator.v1.SidecarHello"> & {
    * @generated from field: string version = 3;
    */
   version: string;
+
+  /**
+   * The worker pool's health when the sidecar attaches. Absent from older sidecars,
+   * which attach only once their pool started: read as able to run code.
+   *
+   * @generated from field: codemode.orchestrator.v1.PoolHealth pool = 4;
+   */
+  pool?: PoolHealth | undefined;
 };
 
 /**
@@ -133,7 +180,7 @@ export type SidecarHello = Message<"codemode.orchestrator.v1.SidecarHello"> & {
  * Use `create(SidecarHelloSchema)` to create a new message.
  */
 export const SidecarHelloSchema: GenMessage<SidecarHello> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 3);
+  messageDesc(file_codemode_orchestrator_v1_link, 4);
 
 /**
  * @generated from message codemode.orchestrator.v1.Heartbeat
@@ -155,7 +202,7 @@ export type Heartbeat = Message<"codemode.orchestrator.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 4);
+  messageDesc(file_codemode_orchestrator_v1_link, 5);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachResponse
@@ -198,7 +245,7 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
  * Use `create(AttachResponseSchema)` to create a new message.
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 5);
+  messageDesc(file_codemode_orchestrator_v1_link, 6);
 
 /**
  * Sent to the sidecars that may hold a cached ResolveRun answer of a run that changed
@@ -233,7 +280,7 @@ export type InvalidateRuns = Message<"codemode.orchestrator.v1.InvalidateRuns"> 
  * Use `create(InvalidateRunsSchema)` to create a new message.
  */
 export const InvalidateRunsSchema: GenMessage<InvalidateRuns> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 6);
+  messageDesc(file_codemode_orchestrator_v1_link, 7);
 
 /**
  * @generated from message codemode.orchestrator.v1.OrchestratorWelcome
@@ -250,7 +297,7 @@ export type OrchestratorWelcome = Message<"codemode.orchestrator.v1.Orchestrator
  * Use `create(OrchestratorWelcomeSchema)` to create a new message.
  */
 export const OrchestratorWelcomeSchema: GenMessage<OrchestratorWelcome> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 7);
+  messageDesc(file_codemode_orchestrator_v1_link, 8);
 
 /**
  * An answer to a nested call that may be hosted by this sidecar: a gateway sent it to
@@ -281,7 +328,7 @@ export type DeliverToolResult = Message<"codemode.orchestrator.v1.DeliverToolRes
  * Use `create(DeliverToolResultSchema)` to create a new message.
  */
 export const DeliverToolResultSchema: GenMessage<DeliverToolResult> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 8);
+  messageDesc(file_codemode_orchestrator_v1_link, 9);
 
 /**
  * @generated from message codemode.orchestrator.v1.ToolAnswer
@@ -315,7 +362,7 @@ export type ToolAnswer = Message<"codemode.orchestrator.v1.ToolAnswer"> & {
  * Use `create(ToolAnswerSchema)` to create a new message.
  */
 export const ToolAnswerSchema: GenMessage<ToolAnswer> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 9);
+  messageDesc(file_codemode_orchestrator_v1_link, 10);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunRequest
@@ -346,7 +393,7 @@ export type ResolveRunRequest = Message<"codemode.orchestrator.v1.ResolveRunRequ
  * Use `create(ResolveRunRequestSchema)` to create a new message.
  */
 export const ResolveRunRequestSchema: GenMessage<ResolveRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 10);
+  messageDesc(file_codemode_orchestrator_v1_link, 11);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunResponse
@@ -467,7 +514,7 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
  * Use `create(ResolveRunResponseSchema)` to create a new message.
  */
 export const ResolveRunResponseSchema: GenMessage<ResolveRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 11);
+  messageDesc(file_codemode_orchestrator_v1_link, 12);
 
 /**
  * A namespace visible to a run, with its scope checked at registration.
@@ -501,7 +548,7 @@ export type VisibleNamespace = Message<"codemode.orchestrator.v1.VisibleNamespac
  * Use `create(VisibleNamespaceSchema)` to create a new message.
  */
 export const VisibleNamespaceSchema: GenMessage<VisibleNamespace> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 12);
+  messageDesc(file_codemode_orchestrator_v1_link, 13);
 
 /**
  * A policy-visible catalog entry with its id, in catalog order.
@@ -570,7 +617,7 @@ export type CatalogEntry = Message<"codemode.orchestrator.v1.CatalogEntry"> & {
  * Use `create(CatalogEntrySchema)` to create a new message.
  */
 export const CatalogEntrySchema: GenMessage<CatalogEntry> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 13);
+  messageDesc(file_codemode_orchestrator_v1_link, 14);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentRequest
@@ -622,7 +669,7 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
  * Use `create(RecordSegmentRequestSchema)` to create a new message.
  */
 export const RecordSegmentRequestSchema: GenMessage<RecordSegmentRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 14);
+  messageDesc(file_codemode_orchestrator_v1_link, 15);
 
 /**
  * How a call an earlier segment left pending was settled.
@@ -660,7 +707,7 @@ export type ResolvedCall = Message<"codemode.orchestrator.v1.ResolvedCall"> & {
  * Use `create(ResolvedCallSchema)` to create a new message.
  */
 export const ResolvedCallSchema: GenMessage<ResolvedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 15);
+  messageDesc(file_codemode_orchestrator_v1_link, 16);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentResponse
@@ -673,7 +720,7 @@ export type RecordSegmentResponse = Message<"codemode.orchestrator.v1.RecordSegm
  * Use `create(RecordSegmentResponseSchema)` to create a new message.
  */
 export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 16);
+  messageDesc(file_codemode_orchestrator_v1_link, 17);
 
 /**
  * What a suspended run needs to resume anywhere.
@@ -767,7 +814,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 17);
+  messageDesc(file_codemode_orchestrator_v1_link, 18);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
@@ -813,7 +860,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 18);
+  messageDesc(file_codemode_orchestrator_v1_link, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -842,7 +889,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 19);
+  messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -874,7 +921,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 20);
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -911,7 +958,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -940,7 +987,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -970,7 +1017,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -989,7 +1036,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 24);
+  messageDesc(file_codemode_orchestrator_v1_link, 25);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -1019,7 +1066,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 25);
+  messageDesc(file_codemode_orchestrator_v1_link, 26);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -1048,7 +1095,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 26);
+  messageDesc(file_codemode_orchestrator_v1_link, 27);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -1082,7 +1129,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 27);
+  messageDesc(file_codemode_orchestrator_v1_link, 28);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -1106,7 +1153,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 28);
+  messageDesc(file_codemode_orchestrator_v1_link, 29);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind
