@@ -14,6 +14,7 @@
 //   --n N      rounds per latency cell (default 200; W5 and suspend+resume run N/2, W4 N/4)
 //   --cold K   process starts for the cold-start rows (default 5)
 //   --warmup W untimed W1 execs (with W2, W3, ... mixed in) before the first cell (default 600)
+//   --cold-only  only the cold-start rows (K starts of the service and of the floor), then exit
 //
 // Workloads (bench/lib/workloads.mjs): W1 `return 1 + 1`; W2 10 sequential tool calls; W3 16
 // parallel tool calls (Promise.all); W4 a 1e6-iteration loop; W5 a tool returning 5,000 rows
@@ -30,7 +31,7 @@ import { startService, Gateway } from "./lib/service.mjs";
 import { largeCatalog } from "./lib/catalog.mjs";
 import { W1, W2, W3, W4, W5, TS, SUSPEND, EXPECT, TWO_TOOLS } from "./lib/workloads.mjs";
 
-const { values } = parseArgs({ options: { n: { type: "string", default: "200" }, cold: { type: "string", default: "5" }, warmup: { type: "string", default: "600" } } });
+const { values } = parseArgs({ options: { n: { type: "string", default: "200" }, cold: { type: "string", default: "5" }, warmup: { type: "string", default: "600" }, "cold-only": { type: "boolean", default: false } } });
 const N = Math.max(4, Number(values.n));
 const WARMUP = Math.max(0, Number(values.warmup));
 const COLD = Math.max(1, Number(values.cold));
@@ -91,6 +92,18 @@ for (let i = 0; i < COLD; i++) {
   } catch (err) {
     floorReady.fail(err);
   }
+}
+
+if (values["cold-only"]) {
+  const coldRows = [];
+  for (const [name, s, f, goal] of [["cold: spawn -> ready line (e)", coldReady, floorReady, 300], ["cold: ready -> first exec result (e)", coldFirst, floorFirst, 20]]) {
+    coldRows.push([name, ms(s.p50), ms(s.p99), ms(f.p50), ms(f.p99), `<= ${goal} ms`, Number.isFinite(s.p50) ? (s.p50 <= goal ? "met" : "NOT MET") : "n/a"]);
+  }
+  console.log(`\n## Cold start only: node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --cold ${COLD}\n`);
+  printTable(["workload", "service p50", "service p99", "floor p50", "floor p99", "goal", "met?"], coldRows);
+  console.log(`\n- (e) as in the full run: connect+OpenRun p50 ${ms(pct(coldOpenRun, 50))}, the Exec alone p50 ${ms(pct(coldExecOnly, 50))} (max ${ms(pct(coldExecOnly, 100))}); ready samples ${coldReady.samples.map((v) => v.toFixed(0)).join(" ")}.`);
+  for (const [label, c] of Object.entries({ coldReady, floorReady })) if (c.errors > 0) console.log(`- FAILED samples (${label}): ${c.errors}, first: ${c.firstError}`);
+  process.exit(0);
 }
 
 // ---- The long-lived sidecar for everything else.

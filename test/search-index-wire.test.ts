@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { buildIndex } from "../src/shared/search/index-build.js";
 import { fromWire, toWire } from "../src/shared/search/index-wire.js";
 import { DEFAULT_TUNING, ToolSearchIndex, type SearchDoc } from "../src/shared/search/tool-search-index.js";
-import { SearchIndexBuilder } from "../src/sandbox/catalog/index-builder.js";
+import { SearchIndexBuilder, SMALL_CATALOG_DOCS } from "../src/sandbox/catalog/index-builder.js";
 import { RunCatalog, type CatalogEntryData } from "../src/sandbox/catalog/run-catalog.js";
 import type { Logger } from "../src/shared/logger.js";
 
@@ -100,6 +100,20 @@ describe("SearchIndexBuilder", () => {
     expect(warnings).toEqual([]);
     expect(builder.offMainThread).toBe(true);
     sameAnswers(a.index);
+  });
+
+  it("indexes a catalog of at most SMALL_CATALOG_DOCS tools in place, without starting a worker thread", async () => {
+    // A builder whose worker file does not exist: starting it would fail and disable it.
+    const idle = new SearchIndexBuilder(new URL("./no-such-worker.js", import.meta.url));
+    const { log, warnings } = capture();
+    const small = await idle.build(CATALOG.slice(0, SMALL_CATALOG_DOCS), log);
+    expect(small.thread).toBe("main");
+    expect(small.index.size).toBe(SMALL_CATALOG_DOCS);
+    expect(warnings).toEqual([]);
+    expect(idle.offMainThread).toBe(true);
+    // One more tool and the worker is tried (here it cannot start: built in place, said once).
+    expect((await idle.build(CATALOG.slice(0, SMALL_CATALOG_DOCS + 1), log)).thread).toBe("main");
+    expect(idle.offMainThread).toBe(false);
   });
 
   it("falls back to the main thread when the worker cannot start, and says so once", async () => {

@@ -1,7 +1,8 @@
 /**
  * Builds catalog versions' search indexes on one small dedicated worker thread
  * (../search-index-worker.ts), so the 50-130 ms build of a 2,000-tool index never stalls
- * the execs this sidecar's main thread is serving. The worker starts at the first build
+ * the execs this sidecar's main thread is serving. The worker starts at the first build (of a
+ * catalog larger than SMALL_CATALOG_DOCS: tiny ones are indexed in place)
  * and is reused; it is unref'd (never keeps the process alive). The index comes back as
  * plain data (index-wire.ts, typed arrays transferred), taken with `receiveMessageOnPort`
  * so the main thread's whole share (sending the docs, receiving and rebuilding the
@@ -24,6 +25,12 @@ export type BuiltIndex = {
 };
 
 const WORKER_FILE = new URL("../search-index-worker.js", import.meta.url);
+/**
+ * Catalogs this small are indexed on the main thread (under about 1 ms): starting the
+ * index thread for them costs about 110 ms of CPU, which a sidecar's first exec competed
+ * with (measured: first exec after start 60 -> 48 ms under load).
+ */
+export const SMALL_CATALOG_DOCS = 16;
 /** A build this late means a stuck worker: give up on it and build on the main thread. */
 const STALL_MS = 30_000;
 
@@ -49,6 +56,7 @@ export class SearchIndexBuilder {
   build(docs: SearchDoc[], log?: Logger): Promise<BuiltIndex> {
     this.log ??= log;
     const t0 = performance.now();
+    if (docs.length <= SMALL_CATALOG_DOCS) return settle(() => onMain(docs));
     const worker = this.start();
     if (!worker) return settle(() => onMain(docs));
     const id = this.nextId++;
