@@ -172,6 +172,25 @@ describe("resetting a reused instance (in process)", () => {
       expect(Buffer.compare(mem.subarray(0, variant!.prefix.byteLength), variant!.prefix)).toBe(0);
       expect(mem.subarray(variant!.prefix.byteLength).every((b) => b === 0)).toBe(true);
       expect(inside(again.vm).exports.__stack_pointer.value).toBe(variant!.stackPointer);
+      if (round === 0) {
+        // Suspended here, its snapshot leaves the zero pages out: a few KB, not megabytes, and exact.
+        const base = await baseImage(wasm);
+        const enc = encodeSnapshot(liveState(again.vm)!, base, image.deliverToken);
+        expect(enc.memoryBytes).toBe(size);
+        expect(enc.envelope.byteLength).toBeLessThan(16 * 1024);
+        // Zero pages past the base are left out: only pages differing from the base, or non-zero past it, are encoded.
+        let expected = 0;
+        let zeroPastBase = 0;
+        for (let off = 0; off < mem.byteLength; off += 4096) {
+          const page = mem.subarray(off, off + 4096);
+          if (off < base.memory.byteLength) expected += Buffer.compare(page, base.memory.subarray(off, off + 4096)) === 0 ? 0 : 1;
+          else if (page.some((x) => x !== 0)) expected++;
+          else zeroPastBase++;
+        }
+        expect(zeroPastBase).toBeGreaterThan(100);
+        expect(enc.changedPages).toBe(expected);
+        expect(Buffer.compare(decodeSnapshot(enc.envelope, base).memory, mem)).toBe(0);
+      }
       const probe = await compileScript(wasm, `[typeof globalThis.planted, typeof globalThis.rows].join(",")`, "probe.js");
       if (!probe.ok) throw new Error(probe.error.message);
       const seen = again.vm.evalBytecode(probe.bytecode);

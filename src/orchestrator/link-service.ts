@@ -3,9 +3,10 @@
  * heartbeats, logged as they come and go, and each sidecar's pool health, which decides
  * whether Tool Search's mode code is offered: ./sidecar-pools.ts), resolve a run's config
  * and catalog view (entries are resent only when the view's version changed), and record
- * each exec/wait segment's trajectory and counters.
+ * each exec/wait segment's trajectory and counters (a `record` message on the link, applied
+ * in order, or a RecordSegment call when the sidecar's link is down or it needs the answer).
  */
-import type { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { RecordSegmentRequest, SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { parseCodeModeConfig } from "../shared/config.js";
 import { configLayerToWire } from "../shared/config-wire.js";
@@ -59,8 +60,37 @@ export function linkHandlers(deps: {
     await cache.invalidate(scope);
     log.warn({ agentRunId: scope.agentRunId, reason }, "Tool Search falls back from mode code to mode tools for the run");
   };
+  /** A finished segment's record (RecordSegment, or a `record` message on a sidecar's link). */
+  const applyRecord = async (req: RecordSegmentRequest): Promise<void> => {
+    const scope = requireScope(req.scope);
+    const s = req.step;
+    if (!s) return;
+    await runs.record(
+      scope,
+      {
+        kind: s.kind,
+        callId: s.callId,
+        codeModeRunId: s.codeModeRunId,
+        status: s.status,
+        errorCode: s.errorCode,
+        errorMessage: s.errorMessage,
+        startedAtMs: Number(s.startedAtMs),
+        durationMs: s.durationMs,
+        nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: Number(n.startedAtMs) })),
+        ...(s.input ? { input: replayFromWire(s.input) } : {}),
+        ...(s.result ? { result: replayFromWire(s.result) } : {}),
+      },
+      { search: req.searchDelta, describe: req.describeDelta, call: req.callDelta },
+      req.resolved.map((n) => ({ callId: n.callId, outcome: n.outcome, errorMessage: n.errorMessage, deliveredAtMs: Number(n.deliveredAtMs) })),
+    );
+    // Other sidecars' cached counters of the run are now behind: they re-resolve it.
+    void cache.invalidate(scope, { ...(req.sidecarId ? { exceptSidecar: req.sidecarId } : {}), awaitAcks: false });
+    if (s.kind === "tool_search_code" && s.errorCode === "runtime_unavailable") await fallBackToTools(scope, s.errorMessage || "the isolated runtime could not start");
+  };
   return {
     async attach(stream) {
+      /** This link's records, applied one after another in the order they came. */
+      let records: Promise<void> = Promise.resolve();
       let id: string | undefined;
       // Set when this sidecar must be disconnected (it did not ack a cache invalidation).
       let kick: (err: Error) => void = () => undefined;
@@ -93,6 +123,11 @@ export function linkHandlers(deps: {
             if (id) cache.ack(msg.message.value.requestId, id);
           } else if (msg.message.case === "ack") {
             deps.live.ack(msg.message.value.requestId, msg.message.value.delivered);
+          } else if (msg.message.case === "record") {
+            const req = msg.message.value;
+            // The link's own identity, whatever the message says.
+            if (id) req.sidecarId = id;
+            records = records.then(() => applyRecord(req)).catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not record a segment sent on a sidecar's link"));
           } else if (msg.message.case === "poolHealth") {
             if (id) deps.pools.report(id, stream, msg.message.value);
           } else if (msg.message.case === "heartbeat") {
@@ -153,30 +188,7 @@ export function linkHandlers(deps: {
       };
     },
     async recordSegment(req) {
-      const scope = requireScope(req.scope);
-      const s = req.step;
-      if (!s) return {};
-      await runs.record(
-        scope,
-        {
-          kind: s.kind,
-          callId: s.callId,
-          codeModeRunId: s.codeModeRunId,
-          status: s.status,
-          errorCode: s.errorCode,
-          errorMessage: s.errorMessage,
-          startedAtMs: Number(s.startedAtMs),
-          durationMs: s.durationMs,
-          nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: Number(n.startedAtMs) })),
-          ...(s.input ? { input: replayFromWire(s.input) } : {}),
-          ...(s.result ? { result: replayFromWire(s.result) } : {}),
-        },
-        { search: req.searchDelta, describe: req.describeDelta, call: req.callDelta },
-        req.resolved.map((n) => ({ callId: n.callId, outcome: n.outcome, errorMessage: n.errorMessage, deliveredAtMs: Number(n.deliveredAtMs) })),
-      );
-      // Other sidecars' cached counters of the run are now behind: they re-resolve it.
-      void cache.invalidate(scope, { ...(req.sidecarId ? { exceptSidecar: req.sidecarId } : {}), awaitAcks: false });
-      if (s.kind === "tool_search_code" && s.errorCode === "runtime_unavailable") await fallBackToTools(scope, s.errorMessage || "the isolated runtime could not start");
+      await applyRecord(req);
       return {};
     },
   };

@@ -9,7 +9,8 @@
  * dials the orchestrator's link port with the link's own credentials (TLS or mTLS, and
  * the link token as a bearer token).
  */
-import { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { SidecarLink, type RecordSegmentRequestSchema } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ClientSecurity } from "../protocol/credentials.js";
 import { createClient, type ServiceClient } from "../protocol/grpc-service.js";
 import { answerFromWire, type AnswerValue } from "../shared/link-wire.js";
@@ -57,6 +58,8 @@ export class OrchestratorLink {
   private readonly listeners = new Set<(state: LinkState) => void>();
   /** Sends a pool health change on the open Attach stream (undefined while none is open). */
   private sendPool: ((pool: PoolHealth) => void) | undefined;
+  /** Sends a segment record on the open link; set while the link is up. */
+  private sendRecord: ((req: MessageInitShape<typeof RecordSegmentRequestSchema>) => void) | undefined;
 
   constructor(
     readonly address: string,
@@ -92,6 +95,16 @@ export class OrchestratorLink {
     if (pool.canRunCode) this.log.info({ canRunCode: true }, "sandbox pool can run code again; reporting it to the orchestrator");
     else this.log.warn({ canRunCode: false, reason: pool.reason }, "sandbox pool cannot run code; reporting it to the orchestrator");
     this.sendPool?.(this.pool);
+  }
+
+  /**
+   * Sends a finished segment's record on the open link (one stream message instead of a
+   * RecordSegment call). False when the link is not up: the caller makes the call.
+   */
+  recordOnLink(req: MessageInitShape<typeof RecordSegmentRequestSchema>): boolean {
+    if (this.state !== "up" || !this.sendRecord) return false;
+    this.sendRecord(req);
+    return true;
   }
 
   /** Calls `listener` with every state change from now on. */
@@ -139,13 +152,17 @@ export class OrchestratorLink {
     stream.send({ message: { case: "hello", value: { ...this.identity, pool: this.pool } } });
     const sendPool = (pool: PoolHealth) => stream.send({ message: { case: "poolHealth", value: pool } });
     this.sendPool = sendPool;
+    const sendRecord = (req: MessageInitShape<typeof RecordSegmentRequestSchema>) => stream.send({ message: { case: "record", value: req } });
     const beat = setInterval(() => {
       stream.send({ message: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()), liveExecs: this.liveExecs() } } });
     }, HEARTBEAT_MS);
     beat.unref();
     try {
       for await (const msg of stream.messages) {
-        if (msg.message.case === "welcome") this.setState("up", { orchestratorId: msg.message.value.orchestratorId });
+        if (msg.message.case === "welcome") {
+          this.sendRecord = sendRecord;
+          this.setState("up", { orchestratorId: msg.message.value.orchestratorId });
+        }
         else if (msg.message.case === "deliver") {
           // An answer a gateway sent to another sidecar, for a call one of our live VMs may await.
           const d = msg.message.value;
@@ -176,6 +193,7 @@ export class OrchestratorLink {
     } finally {
       clearInterval(beat);
       if (this.sendPool === sendPool) this.sendPool = undefined;
+      if (this.sendRecord === sendRecord) this.sendRecord = undefined;
     }
   }
 

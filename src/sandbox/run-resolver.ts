@@ -156,17 +156,21 @@ export class RunResolver {
 
   /**
    * Records a segment: the cached run's counters move at once (a new object, so segments
-   * in flight keep the counters they started with). The RPC goes out at once, right after
-   * the segment's result was written: a gateway that reads the trajectory as soon as it
-   * has the result finds the step there (the record is on the wire before its next call).
+   * in flight keep the counters they started with). The record goes out at once, right
+   * after the segment's result was written: a gateway that reads the trajectory as soon
+   * as it has the result finds the step there (the record is on the wire before its next
+   * call). It travels as a message on the open link; with `confirmed` (the caller needs
+   * it applied before it goes on), or while the link is not up, as a RecordSegment call.
    */
-  async record(scope: Scope, segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName" | "sidecarId">): Promise<void> {
+  async record(scope: Scope, segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName" | "sidecarId">, confirmed = false): Promise<void> {
     const key = JSON.stringify(scope);
     const hit = this.cached.get(key);
     if (hit) {
       const c = hit.counters;
       this.cached.set(key, { ...hit, counters: { search: c.search + (segment.searchDelta ?? 0), describe: c.describe + (segment.describeDelta ?? 0), call: c.call + (segment.callDelta ?? 0) } });
     }
-    await this.link.client.recordSegment({ scope, ...segment, sidecarId: this.link.sidecarId }, { deadlineMs: RESOLVE_DEADLINE_MS });
+    const req = { scope, ...segment, sidecarId: this.link.sidecarId };
+    if (!confirmed && this.link.recordOnLink(req)) return;
+    await this.link.client.recordSegment(req, { deadlineMs: RESOLVE_DEADLINE_MS });
   }
 }

@@ -342,7 +342,7 @@ export class Segment {
     };
     const record = () =>
       this.init.resolver
-        .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved })
+        .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved }, recordFirst)
         .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
     const recorded = run?.found ? record() : Promise.resolve();
     if (recordFirst) {

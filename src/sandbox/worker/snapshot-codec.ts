@@ -80,10 +80,15 @@ function xorInto(target: Uint8Array, tOff: number, source: Uint8Array, sOff: num
   for (; i < len; i++) target[tOff + i]! ^= source[sOff + i]!;
 }
 
+/** A page of zeros: past the base image's end, a page like this is left out of a delta. */
+const ZERO_PAGE = Buffer.alloc(PAGE);
+
 /**
  * The delta payload: a bitmap of the 4 KB pages that differ from the base image, then
- * each such page XORed with the base (pages past the base's end as they are). Pages
- * equal to the base cost one bit, and only changed pages reach the compressor.
+ * each such page XORed with the base (pages past the base's end as they are, unless all
+ * zero: the decoder zero-fills past the base). Pages equal to the base cost one bit, and
+ * only changed pages reach the compressor (a VM in a grown instance, ./grown-images.ts,
+ * has megabytes of zero pages past the base).
  */
 function pageDelta(mem: Uint8Array, base: Uint8Array): { payload: Buffer; changedPages: number } {
   const pages = Math.ceil(mem.byteLength / PAGE);
@@ -96,7 +101,7 @@ function pageDelta(mem: Uint8Array, base: Uint8Array): { payload: Buffer; change
     const off = p * PAGE;
     const end = Math.min(off + PAGE, mem.byteLength);
     const inBase = Math.max(0, Math.min(end, base.byteLength) - off);
-    if (inBase === end - off && m.compare(b, off, end, off, end) === 0) continue;
+    if (inBase === end - off ? m.compare(b, off, end, off, end) === 0 : inBase === 0 && m.compare(ZERO_PAGE, 0, end - off, off, end) === 0) continue;
     bitmap[p >> 3]! |= 1 << (p & 7);
     changedPages++;
     const page = Buffer.from(m.subarray(off, end));
