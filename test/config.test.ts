@@ -1,6 +1,6 @@
 /** The one config schema: the seed's defaults, clamps, and errors that name the key. */
 import { describe, expect, it } from "vitest";
-import { DEFAULT_CONFIG, LIMITS, parseCodeModeConfig } from "../src/shared/config.js";
+import { DEFAULT_CONFIG, LIMITS, parseCodeModeConfig, runConfig } from "../src/shared/config.js";
 
 describe("code-mode config", () => {
   it("has the seed's defaults", () => {
@@ -38,5 +38,26 @@ describe("code-mode config", () => {
     expect(() => parseCodeModeConfig({ languages: [] })).toThrow(/languages/);
     expect(() => parseCodeModeConfig({ runtime: "v8" })).toThrow(/runtime/);
     expect(() => parseCodeModeConfig({ nope: 1 })).toThrow(/nope/);
+  });
+});
+
+describe("runConfig (a resolved run's config, parsed once)", () => {
+  it("is the same frozen config for the same run layer when the request adds nothing, and equals a fresh parse", () => {
+    const layer = { timeoutMs: 1234, maxPendingToolCalls: 7 };
+    const a = runConfig(layer);
+    expect(runConfig(layer, {})).toBe(a);
+    expect(a).toEqual(parseCodeModeConfig(layer));
+    expect(Object.isFrozen(a)).toBe(true);
+    // Another layer object (another resolve) is parsed on its own.
+    expect(runConfig({ ...layer })).not.toBe(a);
+  });
+
+  it("applies a request's own layer over the run's, and refuses what either gets wrong", () => {
+    const layer = { timeoutMs: 1234 };
+    expect(runConfig(layer, { timeoutMs: 999 }).timeoutMs).toBe(999);
+    expect(runConfig(layer).timeoutMs).toBe(1234);
+    expect(() => runConfig({ coreSourceName: "not a name" })).toThrow(/coreSourceName/);
+    expect(() => runConfig(layer, { coreSourceName: "not a name" })).toThrow(/coreSourceName/);
+    expect(runConfig(undefined)).toEqual(DEFAULT_CONFIG);
   });
 });

@@ -15,7 +15,7 @@ import type { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { DrainTracker } from "../protocol/drain.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
-import { ConfigError, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
+import { ConfigError, parseCodeModeConfig, runConfig, type CodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import { newId } from "../shared/ids.js";
 import { answerToWire, INACTIVE_PREFIX, RUN_MESSAGES } from "../shared/link-wire.js";
@@ -123,7 +123,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
         let config: CodeModeConfig;
         try {
-          config = parseCodeModeConfig(run?.configLayer, configLayerFromWire(req.config));
+          config = runConfig(run?.configLayer, configLayerFromWire(req.config));
         } catch (err) {
           if (err instanceof ConfigError) throw new ServiceError("invalid_argument", `config: ${err.message}`);
           throw err;
@@ -200,12 +200,12 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
         if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
         if (!runId) {
-          return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
+          return segment(runConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
         }
         // A pool that cannot run code (./unavailable-pool.ts) must not claim the run: it stays for a sidecar that can resume it.
         const health = link.poolHealth;
         if (!health.canRunCode) {
-          return segment(parseCodeModeConfig(run.configLayer)).finish({ status: "failed", error: `this sidecar cannot resume code mode runs (${health.reason}); the run is kept for a sidecar that can.`, code: "runtime_unavailable" }, 0);
+          return segment(runConfig(run.configLayer)).finish({ status: "failed", error: `this sidecar cannot resume code mode runs (${health.reason}); the run is kept for a sidecar that can.`, code: "runtime_unavailable" }, 0);
         }
         await serveWait(runId, { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal }, stream.signal);
       });

@@ -14,7 +14,7 @@
 import { randomUUID } from "node:crypto";
 import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import { ServiceError } from "../protocol/service-error.js";
-import { LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
+import { LIMITS, parseCodeModeConfig, runConfig, type CodeModeConfig } from "../shared/config.js";
 import { answerFromWire, pendingKindFromWire, RUN_MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
@@ -94,7 +94,7 @@ async function collect(link: OrchestratorLink, runId: string, token: string, see
 
 export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSignal): Promise<void> {
   const { link, sealer, log, run, drainSignal } = deps;
-  const early = deps.segment(parseCodeModeConfig(run.configLayer));
+  const early = deps.segment(runConfig(run.configLayer));
   early.recordInput({ runId });
   const scope = deps.init.scope;
   // The token is ours, so a claim whose reply was lost can be retried without "busy".
