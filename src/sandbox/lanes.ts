@@ -14,9 +14,15 @@
  * When every lane is held by a computing guest (or full) while tasks wait, the pool adds
  * a *surge* lane (a thread beyond one per core, up to as many again): the
  * computing guests and the others then share the cores through the OS scheduler, instead
- * of the others waiting until the loops end. A new surge lane is warmed (`onSurge`: the
- * pool runs a probe there first). A surge lane idle for a while is retired (which also
- * gives back what its worker's memory grew to).
+ * of the others waiting until the loops end. A surge lane idle for a while is retired
+ * (which also gives back what its worker's memory grew to).
+ *
+ * A lane whose thread is new (a surge lane, or one whose thread was killed for a loop
+ * that ignored its deadline and replaced) is *warming* until the pool's warm-up probes
+ * ran there (`onWarm`, ./lane-warmup.ts): its worker loads its modules, compiles the
+ * prelude and prepares the images of the catalogs in use. The fair queue sends no task to
+ * a warming lane: before, light work posted to a replaced thread waited for all of that
+ * (100-250 ms under load) behind the next loop.
  */
 import { Piscina } from "piscina";
 
@@ -39,6 +45,8 @@ export class Lane {
   private readonly epoch = Date.now();
   /** Tasks posted to this lane and not yet finished (or withdrawn). */
   active = 0;
+  /** Its thread is new and the warm-up probes have not finished: the fair queue skips it. */
+  warming = false;
   /** Those tasks by session (tenant, ../cpu-budget.ts). */
   readonly tenants = new Map<string, number>();
 
@@ -132,11 +140,25 @@ export class Lanes {
     for (const fn of this.errorHandlers) lane.piscina.on("error", fn);
     this.all.push(lane);
     this.onSurge?.(lane);
+    this.warm(lane);
     return lane;
   }
 
-  /** Told of each surge lane as it is added (the pool warms it). */
+  /** Told of each surge lane as it is added. */
   onSurge: ((lane: Lane) => void) | undefined;
+  /** Warms a lane whose thread is new; calls `done` when the lane may take work. */
+  onWarm: ((lane: Lane, done: () => void) => void) | undefined;
+  /** Told when a warming lane may take work again. */
+  onWarmed: (() => void) | undefined;
+
+  private warm(lane: Lane): void {
+    if (!this.onWarm || lane.warming) return;
+    lane.warming = true;
+    this.onWarm(lane, () => {
+      lane.warming = false;
+      this.onWarmed?.();
+    });
+  }
 
 
 
@@ -160,9 +182,9 @@ export class Lanes {
     }
   }
 
-  /** True when a lane other than `lane` is not hogged (the fair queue chooses which). */
+  /** True when a lane other than `lane` is neither hogged nor warming (the fair queue chooses which). */
   anyFreeBesides(lane: Lane): boolean {
-    return this.all.some((l) => l !== lane && !l.hogged);
+    return this.all.some((l) => l !== lane && !l.hogged && !l.warming);
   }
 
   get queueSize(): number {
@@ -173,13 +195,14 @@ export class Lanes {
     return this.all.reduce((n, l) => n + l.piscina.utilization, 0) / this.all.length;
   }
 
-  /** Terminates the worker thread with this id, in whichever lane (piscina starts a new one). */
+  /** Terminates the worker thread with this id, in whichever lane (piscina starts a new one, warmed before it takes work). */
   terminate(threadId: number | undefined): void {
     for (const lane of this.all) {
       const w = lane.piscina.threads.find((t) => t.threadId === threadId);
       if (!w) continue;
       lane.clearHold();
       void w.terminate();
+      this.warm(lane);
     }
   }
 

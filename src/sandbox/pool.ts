@@ -23,7 +23,7 @@ import { fileURLToPath } from "node:url";
 import { HOG_MS, Lanes, type Lane } from "./lanes.js";
 import { forwardEvent, killGraceMs, type ExecEvents, type ExecHandle, type Submission } from "./pool-contract.js";
 import { ImageAnswers } from "./image-answers.js";
-import { warmLane } from "./lane-warmup.js";
+import { RecentCatalogs, warmer } from "./lane-warmup.js";
 import { FairScheduler } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
@@ -39,7 +39,6 @@ export type PoolOptions = {
 
 /** How often one task may be moved off hogged lanes before it just waits where it is. */
 const MAX_MOVES = 8;
-
 /** How a cancelled guest's failure starts (the worker's message, completed here with the reason). */
 const CANCELLED_PREFIX = "code mode exec was cancelled: ";
 
@@ -54,6 +53,8 @@ export class SandboxPool {
   private readonly lanes: Lanes;
   private readonly budget: CpuBudget;
   private readonly scheduler: FairScheduler;
+  /** Catalogs of the latest execs: a new thread prepares their images before it takes work. */
+  private readonly recent = new RecentCatalogs();
   /** Ids of attempts, which a worker publishes while its VM holds the thread (./lanes.ts). */
   private nextTaskId = 0;
   private readonly log: Logger;
@@ -70,10 +71,10 @@ export class SandboxPool {
     this.lanes = lanes;
     this.budget = new CpuBudget(threads);
     this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), WINDOW_MS * threads);
-    lanes.onSurge = (lane) => {
-      log.info({ lane: lane.index, hogged: lanes.all.filter((l) => l.hogged).length, surges: lanes.surges }, "computing guests hold lanes: adding a surge thread");
-      warmLane(lane);
-    };
+    lanes.onSurge = (lane) => log.info({ lane: lane.index, hogged: lanes.all.filter((l) => l.hogged).length, surges: lanes.surges }, "computing guests hold lanes: adding a surge thread");
+    // A new thread (surge or replaced) takes no task until it has prepared the catalogs in use.
+    lanes.onWarm = warmer(this.recent, log);
+    lanes.onWarmed = () => this.scheduler.pump();
     this.threads = threads;
     this.slots = slots;
     this.maxQueue = slots * 2;
@@ -116,7 +117,7 @@ export class SandboxPool {
     const waiting = this.scheduler.waitingFor(tenant);
     const queued = this.lanes.queueSize + this.scheduler.size;
     if (queued >= (waiting === 0 ? 2 * this.maxQueue : this.maxQueue)) return `this sidecar is at capacity (${queued} execs already wait for a worker); retry later or send the exec to another sidecar`;
-    if (waiting >= this.threads && this.scheduler.heavy(tenant)) {
+    if (waiting >= this.threads && this.scheduler.heavy(tenant, false)) {
       return `this session's programs hold the sandbox's threads more than others and it already has ${waiting} execs waiting for a worker; wait for them to finish`;
     }
     if (waiting >= this.maxQueue / 2) return `this session already has ${waiting} execs waiting for a worker, half of this sidecar's queue; wait for them to finish`;
@@ -126,6 +127,7 @@ export class SandboxPool {
   /** Runs a task; `tenant` (the session, see ./cpu-budget.ts) is charged the thread time its VM held. */
   exec(submission: Submission, events: ExecEvents, tenant = ""): ExecHandle {
     this.budget.started(tenant);
+    if (submission.kind === "exec") this.recent.note(submission.catalog, submission.surface);
     /** When the running attempt's VM got its thread: a killed one is charged from then. */
     let startedAt = 0;
     const submittedAt = Date.now();
@@ -154,7 +156,9 @@ export class SandboxPool {
       port?.close();
       // A guest stopped through the shared flag knows it was cancelled, not why: say why.
       if (cancelledReason !== undefined && o.status === "failed" && o.error.startsWith(CANCELLED_PREFIX)) o = { ...o, error: `${CANCELLED_PREFIX}${cancelledReason}` };
-      this.budget.ended(tenant, o.cpuMs ?? (startedAt > 0 ? Date.now() - startedAt : 0));
+      const cpuMs = o.cpuMs ?? (startedAt > 0 ? Date.now() - startedAt : 0);
+      this.budget.ended(tenant, cpuMs);
+      if (cpuMs > HOG_MS) this.scheduler.noteHog(tenant);
       this.scheduler.pump();
       resolveOutcome({ ...o, queuedMs: firstStartAt > 0 ? firstStartAt - submittedAt : Date.now() - submittedAt, moves: attempts - 1 });
     };

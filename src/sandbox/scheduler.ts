@@ -4,18 +4,27 @@
  * task of the session that used the least CPU over the last window goes first (oldest
  * first among equals). A session whose programs burn CPU thus waits behind the others
  * instead of the others waiting behind it. A *heavy* session (one that used more than
- * HEAVY_SHARE of the pool's thread time over the window, or whose guest holds a lane now) runs
+ * HEAVY_SHARE of the pool's thread time over the window, or whose guest holds a lane now or
+ * did within HOG_MEMORY_MS) runs
  * at most one task per half of the lanes, and heavy sessions together keep to half of the
  * lanes, so loops can never hold every thread while others have work, and their waiting
  * tasks wait here, not piled up behind a loop. A task
  * that no longer needs a lane (finished, cancelled, out of time) is dropped when its
  * turn comes. When computing guests hold the lanes while light work waits, it adds a surge
- * lane (./lanes.ts), which only light sessions use.
+ * lane (./lanes.ts), which only light sessions use. A lane whose thread is new is skipped
+ * until it has warmed (./lanes.ts).
  */
 import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
 
 /** The share of the pool's thread time over the window past which a session counts as heavy. */
 export const HEAVY_SHARE = 0.05;
+/**
+ * How long a session whose guest held a lane stays heavy after that. The CPU window alone
+ * forgets a looping session after a quiet spell, and its next loop then lands on a light
+ * lane: measured in the hostile-mix soak, every attacker's first loop after a pause took
+ * a light lane, and benign work queued for up to 1.5 s.
+ */
+export const HOG_MEMORY_MS = 60_000;
 
 export type Waiting = {
   tenant: string;
@@ -77,6 +86,7 @@ export class FairScheduler {
   private again = false;
 
   private pumpOnce(): void {
+    this.forgetHogs(Date.now());
     for (;;) {
       const live = this.queue.filter((w) => !w.gone());
       this.queue.splice(0, this.queue.length, ...live);
@@ -136,13 +146,34 @@ export class FairScheduler {
 
   /** heavy() per session within one walk of the queue (asked per lane and per waiting task). */
   private readonly heavyNow = new Map<string, boolean>();
+  /** When each session's guest was last seen holding a lane (HOG_MEMORY_MS; oldest first). */
+  private readonly hoggedAt = new Map<string, number>();
 
-  /** Whether `tenant` used more than its light share over the window, or its guest holds a lane now. */
-  heavy(tenant: string): boolean {
-    let h = this.heavyNow.get(tenant);
+  /** A guest of `tenant` holds a lane past the slice now, or a task of it ended having done so. */
+  noteHog(tenant: string, now = Date.now()): void {
+    this.hoggedAt.delete(tenant);
+    this.hoggedAt.set(tenant, now);
+  }
+
+  private forgetHogs(now: number): void {
+    for (const [t, at] of this.hoggedAt) {
+      if (now - at < HOG_MEMORY_MS) break;
+      this.hoggedAt.delete(t);
+    }
+  }
+
+  /**
+   * Whether `tenant` used more than its light share over the window, or its guest holds a
+   * lane now or (with `remembered`, for placing its tasks) did within HOG_MEMORY_MS.
+   * Admission asks without it: one past loop must not get a session's execs refused.
+   */
+  heavy(tenant: string, remembered = true): boolean {
+    let h = remembered ? this.heavyNow.get(tenant) : undefined;
     if (h === undefined) {
-      h = this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE || this.lanes.all.some((l) => l.hogger === tenant);
-      if (this.pumping) this.heavyNow.set(tenant, h);
+      const holding = this.lanes.all.some((l) => l.hogger === tenant);
+      if (holding) this.noteHog(tenant);
+      h = holding || (remembered && this.hoggedAt.has(tenant)) || this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE;
+      if (this.pumping && remembered) this.heavyNow.set(tenant, h);
     }
     return h;
   }
@@ -164,7 +195,7 @@ export class FairScheduler {
     let best: Lane | undefined;
     let bestScore = Infinity;
     for (const lane of all) {
-      if (lane.active >= this.capacity || lane.hogged) continue;
+      if (lane.active >= this.capacity || lane.hogged || lane.warming) continue;
       if (heavy && (lane.index >= this.lanes.base || (heavyLanes.size >= half && !heavyLanes.has(lane)))) continue;
       // Heavy sessions share their lanes; light ones prefer the others (surge lanes among them: no heavy session uses one).
       const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0);

@@ -92,7 +92,9 @@ export type ResumeTask = {
 
 /** A raw VM image a worker parked on the main thread, restorable on any worker. */
 export type ParkedVm = {
+  /** The memory up to its last non-zero byte (the rest, up to `memoryBytes`, is zero). */
   memory: Uint8Array;
+  memoryBytes: number;
   stackPointer: number;
   runtimePtr: number;
   contextPtr: number;

@@ -19,12 +19,15 @@
  * A reset to a variant writes every byte: the prepared bytes up to the last non-zero one,
  * then zeros to the end (memory stays at exactly the variant's size), so the guarantee
  * of ./warm-vms.ts holds unchanged. Variants come in a few sizes only, to bound what a
- * worker keeps.
+ * worker keeps (a reset zero-fills the rest of a variant, and a parked copy of an idle VM
+ * is as large as its memory's non-zero part: 16 MiB variants cost the hostile-mix soak
+ * more than they saved).
  */
 import { QuickJS } from "quickjs-wasi";
+import { nonZeroEnd } from "./zero-tail.js";
 
 /** Variant sizes: an instance larger than the largest is dropped, as before. */
-export const GROWN_SIZES: readonly number[] = [4, 8, 16].map((mib) => mib * 1024 * 1024);
+export const GROWN_SIZES: readonly number[] = [4, 8].map((mib) => mib * 1024 * 1024);
 /** Left to the allocator's bookkeeping when the heap is extended (below the size). */
 const SLACK_BYTES = 256 * 1024;
 const WASM_PAGE = 65536;
@@ -64,9 +67,7 @@ export async function prepareGrown(wasm: WebAssembly.Module, image: { memory: Ui
     if (now > size) return undefined;
     if (now < size) e.memory.grow((size - now) / WASM_PAGE);
     const snap = vm.snapshot();
-    let end = snap.memory.byteLength;
-    while (end > 0 && snap.memory[end - 1] === 0) end--;
-    return { memoryBytes: size, prefix: snap.memory.slice(0, end), stackPointer: snap.stackPointer, runtimePtr: snap.runtimePtr, contextPtr: snap.contextPtr };
+    return { memoryBytes: size, prefix: snap.memory.slice(0, nonZeroEnd(snap.memory)), stackPointer: snap.stackPointer, runtimePtr: snap.runtimePtr, contextPtr: snap.contextPtr };
   } finally {
     vm.dispose();
   }

@@ -9,7 +9,9 @@
  * not take an answer before the neighbour yields): the task's claim word decides who
  * owns the run, without a race (../task-protocol.ts, `claim`).
  */
-import type { Snapshot } from "quickjs-wasi";
+import type { QuickJS } from "quickjs-wasi";
+import { liveState } from "./warm-vms.js";
+import { nonZeroEnd } from "./zero-tail.js";
 import { CLAIM_MOVED, CLAIM_PARKED, CLAIM_STARTED, parkedClaim, type ParkedVm } from "../task-protocol.js";
 
 export type Parkable = { parkIfIdle(): void };
@@ -30,19 +32,24 @@ export function cohosted(): boolean {
   return sessions.size > 1;
 }
 
-/** A VM snapshot as a parked image, with its memory's buffer to transfer (not copy) to the main thread. */
-export function parkedImage(snap: Snapshot, guestToken: number): { parked: ParkedVm; transfer: ArrayBuffer[] } {
+/**
+ * An idle VM's parked image: a copy of its memory up to the last non-zero byte (a grown
+ * instance's zero tail is not copied), with the buffer to transfer (not copy again) to the
+ * main thread.
+ */
+export function parkedImage(vm: QuickJS, guestToken: number): { parked: ParkedVm; transfer: ArrayBuffer[] } {
+  const snap = liveState(vm) ?? vm.snapshot();
+  const memory = snap.memory.slice(0, nonZeroEnd(snap.memory));
   const parked: ParkedVm = {
-    memory: snap.memory,
+    memory,
+    memoryBytes: snap.memory.byteLength,
     stackPointer: snap.stackPointer,
     runtimePtr: snap.runtimePtr,
     contextPtr: snap.contextPtr,
     extensions: snap.extensions.map((e) => ({ name: e.name, memoryBase: e.memoryBase, tableBase: e.tableBase, initFn: e.initFn })),
     guestToken,
   };
-  const buffer = snap.memory.buffer;
-  const whole = snap.memory.byteOffset === 0 && snap.memory.byteLength === buffer.byteLength && buffer instanceof ArrayBuffer;
-  return { parked, transfer: whole ? [buffer] : [] };
+  return { parked, transfer: [memory.buffer as ArrayBuffer] };
 }
 
 /** After posting image `seq`: the pool may now move the run from that image. */

@@ -136,7 +136,7 @@ export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Modul
   let how: VmStart;
   try {
     const p = task.parked;
-    how = await startFrom(session, wasm, { memoryBytes: p.memory.byteLength, stackPointer: p.stackPointer, runtimePtr: p.runtimePtr, contextPtr: p.contextPtr, write: (t) => t.set(p.memory) }, p.extensions, p.guestToken);
+    how = await startFrom(session, wasm, { memoryBytes: p.memoryBytes, stackPointer: p.stackPointer, runtimePtr: p.runtimePtr, contextPtr: p.contextPtr, write: (t) => (t.set(p.memory), t.fill(0, p.memory.byteLength)) }, p.extensions, p.guestToken);
   } catch (err) {
     session.dispose();
     return failed(`code mode could not continue the run on another worker: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");

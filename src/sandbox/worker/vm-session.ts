@@ -138,7 +138,7 @@ export class GuestSession {
    */
   parkIfIdle(): void {
     if (!this.idle || !this.dirty || !this.vm || this.deliverFn === undefined || this.settled?.ok === false) return;
-    const { parked, transfer } = parkedImage(this.vm.snapshot(), this.guestToken);
+    const { parked, transfer } = parkedImage(this.vm, this.guestToken);
     const seq = ++this.parkSeq;
     this.port.postMessage({ t: "parked", parked, pending: this.pendingRefs(), outputBytes: this.outputBytes, deadlineAtMs: this.deadline, seq, rx: this.received } satisfies WorkerMessage, transfer);
     publishParked(this.claim, seq);

@@ -95,7 +95,7 @@ const MAX_IMAGES = 8;
 /** Idle instances kept per worker (images of different catalogs differ in size). */
 const MAX_SPARES = 4;
 /** Memory of the idle instances kept per worker: the largest go first beyond it. */
-const MAX_SPARE_BYTES = 32 * 1024 * 1024;
+const MAX_SPARE_BYTES = 24 * 1024 * 1024;
 /** Grown variants kept per worker (./grown-images.ts; each holds its image's bytes). */
 const MAX_GROWN = 4;
 
