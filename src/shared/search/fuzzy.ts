@@ -4,14 +4,21 @@
  * edit from "create"), bounded so a hopeless comparison stops early.
  */
 
+/** The three rows of the table, reused between calls (a "did you mean" compares thousands of names). */
+let rows = [new Int32Array(64), new Int32Array(64), new Int32Array(64)];
+
 /** Distance between a and b, or max + 1 as soon as it is known to exceed max. */
 export function editDistance(a: string, b: string, max: number): number {
   if (Math.abs(a.length - b.length) > max) return max + 1;
   if (a === b) return 0;
   const n = b.length;
-  let prev2 = new Array<number>(n + 1).fill(0);
-  let prev = Array.from({ length: n + 1 }, (_, j) => j);
-  let cur = new Array<number>(n + 1).fill(0);
+  if (rows[0]!.length < n + 1) rows = [new Int32Array(n + 1), new Int32Array(n + 1), new Int32Array(n + 1)];
+  let [prev2, prev, cur] = rows as [Int32Array, Int32Array, Int32Array];
+  for (let j = 0; j <= n; j++) {
+    prev2[j] = 0;
+    prev[j] = j;
+    cur[j] = 0;
+  }
   for (let i = 1; i <= a.length; i++) {
     cur[0] = i;
     let rowMin = i;
@@ -25,7 +32,10 @@ export function editDistance(a: string, b: string, max: number): number {
       if (v < rowMin) rowMin = v;
     }
     if (rowMin > max) return max + 1;
-    [prev2, prev, cur] = [prev, cur, prev2];
+    const done = prev2;
+    prev2 = prev;
+    prev = cur;
+    cur = done;
   }
   return prev[n]!;
 }

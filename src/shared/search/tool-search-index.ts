@@ -287,15 +287,19 @@ export class ToolSearchIndex {
    * as "openclaw:core:mesage" or a name such as "github_craete_issue"), closest first;
    * failing that, the best search hits for the words of its name part.
    */
+  private lower: { ids: string[]; names: string[] } | undefined;
+
   suggest(text: string, limit: number): string[] {
     if (typeof text !== "string" || !(limit > 0)) return [];
     const full = text.trim().toLowerCase().slice(0, 200);
     if (!full) return [];
     const namePart = full.slice(full.lastIndexOf(":") + 1);
     const scored: Array<[number, number]> = [];
+    // Lowercased once per index: a flood of unknown ids asks this thousands of times.
+    this.lower ??= { ids: this.data.ids.map((s) => s.toLowerCase()), names: this.data.names.map((s) => s.toLowerCase()) };
     for (let i = 0; i < this.data.ids.length; i++) {
-      const id = this.data.ids[i]!.toLowerCase();
-      const name = this.data.names[i]!.toLowerCase();
+      const id = this.lower.ids[i]!;
+      const name = this.lower.names[i]!;
       const dId = editDistance(full, id, allowedEdits(id.length));
       const dName = namePart ? editDistance(namePart, name, allowedEdits(name.length)) : Infinity;
       const d = Math.min(dId <= allowedEdits(id.length) ? dId : Infinity, dName <= allowedEdits(name.length) ? dName + 0.5 : Infinity);
