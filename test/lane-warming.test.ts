@@ -1,8 +1,8 @@
 /**
- * A lane whose thread is new takes no work until it has warmed (src/sandbox/lanes.ts,
- * lane-warmup.ts): with real worker threads, a replaced thread's lane is warming, the fair
- * queue holds a task back meanwhile and starts it there once the warm-up reports done;
- * the warm-up probes the catalogs of the latest execs; a session whose guest held a lane
+ * A lane whose thread is new is *warming* until its warm-up ran (src/sandbox/lanes.ts,
+ * lane-warmup.ts): with real worker threads, a replaced thread's lane is warming; the fair
+ * queue holds a heavy session's task back until the warm-up reports done, and sends a light
+ * one there only when no warm lane can take it; the warm-up probes the catalogs of the latest execs; a session whose guest held a lane
  * stays heavy for HOG_MEMORY_MS. Through the service: after a thread
  * is killed for a loop, the log says the new thread warmed, and work goes on.
  */
@@ -22,7 +22,7 @@ describe("a warming lane (real worker threads)", () => {
   const lanes = new Lanes(1, { filename: WORKER, execsPerWorker: 2, wasmModule, stackSizeMb: 16 });
   afterAll(() => lanes.destroy());
 
-  it("is skipped by the fair queue from its thread's replacement until its warm-up is done", async () => {
+  it("takes no heavy task from its thread's replacement until its warm-up is done, and a light one only when no warm lane can", async () => {
     const scheduler = new FairScheduler(lanes, 2, () => 0, 10_000);
     const warmups: Array<{ lane: Lane; done: () => void }> = [];
     lanes.onWarm = (lane, done) => warmups.push({ lane, done });
@@ -37,16 +37,34 @@ describe("a warming lane (real worker threads)", () => {
     // A second kill while warming does not start a second warm-up.
     lanes.terminate(threadId);
     expect(warmups).toHaveLength(1);
+    expect(lanes.anyFreeBesides({} as Lane)).toBe(false);
 
-    const ran: Lane[] = [];
-    scheduler.submit({ tenant: "light", run: (l) => ran.push(l), gone: () => false });
-    scheduler.pump();
+    const ran: string[] = [];
+    scheduler.noteHog("looper");
+    scheduler.submit({ tenant: "looper", run: () => ran.push("looper"), gone: () => ran.includes("looper") });
     expect(ran).toEqual([]);
-    expect(lanes.anyFreeBesides(lanes.all[1] ?? ({} as Lane))).toBe(false);
+    // The only lane is warming: a light task goes there rather than wait for it here.
+    scheduler.submit({ tenant: "chat", run: (l) => ran.push(l === lane ? "chat" : "elsewhere"), gone: () => ran.includes("chat") });
+    expect(ran).toEqual(["chat"]);
 
     warmups[0]!.done();
     expect(lane.warming).toBe(false);
-    expect(ran).toEqual([lane]);
+    expect(ran).toEqual(["chat", "looper"]);
+  });
+
+  it("sends light work to a warm lane rather than a warming one", async () => {
+    const two = new Lanes(2, { filename: WORKER, execsPerWorker: 2, wasmModule, stackSizeMb: 16 });
+    try {
+      const scheduler = new FairScheduler(two, 2, () => 0, 10_000);
+      two.onWarm = () => undefined;
+      for (let i = 0; i < 100 && two.all.some((l) => l.piscina.threads.length === 0); i++) await new Promise((r) => setTimeout(r, 20));
+      two.terminate(two.all[0]!.piscina.threads[0]!.threadId);
+      const ran: Lane[] = [];
+      for (let i = 0; i < 2; i++) scheduler.submit({ tenant: `chat-${i}`, run: (l) => ran.push(l), gone: () => false });
+      expect(ran).toEqual([two.all[1], two.all[1]]);
+    } finally {
+      await two.destroy();
+    }
   });
 
   it("keeps a session heavy for HOG_MEMORY_MS after its guest held a lane, then forgets it", () => {

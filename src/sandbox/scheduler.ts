@@ -11,8 +11,9 @@
  * tasks wait here, not piled up behind a loop. A task
  * that no longer needs a lane (finished, cancelled, out of time) is dropped when its
  * turn comes. When computing guests hold the lanes while light work waits, it adds a surge
- * lane (./lanes.ts), which only light sessions use. A lane whose thread is new is skipped
- * until it has warmed (./lanes.ts).
+ * lane (./lanes.ts), which only light sessions use. A lane whose thread is new (./lanes.ts)
+ * takes no heavy session's task until it has warmed, and a light one only when no warm lane
+ * can.
  */
 import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
 
@@ -195,10 +196,12 @@ export class FairScheduler {
     let best: Lane | undefined;
     let bestScore = Infinity;
     for (const lane of all) {
-      if (lane.active >= this.capacity || lane.hogged || lane.warming) continue;
+      if (lane.active >= this.capacity || lane.hogged || (heavy && lane.warming)) continue;
       if (heavy && (lane.index >= this.lanes.base || (heavyLanes.size >= half && !heavyLanes.has(lane)))) continue;
       // Heavy sessions share their lanes; light ones prefer the others (surge lanes among them: no heavy session uses one).
-      const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0);
+      // A warming lane takes light work only when no other lane can: the task then waits in
+      // the new worker (as long as in this queue) instead of behind the next loop's turn here.
+      const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0) + (lane.warming ? 3 * this.capacity : 0);
       if (score < bestScore) {
         best = lane;
         bestScore = score;
