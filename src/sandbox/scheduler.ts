@@ -20,12 +20,15 @@ import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
 /** The share of the pool's thread time over the window past which a session counts as heavy. */
 export const HEAVY_SHARE = 0.05;
 /**
- * How long a session whose guest held a lane stays heavy after that. The CPU window alone
- * forgets a looping session after a quiet spell, and its next loop then lands on a light
- * lane: measured in the hostile-mix soak, every attacker's first loop after a pause took
- * a light lane, and benign work queued for up to 1.5 s.
+ * How long a session whose guest held a lane stays heavy (for placing its tasks) after
+ * that. The CPU window alone forgets a looping session after a quiet spell, and its next
+ * loop then lands on a light lane: in the hostile-mix soak, every attacker's first loop
+ * after a pause took a light lane, and benign work queued for up to 1.5 s. With 60 s, the
+ * soak's worst burst was still its first seconds, when attackers quiet for 1 to 5 minutes
+ * came back at once. A session that loops is likely to loop again (a model retries);
+ * being heavy only orders its tasks behind light work when threads are short.
  */
-export const HOG_MEMORY_MS = 60_000;
+export const HOG_MEMORY_MS = 10 * 60_000;
 
 export type Waiting = {
   tenant: string;
