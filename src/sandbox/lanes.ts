@@ -20,9 +20,10 @@
  * A lane whose thread is new (a surge lane, or one whose thread was killed for a loop
  * that ignored its deadline and replaced) is *warming* until the pool's warm-up probes
  * ran there (`onWarm`, ./lane-warmup.ts): its worker loads its modules, compiles the
- * prelude and prepares the images of the catalogs in use. The fair queue sends no task to
- * a warming lane: before, light work posted to a replaced thread waited for all of that
- * (100-250 ms under load) behind the next loop.
+ * prelude and prepares the images of the catalogs in use. The fair queue sends it no heavy
+ * session's task, and a light one only when no warm lane can take it: before, light work
+ * was posted to a replaced thread while others were free, and waited for all of that
+ * (100-250 ms under load).
  */
 import { Piscina } from "piscina";
 
@@ -45,7 +46,7 @@ export class Lane {
   private readonly epoch = Date.now();
   /** Tasks posted to this lane and not yet finished (or withdrawn). */
   active = 0;
-  /** Its thread is new and the warm-up probes have not finished: the fair queue skips it. */
+  /** Its thread is new and the warm-up probes have not finished (see the header). */
   warming = false;
   /** Those tasks by session (tenant, ../cpu-budget.ts). */
   readonly tenants = new Map<string, number>();
