@@ -49,6 +49,18 @@ describe("resetting a reused instance (in process)", () => {
     expect(image).toBeDefined();
   });
 
+  /** What an expression evaluates to in the VM, as text (what a reset instance lets a program see). */
+  async function probe(vm: QuickJS, expr: string): Promise<string> {
+    const compiled = await compileScript(wasm, expr, "probe.js");
+    if (!compiled.ok) throw new Error(compiled.error.message);
+    const seen = vm.evalBytecode(compiled.bytecode);
+    try {
+      return seen.toString();
+    } finally {
+      seen.dispose();
+    }
+  }
+
   /** Runs a program's cell body in the VM through the prelude's `run`, as the worker does. */
   async function runIn(vm: QuickJS, body: string): Promise<void> {
     const compiled = await compileScript(wasm, `(async () => { ${body} })`, "cell.js");
@@ -94,11 +106,7 @@ describe("resetting a reused instance (in process)", () => {
     next = again.vm;
     expect(again.how).toBe("reused");
     expect(again.vm).toBe(vm);
-    const probe = await compileScript(wasm, `[typeof globalThis.planted, ({}).planted, typeof globalThis.keep, JSON.parse("1"), [].push(1)].join(",")`, "probe.js");
-    if (!probe.ok) throw new Error(probe.error.message);
-    const seen = again.vm.evalBytecode(probe.bytecode);
-    expect(seen.toString()).toBe("undefined,,undefined,1,1");
-    seen.dispose();
+    expect(await probe(again.vm, `[typeof globalThis.planted, ({}).planted, typeof globalThis.keep, JSON.parse("1"), [].push(1)].join(",")`)).toBe("undefined,,undefined,1,1");
     warm.release(again.vm, true);
   });
 
@@ -191,11 +199,7 @@ describe("resetting a reused instance (in process)", () => {
         expect(enc.changedPages).toBe(expected);
         expect(Buffer.compare(decodeSnapshot(enc.envelope, base).memory, mem)).toBe(0);
       }
-      const probe = await compileScript(wasm, `[typeof globalThis.planted, typeof globalThis.rows].join(",")`, "probe.js");
-      if (!probe.ok) throw new Error(probe.error.message);
-      const seen = again.vm.evalBytecode(probe.bytecode);
-      expect(seen.toString()).toBe("undefined,undefined");
-      seen.dispose();
+      expect(await probe(again.vm, `[typeof globalThis.planted, typeof globalThis.rows].join(",")`)).toBe("undefined,undefined");
       // The same work again fits in the space the variant's allocator owns: no growth.
       await runIn(again.vm, body);
       expect(inside(again.vm).exports.memory.buffer.byteLength).toBe(size);
@@ -252,11 +256,7 @@ describe("resetting a reused instance (in process)", () => {
       expect(w.exports.__indirect_function_table.length).toBe(image.tableLength);
       expect(w._ownedHandles.size).toBe(0);
       expect(w._global).toBeNull();
-      const probe = await compileScript(wasm, `[globalThis.mine, globalThis.rows.length, typeof globalThis.planted, ({}).planted, typeof globalThis.k].join(",")`, "probe.js");
-      if (!probe.ok) throw new Error(probe.error.message);
-      const seen = got.vm.evalBytecode(probe.bytecode);
-      expect(seen.toString()).toBe("own,60000,undefined,,undefined");
-      seen.dispose();
+      expect(await probe(got.vm, `[globalThis.mine, globalThis.rows.length, typeof globalThis.planted, ({}).planted, typeof globalThis.k].join(",")`)).toBe("own,60000,undefined,,undefined");
       warm.release(got.vm, true);
     }
   });
