@@ -5,8 +5,9 @@
  * know the call either, what this sidecar remembers explains the misuse precisely:
  * another scope's call (PERMISSION_DENIED), a second answer (ALREADY_EXISTS), an answer
  * after its exec ended (FAILED_PRECONDITION), or an unknown id (NOT_FOUND). Settled and
- * ended ids are remembered for a while (bounded), then forgotten.
+ * ended ids are remembered for ten minutes (and 50,000 at most), then forgotten.
  */
+import { LRUCache } from "lru-cache";
 import { ServiceError } from "../protocol/service-error.js";
 import type { PlainError } from "./task-protocol.js";
 
@@ -24,11 +25,19 @@ export type LiveCall = {
 
 type Gone = { scopeKey: string; why: "answered" | "ended" };
 
+/** Settled and ended ids remembered at most, and for how long (a retried or stray answer comes within seconds). */
 const REMEMBER = 50_000;
+const REMEMBER_MS = 10 * 60_000;
+/** How often forgotten ids are swept (lru-cache drops them lazily otherwise). */
+const PURGE_EVERY_MS = 30_000;
 
 export class CallRegistry {
   private readonly live = new Map<string, LiveCall>();
-  private readonly gone = new Map<string, Gone>();
+  private readonly gone = new LRUCache<string, Gone>({ max: REMEMBER, ttl: REMEMBER_MS });
+
+  constructor() {
+    setInterval(() => this.gone.purgeStale(), PURGE_EVERY_MS).unref();
+  }
 
   add(call: LiveCall): void {
     this.live.set(call.callId, call);
@@ -40,10 +49,6 @@ export class CallRegistry {
 
   private forget(callId: string, gone: Gone): void {
     this.gone.set(callId, gone);
-    if (this.gone.size > REMEMBER) {
-      const first = this.gone.keys().next().value;
-      if (first !== undefined) this.gone.delete(first);
-    }
   }
 
   /**

@@ -12,6 +12,7 @@
  * invalidation arrived while it was in flight. This sidecar's own segments update the
  * cached counters as they are recorded, which happens after the result was sent.
  */
+import { LRUCache } from "lru-cache";
 import { SurfaceKind, ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { annotationsFromWire } from "../shared/tool-wire.js";
 import type { RecordSegmentRequestSchema } from "../gen/codemode/orchestrator/v1/link_pb.js";
@@ -59,11 +60,20 @@ const RESOLVE_DEADLINE_MS = 5_000;
 
 /** Resolved runs cached at most. */
 const MAX_CACHED_RUNS = 10_000;
+/**
+ * A cached run (and the catalog version its scope last had) unused this long is dropped:
+ * the cache holds the runs in recent use, not every run this sidecar ever served (a
+ * returning run costs one ResolveRun). Without it the cache grew with every new agent
+ * run until its count bound, about 1 MiB a minute of heap at 3 new runs a second.
+ */
+const CACHED_RUN_IDLE_MS = 5 * 60_000;
+/** How often expired entries are swept (lru-cache drops them lazily otherwise). */
+const PURGE_EVERY_MS = 30_000;
 
 export class RunResolver {
   private readonly views = new Map<string, RunCatalog>();
-  private readonly lastVersion = new Map<string, string>();
-  private readonly cached = new Map<string, ResolvedRun>();
+  private readonly lastVersion = new LRUCache<string, string>({ max: MAX_CACHED_RUNS, ttl: 2 * CACHED_RUN_IDLE_MS, updateAgeOnGet: true });
+  private readonly cached = new LRUCache<string, ResolvedRun>({ max: MAX_CACHED_RUNS, ttl: CACHED_RUN_IDLE_MS, updateAgeOnGet: true });
   /** Bumped by every invalidation and link change: an answer requested before it is not cached. */
   private generation = 0;
   /** Cache hits and misses, for metrics and benchmarks. */
@@ -74,6 +84,10 @@ export class RunResolver {
     private readonly log?: Logger,
   ) {
     link.onStateChange(() => this.dropAll());
+    setInterval(() => {
+      this.cached.purgeStale();
+      this.lastVersion.purgeStale();
+    }, PURGE_EVERY_MS).unref();
     link.onInvalidate = (scopes, all) => {
       if (all) return this.dropAll();
       this.generation++;
@@ -134,7 +148,6 @@ export class RunResolver {
       if (this.views.size > MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
     }
     this.lastVersion.set(key, res.catalogVersion);
-    if (this.lastVersion.size > 10_000) this.lastVersion.delete(this.lastVersion.keys().next().value!);
     const resolved: ResolvedRun = {
       found: true,
       active: res.codeModeActive,
@@ -149,7 +162,6 @@ export class RunResolver {
     };
     if (res.cacheable && wasUp && this.link.linkState === "up" && generation === this.generation) {
       this.cached.set(key, resolved);
-      if (this.cached.size > MAX_CACHED_RUNS) this.cached.delete(this.cached.keys().next().value!);
     }
     return resolved;
   }

@@ -29,6 +29,7 @@ import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
 import { LIMITS } from "../../shared/limits.js";
 import { guestVmOptions, STACK_BYTES } from "./vm-options.js";
 import { GROWN_SIZES, grownSizeFor, prepareGrown, type GrownImage } from "./grown-images.js";
+import { COLLECT_AFTER_DROP_BYTES, collectSoon } from "./collect.js";
 
 /** The wrapper internals a reset touches. */
 type Internals = {
@@ -348,11 +349,18 @@ export class WarmVms {
 
   private drop(vm: QuickJS): void {
     this.stats.discarded++;
+    let large = false;
+    try {
+      large = sizeOf(vm) >= COLLECT_AFTER_DROP_BYTES;
+    } catch {
+      // no memory to measure: nothing large to give back
+    }
     try {
       vm.dispose();
     } catch {
       // a trapped instance is dropped either way
     }
+    if (large) collectSoon();
   }
 
   /** The largest prepared image. */
