@@ -4,9 +4,12 @@
  * per-run cap does not apply), another session's short programs all complete, long
  * before the loops are done; the looping session runs on at most one thread at a time
  * (its extra loops wait in the fair queue, and those that cannot get a thread in time end
- * `runtime_unavailable`); and once the session used more than its CPU share while others
- * wait, its new execs are refused with RESOURCE_EXHAUSTED naming the share.
+ * `runtime_unavailable`); its programs run on a background thread whose OS priority is
+ * lowered (nice 10, read from /proc), while the other session's run at normal priority; and
+ * once the session used more than its CPU share while others wait, its new execs are
+ * refused with RESOURCE_EXHAUSTED naming the share.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { collectStream, scope as newScope, startStack, type Stack } from "./harness.js";
 
@@ -45,6 +48,37 @@ describe("a fair share of the pool per session", () => {
     const outcomes = hogs.map((h) => ("refused" in h ? "refused" : h.code));
     expect(outcomes.filter((o) => o === "timeout").length).toBeLessThanOrEqual(3);
     expect(outcomes.filter((o) => o === "runtime_unavailable" || o === "refused").length).toBeGreaterThanOrEqual(3);
+  });
+
+  it("runs a looping session's programs on a background thread at a lower OS priority, while light ones run", async () => {
+    // The session's first loop runs on a light thread (nobody knew it loops) and makes it heavy.
+    await runIn("nicer", "for (;;) {}", { timeoutMs: 1_000 });
+    const loop = runIn("nicer", "for (;;) {}", { timeoutMs: 2_500 });
+    // The loop's thread: the one with nice 10 whose CPU time grows.
+    const threads = () => {
+      const pid = stack.proc.child.pid!;
+      return readdirSync(`/proc/${pid}/task`).map((tid) => {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        // After the name: state is field 3, utime and stime 14 and 15, nice 19.
+        return { tid, cpu: Number(f[11]) + Number(f[12]), nice: Number(f[16]) };
+      });
+    };
+    let niced: Array<{ tid: string; cpu: number; nice: number }> = [];
+    for (let i = 0; i < 50 && niced.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      niced = threads().filter((t) => t.nice === 10);
+    }
+    expect(niced.length).toBe(1);
+    const before = niced[0]!.cpu;
+    await new Promise((r) => setTimeout(r, 500));
+    const after = threads().find((t) => t.tid === niced[0]!.tid)!.cpu;
+    expect(after).toBeGreaterThan(before);
+    // Meanwhile a light session's programs run on the light threads.
+    for (let i = 0; i < 5; i++) expect((await runIn("chatty", `return ${i} + 1`)).value).toBe(i + 1);
+    expect(await loop).toMatchObject({ status: "failed", code: "timeout" });
+    // Every other thread of the sidecar runs at normal priority.
+    expect(threads().filter((t) => t.nice !== 0 && t.tid !== niced[0]!.tid)).toEqual([]);
   });
 
   it("refuses a session over its CPU share while another session has work, naming the share", async () => {

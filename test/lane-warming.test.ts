@@ -22,7 +22,7 @@ describe("a warming lane (real worker threads)", () => {
   const lanes = new Lanes(1, { filename: WORKER, execsPerWorker: 2, wasmModule, stackSizeMb: 16 });
   afterAll(() => lanes.destroy());
 
-  it("takes no heavy task from its thread's replacement until its warm-up is done, and a light one only when no warm lane can", async () => {
+  it("gives a light task to its thread's replacement only when no warm lane can, and a heavy one only to a background lane once warmed", async () => {
     const scheduler = new FairScheduler(lanes, 2, () => 0, 10_000);
     const warmups: Array<{ lane: Lane; done: () => void }> = [];
     lanes.onWarm = (lane, done) => warmups.push({ lane, done });
@@ -39,17 +39,28 @@ describe("a warming lane (real worker threads)", () => {
     expect(warmups).toHaveLength(1);
     expect(lanes.anyFreeBesides({} as Lane)).toBe(false);
 
-    const ran: string[] = [];
+    const ran: Array<[string, Lane]> = [];
     scheduler.noteHog("looper");
-    scheduler.submit({ tenant: "looper", run: () => ran.push("looper"), gone: () => ran.includes("looper") });
+    scheduler.submit({ tenant: "looper", run: (l) => ran.push(["looper", l]), gone: () => ran.some(([t]) => t === "looper") });
     expect(ran).toEqual([]);
-    // The only lane is warming: a light task goes there rather than wait for it here.
-    scheduler.submit({ tenant: "chat", run: (l) => ran.push(l === lane ? "chat" : "elsewhere"), gone: () => ran.includes("chat") });
-    expect(ran).toEqual(["chat"]);
+    // The heavy task asked for a background lane, which warms like any new thread.
+    expect(warmups).toHaveLength(2);
+    const background = warmups[1]!.lane;
+    expect(background.kind).toBe("background");
+    expect(lanes.backgrounds).toBe(1);
+    // The only light lane is warming: a light task goes there rather than wait for it here.
+    scheduler.submit({ tenant: "chat", run: (l) => ran.push(["chat", l]), gone: () => ran.some(([t]) => t === "chat") });
+    expect(ran).toEqual([["chat", lane]]);
 
+    // The base lane warmed: still no heavy task there.
     warmups[0]!.done();
     expect(lane.warming).toBe(false);
-    expect(ran).toEqual(["chat", "looper"]);
+    expect(ran).toEqual([["chat", lane]]);
+    warmups[1]!.done();
+    expect(ran).toEqual([
+      ["chat", lane],
+      ["looper", background],
+    ]);
   });
 
   it("sends light work to a warm lane rather than a warming one", async () => {

@@ -11,11 +11,16 @@
  * withdrawn and sent to another lane (see SandboxPool: the task's claim flag decides,
  * without a race, whether the worker started it or the pool took it back).
  *
- * When every lane is held by a computing guest (or full) while tasks wait, the pool adds
- * a *surge* lane (a thread beyond one per core, up to as many again): the
- * computing guests and the others then share the cores through the OS scheduler, instead
- * of the others waiting until the loops end. A surge lane idle for a while is retired
- * (which also gives back what its worker's memory grew to).
+ * Sessions whose guests compute (*heavy*, ../scheduler.ts) run on *background* lanes only,
+ * one per half of the base lanes, added when heavy work waits: their threads run at a
+ * lower OS priority (BACKGROUND_NICE, ./worker/priority.ts), so when the cores are short
+ * the kernel runs the light sessions' threads, the main thread and the gateway first, and
+ * loops get the rest. When light lanes are held by a computing guest (a session's first
+ * loop, before it counts as heavy) or full while light tasks wait, the pool adds a *surge*
+ * lane (a thread beyond one per core, up to as many again): the computing guests and the
+ * others then share the cores through the OS scheduler, instead of the others waiting
+ * until the loops end. A surge or background lane idle for a while is retired (which also
+ * gives back what its worker's memory grew to).
  *
  * A lane whose thread is new (a surge lane, or one whose thread was killed for a loop
  * that ignored its deadline and replaced) is *warming* until the pool's warm-up probes
@@ -23,12 +28,21 @@
  * prelude and prepares the images of the catalogs in use. The fair queue sends it no heavy
  * session's task, and a light one only when no warm lane can take it: before, light work
  * was posted to a replaced thread while others were free, and waited for all of that
- * (100-250 ms under load).
+ * (100-250 ms under load). A lane whose new thread cannot run code stays warming while
+ * ./pool-health.ts retries it.
  */
 import { Piscina } from "piscina";
 
 /** How long a VM may hold its thread before the lane counts as hogged. */
 export const HOG_MS = 50;
+/**
+ * The nice value of a background lane's thread (./worker/priority.ts): under contention
+ * the kernel gives a nice-10 thread about a tenth of what a nice-0 one gets.
+ */
+export const BACKGROUND_NICE = 10;
+
+/** base: one per thread asked for, always there; surge: added for light work while loops hold lanes; background: heavy sessions' lanes, at a lower OS priority. */
+export type LaneKind = "base" | "surge" | "background";
 
 export type LaneOptions = {
   filename: string;
@@ -48,6 +62,10 @@ export class Lane {
   active = 0;
   /** Its thread is new and the warm-up probes have not finished (see the header). */
   warming = false;
+  /** Its thread cannot run code (./pool-health.ts retries it): the fair queue sends it nothing. */
+  down = false;
+  /** Settles when the thread this lane last terminated has exited: a warm-up posts its probes then (before, piscina gave them to the dying thread). */
+  replaced: Promise<unknown> = Promise.resolve();
   /** Those tasks by session (tenant, ../cpu-budget.ts). */
   readonly tenants = new Map<string, number>();
 
@@ -65,7 +83,11 @@ export class Lane {
     else this.tenants.delete(tenant);
   }
 
-  constructor(readonly index: number, o: LaneOptions) {
+  constructor(
+    readonly index: number,
+    o: LaneOptions,
+    readonly kind: LaneKind = "base",
+  ) {
     const shared = new SharedArrayBuffer(8);
     this.busy = new Int32Array(shared);
     this.piscina = new Piscina({
@@ -74,7 +96,7 @@ export class Lane {
       maxThreads: 1,
       idleTimeout: Number.MAX_SAFE_INTEGER,
       concurrentTasksPerWorker: o.execsPerWorker,
-      workerData: { wasmModule: o.wasmModule, busy: shared, epoch: this.epoch },
+      workerData: { wasmModule: o.wasmModule, busy: shared, epoch: this.epoch, nice: kind === "background" ? BACKGROUND_NICE : 0 },
       resourceLimits: { stackSizeMb: o.stackSizeMb },
       // Guest code runs in workers; keep the process's environment out of them.
       env: {},
@@ -109,16 +131,17 @@ export class Lane {
   }
 }
 
-/** How long a surge lane stays without a task before it is retired (loops tend to come back; a cold thread costs a prelude compile). */
+/** How long a surge or background lane stays without a task before it is retired (loops tend to come back; a cold thread costs a prelude compile). */
 const SURGE_IDLE_MS = 30_000;
 
 export class Lanes {
   readonly all: Lane[];
-  /** Lanes that are always there (one per thread asked for); the rest are surges. */
+  /** Lanes that are always there (one per thread asked for), first in `all`; the rest are surge and background lanes. */
   readonly base: number;
-  private readonly maxLanes: number;
+  /** Background lanes at most: one per half of the base lanes (heavy sessions keep to that share). */
+  readonly maxBackground: number;
   private nextIndex: number;
-  private readonly errorHandlers: Array<(err: unknown) => void> = [];
+  private readonly errorHandlers: Array<(err: unknown, lane: Lane) => void> = [];
   private readonly idleSince = new Map<Lane, number>();
   private readonly retireTimer: NodeJS.Timeout;
 
@@ -128,31 +151,48 @@ export class Lanes {
   ) {
     this.all = Array.from({ length: threads }, (_, i) => new Lane(i, options));
     this.base = threads;
-    this.maxLanes = threads * 2;
+    this.maxBackground = Math.max(1, Math.floor(threads / 2));
     this.nextIndex = threads;
     this.retireTimer = setInterval(() => this.retireIdle(), 1_000);
     this.retireTimer.unref();
   }
 
-  /** Adds a surge lane, unless the pool already has as many as allowed; returns it. */
+  /** Adds a surge lane, unless the pool already has one per base lane; returns it. */
   surge(): Lane | undefined {
-    if (this.all.length >= this.maxLanes) return undefined;
-    const lane = new Lane(this.nextIndex++, this.options);
-    for (const fn of this.errorHandlers) lane.piscina.on("error", fn);
+    if (this.surges >= this.base) return undefined;
+    return this.add("surge");
+  }
+
+  /** Adds a background lane (its thread niced), unless the pool has `maxBackground`; returns it. */
+  background(): Lane | undefined {
+    if (this.count("background") >= this.maxBackground) return undefined;
+    return this.add("background");
+  }
+
+  private add(kind: LaneKind): Lane {
+    const lane = new Lane(this.nextIndex++, this.options, kind);
+    for (const fn of this.errorHandlers) lane.piscina.on("error", (err: unknown) => fn(err, lane));
     this.all.push(lane);
-    this.onSurge?.(lane);
+    this.onAdd?.(lane);
     this.warm(lane);
     return lane;
   }
 
-  /** Told of each surge lane as it is added. */
-  onSurge: ((lane: Lane) => void) | undefined;
+  private count(kind: LaneKind): number {
+    let n = 0;
+    for (const l of this.all) if (l.kind === kind) n++;
+    return n;
+  }
+
+  /** Told of each surge or background lane as it is added. */
+  onAdd: ((lane: Lane) => void) | undefined;
   /** Warms a lane whose thread is new; calls `done` when the lane may take work. */
   onWarm: ((lane: Lane, done: () => void) => void) | undefined;
   /** Told when a warming lane may take work again. */
   onWarmed: (() => void) | undefined;
 
-  private warm(lane: Lane): void {
+  /** Starts a lane's warm-up unless one runs (also ./pool-health.ts, for a lane that lost its thread). */
+  warm(lane: Lane): void {
     if (!this.onWarm || lane.warming) return;
     lane.warming = true;
     this.onWarm(lane, () => {
@@ -163,9 +203,14 @@ export class Lanes {
 
 
 
-  /** Surge lanes now: the pool's extra threads beyond one per core. */
+  /** Surge lanes now: threads beyond one per core for light work. */
   get surges(): number {
-    return this.all.length - this.base;
+    return this.count("surge");
+  }
+
+  /** Background lanes now: the heavy sessions' threads. */
+  get backgrounds(): number {
+    return this.count("background");
   }
 
   private retireIdle(now = Date.now()): void {
@@ -183,9 +228,10 @@ export class Lanes {
     }
   }
 
-  /** True when a lane other than `lane` is neither hogged nor warming (the fair queue chooses which). */
+  /** True when a lane of `lane`'s class (background, or not) other than it is neither hogged, warming nor down (the fair queue chooses which). */
   anyFreeBesides(lane: Lane): boolean {
-    return this.all.some((l) => l !== lane && !l.hogged && !l.warming);
+    const background = lane.kind === "background";
+    return this.all.some((l) => l !== lane && (l.kind === "background") === background && !l.hogged && !l.warming && !l.down);
   }
 
   get queueSize(): number {
@@ -202,14 +248,14 @@ export class Lanes {
       const w = lane.piscina.threads.find((t) => t.threadId === threadId);
       if (!w) continue;
       lane.clearHold();
-      void w.terminate();
+      lane.replaced = w.terminate().catch(() => undefined);
       this.warm(lane);
     }
   }
 
-  onError(fn: (err: unknown) => void): void {
+  onError(fn: (err: unknown, lane: Lane) => void): void {
     this.errorHandlers.push(fn);
-    for (const lane of this.all) lane.piscina.on("error", fn);
+    for (const lane of this.all) lane.piscina.on("error", (err: unknown) => fn(err, lane));
   }
 
   async destroy(): Promise<void> {

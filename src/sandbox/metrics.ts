@@ -1,9 +1,9 @@
 /**
  * The sidecar's Prometheus metrics, all in one place: execs and waits by status and
  * code, their latency, nested tool calls by source and outcome, gateway answers, snapshot
- * sizes, the pool (utilisation, queue depth, threads), live calls and the orchestrator
- * link. Recorded by `instrument.ts` from what the Sandbox handlers stream (nothing in the
- * exec path itself changes); gauges are read at scrape time.
+ * sizes, the pool (utilisation, queue depth, threads, whether it can run code), live calls
+ * and the orchestrator link. Recorded by `instrument.ts` from what the Sandbox handlers
+ * stream (nothing in the exec path itself changes); gauges are read at scrape time.
  */
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { CallRegistry } from "./call-registry.js";
@@ -62,8 +62,10 @@ export class SandboxMetrics {
     new Gauge({ name: "codemode_pool_utilization", help: "piscina's utilisation of the worker pool (0-1): share of worker time spent running tasks since start", registers, collect() { this.set(pool.utilization); } });
     new Gauge({ name: "codemode_pool_queue_size", help: "Tasks waiting for a free slot on a pool worker", registers, collect() { this.set(pool.queueSize); } });
     new Gauge({ name: "codemode_pool_threads", help: "Worker threads in the pool", registers, collect() { this.set(pool.threads); } });
-    new Gauge({ name: "codemode_pool_surge_threads", help: "Surge threads running beyond --threads while computing guests hold the others", registers, collect() { this.set(pool.surgeThreads); } });
+    new Gauge({ name: "codemode_pool_surge_threads", help: "Surge threads running beyond --threads while computing guests hold the others", registers, collect() { this.set(pool.extraThreads.surge); } });
+    new Gauge({ name: "codemode_pool_background_threads", help: "Background threads (lower OS priority) running heavy sessions' programs, beyond --threads", registers, collect() { this.set(pool.extraThreads.background); } });
     new Gauge({ name: "codemode_live_tool_calls", help: "Nested calls whose VM is live on this sidecar, awaiting the gateway's answer", registers, collect() { this.set(calls.liveCount); } });
+    new Gauge({ name: "codemode_pool_can_run_code", help: "1 while the sidecar's pool can run code (what it reports to the orchestrator), 0 when it cannot: it could not start (--serve-without-pool) or no worker thread can (re)start now", registers, collect() { this.set(link.poolHealth.canRunCode ? 1 : 0); } });
     new Gauge({ name: "codemode_orchestrator_link_up", help: "1 while the sidecar's link to its orchestrator is up, else 0", registers, collect() { this.set(link.linkState === "up" ? 1 : 0); } });
     new Counter({
       name: "codemode_vm_starts_total",

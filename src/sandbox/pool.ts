@@ -23,7 +23,8 @@ import { fileURLToPath } from "node:url";
 import { HOG_MS, Lanes, type Lane } from "./lanes.js";
 import { forwardEvent, killGraceMs, type ExecEvents, type ExecHandle, type Submission } from "./pool-contract.js";
 import { ImageAnswers } from "./image-answers.js";
-import { RecentCatalogs, warmer } from "./lane-warmup.js";
+import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
+import { PoolHealthMonitor } from "./pool-health.js";
 import { FairScheduler } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
@@ -59,6 +60,8 @@ export class SandboxPool {
   private nextTaskId = 0;
   private readonly log: Logger;
   private closed = false;
+  /** Can the pool still run code (its threads (re)start and run the warm-up probe: ./pool-health.ts)? */
+  readonly health: PoolHealthMonitor;
   readonly threads: number;
   /** Execs the pool runs at once: threads times execs per worker. */
   readonly slots: number;
@@ -71,9 +74,8 @@ export class SandboxPool {
     this.lanes = lanes;
     this.budget = new CpuBudget(threads);
     this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), WINDOW_MS * threads);
-    lanes.onSurge = (lane) => log.info({ lane: lane.index, hogged: lanes.all.filter((l) => l.hogged).length, surges: lanes.surges }, "computing guests hold lanes: adding a surge thread");
-    // A new thread (surge or replaced) takes no task until it has prepared the catalogs in use.
-    lanes.onWarm = warmer(this.recent, log);
+    lanes.onAdd = logLaneAdded(lanes, log);
+    this.health = new PoolHealthMonitor(lanes, this.recent, log);
     lanes.onWarmed = () => this.scheduler.pump();
     this.threads = threads;
     this.slots = slots;
@@ -87,7 +89,6 @@ export class SandboxPool {
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
     const lanes = new Lanes(threads, { filename: WORKER_FILE, execsPerWorker, wasmModule, stackSizeMb: WORKER_STACK_MB });
-    lanes.onError((err: unknown) => options.log.error({ err }, "pool worker error"));
     return new SandboxPool(lanes, threads, threads * execsPerWorker, options.log);
   }
 
@@ -95,9 +96,9 @@ export class SandboxPool {
     return this.lanes.utilization;
   }
 
-  /** Surge threads running now, beyond `threads` (./lanes.ts). */
-  get surgeThreads(): number {
-    return this.lanes.surges;
+  /** Surge and background threads running now, beyond `threads` (./lanes.ts). */
+  get extraThreads(): { surge: number; background: number } {
+    return { surge: this.lanes.surges, background: this.lanes.backgrounds };
   }
 
   /** Tasks waiting for a free slot on a worker (metrics). */
@@ -105,23 +106,9 @@ export class SandboxPool {
     return this.lanes.queueSize + this.scheduler.size;
   }
 
-  /**
-   * Why a new exec of `tenant` (a session, ./cpu-budget.ts) is refused now, or undefined:
-   * the queue is bounded at `maxQueue`, but a session with nothing waiting may still queue
-   * up to twice that, so sessions that fill the queue never lock a new conversation out; a
-   * session may hold half of the queue, and a heavy one (./scheduler.ts), which runs one
-   * task per half of the lanes anyway, one waiting task per thread; and none may go over
-   * its CPU share while others have work.
-   */
+  /** Why a new exec of `tenant` (a session, ./cpu-budget.ts) is refused now, or undefined (./scheduler.ts `refusal`, then the CPU share). */
   refusal(tenant: string): string | undefined {
-    const waiting = this.scheduler.waitingFor(tenant);
-    const queued = this.lanes.queueSize + this.scheduler.size;
-    if (queued >= (waiting === 0 ? 2 * this.maxQueue : this.maxQueue)) return `this sidecar is at capacity (${queued} execs already wait for a worker); retry later or send the exec to another sidecar`;
-    if (waiting >= this.threads && this.scheduler.heavy(tenant, false)) {
-      return `this session's programs hold the sandbox's threads more than others and it already has ${waiting} execs waiting for a worker; wait for them to finish`;
-    }
-    if (waiting >= this.maxQueue / 2) return `this session already has ${waiting} execs waiting for a worker, half of this sidecar's queue; wait for them to finish`;
-    return this.budget.refusal(tenant);
+    return this.scheduler.refusal(tenant, this.lanes.queueSize, this.threads, this.maxQueue) ?? this.budget.refusal(tenant);
   }
 
   /** Runs a task; `tenant` (the session, see ./cpu-budget.ts) is charged the thread time its VM held. */
@@ -185,6 +172,7 @@ export class SandboxPool {
         gone: () => {
           if (finished) return true;
           if (cancelledReason !== undefined) finish({ status: "failed", error: `${CANCELLED_PREFIX}${cancelledReason}`, code: "internal_error", outputBytes: submission.outputBytesUsed });
+          else if (this.health.refusal()) finish({ status: "failed", error: this.health.refusal()!, code: "runtime_unavailable", outputBytes: submission.outputBytesUsed });
           else if (Date.now() > queuedUntil) finish({ status: "failed", error: "no sandbox worker became free in time.", code: "runtime_unavailable", outputBytes: submission.outputBytesUsed });
           return finished;
         },
@@ -297,11 +285,13 @@ export class SandboxPool {
       const moveIfHeld = () => {
         if (superseded) return;
         if (finished || moves >= MAX_MOVES) return clearInterval(watch);
-        if (!lane.hogged || lane.holder() === taskId) return;
+        // The pool cannot run code (./pool-health.ts): a task no thread started is taken back, and fails in the fair queue.
+        const stranded = this.health.refusal() !== undefined && Atomics.load(claim, 0) === 0;
+        if (!stranded && (!lane.hogged || lane.holder() === taskId)) return;
         const from = Atomics.load(claim, 0) === 0 ? 0 : parked && parked.seq > 0 ? parkedClaim(parked.seq) : -1;
         if (from < 0) return;
         // Nowhere to go: the pool adds a surge lane (./lanes.ts), and the next tick moves there.
-        if (!this.lanes.anyFreeBesides(lane)) return this.scheduler.surge();
+        if (!stranded && !this.lanes.anyFreeBesides(lane)) return this.scheduler.surge();
         if (Atomics.compareExchange(claim, 0, from, from === 0 ? CLAIM_WITHDRAWN : CLAIM_MOVED) !== from) return;
         clearInterval(watch);
         superseded = true;
@@ -311,7 +301,7 @@ export class SandboxPool {
         channel.port1.close();
         if (from === 0) {
           leaveLane();
-          this.log.info({ lane: lane.index, heldMs: lane.heldMs() }, "moving a task that had not started off a lane another guest holds");
+          this.log.info({ lane: lane.index, heldMs: lane.heldMs() }, stranded ? "taking back a task no thread started: the pool cannot run code" : "moving a task that had not started off a lane another guest holds");
           return attempt(tries, unpark);
         }
         // The old VM stays on its lane until it wakes and gives the run up.
@@ -395,6 +385,7 @@ export class SandboxPool {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.health.close();
     await this.lanes.destroy();
   }
 }

@@ -5,15 +5,16 @@
  * first among equals). A session whose programs burn CPU thus waits behind the others
  * instead of the others waiting behind it. A *heavy* session (one that used more than
  * HEAVY_SHARE of the pool's thread time over the window, or whose guest holds a lane now or
- * did within HOG_MEMORY_MS) runs
- * at most one task per half of the lanes, and heavy sessions together keep to half of the
- * lanes, so loops can never hold every thread while others have work, and their waiting
- * tasks wait here, not piled up behind a loop. A task
- * that no longer needs a lane (finished, cancelled, out of time) is dropped when its
- * turn comes. When computing guests hold the lanes while light work waits, it adds a surge
- * lane (./lanes.ts), which only light sessions use. A lane whose thread is new (./lanes.ts)
- * takes no heavy session's task until it has warmed, and a light one only when no warm lane
- * can.
+ * did within HOG_MEMORY_MS) runs only on *background* lanes: threads at a lower OS priority,
+ * one per half of the base lanes, added when heavy work waits (./lanes.ts). So loops never
+ * hold the threads light sessions run on, and when the cores are short the kernel runs the
+ * light sessions' threads (and the main thread) first; a heavy session runs at most one
+ * task per background lane, and its waiting tasks wait here, not piled up behind a loop. A
+ * task that no longer needs a lane (finished, cancelled, out of time) is dropped when its
+ * turn comes. When computing guests hold light lanes (a session's first loop, before it
+ * counts as heavy) while light work waits, it adds a surge lane (./lanes.ts). A lane whose
+ * thread is new takes no heavy session's task until it has warmed, and a light one only
+ * when no warm lane can.
  */
 import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
 
@@ -61,6 +62,24 @@ export class FairScheduler {
     let n = 0;
     for (const w of this.queue) if (w.tenant === tenant) n++;
     return n;
+  }
+
+  /**
+   * Why a new task of `tenant` may not queue now, or undefined: the queue (here and in the
+   * lanes, `inLanes`) is bounded at `maxQueue`, but a session with nothing waiting may still
+   * queue up to twice that, so sessions that fill the queue never lock a new conversation
+   * out; a session may hold half of the queue, and a heavy one, which runs one task per
+   * background lane anyway, one waiting task per thread.
+   */
+  refusal(tenant: string, inLanes: number, threads: number, maxQueue: number): string | undefined {
+    const waiting = this.waitingFor(tenant);
+    const queued = inLanes + this.size;
+    if (queued >= (waiting === 0 ? 2 * maxQueue : maxQueue)) return `this sidecar is at capacity (${queued} execs already wait for a worker); retry later or send the exec to another sidecar`;
+    if (waiting >= threads && this.heavy(tenant, false)) {
+      return `this session's programs hold the sandbox's threads more than others and it already has ${waiting} execs waiting for a worker; wait for them to finish`;
+    }
+    if (waiting >= maxQueue / 2) return `this session already has ${waiting} execs waiting for a worker, half of this sidecar's queue; wait for them to finish`;
+    return undefined;
   }
 
   submit(w: Waiting): void {
@@ -143,7 +162,7 @@ export class FairScheduler {
   surge(): void {
     const now = Date.now();
     if (now - this.lastSurge < 2 * HOG_MS) return;
-    if (!this.lanes.all.some((l) => l.hogged)) return;
+    if (!this.lanes.all.some((l) => l.kind !== "background" && l.hogged)) return;
     this.lastSurge = now;
     this.lanes.surge();
   }
@@ -183,32 +202,52 @@ export class FairScheduler {
   }
 
   /**
-   * The least loaded lane with room that no computing guest holds and `tenant` may use. Heavy
-   * sessions, together, keep to half of the lanes (one task per half for each), so light
-   * sessions always have a lane; and light sessions keep off the lanes heavy ones use while
-   * another lane has room, so a VM that already talked to its gateway is rarely on a thread
-   * a loop may get killed on (it would continue from its parked image, later).
+   * The least loaded lane with room that no computing guest holds and `tenant` may use.
+   * Heavy sessions run on background lanes only (./lanes.ts: threads at a lower OS
+   * priority, added on demand), so light sessions keep the base and surge lanes; light
+   * sessions keep off a lane a heavy one holds (a session's first loop, before it counted
+   * as heavy) while another lane has room, so a VM that already talked to its gateway is
+   * rarely on a thread a loop may get killed on (it would continue from its parked image,
+   * later).
    */
   private free(tenant: string): Lane | undefined {
+    if (this.heavy(tenant)) return this.freeBackground(tenant);
     const all = this.lanes.all;
-    // Heavy sessions keep to half of the base lanes; surge lanes are for the others.
-    const half = Math.max(1, Math.floor(this.lanes.base / 2));
-    const heavy = this.heavy(tenant);
-    const heavyLanes = new Set(all.filter((l) => [...l.tenants.keys()].some((t) => this.heavy(t))));
-    if (heavy && all.reduce((n, l) => n + (l.tenants.get(tenant) ?? 0), 0) >= half) return undefined;
+    const heavyLanes = new Set(all.filter((l) => l.kind !== "background" && [...l.tenants.keys()].some((t) => this.heavy(t))));
     let best: Lane | undefined;
     let bestScore = Infinity;
     for (const lane of all) {
-      if (lane.active >= this.capacity || lane.hogged || (heavy && lane.warming)) continue;
-      if (heavy && (lane.index >= this.lanes.base || (heavyLanes.size >= half && !heavyLanes.has(lane)))) continue;
-      // Heavy sessions share their lanes; light ones prefer the others (surge lanes among them: no heavy session uses one).
+      if (lane.kind === "background" || lane.active >= this.capacity || lane.hogged || lane.down) continue;
       // A warming lane takes light work only when no other lane can: the task then waits in
       // the new worker (as long as in this queue) instead of behind the next loop's turn here.
-      const score = lane.active + (heavy !== heavyLanes.has(lane) ? this.capacity : 0) + (lane.warming ? 3 * this.capacity : 0);
+      const score = lane.active + (heavyLanes.has(lane) ? this.capacity : 0) + (lane.warming ? 3 * this.capacity : 0);
       if (score < bestScore) {
         best = lane;
         bestScore = score;
       }
+    }
+    return best;
+  }
+
+  private lastBackground = 0;
+
+  /**
+   * A background lane with room that no computing guest holds and that has warmed. A heavy
+   * session runs one task per half of the base lanes at most (the background lanes are
+   * that many). When none can take the task, one is added if fewer exist (at most one per
+   * slice): it takes work once warmed.
+   */
+  private freeBackground(tenant: string): Lane | undefined {
+    const all = this.lanes.all;
+    if (all.reduce((n, l) => n + (l.tenants.get(tenant) ?? 0), 0) >= this.lanes.maxBackground) return undefined;
+    let best: Lane | undefined;
+    for (const lane of all) {
+      if (lane.kind !== "background" || lane.active >= this.capacity || lane.hogged || lane.warming || lane.down) continue;
+      if (!best || lane.active < best.active) best = lane;
+    }
+    if (!best && !all.some((l) => l.kind === "background" && l.warming)) {
+      const now = Date.now();
+      if (now - this.lastBackground >= 2 * HOG_MS && this.lanes.background()) this.lastBackground = now;
     }
     return best;
   }

@@ -1,6 +1,7 @@
 /**
  * Starts a sandbox sidecar: the pool, the link to the orchestrator (which reports whether
- * the pool can run code), the Sandbox gRPC service, gRPC health (SERVING while the
+ * the pool can run code: at start, and whenever its threads can no longer (re)start or can
+ * again, ./pool-health.ts), the Sandbox gRPC service, gRPC health (SERVING while the
  * orchestrator link is up and the sidecar is not draining) and server reflection.
  * Importable: returns {address, drain(), close()}. A pool that cannot start fails the
  * start, unless `serveWithoutPool` (./unavailable-pool.ts).
@@ -115,8 +116,12 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const poolOptions = { log, ...(options.threads !== undefined ? { threads: options.threads } : {}), ...(options.execsPerWorker !== undefined ? { execsPerWorker: options.execsPerWorker } : {}) };
   let pool: SandboxPool;
   let poolHealth = POOL_STARTED;
+  /** A pool that started reports at runtime when its threads can no longer run code, and when they can again. */
+  let runtimeHealth: SandboxPool["health"] | undefined;
   try {
     pool = await (options.pool ?? startPool(poolOptions));
+    runtimeHealth = pool.health;
+    poolHealth = runtimeHealth.current;
   } catch (err) {
     if (!options.serveWithoutPool || !(err instanceof PoolStartError)) throw err;
     pool = unavailablePool(err.message);
@@ -132,6 +137,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   });
   const address = formatHostPort({ host: options.listen.host, port });
   const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }), options.linkSecurity, poolHealth);
+  runtimeHealth?.onChange((health) => link.setPoolHealth(health)); // now (it may have changed since), then each change
   link.onDeliver = (scope, callId, answer) => {
     try {
       return calls.answerLive(callId, scopeKeyOf(scope), answer);

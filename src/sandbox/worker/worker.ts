@@ -12,6 +12,8 @@ import { formatLocation } from "./guest-errors.js";
 import { transformTypeScript } from "../guest/ts-transform.js";
 import { runExecSession, runResumeSession, runUnparkSession } from "./sessions.js";
 import { openCatalog } from "../shared-catalog.js";
+// A background lane's thread lowers its OS priority before it runs anything (./priority.ts).
+import "./priority.js";
 
 if (isMainThread) throw new Error("sandbox/worker/worker.js runs only inside a pool worker thread");
 
