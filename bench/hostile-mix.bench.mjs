@@ -91,13 +91,18 @@ const sidecar = startProcess(
 );
 const sidecarReady = await sidecar.ready;
 const sandboxAt = sidecarReady.sandbox;
-/** The sidecar's queue of execs waiting for a worker, from its Prometheus endpoint. */
-async function queueSize() {
+/**
+ * From the sidecar's Prometheus endpoint: its queue of execs waiting for a worker, and its
+ * main thread's V8 heap (total and used, MiB), to tell the main thread's share of RSS from
+ * the worker threads' (their heaps and QuickJS memories are the rest).
+ */
+async function sidecarGauges() {
   try {
     const text = await (await fetch(`http://${sidecarReady.metrics}/metrics`)).text();
-    return Number(text.match(/^codemode_pool_queue_size (\S+)/m)?.[1] ?? NaN);
+    const gauge = (name) => Number(text.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1] ?? NaN);
+    return { queue: gauge("codemode_pool_queue_size"), heapTotal: gauge("codemode_nodejs_heap_size_total_bytes") / 2 ** 20, heapUsed: gauge("codemode_nodejs_heap_size_used_bytes") / 2 ** 20 };
   } catch {
-    return NaN;
+    return { queue: NaN, heapTotal: NaN, heapUsed: NaN };
   }
 }
 const sandbox = createClient(Sandbox, sandboxAt);
@@ -303,11 +308,14 @@ const results = [];
  */
 async function phase(name, hostile, seconds, { record = true } = {}) {
   logs.phase = name;
-  const stats = { name, benign: [], hostile: [], rss: [], orchRss: [], queue: [], t0: performance.now() };
+  const stats = { name, benign: [], hostile: [], rss: [], orchRss: [], queue: [], heap: [], t0: performance.now() };
   const sample = () => {
     stats.rss.push({ t: (performance.now() - stats.t0) / 1000, mb: rssMiB(sidecar.child.pid) });
     stats.orchRss.push(rssMiB(orchestrator.child.pid));
-    void queueSize().then((q) => stats.queue.push(q));
+    void sidecarGauges().then((g) => {
+      stats.queue.push(g.queue);
+      stats.heap.push(g);
+    });
   };
   sample();
   const sampler = setInterval(sample, SAMPLE_MS);
@@ -415,6 +423,7 @@ for (const s of results) {
   out(`  benign failures: ${bad.length ? tallyOf(bad, true).join("; ") : "none"}${s.leftInFlight ? `; ${s.leftInFlight} execs still unsettled 60 s after the phase` : ""}`);
   if (s.hostile.length) out(`  hostile outcomes: ${tallyOf(s.hostile).join("; ")}`);
   out(`  sidecar RSS MiB every ${SAMPLE_MS / 1000} s: ${s.rss.map((p) => p.mb.toFixed(0)).join(" ")}  (orchestrator ${s.orchRss[0].toFixed(0)} → ${s.orchRss.at(-1).toFixed(0)}); execs waiting for a worker: ${s.queue.join(" ")}`);
+  out(`  sidecar main thread's V8 heap MiB, total/used: ${s.heap.map((h) => `${h.heapTotal.toFixed(0)}/${h.heapUsed.toFixed(0)}`).join(" ")}`);
   const ans = [...(answers.get(s.name) ?? new Map())].sort((a, b) => b[1].n - a[1].n);
   if (ans.length) out(`  tool answers (BridgeCallback): ${ans.map(([k, e]) => `${k} ×${e.n} (p99 ${fmtMs(pct(e.ms, 99))})`).join("; ")}`);
   const tally = [...(logs.tally.get(s.name) ?? new Map())].sort((a, b) => b[1] - a[1]).slice(0, 6);
