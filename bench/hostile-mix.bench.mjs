@@ -94,15 +94,22 @@ const sandboxAt = sidecarReady.sandbox;
 /**
  * From the sidecar's Prometheus endpoint: its queue of execs waiting for a worker, and its
  * main thread's V8 heap (total and used, MiB), to tell the main thread's share of RSS from
- * the worker threads' (their heaps and QuickJS memories are the rest).
+ * the worker threads' (their heaps and QuickJS memories are the rest); and its threads beyond
+ * --threads (surge and background).
  */
 async function sidecarGauges() {
   try {
     const text = await (await fetch(`http://${sidecarReady.metrics}/metrics`)).text();
     const gauge = (name) => Number(text.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1] ?? NaN);
-    return { queue: gauge("codemode_pool_queue_size"), heapTotal: gauge("codemode_nodejs_heap_size_total_bytes") / 2 ** 20, heapUsed: gauge("codemode_nodejs_heap_size_used_bytes") / 2 ** 20 };
+    return {
+      queue: gauge("codemode_pool_queue_size"),
+      heapTotal: gauge("codemode_nodejs_heap_size_total_bytes") / 2 ** 20,
+      heapUsed: gauge("codemode_nodejs_heap_size_used_bytes") / 2 ** 20,
+      surge: gauge("codemode_pool_surge_threads"),
+      background: gauge("codemode_pool_background_threads"),
+    };
   } catch {
-    return { queue: NaN, heapTotal: NaN, heapUsed: NaN };
+    return { queue: NaN, heapTotal: NaN, heapUsed: NaN, surge: NaN, background: NaN };
   }
 }
 const sandbox = createClient(Sandbox, sandboxAt);
@@ -424,6 +431,7 @@ for (const s of results) {
   if (s.hostile.length) out(`  hostile outcomes: ${tallyOf(s.hostile).join("; ")}`);
   out(`  sidecar RSS MiB every ${SAMPLE_MS / 1000} s: ${s.rss.map((p) => p.mb.toFixed(0)).join(" ")}  (orchestrator ${s.orchRss[0].toFixed(0)} → ${s.orchRss.at(-1).toFixed(0)}); execs waiting for a worker: ${s.queue.join(" ")}`);
   out(`  sidecar main thread's V8 heap MiB, total/used: ${s.heap.map((h) => `${h.heapTotal.toFixed(0)}/${h.heapUsed.toFixed(0)}`).join(" ")}`);
+  out(`  sidecar threads beyond --threads, surge+background: ${s.heap.map((h) => `${h.surge}+${h.background}`).join(" ")}`);
   const ans = [...(answers.get(s.name) ?? new Map())].sort((a, b) => b[1].n - a[1].n);
   if (ans.length) out(`  tool answers (BridgeCallback): ${ans.map(([k, e]) => `${k} ×${e.n} (p99 ${fmtMs(pct(e.ms, 99))})`).join("; ")}`);
   const tally = [...(logs.tally.get(s.name) ?? new Map())].sort((a, b) => b[1] - a[1]).slice(0, 6);

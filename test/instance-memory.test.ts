@@ -1,15 +1,16 @@
 /**
- * A dropped QuickJS instance gives its memory back to the OS at once (src/sandbox/worker/
- * collect.ts): an instance a guest grew far past every image is too large to reset, so it
+ * Memory a worker no longer needs leaves the process. A dropped QuickJS instance gives its
+ * memory back to the OS at once (src/sandbox/worker/collect.ts): an instance a guest grew far past every image is too large to reset, so it
  * is dropped, and its WebAssembly memory is unmapped only when V8 collects the heap. In
  * process, as a worker does: grow an instance to ~160 MiB of touched pages, release it,
  * and the process's RSS falls by most of that within a second, without any allocation
- * here that could make V8 collect on its own.
+ * here that could make V8 collect on its own. And the worker's compiler VM (one per worker,
+ * src/sandbox/worker/compiler.ts) is replaced after a program that grew it past 8 MiB.
  */
 import { readFileSync } from "node:fs";
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import { describe, expect, it } from "vitest";
-import { compileScript, preludeBytecode } from "../src/sandbox/worker/compiler.js";
+import { compileScript, compilerMemoryBytes, preludeBytecode } from "../src/sandbox/worker/compiler.js";
 import { WarmVms, type PreparedImage } from "../src/sandbox/worker/warm-vms.js";
 import { EMPTY_GUEST_CATALOG } from "../src/sandbox/task-protocol.js";
 
@@ -50,5 +51,21 @@ describe("an instance too large to reset", () => {
       now = rssMiB();
     }
     expect(held - now).toBeGreaterThan(120);
+  });
+});
+
+describe("the per-worker compiler VM", () => {
+  it("is replaced after a program that grew its memory past 8 MiB, so one large program does not hold memory for good", async () => {
+    expect((await compileScript(wasm, "1 + 1", "small.js")).ok).toBe(true);
+    const small = compilerMemoryBytes();
+    expect(small).toBeGreaterThan(0);
+    expect(small).toBeLessThanOrEqual(8 * MiB);
+    // A program near the 1 MiB input limit: its literal and bytecode grow the compiler's memory.
+    const big = await compileScript(wasm, `(() => ${JSON.stringify("q".repeat(1_040_000))}.length)`, "big.js");
+    expect(big.ok).toBe(true);
+    expect(compilerMemoryBytes()).toBeLessThanOrEqual(8 * MiB);
+    // The next compile works (in a new compiler VM).
+    expect((await compileScript(wasm, "2 + 2", "after.js")).ok).toBe(true);
+    expect(compilerMemoryBytes()).toBeGreaterThan(0);
   });
 });

@@ -17,8 +17,8 @@
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 
-/** Instances at least this large are worth a collection when dropped. */
-export const COLLECT_AFTER_DROP_BYTES = 16 * 1024 * 1024;
+/** Instances at least this large (the largest grown variant, ./grown-images.ts) are worth a collection when dropped. */
+export const COLLECT_AFTER_DROP_BYTES = 8 * 1024 * 1024;
 
 let gc: (() => void) | undefined;
 let pending = false;

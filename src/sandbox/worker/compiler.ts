@@ -11,14 +11,33 @@ import { TOOL_SEARCH_PRELUDE_FILENAME, TOOL_SEARCH_PRELUDE_SOURCE } from "../gue
 import { MCP_RUN_PRELUDE_FILENAME, MCP_RUN_PRELUDE_SOURCE } from "../mcp-run/prelude.js";
 import { cellPosition, formatLocation } from "./guest-errors.js";
 import { STACK_BYTES } from "./vm-options.js";
+import { collectSoon } from "./collect.js";
 
 export type CompileError = { message: string; line: number; column: number };
 
 let compilerVm: QuickJS | undefined;
+/**
+ * A compiler VM whose memory grew past this is replaced after the compile: WebAssembly
+ * memory never shrinks, and one large program (the 1 MiB input limit) left every worker's
+ * compiler holding tens of MiB for good.
+ */
+const COMPILER_MEMORY_BYTES = 8 * 1024 * 1024;
 
 async function compiler(wasm: WebAssembly.Module): Promise<QuickJS> {
   if (!compilerVm) compilerVm = await QuickJS.create({ wasm, maxStackSize: STACK_BYTES, timezoneOffset: 0 });
   return compilerVm;
+}
+
+/** The compiler VM's memory now (0 when there is none), for tests. */
+export function compilerMemoryBytes(): number {
+  return compilerVm ? (compilerVm as unknown as { exports: { memory: WebAssembly.Memory } }).exports.memory.buffer.byteLength : 0;
+}
+
+/** Replaces the compiler VM after a compile that grew its memory past COMPILER_MEMORY_BYTES. */
+function trim(vm: QuickJS): void {
+  if (vm !== compilerVm || (vm as unknown as { exports: { memory: WebAssembly.Memory } }).exports.memory.buffer.byteLength <= COMPILER_MEMORY_BYTES) return;
+  discard();
+  collectSoon();
 }
 
 function discard(): void {
@@ -39,12 +58,15 @@ export async function compileScript(
 ): Promise<{ ok: true; bytecode: Uint8Array } | { ok: false; error: CompileError }> {
   const vm = await compiler(wasm);
   try {
-    return { ok: true, bytecode: vm.compile(source, filename, undefined, compileFlags) };
+    const bytecode = vm.compile(source, filename, undefined, compileFlags);
+    trim(vm);
+    return { ok: true, bytecode };
   } catch {
     // compile() drops the location; a COMPILE_ONLY eval reports it in the stack.
   }
   try {
     vm.evalCode(source, filename, EvalFlags.COMPILE_ONLY).dispose();
+    trim(vm);
     return { ok: false, error: { message: "SyntaxError: could not compile", line: 1, column: 1 } };
   } catch (err) {
     const e = err as JSException & { name?: string; message?: string; stack?: string };
@@ -56,6 +78,7 @@ export async function compileScript(
     };
     if (typeof e.dispose === "function") e.dispose();
     if (!(err instanceof Error) || !/SyntaxError|RangeError/.test(error.message)) discard();
+    else trim(vm);
     return { ok: false, error };
   }
 }

@@ -96,7 +96,14 @@ const MAX_IMAGES = 8;
 /** Idle instances kept per worker (images of different catalogs differ in size). */
 const MAX_SPARES = 4;
 /** Memory of the idle instances kept per worker: the largest go first beyond it. */
-const MAX_SPARE_BYTES = 24 * 1024 * 1024;
+const MAX_SPARE_BYTES = 16 * 1024 * 1024;
+/**
+ * Idle instances larger than every image (a run grew them) kept per worker. An instance
+ * never shrinks, and a grown spare serves a small image too (reset to its grown variant),
+ * so without this bound a worker's instances ratcheted up to the largest variant under
+ * mixed traffic and stayed there: in the hostile-mix soak RSS climbed for minutes.
+ */
+const MAX_GROWN_SPARES = 1;
 /** Grown variants kept per worker (./grown-images.ts; each holds its image's bytes). */
 const MAX_GROWN = 4;
 
@@ -323,7 +330,7 @@ export class WarmVms {
   /**
    * Takes an instance back after its run. `healthy` is false when it trapped or its run
    * ended in a host failure: it is dropped. Others are kept for a reset, within MAX_SPARES
-   * and MAX_SPARE_BYTES (the largest go first); one larger than every image and every
+   * MAX_SPARE_BYTES and MAX_GROWN_SPARES (the largest go first); one larger than every image and every
    * grown variant can never be reset and is dropped.
    */
   release(vm: QuickJS, healthy: boolean): void {
@@ -336,13 +343,20 @@ export class WarmVms {
       return;
     }
     this.spares.push(vm);
+    const image = this.largestImage();
     let bytes = 0;
-    for (const s of this.spares) bytes += sizeOf(s);
-    while (this.spares.length > MAX_SPARES || bytes > MAX_SPARE_BYTES) {
+    let grown = 0;
+    for (const s of this.spares) {
+      bytes += sizeOf(s);
+      if (sizeOf(s) > image) grown++;
+    }
+    while (this.spares.length > MAX_SPARES || bytes > MAX_SPARE_BYTES || grown > MAX_GROWN_SPARES) {
+      // The largest goes first (a grown one, while any is kept).
       let at = 0;
       for (let i = 1; i < this.spares.length; i++) if (sizeOf(this.spares[i]!) > sizeOf(this.spares[at]!)) at = i;
       const gone = this.spares.splice(at, 1)[0]!;
       bytes -= sizeOf(gone);
+      if (sizeOf(gone) > image) grown--;
       this.drop(gone);
     }
   }
