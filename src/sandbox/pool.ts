@@ -25,7 +25,7 @@ import { forwardEvent, killGraceMs, type ExecEvents, type ExecHandle, type Submi
 import { ImageAnswers } from "./image-answers.js";
 import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
 import { PoolHealthMonitor } from "./pool-health.js";
-import { FairScheduler } from "./scheduler.js";
+import { FairScheduler, LOOP_MS } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
@@ -145,7 +145,7 @@ export class SandboxPool {
       if (cancelledReason !== undefined && o.status === "failed" && o.error.startsWith(CANCELLED_PREFIX)) o = { ...o, error: `${CANCELLED_PREFIX}${cancelledReason}` };
       const cpuMs = o.cpuMs ?? (startedAt > 0 ? Date.now() - startedAt : 0);
       this.budget.ended(tenant, cpuMs);
-      if (cpuMs > HOG_MS) this.scheduler.noteHog(tenant);
+      if (cpuMs >= LOOP_MS) this.scheduler.noteHog(tenant);
       this.scheduler.pump();
       resolveOutcome({ ...o, queuedMs: firstStartAt > 0 ? firstStartAt - submittedAt : Date.now() - submittedAt, moves: attempts - 1 });
     };

@@ -5,7 +5,7 @@
  * first among equals). A session whose programs burn CPU thus waits behind the others
  * instead of the others waiting behind it. A *heavy* session (one that used more than
  * HEAVY_SHARE of the pool's thread time over the window, or whose guest holds a lane now or
- * did within HOG_MEMORY_MS) runs only on *background* lanes: threads at a lower OS priority,
+ * held one for LOOP_MS within HOG_MEMORY_MS) runs only on *background* lanes: threads at a lower OS priority,
  * one per half of the base lanes, added when heavy work waits (./lanes.ts). So loops never
  * hold the threads light sessions run on, and when the cores are short the kernel runs the
  * light sessions' threads (and the main thread) first; a heavy session runs at most one
@@ -26,10 +26,19 @@ export const HEAVY_SHARE = 0.05;
  * loop then lands on a light lane: in the hostile-mix soak, every attacker's first loop
  * after a pause took a light lane, and benign work queued for up to 1.5 s. With 60 s, the
  * soak's worst burst was still its first seconds, when attackers quiet for 1 to 5 minutes
- * came back at once. A session that loops is likely to loop again (a model retries);
- * being heavy only orders its tasks behind light work when threads are short.
+ * came back at once. A session that loops is likely to loop again (a model retries). Its
+ * tasks then run on background lanes (at a lower OS priority) and behind light work.
  */
 export const HOG_MEMORY_MS = 10 * 60_000;
+/**
+ * How long a guest must hold its lane (in one hold, or in one task's CPU) for its session
+ * to be remembered as looping (HOG_MEMORY_MS). A shorter computation (a 65 ms loop, a large
+ * answer parsed) makes its session heavy only while it holds the lane, and through the CPU
+ * share: marked for 10 minutes after one such program, a conversation ran one task at a
+ * time on a background lane. The hostile loops it is for hold 300 ms (cancelled) to
+ * seconds.
+ */
+export const LOOP_MS = 250;
 
 export type Waiting = {
   tenant: string;
@@ -172,7 +181,7 @@ export class FairScheduler {
   /** When each session's guest was last seen holding a lane (HOG_MEMORY_MS; oldest first). */
   private readonly hoggedAt = new Map<string, number>();
 
-  /** A guest of `tenant` holds a lane past the slice now, or a task of it ended having done so. */
+  /** A guest of `tenant` holds a lane for LOOP_MS now, or a task of it ended having used that much CPU. */
   noteHog(tenant: string, now = Date.now()): void {
     this.hoggedAt.delete(tenant);
     this.hoggedAt.set(tenant, now);
@@ -187,14 +196,19 @@ export class FairScheduler {
 
   /**
    * Whether `tenant` used more than its light share over the window, or its guest holds a
-   * lane now or (with `remembered`, for placing its tasks) did within HOG_MEMORY_MS.
+   * lane now or (with `remembered`, for placing its tasks) held one for LOOP_MS within
+   * HOG_MEMORY_MS.
    * Admission asks without it: one past loop must not get a session's execs refused.
    */
   heavy(tenant: string, remembered = true): boolean {
     let h = remembered ? this.heavyNow.get(tenant) : undefined;
     if (h === undefined) {
-      const holding = this.lanes.all.some((l) => l.hogger === tenant);
-      if (holding) this.noteHog(tenant);
+      let holding = false;
+      for (const l of this.lanes.all) {
+        if (l.hogger !== tenant) continue;
+        holding = true;
+        if (l.heldMs() >= LOOP_MS) this.noteHog(tenant);
+      }
       h = holding || (remembered && this.hoggedAt.has(tenant)) || this.usedMs(tenant) > this.windowThreadMs * HEAVY_SHARE;
       if (this.pumping && remembered) this.heavyNow.set(tenant, h);
     }
