@@ -84,6 +84,18 @@ describe("ExecSession", () => {
     expect(resumed.model).toMatchObject({ status: "completed", value: { got: 7 } });
   });
 
+  it("ends with its result when the gateway half-closes right after the exec (no answers to send)", async () => {
+    const { scope } = await openRun(stack, TOOLS);
+    const s = stack.sandbox.execSession({ signal: AbortSignal.timeout(10_000) });
+    s.send({ message: { case: "exec", value: { scope, code: "await new Promise((r) => setTimeout(r, 200)); return 5" } } });
+    // Before, the half-close ended the server's read of the call, which destroyed it: the
+    // result and status never arrived and the gateway waited for its deadline.
+    s.end();
+    let model: Model | undefined;
+    for await (const ev of s.messages) if (ev.event.case === "result") model = JSON.parse(ev.event.value.modelJson) as Model;
+    expect(model).toMatchObject({ status: "completed", value: 5 });
+  });
+
   it("refuses a session whose first message is an answer", async () => {
     const s = stack.sandbox.execSession();
     s.send({ message: { case: "answer", value: { callId: "c_x", outcome: { case: "resultJson", value: "1" } } } } satisfies Init);

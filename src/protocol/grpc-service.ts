@@ -7,6 +7,7 @@
  * may require a bearer token (an Authorizer, checked before anything else); transport
  * credentials come from ./credentials.ts.
  */
+import type { Readable } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
@@ -63,9 +64,15 @@ function decodeRequest(desc: DescMessage, bytes: Buffer): unknown {
 
 const malformedStatus = (m: MalformedRequest) => ({ code: grpc.status.INVALID_ARGUMENT, details: m.details });
 
-/** Peer messages of a bidi stream; a message that did not decode ends them with INVALID_ARGUMENT. */
-async function* decodedMessages(source: AsyncIterable<unknown>): AsyncIterable<unknown> {
-  for await (const m of source) {
+/**
+ * Peer messages of a bidi stream; a message that did not decode ends them with INVALID_ARGUMENT.
+ * The call is read without `destroyOnReturn`: a Readable's default async iterator destroys the
+ * stream when it ends, so a peer that half-closed while the handler still worked (an
+ * ExecSession gateway with no answers to send) destroyed the call, and the result and status
+ * the handler then sent never left: the gateway waited for its deadline.
+ */
+async function* decodedMessages(source: Readable): AsyncIterable<unknown> {
+  for await (const m of source.iterator({ destroyOnReturn: false })) {
     if (m instanceof MalformedRequest) throw new ServiceError("invalid_argument", m.details);
     yield m;
   }
@@ -189,7 +196,7 @@ export function addService<S extends GenServiceMethods>(
           const leave = standing.includes(method.localName) ? undefined : drain?.enter();
           const signal = callSignal(call);
           const stream = {
-            messages: decodedMessages(call as AsyncIterable<unknown>),
+            messages: decodedMessages(call),
             signal,
             peer: call.getPeer(),
             metadata: call.metadata,

@@ -6,6 +6,7 @@
  * the fair queue, until its probes ran). A new thread probes the empty catalog and the
  * catalogs of the latest execs, so the first real task there finds its image prepared. The
  * outcome (did a probe run?) tells ./pool-health.ts whether the lane's thread can run code.
+ * It also logs each surge or background lane the pool adds, before its warm-up starts.
  */
 import { MessageChannel } from "node:worker_threads";
 import type { Lane, Lanes } from "./lanes.js";

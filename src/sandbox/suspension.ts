@@ -190,10 +190,7 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
     seg.finish(r.result, outcome.outputBytes, r.snapshotBytes);
     return;
   }
-  // The run settled: the result goes out first, then the claim is released with the run
-  // deleted (one orchestrator round trip less before the gateway has its result). Until the
-  // release lands, another wait on the run is refused as busy instead of as unknown.
+  if (ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, false, seg.log);
   if (outcome.status === "completed") seg.finish({ status: "completed", valueJson: outcome.valueJson }, outcome.outputBytes);
   else seg.finish({ status: "failed", error: outcome.error, code: outcome.code }, outcome.outputBytes);
-  if (ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, false, seg.log);
 }
