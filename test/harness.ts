@@ -18,8 +18,9 @@ export const BIN = fileURLToPath(new URL("../bin/codemode.js", import.meta.url))
 
 export type Proc = { child: ChildProcess; ready: Record<string, string>; stderr: string[]; stop(): Promise<number | null> };
 
-export async function spawnCodemode(args: string[], env: Record<string, string> = {}): Promise<Proc> {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
+/** `codemode <args>` on 127.0.0.1, resolved at its ready line; `bin` another build's entry (a copy of the package). */
+export async function spawnCodemode(args: string[], env: Record<string, string> = {}, bin = BIN): Promise<Proc> {
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
   const stderr: string[] = [];
   createInterface({ input: child.stderr! }).on("line", (l) => stderr.push(l));
   const lines = createInterface({ input: child.stdout! });

@@ -13,12 +13,9 @@
  * code: `canRunCode` reaches the orchestrator again, mode code is offered, an exec completes,
  * and a later kill's replacement thread works as before.
  */
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { cpSync, mkdtempSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResultStatus, SurfaceKind } from "../src/gen/codemode/common/v1/common_pb.js";
@@ -43,31 +40,9 @@ function copyPackage(): string {
   return dir;
 }
 
-/** `codemode <args>` from the copy at `dir` (as the harness's spawnCodemode, another bin; debug logs, to see the retries). */
-async function spawnFrom(dir: string, args: string[]): Promise<Proc> {
-  const child = spawn(process.execPath, [join(dir, "bin", "codemode.js"), ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CODEMODE_LOG_LEVEL: "debug" } });
-  const stderr: string[] = [];
-  createInterface({ input: child.stderr! }).on("line", (l) => stderr.push(l));
-  const ready = await new Promise<Record<string, string>>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ready line from the copied codemode\n${stderr.join("\n")}`)), 30_000);
-    createInterface({ input: child.stdout! }).on("line", (line) => {
-      if (!line.startsWith("ready ")) return;
-      clearTimeout(timer);
-      resolve(Object.fromEntries(line.slice(6).split(" ").map((kv) => kv.split("=") as [string, string])));
-    });
-    child.once("exit", (code) => reject(new Error(`the copied codemode exited ${code}\n${stderr.join("\n")}`)));
-  });
-  return {
-    child,
-    ready,
-    stderr,
-    async stop() {
-      if (child.exitCode !== null) return child.exitCode;
-      child.kill("SIGTERM");
-      const [code] = (await once(child, "exit")) as [number | null];
-      return code;
-    },
-  };
+/** `codemode <args>` from the copy at `dir` (debug logs, to see the retries). */
+function spawnFrom(dir: string, args: string[]): Promise<Proc> {
+  return spawnCodemode(args, { CODEMODE_LOG_LEVEL: "debug" }, join(dir, "bin", "codemode.js"));
 }
 
 /** The first line of `proc`'s stderr from line `from` on that matches `pattern` (polled, generous deadline). */
