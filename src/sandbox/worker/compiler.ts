@@ -28,14 +28,17 @@ async function compiler(wasm: WebAssembly.Module): Promise<QuickJS> {
   return compilerVm;
 }
 
+/** A VM's linear memory size (the wrapper keeps the instance's exports). */
+const memoryBytes = (vm: QuickJS) => (vm as unknown as { exports: { memory: WebAssembly.Memory } }).exports.memory.buffer.byteLength;
+
 /** The compiler VM's memory now (0 when there is none), for tests. */
 export function compilerMemoryBytes(): number {
-  return compilerVm ? (compilerVm as unknown as { exports: { memory: WebAssembly.Memory } }).exports.memory.buffer.byteLength : 0;
+  return compilerVm ? memoryBytes(compilerVm) : 0;
 }
 
 /** Replaces the compiler VM after a compile that grew its memory past COMPILER_MEMORY_BYTES. */
 function trim(vm: QuickJS): void {
-  if (vm !== compilerVm || (vm as unknown as { exports: { memory: WebAssembly.Memory } }).exports.memory.buffer.byteLength <= COMPILER_MEMORY_BYTES) return;
+  if (vm !== compilerVm || memoryBytes(vm) <= COMPILER_MEMORY_BYTES) return;
   discard();
   collectSoon();
 }
