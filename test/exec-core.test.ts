@@ -122,6 +122,10 @@ describe("module access", () => {
     ["module.require()", "return module.require('fs')"],
     ["export", "export const a = 1"],
     ["TypeScript import", "import type { A } from 'a';\nimport b from 'b';\nreturn b"],
+    // Only a backslash tells these from programs that never name a loader (those skip the tokenizer).
+    ["require() spelled with an escape", "const fs = req\\u0075ire('fs'); return 1"],
+    ["importScripts spelled with escapes", "\\u0069mportScripts('x'); return 1"],
+    ["createRequire, capitalized", "const r = createRequire('/'); return 1"],
   ];
   for (const [name, code] of refused) {
     it(`refuses ${name}`, async () => {

@@ -217,6 +217,33 @@ describe("a prelude guest code cannot subvert", () => {
     expect(out.model.value).toEqual({ a: { got: { secret: "[Getter]", plain: 1 } }, ran: false, caught: "trap says no", big: "RangeError" });
     expect(out.answered).toHaveLength(1);
   });
+
+  it("marshaling types values by their engine slots and leaves the guest's stack trace limit as the guest set it", async () => {
+    // The bridge checks a value's type with engine errors it throws and catches, made
+    // without stacks (the engine's limit is 0 meanwhile); the guest sees its own limit
+    // before, after, and inside a toJSON the bridge calls.
+    const out = await run(`
+      Error.stackTraceLimit = 3;
+      const deep = (n) => (n === 0 ? new Error("x").stack.split("\\n").length : deep(n - 1));
+      const seen = [];
+      const masked = Object.setPrototypeOf(new Map([["k", 1]]), Object.prototype);
+      const dateAsArray = Object.setPrototypeOf(new Date(0), Array.prototype);
+      const input = {
+        masked, dateAsArray, list: new Proxy([1, 2], {}), bytes: new Uint8Array(2), set: new Set([1]),
+        probe: { toJSON() { seen.push(Error.stackTraceLimit, deep(10)); return "probed"; } },
+      };
+      const r = await tools.echo(input);
+      console.log(new Map([[1, new Date(0)]]), [new Set([2])]);
+      return { got: r.got, seen, after: Error.stackTraceLimit, lines: deep(10) };`);
+    expect(out.model.status).toBe("completed");
+    expect(out.model.value).toEqual({
+      got: { masked: [["k", 1]], dateAsArray: "1970-01-01T00:00:00.000Z", list: [1, 2], bytes: "[Binary]", set: [1], probe: "probed" },
+      seen: [3, 4],
+      after: 3,
+      lines: 4,
+    });
+    expect(texts(out.model.output)).toEqual(["Map(1) { 1 => 1970-01-01T00:00:00.000Z } [Set(1) { 2 }]"]);
+  });
 });
 
 describe("error positions in the model's own source", () => {
