@@ -19,7 +19,7 @@
  * calls record before they answer (one link round trip), so the gateway reads a
  * trajectory and counters that already include them.
  */
-import { randomBytes } from "node:crypto";
+import { randomText } from "../shared/ids.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ErrorCode, ResultStatus, ToolSource, type ResultSchema, type TelemetrySchema } from "../gen/codemode/common/v1/common_pb.js";
 import type { ExecRequest, Sandbox, ToolEntrySchema } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
@@ -238,7 +238,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       if (!resolved.ok) return finish({ ok: false, error: `${resolved.name}: ${resolved.message}` });
       const e = resolved.entry;
       await deps.tracked(async (drainSignal) => {
-        const callId = `c_${randomBytes(9).toString("base64url")}`;
+        const callId = `c_${randomText(9)}`;
         let settle!: (a: Answer | undefined) => void;
         const answered = new Promise<Answer | undefined>((resolve) => (settle = resolve));
         const call: LiveCall = { callId, scopeKey: scopeKeyOf(scope), toolId: e.id, toolName: e.name, parentCallId: req.callId, startedAtMs: Date.now(), deliver: (a) => settle(a) };

@@ -4,7 +4,6 @@
  * shares with its starters (./sessions.ts). Split from ./vm-session.ts, which keeps the
  * session's state and drain loop.
  */
-import { randomBytes } from "node:crypto";
 import { JSException } from "quickjs-wasi";
 import type { ErrorCodeName, PendingRef, TaskOutcome } from "../task-protocol.js";
 import { ENCODING_DELTA, type encodeSnapshot } from "./snapshot-codec.js";
@@ -22,12 +21,6 @@ export const SNAPSHOT_BUDGET_MS = 30_000;
  * grow a result without bound (the wire and model forms wrap every item).
  */
 export const OUTPUT_ITEM_OVERHEAD_BYTES = 32;
-
-/** 128 bits of crypto randomness as four unsigned 32-bit words (Math.random's seed for a run). */
-export function seedWords(): number[] {
-  const b = randomBytes(16);
-  return [b.readUInt32LE(0), b.readUInt32LE(4), b.readUInt32LE(8), b.readUInt32LE(12)];
-}
 
 export function failed(error: string, outputBytes: number, code?: ErrorCodeName): TaskOutcome {
   return code ? { status: "failed", error, code, outputBytes } : { status: "failed", error, outputBytes };

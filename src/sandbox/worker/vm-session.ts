@@ -21,7 +21,7 @@
  */
 import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
-import { randomBytes } from "node:crypto";
+import { randomText, randomWords } from "../../shared/ids.js";
 import type { CancelFlag, ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, plainForGuest } from "./guest-errors.js";
@@ -31,7 +31,7 @@ import { liveState } from "./warm-vms.js";
 import { cohosted, enter, leave, parkedImage, publishParked, stillOwned } from "./occupancy.js";
 import { ThreadHold } from "./busy.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
-import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, seedWords, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
+import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
 
 export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
 
@@ -188,8 +188,8 @@ export class GuestSession {
         case "convenience":
           return vm.newString(this.convenienceJson);
         case "seed":
-          // Math.random's seed for this run (../guest/prelude-random.ts).
-          return vm.newString(JSON.stringify(seedWords()));
+          // Math.random's seed for this run (../guest/prelude-random.ts): 128 bits of crypto randomness.
+          return vm.newString(JSON.stringify(randomWords()));
         case "text":
           this.record("text", arg);
           return vm.undefined;
@@ -231,7 +231,7 @@ export class GuestSession {
     try {
       const op = opH?.isString ? opH.toString() : "";
       const payloadJson = argH?.isString ? argH.toString() : "null";
-      const callId = `c_${randomBytes(9).toString("base64url")}`;
+      const callId = `c_${randomText(9)}`;
       const payload = parseBridgeJson(payloadJson, "tool input") as Record<string, unknown> | null;
       if (op === "timer") {
         if (this.timers.size >= MAX_TIMERS) throw guestError("RangeError", `too many timers (at most ${MAX_TIMERS} may be armed at once).`);
