@@ -168,10 +168,10 @@ export class RunResolver {
 
   /**
    * Records a segment: the cached run's counters move at once (a new object, so segments
-   * in flight keep the counters they started with). The record goes out at once, right
-   * after the segment's result was written: a gateway that reads the trajectory as soon
-   * as it has the result finds the step there (the record is on the wire before its next
-   * call). It travels as a message on the open link; with `confirmed` (the caller needs
+   * in flight keep the counters they started with). The record goes out right after the
+   * segment's result was flushed (in the same turn of the event loop, before anything
+   * the gateway sends next is read): a gateway that reads the trajectory as soon as it has
+   * the result finds the step there (the record is on the wire before its next call). It travels as a message on the open link; with `confirmed` (the caller needs
    * it applied before it goes on), or while the link is not up, as a RecordSegment call.
    */
   async record(scope: Scope, segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName" | "sidecarId">, confirmed = false): Promise<void> {

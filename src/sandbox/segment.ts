@@ -344,10 +344,14 @@ export class Segment {
       this.init.resolver
         .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved }, recordFirst)
         .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
-    const recorded = run?.found ? record() : Promise.resolve();
     if (recordFirst) {
-      await recorded;
+      if (run?.found) await record();
       this.init.send({ case: "result", value: result });
+    } else if (run?.found) {
+      // After the result's bytes left: the socket write is a native immediate, which runs
+      // before this one in the same check phase, so encoding and writing the record no
+      // longer delays the result. Nothing the gateway sends next is read before it runs.
+      setImmediate(record);
     }
   }
 }
