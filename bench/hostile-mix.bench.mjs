@@ -92,24 +92,29 @@ const sidecar = startProcess(
 const sidecarReady = await sidecar.ready;
 const sandboxAt = sidecarReady.sandbox;
 /**
- * From the sidecar's Prometheus endpoint: its queue of execs waiting for a worker, and its
- * main thread's V8 heap (total and used, MiB), to tell the main thread's share of RSS from
- * the worker threads' (their heaps and QuickJS memories are the rest); and its threads beyond
- * --threads (surge and background).
+ * From the sidecar's Prometheus endpoint: its queue of execs waiting for a worker, its
+ * main thread's V8 heap (total and used, MiB) and its worker threads' memory (their V8
+ * heaps, the memory outside them V8 is told of, and the QuickJS instances and images kept
+ * for reuse), to tell what of RSS each holds (the rest is the C allocator's and code); and
+ * its threads beyond --threads (surge and background).
  */
 async function sidecarGauges() {
   try {
     const text = await (await fetch(`http://${sidecarReady.metrics}/metrics`)).text();
     const gauge = (name) => Number(text.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1] ?? NaN);
+    const worker = (part) => gauge(`codemode_worker_memory_bytes\\{part="${part}"\\}`) / 2 ** 20;
     return {
       queue: gauge("codemode_pool_queue_size"),
       heapTotal: gauge("codemode_nodejs_heap_size_total_bytes") / 2 ** 20,
       heapUsed: gauge("codemode_nodejs_heap_size_used_bytes") / 2 ** 20,
       surge: gauge("codemode_pool_surge_threads"),
       background: gauge("codemode_pool_background_threads"),
+      workerHeap: worker("heap_total"),
+      workerExternal: worker("external"),
+      workerKept: worker("spares") + worker("images") + worker("compiler"),
     };
   } catch {
-    return { queue: NaN, heapTotal: NaN, heapUsed: NaN, surge: NaN, background: NaN };
+    return { queue: NaN, heapTotal: NaN, heapUsed: NaN, surge: NaN, background: NaN, workerHeap: NaN, workerExternal: NaN, workerKept: NaN };
   }
 }
 const sandbox = createClient(Sandbox, sandboxAt);
@@ -432,6 +437,7 @@ for (const s of results) {
   out(`  sidecar RSS MiB every ${SAMPLE_MS / 1000} s: ${s.rss.map((p) => p.mb.toFixed(0)).join(" ")}  (orchestrator ${s.orchRss[0].toFixed(0)} → ${s.orchRss.at(-1).toFixed(0)}); execs waiting for a worker: ${s.queue.join(" ")}`);
   out(`  sidecar main thread's V8 heap MiB, total/used: ${s.heap.map((h) => `${h.heapTotal.toFixed(0)}/${h.heapUsed.toFixed(0)}`).join(" ")}`);
   out(`  sidecar threads beyond --threads, surge+background: ${s.heap.map((h) => `${h.surge}+${h.background}`).join(" ")}`);
+  out(`  sidecar worker threads' memory MiB, V8 heaps/external/kept for reuse: ${s.heap.map((h) => `${h.workerHeap.toFixed(0)}/${h.workerExternal.toFixed(0)}/${h.workerKept.toFixed(0)}`).join(" ")}`);
   const ans = [...(answers.get(s.name) ?? new Map())].sort((a, b) => b[1].n - a[1].n);
   if (ans.length) out(`  tool answers (BridgeCallback): ${ans.map(([k, e]) => `${k} ×${e.n} (p99 ${fmtMs(pct(e.ms, 99))})`).join("; ")}`);
   const tally = [...(logs.tally.get(s.name) ?? new Map())].sort((a, b) => b[1] - a[1]).slice(0, 6);

@@ -120,6 +120,22 @@ describe("codemode start --metrics-address", () => {
     expect(sample(last, "codemode_suspended_run_operations_total", { op: "claim", outcome: "unavailable" })).toBeGreaterThanOrEqual(1);
   });
 
+  it("reports the worker threads' memory: V8 heaps, the prepared images and compiler, and a grown instance kept for reuse", async () => {
+    // A thread reports with a task's outcome at most once a second: the pause makes this one report.
+    await new Promise((r) => setTimeout(r, 1_100));
+    const grown = await execute(stack, { code: "const a = []; for (let i = 0; i < 150000; i++) a.push({ i }); return a.length" });
+    expect(grown.model).toMatchObject({ status: "completed", value: 150000 });
+    const text = await scrape(metricsAt);
+    const part = (p: string) => sample(text, "codemode_worker_memory_bytes", { part: p });
+    expect(part("heap_total")).toBeGreaterThan(part("heap_used"));
+    expect(part("heap_used")).toBeGreaterThan(1 << 20);
+    // An image is about 1.4 MB; the instance the run grew (4 MiB or more) is kept as a spare.
+    expect(part("images")).toBeGreaterThan(1 << 20);
+    expect(part("spares")).toBeGreaterThanOrEqual(4 << 20);
+    expect(part("compiler")).toBeGreaterThan(0);
+    expect(part("external")).toBeGreaterThanOrEqual(part("spares"));
+  });
+
   it("counts gRPC refusals apart from results", async () => {
     const before = await scrape(metricsAt);
     await expect(stack.sandbox.bridgeCallback({ scope: { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "r" }, callId: "nope", outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "not_found" });

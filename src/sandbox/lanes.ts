@@ -32,6 +32,7 @@
  * ./pool-health.ts retries it.
  */
 import { Piscina } from "piscina";
+import type { WorkerMemory } from "./task-protocol.js";
 
 /** How long a VM may hold its thread before the lane counts as hogged. */
 export const HOG_MS = 50;
@@ -68,6 +69,8 @@ export class Lane {
   replaced: Promise<unknown> = Promise.resolve();
   /** Those tasks by session (tenant, ../cpu-budget.ts). */
   readonly tenants = new Map<string, number>();
+  /** Its thread's memory, as last reported with a task's outcome (none since the thread started: undefined). */
+  memory: WorkerMemory | undefined;
 
   enter(tenant: string, taskId: number): void {
     this.holders.set(taskId, tenant);
@@ -238,6 +241,17 @@ export class Lanes {
     return this.all.reduce((n, l) => n + l.piscina.queueSize, 0);
   }
 
+  /** The worker threads' memory, summed over their last reports. */
+  memory(): WorkerMemory {
+    const sum: WorkerMemory = { heapUsed: 0, heapTotal: 0, external: 0, spares: 0, images: 0, compiler: 0 };
+    for (const lane of this.all) {
+      const m = lane.memory;
+      if (!m) continue;
+      for (const k of Object.keys(sum) as Array<keyof WorkerMemory>) sum[k] += m[k];
+    }
+    return sum;
+  }
+
   get utilization(): number {
     return this.all.reduce((n, l) => n + l.piscina.utilization, 0) / this.all.length;
   }
@@ -248,6 +262,7 @@ export class Lanes {
       const w = lane.piscina.threads.find((t) => t.threadId === threadId);
       if (!w) continue;
       lane.clearHold();
+      lane.memory = undefined;
       lane.replaced = w.terminate().catch(() => undefined);
       this.warm(lane);
     }

@@ -64,6 +64,16 @@ export class SandboxMetrics {
     new Gauge({ name: "codemode_pool_threads", help: "Worker threads in the pool", registers, collect() { this.set(pool.threads); } });
     new Gauge({ name: "codemode_pool_surge_threads", help: "Surge threads running beyond --threads while computing guests hold the others", registers, collect() { this.set(pool.extraThreads.surge); } });
     new Gauge({ name: "codemode_pool_background_threads", help: "Background threads (lower OS priority) running heavy sessions' programs, beyond --threads", registers, collect() { this.set(pool.extraThreads.background); } });
+    new Gauge({
+      name: "codemode_worker_memory_bytes",
+      help: "The pool's worker threads' memory, summed over each thread's last report (at most a second old): heap_used and heap_total of their V8 heaps, external (array buffers and live QuickJS memories V8 is told of), spares (idle QuickJS instances kept for reuse), images (prepared images and grown variants), compiler (the VM that compiles programs)",
+      labelNames: ["part"],
+      registers,
+      collect() {
+        const m = pool.workerMemory;
+        for (const [part, bytes] of [["heap_used", m.heapUsed], ["heap_total", m.heapTotal], ["external", m.external], ["spares", m.spares], ["images", m.images], ["compiler", m.compiler]] as const) this.set({ part }, bytes);
+      },
+    });
     new Gauge({ name: "codemode_live_tool_calls", help: "Nested calls whose VM is live on this sidecar, awaiting the gateway's answer", registers, collect() { this.set(calls.liveCount); } });
     new Gauge({ name: "codemode_pool_can_run_code", help: "1 while the sidecar's pool can run code (what it reports to the orchestrator), 0 when it cannot: it could not start (--serve-without-pool) or no worker thread can (re)start now", registers, collect() { this.set(link.poolHealth.canRunCode ? 1 : 0); } });
     new Gauge({ name: "codemode_orchestrator_link_up", help: "1 while the sidecar's link to its orchestrator is up, else 0", registers, collect() { this.set(link.linkState === "up" ? 1 : 0); } });

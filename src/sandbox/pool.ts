@@ -29,7 +29,7 @@ import { FairScheduler, LOOP_MS } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
-import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "./task-protocol.js";
+import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMemory, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -99,6 +99,11 @@ export class SandboxPool {
   /** Surge and background threads running now, beyond `threads` (./lanes.ts). */
   get extraThreads(): { surge: number; background: number } {
     return { surge: this.lanes.surges, background: this.lanes.backgrounds };
+  }
+
+  /** The worker threads' memory (metrics; ./worker/memory-report.ts). */
+  get workerMemory(): WorkerMemory {
+    return this.lanes.memory();
   }
 
   /** Tasks waiting for a free slot on a worker (metrics). */
@@ -271,6 +276,7 @@ export class SandboxPool {
           case "done":
             clearTimeout(killTimer);
             if (m.outcome.vmStart) this.vmStarts[m.outcome.vmStart]++;
+            if (m.outcome.memory) lane.memory = m.outcome.memory;
             finish(m.outcome);
             break;
         }

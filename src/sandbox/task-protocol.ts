@@ -218,4 +218,20 @@ export type TaskOutcome = (
   /** Set by the pool: ms from submission to the first start on a thread, and times the run moved to another thread (moves, continuations, resubmissions). */
   queuedMs?: number;
   moves?: number;
+  /** The worker thread's memory, at most once a second (./worker/memory-report.ts). */
+  memory?: WorkerMemory;
+};
+
+/** What a worker thread holds, in bytes: its V8 heap, and the QuickJS memories it keeps for reuse. */
+export type WorkerMemory = {
+  heapUsed: number;
+  heapTotal: number;
+  /** Memory outside the V8 heap that V8 is told of (array buffers, WebAssembly memories of live instances). */
+  external: number;
+  /** Idle instances kept for a reset. */
+  spares: number;
+  /** Prepared images and grown variants. */
+  images: number;
+  /** The VM that compiles programs. */
+  compiler: number;
 };

@@ -12,7 +12,7 @@
 import type { SandboxPool } from "./pool.js";
 
 /** The members of a pool the sidecar's services, server and metrics use. */
-type ServedPool = Pick<SandboxPool, "threads" | "slots" | "vmStarts" | "utilization" | "extraThreads" | "queueSize" | "refusal" | "exec" | "close">;
+type ServedPool = Pick<SandboxPool, "threads" | "slots" | "vmStarts" | "utilization" | "extraThreads" | "workerMemory" | "queueSize" | "refusal" | "exec" | "close">;
 
 export function unavailablePool(reason: string): SandboxPool {
   const pool: ServedPool = {
@@ -21,6 +21,7 @@ export function unavailablePool(reason: string): SandboxPool {
     vmStarts: { reused: 0, restored: 0, fresh: 0, snapshot: 0 },
     utilization: 0,
     extraThreads: { surge: 0, background: 0 },
+    workerMemory: { heapUsed: 0, heapTotal: 0, external: 0, spares: 0, images: 0, compiler: 0 },
     queueSize: 0,
     refusal: () => undefined,
     exec: (submission) => ({

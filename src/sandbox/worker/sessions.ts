@@ -24,6 +24,11 @@ export function warmVms(wasm: WebAssembly.Module): WarmVms {
   return warm;
 }
 
+/** This worker's reusable instances, if any were made yet. */
+export function currentWarmVms(): WarmVms | undefined {
+  return warm;
+}
+
 export async function runExecSession(task: ExecTask & { catalog: GuestCatalog }, wasm: WebAssembly.Module, cellSource: string): Promise<TaskOutcome> {
   let prelude: Uint8Array;
   try {

@@ -377,6 +377,16 @@ export class WarmVms {
     if (large) collectSoon();
   }
 
+  /** Bytes kept for reuse: idle instances' memories, and images with their grown variants' bytes. */
+  keptBytes(): { spares: number; images: number } {
+    let spares = 0;
+    let images = 0;
+    for (const s of this.spares) spares += sizeOf(s);
+    for (const img of this.images.values()) images += img.memory.byteLength;
+    for (const g of this.grown.values()) images += g?.prefix.byteLength ?? 0;
+    return { spares, images };
+  }
+
   /** The largest prepared image. */
   private largestImage(): number {
     let max = 0;

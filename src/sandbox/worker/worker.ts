@@ -10,7 +10,8 @@ import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/modu
 import { compileCell } from "./compiler.js";
 import { formatLocation } from "./guest-errors.js";
 import { transformTypeScript } from "../guest/ts-transform.js";
-import { runExecSession, runResumeSession, runUnparkSession } from "./sessions.js";
+import { currentWarmVms, runExecSession, runResumeSession, runUnparkSession } from "./sessions.js";
+import { memoryReport } from "./memory-report.js";
 import { openCatalog } from "../shared-catalog.js";
 // A background lane's thread lowers its OS priority before it runs anything (./priority.ts).
 import "./priority.js";
@@ -72,6 +73,8 @@ export default async function runTask(task: Task): Promise<void> {
     outcome = { status: "failed", error: `internal: ${(err as Error).message}`, code: "internal_error", outputBytes: task.outputBytesUsed };
   }
   outcome.vmStart ??= task.kind === "exec" ? "fresh" : "snapshot";
+  const memory = memoryReport(currentWarmVms());
+  if (memory) outcome.memory = memory;
   // The envelope's memory moves to the main thread rather than being copied.
   const env = outcome.status === "suspended" ? outcome.envelope : undefined;
   const transfer = env && env.byteOffset === 0 && env.byteLength === env.buffer.byteLength ? [env.buffer as ArrayBuffer] : [];
