@@ -14,7 +14,7 @@
 import { randomUUID } from "node:crypto";
 import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import { ServiceError } from "../protocol/service-error.js";
-import { LIMITS, parseCodeModeConfig, runConfig, type CodeModeConfig } from "../shared/config.js";
+import { configFromJson, LIMITS, runConfig, type CodeModeConfig } from "../shared/config.js";
 import { answerFromWire, pendingKindFromWire, RUN_MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
@@ -157,7 +157,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
 
   let config: CodeModeConfig;
   try {
-    config = parseCodeModeConfig(JSON.parse(rec.configJson) as Record<string, unknown>);
+    config = configFromJson(rec.configJson);
   } catch (err) {
     await release(false);
     return early.finish({ status: "failed", error: `code mode run has an unreadable config and was discarded: ${(err as Error).message}`, code: "internal_error" }, 0);

@@ -106,6 +106,28 @@ export function runConfig(runLayer: Partial<Record<string, unknown>> | undefined
   return c;
 }
 
+/** Configs parsed from their JSON text, most recently used last. */
+const jsonConfigs = new Map<string, CodeModeConfig>();
+const MAX_JSON_CONFIGS = 256;
+
+/**
+ * A suspended run's stored config (the JSON of a parsed config), parsed again when a wait
+ * resumes it. Runs of one agent share their config, so the text repeats: a known text is
+ * not re-validated (about 0.2 ms of the main thread per wait). Throws as JSON.parse or
+ * parseCodeModeConfig do.
+ */
+export function configFromJson(json: string): CodeModeConfig {
+  let c = jsonConfigs.get(json);
+  if (c) {
+    jsonConfigs.delete(json);
+  } else {
+    c = parseCodeModeConfig(JSON.parse(json) as Record<string, unknown>);
+    if (jsonConfigs.size >= MAX_JSON_CONFIGS) jsonConfigs.delete(jsonConfigs.keys().next().value!);
+  }
+  jsonConfigs.set(json, c);
+  return c;
+}
+
 /**
  * Tool Search (the seed's `tools.toolSearch`), selected per run at OpenRun. Its own
  * defaults and clamps, in the style of LIMITS: the seed gives none, so codeTimeoutMs
