@@ -13,6 +13,13 @@ FROM node:20-bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 ENV NODE_ENV=production
+# The C allocator (glibc): a fixed mmap threshold keeps buffers of 128 KiB and more out of
+# its arenas. By default the threshold rises to the largest buffer freed so far (up to 32
+# MiB), after which multi-MiB buffers (prepared VM images, large tool answers and inputs)
+# come from the arenas, which keep what they freed: under hostile load the sidecar's RSS
+# then grew for tens of minutes. Two arenas instead of eight per core bound the rest.
+# (README, Operations: memory.)
+ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist

@@ -27,7 +27,7 @@ import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { Cell, interleave, pct, ms, perS, bytes, printTable } from "./lib/stats.mjs";
 import { loadWasm, runFloor, runFloorTs } from "./lib/floor.mjs";
-import { startService, Gateway } from "./lib/service.mjs";
+import { startService, Gateway, mallocSettings } from "./lib/service.mjs";
 import { largeCatalog } from "./lib/catalog.mjs";
 import { W1, W2, W3, W4, W5, TS, SUSPEND, EXPECT, TWO_TOOLS } from "./lib/workloads.mjs";
 
@@ -295,7 +295,7 @@ latencyRow("cold: ready -> first exec result (e)", coldFirst, floorFirst, "<= 20
 
 console.log("");
 console.log(`## Exec benchmark: service (gRPC end to end) vs in-process floor`);
-console.log(`node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --cold ${COLD} --warmup ${WARMUP}; ${wallS.toFixed(0)} s in all`);
+console.log(`node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --cold ${COLD} --warmup ${WARMUP}; service ${mallocSettings()}; ${wallS.toFixed(0)} s in all`);
 console.log("");
 printTable(["workload", "service p50", "service p99", "floor p50", "floor p99", "ratio (p50)", "goal", "met?"], rows);
 console.log("");

@@ -22,6 +22,7 @@ import { parseArgs } from "node:util";
 import { createClient } from "../dist/protocol/grpc-service.js";
 import { Sandbox } from "../dist/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { Control } from "../dist/gen/codemode/orchestrator/v1/control_pb.js";
+import { MALLOC_DEFAULTS, mallocSettings } from "./lib/service.mjs";
 
 const CATEGORIES = ["busy", "native", "memory", "flood", "oversized", "cancel"];
 const { values } = parseArgs({
@@ -49,7 +50,7 @@ const logs = { phase: "start-up", tally: new Map(), threads: undefined, file: va
 function startProcess(args, env = {}) {
   // CODEMODE_BENCH_SIDECAR_NODE_ARGS: node flags for the sidecar alone (e.g. --cpu-prof).
   const nodeArgs = args[0] === "sandbox" ? (process.env.CODEMODE_BENCH_SIDECAR_NODE_ARGS ?? "").split(" ").filter(Boolean) : [];
-  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
+  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...MALLOC_DEFAULTS, ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
   const name = args[0];
   // Every log line but the per-exec "exec finished" is tallied per phase (the clues).
   createInterface({ input: child.stderr }).on("line", (line) => {
@@ -411,7 +412,7 @@ const baseP99 = pct(base.benign.map((r) => r.ms), 99);
 const verdict = (ok) => (ok ? "pass" : "FAIL");
 const lines = [];
 const out = (s = "") => lines.push(s);
-out(`hostile-mix: ${RATE} benign execs/s offered (open loop), hostile = 10% of traffic in hostile phases, ${SECONDS} s per phase, soak ${MINUTES} min; node ${process.version}, ${cpus().length} cores, sidecar threads ${logs.threads ?? values.threads ?? "?"}, 8 execs per worker`);
+out(`hostile-mix: ${RATE} benign execs/s offered (open loop), hostile = 10% of traffic in hostile phases, ${SECONDS} s per phase, soak ${MINUTES} min; node ${process.version}, ${cpus().length} cores, sidecar threads ${logs.threads ?? values.threads ?? "?"}, 8 execs per worker, ${mallocSettings()}`);
 out(`latency = Exec call to its Result as the gateway sees it, over every benign exec whatever its outcome; targets: success >= ${TARGET.success}%, p99 <= ${TARGET.p99Ratio}x baseline p99 (${fmtMs(baseP99)}), sidecar RSS growth <= ${TARGET.rssMiBPerMin} MiB/min`);
 out();
 out(`| phase | benign execs | success | target ≥${TARGET.success}% | benign not ok: refused at the edge / failed or waiting | p50 | p99 | p99 / baseline | target ≤${TARGET.p99Ratio}× | hostile execs | sidecar RSS MiB (start → max → end) |`);

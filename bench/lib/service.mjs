@@ -12,6 +12,16 @@ import { Control } from "../../dist/gen/codemode/orchestrator/v1/control_pb.js";
 import { answer } from "./workloads.mjs";
 
 const BIN = fileURLToPath(new URL("../../bin/codemode.js", import.meta.url));
+/**
+ * The C allocator's settings the service runs with, as `npm start` and the Dockerfile set
+ * them (README, Operations: memory), unless this process's environment sets them.
+ */
+export const MALLOC_DEFAULTS = { MALLOC_ARENA_MAX: "2", MALLOC_MMAP_THRESHOLD_: "131072" };
+/** Those settings as the service gets them, for a bench's header line. */
+export function mallocSettings() {
+  const env = { ...MALLOC_DEFAULTS, ...process.env };
+  return `MALLOC_ARENA_MAX=${env.MALLOC_ARENA_MAX} MALLOC_MMAP_THRESHOLD_=${env.MALLOC_MMAP_THRESHOLD_}`;
+}
 /** A fixed key, so the run is what a multi-replica deployment runs (sealed snapshots, any replica resumes). */
 const SNAPSHOT_KEY = "bench-snapshot-key-0123456789abcdef0123456789";
 const live = new Set();
@@ -29,7 +39,7 @@ export async function startService(extraArgs = []) {
   const nodeArgs = (process.env.CODEMODE_BENCH_SIDECAR_NODE_ARGS ?? "").split(" ").filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, BIN, "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extraArgs], {
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, CODEMODE_LOG_LEVEL: "warn", CODEMODE_SNAPSHOT_KEY: SNAPSHOT_KEY },
+    env: { ...MALLOC_DEFAULTS, ...process.env, CODEMODE_LOG_LEVEL: "warn", CODEMODE_SNAPSHOT_KEY: SNAPSHOT_KEY },
   });
   live.add(child);
   const stderr = [];

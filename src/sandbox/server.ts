@@ -171,7 +171,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   setTimeout(() => void import("./mcp-run/run-service.js").catch(() => undefined), MCP_RUN_PREFETCH_MS).unref();
   const tls = options.security?.tls ? (options.security.tls.clientCa ? "mtls" : "tls") : "plaintext";
   const linkTls = options.linkSecurity?.tls ? (options.linkSecurity.tls.cert ? "mtls" : "tls") : "plaintext";
-  log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator, tls, token: token !== undefined, link: { tls: linkTls, token: options.linkSecurity?.token !== undefined } }, "sandbox listening");
+  log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator, tls, token: token !== undefined, link: { tls: linkTls, token: options.linkSecurity?.token !== undefined }, malloc: { arenaMax: process.env.MALLOC_ARENA_MAX ?? "unset", mmapThreshold: process.env.MALLOC_MMAP_THRESHOLD_ ?? "unset" } }, "sandbox listening");
 
   /**
    * The drain budget ran out with execs or waits still running: they are cancelled (each
