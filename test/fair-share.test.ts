@@ -61,10 +61,10 @@ describe("a fair share of the pool per session", () => {
         const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
         const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
         // After the name: state is field 3, utime and stime 14 and 15, nice 19.
-        return { tid, cpu: Number(f[11]) + Number(f[12]), nice: Number(f[16]) };
+        return { tid, cpu: Number(f[11]) + Number(f[12]), nice: Number(f[16]), name: /\((.*)\)/.exec(stat)![1]! };
       });
     };
-    let niced: Array<{ tid: string; cpu: number; nice: number }> = [];
+    let niced: Array<{ tid: string; cpu: number; nice: number; name: string }> = [];
     for (let i = 0; i < 50 && niced.length === 0; i++) {
       await new Promise((r) => setTimeout(r, 100));
       niced = threads().filter((t) => t.nice === 10);
@@ -79,6 +79,9 @@ describe("a fair share of the pool per session", () => {
     expect(await loop).toMatchObject({ status: "failed", code: "timeout" });
     // Every other thread of the sidecar runs at normal priority.
     expect(threads().filter((t) => t.nice !== 0 && t.tid !== niced[0]!.tid)).toEqual([]);
+    // The pool's threads are named for the OS (top -H, ps -L): the background one, and the two base ones.
+    expect(niced[0]!.name).toBe("codemode-bg");
+    expect(threads().filter((t) => t.name === "codemode-worker").length).toBeGreaterThanOrEqual(2);
   });
 
   it("refuses a session over its CPU share while another session has work, naming the share", async () => {

@@ -7,8 +7,12 @@
  * Linux: setpriority(2) with a thread id. Lowering needs no privilege; raising it back
  * would, so a lane's thread keeps its priority for life, and a replaced thread sets it
  * again. Elsewhere (no /proc/thread-self) the thread runs at normal priority.
+ *
+ * It also names the thread for the OS (`top -H`, `ps -L`, /proc/<pid>/task/<tid>/comm):
+ * `codemode-worker`, or `codemode-bg` on a background lane; otherwise every thread of the
+ * process is called `node`, and a worker's CPU could not be told from V8's helper threads'.
  */
-import { readlinkSync } from "node:fs";
+import { readlinkSync, writeFileSync } from "node:fs";
 import { setPriority } from "node:os";
 import { workerData } from "node:worker_threads";
 
@@ -30,3 +34,10 @@ function setNice(nice: number): PriorityOutcome {
 
 /** Set once, when the worker module loads. */
 export const priority: PriorityOutcome = setNice((workerData as { nice?: number } | undefined)?.nice ?? 0);
+
+try {
+  // At most 15 characters; a thread may rename only itself.
+  writeFileSync("/proc/thread-self/comm", priority.nice > 0 ? "codemode-bg" : "codemode-worker");
+} catch {
+  // not Linux: the thread keeps its name
+}
