@@ -352,6 +352,8 @@ async function phase(name, hostile, seconds, { record = true } = {}) {
       track(benignExec().then((r) => stats.benign.push(r), (err) => stats.benign.push({ outcome: `bench error ${err?.code ?? err}`, ms: 0, ok: false })));
     }
   }
+  // Samples from here on are of the drain (no new traffic), not of the phase's load.
+  stats.offeredS = (performance.now() - stats.t0) / 1000;
   await Promise.race([Promise.allSettled([...inflight]), sleep(60_000)]);
   clearInterval(sampler);
   sample();
@@ -446,12 +448,16 @@ for (const s of results) {
 }
 if (MINUTES > 0) {
   const soak = results.at(-1);
-  const all = slopePerMin(soak.rss);
-  const half = slopePerMin(soak.rss.filter((p) => p.t >= soak.rss.at(-1).t / 2));
-  const first = soak.rss[0].mb;
-  const last = soak.rss.at(-1).mb;
+  // Only the samples taken while the soak's traffic was offered: after it, RSS falls as the
+  // queued hostile execs drain (up to 60 s), which would pull the slope down.
+  const during = soak.rss.filter((p) => p.t <= soak.offeredS);
+  const drain = soak.rss.filter((p) => p.t > soak.offeredS);
+  const all = slopePerMin(during);
+  const half = slopePerMin(during.filter((p) => p.t >= soak.offeredS / 2));
+  const first = during[0].mb;
+  const last = during.at(-1).mb;
   out();
-  out(`RSS soak (${MINUTES} min, benign + all hostile categories at 10%): sidecar ${first.toFixed(1)} → ${last.toFixed(1)} MiB (max ${Math.max(...soak.rss.map((p) => p.mb)).toFixed(1)}); least-squares growth ${all.slope.toFixed(2)} ± ${all.ci.toFixed(2)} MiB/min (±2 standard errors) over the whole soak: ${verdict(all.slope <= TARGET.rssMiBPerMin)} against ≤ ${TARGET.rssMiBPerMin} MiB/min over 10 min${all.slope - all.ci <= TARGET.rssMiBPerMin && all.slope + all.ci > TARGET.rssMiBPerMin ? " (the samples swing too much for this soak to resolve the target either way)" : ""}; ${half.slope.toFixed(2)} ± ${half.ci.toFixed(2)} MiB/min over its second half`);
+  out(`RSS soak (${MINUTES} min, benign + all hostile categories at 10%): sidecar ${first.toFixed(1)} → ${last.toFixed(1)} MiB (max ${Math.max(...during.map((p) => p.mb)).toFixed(1)}) while traffic was offered; least-squares growth ${all.slope.toFixed(2)} ± ${all.ci.toFixed(2)} MiB/min (±2 standard errors) over those ${during.length} samples: ${verdict(all.slope <= TARGET.rssMiBPerMin)} against ≤ ${TARGET.rssMiBPerMin} MiB/min over 10 min${all.slope - all.ci <= TARGET.rssMiBPerMin && all.slope + all.ci > TARGET.rssMiBPerMin ? " (the samples swing too much for this soak to resolve the target either way)" : ""}; ${half.slope.toFixed(2)} ± ${half.ci.toFixed(2)} MiB/min over its second half${drain.length ? `; then ${drain.length} samples while in-flight execs drained, ${drain[0].mb.toFixed(0)} → ${drain.at(-1).mb.toFixed(0)} MiB (not in the slope)` : ""}`);
   out(`whole run: sidecar RSS ${results[0].rss[0].mb.toFixed(1)} MiB at the baseline's start, ${last.toFixed(1)} MiB when the soak ended, ${idleRss.toFixed(1)} MiB after 30 s without traffic; ${((performance.now() - bench0) / 60000).toFixed(1)} min`);
 }
 console.log(lines.join("\n"));
