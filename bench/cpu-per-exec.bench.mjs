@@ -5,7 +5,7 @@
 // V8's helper threads (compilers, garbage collection), and the gateway process itself.
 //
 // For each workload: a warm-up, then --n execs back to back at --concurrency over one
-// stream each (Exec, or ExecSession for W2/W3 so answers travel on the stream), timing CPU
+// stream each (Exec for W1, ExecSession for the tool-calling W2, W3 and W5), timing CPU
 // from /proc/<pid>/task/*/stat (the sidecar) and process.cpuUsage() (this process, the
 // gateway); the floor runs the same program in fresh in-process VMs (bench/lib/floor.mjs)
 // and its CPU is this process's over those runs. Prints figures; asserts nothing.
