@@ -45,6 +45,17 @@ export const BACKGROUND_NICE = 10;
 /** base: one per thread asked for, always there; surge: added for light work while loops hold lanes; background: heavy sessions' lanes, at a lower OS priority. */
 export type LaneKind = "base" | "surge" | "background";
 
+/**
+ * A pool thread's V8 young generation, MiB (its two semi-spaces take two thirds of it).
+ * V8's default lets each semi-space grow to 16 MiB when much of what a thread allocates
+ * survives a scavenge, and keeps it there: in the hostile-mix soak a long-lived worker's
+ * new space sat at 32 MiB against 6-10 MiB of old space, so the workers' heaps (and the
+ * sidecar's RSS) ratcheted up with the load. A worker's own allocations are small and
+ * short-lived (messages, strings crossing the bridge; guest objects live in QuickJS's
+ * memory), so 4 MiB semi-spaces cost a few more scavenges and no promotions that matter.
+ */
+export const WORKER_YOUNG_GENERATION_MB = 12;
+
 export type LaneOptions = {
   filename: string;
   execsPerWorker: number;
@@ -100,7 +111,7 @@ export class Lane {
       idleTimeout: Number.MAX_SAFE_INTEGER,
       concurrentTasksPerWorker: o.execsPerWorker,
       workerData: { wasmModule: o.wasmModule, busy: shared, epoch: this.epoch, nice: kind === "background" ? BACKGROUND_NICE : 0 },
-      resourceLimits: { stackSizeMb: o.stackSizeMb },
+      resourceLimits: { stackSizeMb: o.stackSizeMb, maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
       // Guest code runs in workers; keep the process's environment out of them.
       env: {},
       atomics: "disabled",
