@@ -9,7 +9,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { Lanes, type Lane } from "../src/sandbox/lanes.js";
+import { Lanes, WORKER_YOUNG_GENERATION_MB, type Lane } from "../src/sandbox/lanes.js";
 import { FairScheduler, HOG_MEMORY_MS } from "../src/sandbox/scheduler.js";
 import { RecentCatalogs } from "../src/sandbox/lane-warmup.js";
 import { EMPTY_GUEST_CATALOG } from "../src/sandbox/task-protocol.js";
@@ -76,6 +76,16 @@ describe("a warming lane (real worker threads)", () => {
     } finally {
       await two.destroy();
     }
+  });
+
+  it("runs its thread with a capped V8 young generation (V8's default lets new space reach 32 MiB per thread)", async () => {
+    const lane = lanes.all[0]!;
+    for (let i = 0; i < 100 && lane.piscina.threads.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    // The limits the thread's isolate was made with, as Node reports them for a running worker.
+    const limits = lane.piscina.threads[0]!.resourceLimits!;
+    expect(limits.maxYoungGenerationSizeMb).toBe(WORKER_YOUNG_GENERATION_MB);
+    expect(WORKER_YOUNG_GENERATION_MB).toBeLessThan(48);
+    expect(limits.stackSizeMb).toBe(16);
   });
 
   it("keeps a session heavy for HOG_MEMORY_MS after its guest held a lane, then forgets it", () => {
