@@ -13,8 +13,6 @@
 // A wait that was resuming a run on the killed sidecar holds the run's claim for its
 // lease (5 minutes) before another wait may resume it from its stored snapshot; the test
 // moves that lease to now in Redis instead of waiting (it counts such runs).
-import { once } from "node:events";
-import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCode, Refusal, ResultStatus } from "../src/gen/codemode/common/v1/common_pb.js";
@@ -24,47 +22,8 @@ import { createClient, type ServiceClient } from "../src/protocol/grpc-service.j
 import type { ServiceError } from "../src/protocol/service-error.js";
 import { openRun, type TestTool } from "./gateway.js";
 import { collectStream, SHARED_SNAPSHOT_KEY, spawnCodemode, type ExecOutcome, type Proc, type ToolCallEvent } from "./harness.js";
+import { startBalancer } from "./balancer.js";
 import { startRedis, type RedisServer } from "./redis.js";
-
-/** A TCP balancer: each connection goes to the next backend that accepts it (kube-proxy for a Service). */
-async function startBalancer(backends: string[]): Promise<{ address: string; close(): Promise<void> }> {
-  let next = 0;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    sockets.add(client);
-    client.on("close", () => sockets.delete(client));
-    client.pause();
-    const tryBackend = (left: number) => {
-      if (left === 0) return void client.destroy();
-      const [host, port] = backends[next++ % backends.length]!.split(":");
-      const upstream = createConnection({ host: host!, port: Number(port) });
-      upstream.once("error", () => tryBackend(left - 1));
-      upstream.once("connect", () => {
-        sockets.add(upstream);
-        upstream.removeAllListeners("error");
-        upstream.on("close", () => {
-          sockets.delete(upstream);
-          client.destroy();
-        });
-        upstream.on("error", () => client.destroy());
-        client.on("error", () => upstream.destroy());
-        client.on("close", () => upstream.destroy());
-        client.pipe(upstream).pipe(client);
-        client.resume();
-      });
-    };
-    tryBackend(backends.length);
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return {
-    address: `127.0.0.1:${(server.address() as { port: number }).port}`,
-    close: async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
 
 type Side = { proc: Proc; address: string; client: ServiceClient<typeof Sandbox.method>; dead: boolean };
 type RunScope = NonNullable<Parameters<ServiceClient<typeof Control.method>["openRun"]>[0]["scope"]>;

@@ -7,7 +7,14 @@ import { once } from "node:events";
 import { createServer } from "node:net";
 import { createInterface } from "node:readline";
 
-export type RedisServer = { url: string; port: number; stop(): Promise<void> };
+export type RedisServer = {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+  /** SIGSTOP: the server takes connections and bytes into its sockets but runs nothing until `resume()`. */
+  pause(): void;
+  resume(): void;
+};
 
 /** Tries this many ports before giving up (another process may take a port we picked). */
 const ATTEMPTS = 5;
@@ -27,7 +34,7 @@ export async function startRedis(): Promise<RedisServer> {
       await stop(child);
       continue;
     }
-    return { url: `redis://127.0.0.1:${port}`, port, stop: () => stop(child) };
+    return { url: `redis://127.0.0.1:${port}`, port, stop: () => stop(child), pause: () => void child.kill("SIGSTOP"), resume: () => void child.kill("SIGCONT") };
   }
   throw new Error(`redis-server did not start after ${ATTEMPTS} attempts`, { cause: lastError });
 }
@@ -73,5 +80,6 @@ async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, "exit");
   child.kill("SIGTERM");
+  child.kill("SIGCONT");
   await exited;
 }

@@ -135,7 +135,7 @@ describe.each([
     expect(await store.claim("ls", SCOPE, LEASE)).toEqual({ ok: false, why: "busy" });
     expect(await store.release("ls", first.token, true)).toBe(false);
     expect(await store.answers("ls", first.token, new Set())).toBeUndefined();
-    expect(await store.suspend(record("ls"), { maxSuspendedRuns: MAX, claimToken: first.token })).toEqual({ ok: false, why: "claim_lost" });
+    expect(await store.suspend(record("ls", { generation: 2, snapshot: Uint8Array.from([2]) }), { maxSuspendedRuns: MAX, claimToken: first.token })).toEqual({ ok: false, why: "claim_lost" });
     expect(await store.release("ls", second.token, true)).toBe(true);
   });
 
@@ -190,8 +190,10 @@ describe.each([
   it("refuses a re-suspension without the current claim", async () => {
     const store = open();
     await store.suspend(record("st"), { maxSuspendedRuns: MAX });
-    expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX })).toEqual({ ok: false, why: "claim_lost" });
-    expect(await store.suspend(record("st"), { maxSuspendedRuns: MAX, claimToken: "made-up" })).toEqual({ ok: false, why: "claim_lost" });
+    // Another snapshot for the stored run (the same one again is a resend: see below).
+    const other = record("st", { snapshot: Uint8Array.from([7]) });
+    expect(await store.suspend(other, { maxSuspendedRuns: MAX })).toEqual({ ok: false, why: "claim_lost" });
+    expect(await store.suspend({ ...other, generation: 2 }, { maxSuspendedRuns: MAX, claimToken: "made-up" })).toEqual({ ok: false, why: "claim_lost" });
     const { token } = await claimed(store, "st");
     expect(await store.suspend(record("st", { outputBytes: 1, generation: 2 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
     // The re-suspension ended that claim.
@@ -271,6 +273,26 @@ describe.each([
     expect(run.generation).toBe(2);
     expect(await store.suspend(record("g", { generation: 3 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
     expect((await claimed(store, "g")).run.generation).toBe(3);
+  });
+
+  it("takes a suspension sent again (its reply lost) as stored, changing nothing; a different snapshot at that generation stays stale", async () => {
+    const store = open();
+    const first = record("rs", { snapshot: Uint8Array.from([1, 1, 1]) });
+    expect(await store.suspend(first, { maxSuspendedRuns: MAX })).toEqual({ ok: true, answeredCallIds: [] });
+    expect(await store.addAnswer(SCOPE, ok("rs:c1"))).toEqual({ result: "stored", codeModeRunId: "rs" });
+    // Sent again, as a sidecar does after its orchestrator died before replying: the stored answer is reported.
+    expect(await store.suspend(first, { maxSuspendedRuns: 1 })).toEqual({ ok: true, answeredCallIds: ["rs:c1"] });
+    expect(await store.suspend(record("rs", { snapshot: Uint8Array.from([1, 1, 2]) }), { maxSuspendedRuns: MAX })).toEqual({ ok: false, why: "claim_lost" });
+    expect(await store.count()).toBe(1);
+
+    const { token } = await claimed(store, "rs");
+    const second = record("rs", { generation: 2, snapshot: Uint8Array.from([2, 2, 2]), outputBytes: 9 });
+    expect(await store.suspend(second, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: ["rs:c1"] });
+    // The claim ended with the first; the same replacement again is stored, another is not.
+    expect(await store.suspend(second, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: ["rs:c1"] });
+    expect(await store.suspend({ ...second, snapshot: Uint8Array.from([2, 2, 3]) }, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
+    const again = await claimed(store, "rs");
+    expect([again.run.generation, [...again.run.snapshot], again.run.outputBytes, again.run.answers.map((a) => a.callId)]).toEqual([2, [2, 2, 2], 9, ["rs:c1"]]);
   });
 
   it("remembers a run's generation after it settled, was closed or expired: the run id never starts over", async () => {

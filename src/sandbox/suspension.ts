@@ -102,25 +102,29 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
     const a = known(p.callId);
     if (a) included.set(p.callId, a);
   }
-  const res = await ctx.link.client.suspendRun(
-    {
-      run: {
-        codeModeRunId: ctx.codeModeRunId,
-        scope: ctx.scope,
-        snapshot: sealed,
-        pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind), dueAtMs: BigInt(p.dueAtMs ?? 0) })),
-        answers: [...included].map(([id, a]) => answerToWire(id, a)),
-        reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
-        configJson,
-        outputBytes: BigInt(outcome.outputBytes),
-        catalogVersion: ctx.catalogVersion,
-        execCallId: ctx.execCallId,
-        generation: BigInt(generation),
-      },
-      reclaim: ctx.claim !== undefined,
-      claimToken: ctx.claim?.token ?? "",
+  const request = {
+    run: {
+      codeModeRunId: ctx.codeModeRunId,
+      scope: ctx.scope,
+      snapshot: sealed,
+      pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind), dueAtMs: BigInt(p.dueAtMs ?? 0) })),
+      answers: [...included].map(([id, a]) => answerToWire(id, a)),
+      reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
+      configJson,
+      outputBytes: BigInt(outcome.outputBytes),
+      catalogVersion: ctx.catalogVersion,
+      execCallId: ctx.execCallId,
+      generation: BigInt(generation),
     },
-    { deadlineMs: 10_000 },
+    reclaim: ctx.claim !== undefined,
+    claimToken: ctx.claim?.token ?? "",
+  };
+  // Retried while the orchestrator cannot be reached (the link's address may lead to another
+  // one): the store takes this same request again as already stored, so a reply lost with a
+  // dying orchestrator does not leave the run stored while the model is told it failed.
+  const res = await withRetries(
+    () => ctx.link.client.suspendRun(request, { deadlineMs: 10_000 }),
+    (err) => err instanceof ServiceError && err.code === "unavailable" && !ctx.signal.aborted,
   );
   if (res.refused) {
     return { result: { status: "failed", error: res.refused, code: errorCodeName(res.refusedCode) ?? "invalid_input" } };

@@ -57,6 +57,10 @@ export class MemoryRunStore implements RunStore {
     const now = Date.now();
     const id = record.codeModeRunId;
     const existing = this.live(id, now);
+    // This very request again (its reply was lost with an orchestrator): already stored as sent.
+    if (existing && existing.record.generation === record.generation && Buffer.compare(existing.record.snapshot, record.snapshot) === 0) {
+      return { ok: true, answeredCallIds: [...existing.answers.keys()] };
+    }
     if (options.claimToken === undefined) {
       if (existing) return { ok: false, why: "claim_lost" };
       if (this.countLive(now) >= options.maxSuspendedRuns) return { ok: false, why: "cap" };

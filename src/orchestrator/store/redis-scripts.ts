@@ -68,6 +68,12 @@ const SUSPEND = `
 local id, scope, session, runid = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local exp, gen, n = tonumber(ARGV[7]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local live = liveExp(id)
+-- This very request again (its reply was lost with an orchestrator): already stored as sent.
+if live and tonumber(redis.call('GET', genKey(id))) == gen and redis.call('HGET', runKey(id), 'snap') == ARGV[10] then
+  local out = {'ok'}
+  for _, c in ipairs(redis.call('HKEYS', answersKey(id))) do out[#out + 1] = c end
+  return out
+end
 if ARGV[12] == 'new' then
   if live then return {'claim_lost'} end
   redis.call('ZREMRANGEBYSCORE', RUNS, '-inf', NOW)

@@ -100,7 +100,9 @@ export interface RunStore {
    * pending call ids that have a stored answer after the merge. Refused with `stale` (and
    * nothing changed) unless `record.generation` is the stored generation plus one, and for
    * a new run 1 on a run id whose generation is not remembered; on success it is the
-   * run's generation.
+   * run's generation. The same request sent again (a live run at `record.generation`
+   * holding byte-identical sealed snapshot bytes, which a fresh seal never repeats) is
+   * `ok` and changes nothing, so a suspension whose reply was lost can be retried.
    */
   suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult>;
   /**
