@@ -194,7 +194,11 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
     seg.finish(r.result, outcome.outputBytes, r.snapshotBytes);
     return;
   }
-  if (ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, false, seg.log);
   if (outcome.status === "completed") seg.finish({ status: "completed", valueJson: outcome.valueJson }, outcome.outputBytes);
   else seg.finish({ status: "failed", error: outcome.error, code: outcome.code }, outcome.outputBytes);
+  // A resumed run that settled is deleted after its result went out (one link round trip
+  // off the result's path), and before its stream ends: a stream that ends OK means the
+  // store no longer has the run; a sidecar that dies in between fails the stream after the
+  // result, and the run stays claimed until its lease passes, as for any wait it was serving.
+  if (ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, false, seg.log);
 }
