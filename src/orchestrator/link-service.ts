@@ -47,6 +47,8 @@ export function linkHandlers(deps: {
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<string, { surface: ReturnType<typeof surfaceOf>; config: ReturnType<typeof configLayerToWire>; toolSearch: ReturnType<typeof parseToolSearchConfig>; mcpRun: ReturnType<typeof mcpRunToWire> }>();
   const { runs, log, sidecars, cache } = deps;
+  /** Each attached sidecar's current link (its Attach stream's registration). */
+  const links = new Map<string, object>();
   /**
    * A tool_search_code program of the run could not start an isolated runtime: from now
    * on the run's Tool Search surface is mode tools (the seed's fallback), until the
@@ -96,6 +98,9 @@ export function linkHandlers(deps: {
       let kick: (err: Error) => void = () => undefined;
       const kicked = new Promise<never>((_, reject) => (kick = reject));
       kicked.catch(() => undefined);
+      // This stream's registration: a sidecar that attached again (its old link not yet seen
+      // to close here) is detached only by the link that is current.
+      const registration = {};
       const messages = stream.messages[Symbol.asyncIterator]();
       try {
         for (;;) {
@@ -104,8 +109,10 @@ export function linkHandlers(deps: {
           const msg = next.value;
           if (msg.message.case === "hello") {
             id = msg.message.value.sidecarId;
+            const replaced = links.has(id);
+            links.set(id, registration);
             sidecars.set(id, { sidecarId: id, address: msg.message.value.address, peer: stream.peer, attachedAtMs: Date.now(), lastSeenMs: Date.now() });
-            log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer }, "sidecar attached");
+            log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer, ...(replaced ? { replacedLink: true } : {}) }, "sidecar attached");
             deps.pools.report(id, stream, msg.message.value.pool);
             stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId } } });
             deps.live.attach(id, (requestId, scope, callId, answer) =>
@@ -140,7 +147,11 @@ export function linkHandlers(deps: {
         if (err instanceof ServiceError) throw err;
         if (!stream.signal.aborted) log.warn({ err, sidecarId: id }, "sidecar link failed");
       } finally {
-        if (id) {
+        if (id && links.get(id) !== registration) {
+          deps.pools.detach(id, stream);
+          log.info({ sidecarId: id, peer: stream.peer }, "an earlier link of a sidecar ended; its newer link stays attached");
+        } else if (id) {
+          links.delete(id);
           cache.detach(id);
           sidecars.delete(id);
           deps.pools.detach(id, stream);
