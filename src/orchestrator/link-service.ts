@@ -58,7 +58,8 @@ export function linkHandlers(deps: {
     const run = await runs.get(scope);
     if (!run || run.fallbackReason || run.toolSearch?.enabled !== true) return;
     const { counters: _c, ...spec } = run;
-    await runs.open({ ...spec, fallbackReason: reason.slice(0, 500) });
+    // Only over the spec just read: a gateway's OpenRun or CloseRun meanwhile wins.
+    if (!(await runs.replaceSpec(spec, { ...spec, fallbackReason: reason.slice(0, 500) }))) return;
     await cache.invalidate(scope);
     log.warn({ agentRunId: scope.agentRunId, reason }, "Tool Search falls back from mode code to mode tools for the run");
   };

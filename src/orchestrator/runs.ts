@@ -120,6 +120,12 @@ export interface RunRegistry {
    * with the trajectory, so a re-open does not reset it.
    */
   recordChange(scope: Scope, state: string, value: string, step: TrajectoryStepRecord): Promise<boolean>;
+  /**
+   * Sets the open run's spec to `next` only while it is still `current` (the spec `get`
+   * returned, counters left out): a re-open or a close that came in between wins, and the
+   * run is neither reverted to an older spec nor opened again. False when nothing changed.
+   */
+  replaceSpec(current: RunSpec, next: RunSpec): Promise<boolean>;
   /** Forgets the run; false when none was open. */
   close(scope: Scope): Promise<boolean>;
 }
@@ -138,6 +144,13 @@ export class MemoryRunRegistry implements RunRegistry {
   async get(scope: Scope): Promise<OpenRun | undefined> {
     const run = this.runs.get(scopeKeyOf(scope));
     return run && { ...run.spec, counters: { ...run.counters } };
+  }
+
+  async replaceSpec(current: RunSpec, next: RunSpec): Promise<boolean> {
+    const run = this.runs.get(scopeKeyOf(current.scope));
+    if (!run || JSON.stringify(run.spec) !== JSON.stringify(current)) return false;
+    run.spec = next;
+    return true;
   }
 
   async trajectory(scope: Scope): Promise<TrajectoryStepRecord[] | undefined> {

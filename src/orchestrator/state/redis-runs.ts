@@ -16,9 +16,11 @@
  * as in the in-memory registry.
  *
  * Races: a re-open sets only `spec`, so counters and trajectory recorded meanwhile are
- * kept; recording a segment is one Lua script (checks the run is open, then HINCRBYs
- * the counters and RPUSH + LTRIM the trajectory), so concurrent segments from any
- * replicas all count, and a segment recorded after CloseRun creates nothing.
+ * kept; a change the orchestrator derives from a spec (the Tool Search fallback) is set
+ * only while the stored spec is still the one it read; recording a segment is one Lua
+ * script (checks the run is open, then HINCRBYs the counters and RPUSH + LTRIM the
+ * trajectory), so concurrent segments from any replicas all count, and a segment
+ * recorded after CloseRun creates nothing.
  */
 import type { Redis } from "ioredis";
 import type { Logger } from "../../shared/logger.js";
@@ -53,6 +55,13 @@ if current == ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('RPUSH', KEYS[2], ARGV[3])
 redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1)
+return 1
+`;
+
+/** KEYS: 1 openrun. ARGV: 1 the spec JSON expected, 2 the spec JSON to set. */
+const REPLACE_SPEC = `
+if redis.call('HGET', KEYS[1], 'spec') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'spec', ARGV[2])
 return 1
 `;
 
@@ -104,6 +113,13 @@ export class RedisRunRegistry implements RunRegistry {
     const { run, trajectory } = this.keys(scope);
     const changed = await storeCall(this.log, "record the run's state change", () => this.redis.eval(RECORD_CHANGE, 2, run, trajectory, `state:${state}`, value, JSON.stringify(step), MAX_STEPS));
     return changed === 1;
+  }
+
+  async replaceSpec(current: RunSpec, next: RunSpec): Promise<boolean> {
+    const { run } = this.keys(current.scope);
+    // `get` parsed the stored JSON, which JSON.stringify writes back byte for byte.
+    const replaced = await storeCall(this.log, "update the run", () => this.redis.eval(REPLACE_SPEC, 1, run, JSON.stringify(current), JSON.stringify(next)));
+    return replaced === 1;
   }
 
   async close(scope: Scope): Promise<boolean> {
