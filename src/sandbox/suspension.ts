@@ -151,7 +151,10 @@ export async function releaseClaim(link: OrchestratorLink, codeModeRunId: string
     // Safe to repeat: a release that already happened is "no longer current". Without it a
     // settled run would stay claimed, then be resumable again once the lease passed.
     const r = await withRetries(() => link.client.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 }), (err) => err instanceof ServiceError && err.code === "unavailable");
-    if (!r.released) log.warn({ codeModeRunId, keep }, "the claim on the suspended run was no longer current at release");
+    // A settled run is deleted after its result went out: the gateway may have closed the
+    // run meanwhile, which is no surprise; a kept run whose claim lapsed is.
+    if (!r.released && keep) log.warn({ codeModeRunId, keep }, "the claim on the suspended run was no longer current at release");
+    else if (!r.released) log.info({ codeModeRunId, keep }, "the settled run was already gone at release (closed by its gateway, or its claim lapsed)");
   } catch (err) {
     log.warn({ err, codeModeRunId, keep }, "could not release the suspended run");
   }
