@@ -10,11 +10,11 @@
  * once while Control and SidecarLink keep serving (draining sidecars still store their
  * runs) until no call is in flight or the budget runs out.
  */
-import * as grpc from "@grpc/grpc-js";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import { DEFAULT_DRAIN_MS, DrainTracker } from "../protocol/drain.js";
 import { bearerAuthorizer, type ServerSecurity } from "../protocol/credentials.js";
+import { windowedServer } from "../protocol/flow-window.js";
 import { addService, bindServer, shutdownServer } from "../protocol/grpc-service.js";
 import { ServingHealth } from "../protocol/health.js";
 import { addReflection } from "../protocol/reflection.js";
@@ -83,8 +83,8 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const { catalogs, runs } = state;
   const namespaces = new RunNamespaces(state.namespaces);
   const maxSuspendedRuns = options.maxSuspendedRuns ?? DEFAULT_MAX_SUSPENDED_RUNS;
-  const server = new grpc.Server({ "grpc.max_receive_message_length": 64 * 1024 * 1024 });
-  const linkServer = new grpc.Server({ "grpc.max_receive_message_length": 64 * 1024 * 1024 });
+  const server = windowedServer({ "grpc.max_receive_message_length": 64 * 1024 * 1024 }, log);
+  const linkServer = windowedServer({ "grpc.max_receive_message_length": 64 * 1024 * 1024 }, log);
   const drain = new DrainTracker();
   // One set of statuses for the process, answered on both ports (health stays open: no token).
   const health = new ServingHealth([Control.typeName, SidecarLink.typeName]);

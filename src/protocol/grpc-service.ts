@@ -14,6 +14,7 @@ import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2
 import type { Logger } from "../shared/logger.js";
 import { clientConnection, serverCredentials, type Authorizer, type ClientSecurity, type ServerTls } from "./credentials.js";
 import type { DrainTracker } from "./drain.js";
+import { CLIENT_WINDOW_OPTIONS } from "./flow-window.js";
 import { ServiceError, fromGrpcStatus } from "./service-error.js";
 
 type In<M> = M extends { input: infer I extends DescMessage } ? MessageShape<I> : never;
@@ -266,7 +267,7 @@ export function createClient<S extends GenServiceMethods>(
   }
   const connection = clientConnection(security);
   const interceptors = [...(connection.options.interceptors ?? []), ...(options.interceptors ?? [])];
-  const clientOptions = { ...connection.options, ...options, ...(interceptors.length > 0 ? { interceptors } : {}) };
+  const clientOptions = { ...CLIENT_WINDOW_OPTIONS, ...connection.options, ...options, ...(interceptors.length > 0 ? { interceptors } : {}) };
   const raw = new Ctor(address, connection.credentials, clientOptions) as unknown as Record<string, (...a: unknown[]) => unknown> & grpc.Client;
   const out: Record<string, unknown> = { close: () => raw.close(), channel: raw };
   for (const method of service.methods) {

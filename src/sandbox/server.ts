@@ -11,10 +11,10 @@
  * nothing is in flight, or the budget runs out (`drainDeadline`), the server, the link
  * and the pool stop.
  */
-import * as grpc from "@grpc/grpc-js";
 import { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import { DEFAULT_DRAIN_MS, DrainTracker } from "../protocol/drain.js";
 import { bearerAuthorizer, type ClientSecurity, type ServerSecurity } from "../protocol/credentials.js";
+import { windowedServer } from "../protocol/flow-window.js";
 import { addService, bindServer, shutdownServer } from "../protocol/grpc-service.js";
 import { ServingHealth } from "../protocol/health.js";
 import { addReflection } from "../protocol/reflection.js";
@@ -128,7 +128,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     poolHealth = { canRunCode: false, reason: err.message };
     log.warn({ reason: err.message }, "serving without a sandbox pool (--serve-without-pool): exec, wait, tool_search_code and codemode.run fail with runtime_unavailable; tool_search, tool_describe and tool_call are served");
   }
-  const server = new grpc.Server({ "grpc.max_receive_message_length": 16 * 1024 * 1024 });
+  const server = windowedServer({ "grpc.max_receive_message_length": 16 * 1024 * 1024 }, log);
   const calls = new CallRegistry();
   // Answers for live calls here that a gateway sent to another sidecar arrive over the link.
   const port = await bindServer(server, options.listen.host, options.listen.port, options.security?.tls).catch(async (err: unknown) => {
