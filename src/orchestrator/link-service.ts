@@ -23,6 +23,8 @@ import { answerToWire } from "../shared/link-wire.js";
 import { ServiceError } from "../protocol/service-error.js";
 import type { RunCachePush } from "./run-cache-push.js";
 import type { SidecarPools } from "./sidecar-pools.js";
+import { answerLinkCall, type LinkCallHandlers } from "./link-calls.js";
+import type { DrainTracker } from "../protocol/drain.js";
 
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
@@ -44,6 +46,10 @@ export function linkHandlers(deps: {
   sidecars: Map<string, AttachedSidecar>;
   cache: RunCachePush;
   pools: SidecarPools;
+  /** The service's unary handlers as served (metrics included), for calls sent on a sidecar's Attach stream. */
+  calls: () => LinkCallHandlers;
+  /** The orchestrator's drain: a call on a stream counts as in flight, as a unary one does. */
+  drain?: DrainTracker;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<string, { surface: ReturnType<typeof surfaceOf>; config: ReturnType<typeof configLayerToWire>; toolSearch: ReturnType<typeof parseToolSearchConfig>; mcpRun: ReturnType<typeof mcpRunToWire> }>();
   const { runs, log, sidecars, cache } = deps;
@@ -115,7 +121,7 @@ export function linkHandlers(deps: {
             sidecars.set(id, { sidecarId: id, address: msg.message.value.address, peer: stream.peer, attachedAtMs: Date.now(), lastSeenMs: Date.now() });
             log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer, ...(replaced ? { replacedLink: true } : {}) }, "sidecar attached");
             deps.pools.report(id, stream, msg.message.value.pool);
-            stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId } } });
+            stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId, takesCalls: true } } });
             deps.live.attach(id, (requestId, scope, callId, answer) =>
               stream.send({ message: { case: "deliver", value: { requestId, scope, answer: answerToWire(callId, answer) } } }),
             );
@@ -136,6 +142,13 @@ export function linkHandlers(deps: {
             // The link's own identity, whatever the message says.
             if (id) req.sidecarId = id;
             records = records.then(() => applyRecord(req)).catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not record a segment sent on a sidecar's link"));
+          } else if (msg.message.case === "call") {
+            // Answered as they complete, not in order: each is a unary call of its own.
+            const leave = deps.drain?.enter();
+            const ctx = { signal: stream.signal, peer: stream.peer, metadata: stream.metadata };
+            void answerLinkCall(msg.message.value, deps.calls(), ctx, log)
+              .then((reply) => stream.send({ message: { case: "reply", value: reply } }))
+              .finally(leave);
           } else if (msg.message.case === "poolHealth") {
             if (id) deps.pools.report(id, stream, msg.message.value);
           } else if (msg.message.case === "heartbeat") {

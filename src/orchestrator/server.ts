@@ -23,6 +23,7 @@ import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
 import { controlHandlers } from "./control-service.js";
 import { linkHandlers, type AttachedSidecar } from "./link-service.js";
+import type { LinkCallHandlers } from "./link-calls.js";
 import { RunNamespaces } from "./namespaces/run-namespaces.js";
 import { LiveForwarder } from "./live-forward.js";
 import { createOrchestratorState } from "./state/create-state.js";
@@ -99,11 +100,15 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const pools = new SidecarPools(log);
   const control = controlHandlers({ catalogs, runs, store, namespaces, log, cache, pools });
   const live = new LiveForwarder();
-  const link = { ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }) };
+  // Calls a sidecar sends on its Attach stream go to the handlers as served (with metrics).
+  let served: LinkCallHandlers = {};
+  const link = { ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools, calls: () => served, drain }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }) };
   const controlAuth = controlToken !== undefined ? bearerAuthorizer(controlToken, "gateway bearer token") : undefined;
   const linkAuth = linkToken !== undefined ? bearerAuthorizer(linkToken, "sidecar link token") : undefined;
   addService(server, Control, metrics ? metrics.countRequests(Control, control) : control, log, drain, controlAuth);
-  addService(linkServer, SidecarLink, metrics ? metrics.countRequests(SidecarLink, metrics.watchSuspendedRuns(link)) : link, log, drain, linkAuth);
+  const linkService = metrics ? metrics.countRequests(SidecarLink, metrics.watchSuspendedRuns(link)) : link;
+  served = linkService;
+  addService(linkServer, SidecarLink, linkService, log, drain, linkAuth);
   const closeStores = () => Promise.all([store.close(), state.close()]);
   let port: number;
   let linkPort: number;

@@ -236,7 +236,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       const scopeKey = scopeKeyOf(scope);
       if (calls.answerLive(req.callId, scopeKey, answer)) return { deliveredLive: true };
       try {
-        const routed = await link.client.routeToolResult({ scope, answer: answerToWire(req.callId, answer), sidecarId: link.sidecarId }, { deadlineMs: 10_000 });
+        const routed = await link.rpc.routeToolResult({ scope, answer: answerToWire(req.callId, answer), sidecarId: link.sidecarId }, { deadlineMs: 10_000 });
         return { deliveredLive: routed.deliveredLive };
       } catch (err) {
         if (err instanceof ServiceError && err.code === "not_found") throw calls.explainUndeliverable(req.callId, scopeKey);

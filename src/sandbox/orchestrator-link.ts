@@ -5,9 +5,11 @@
  * an attached sidecar can), exchanges heartbeats, carries the orchestrator's pushes (tool
  * answers for live VMs, run cache invalidations), and is re-opened with backoff whenever
  * it drops. Every state change is logged and reported to listeners (the sidecar's health
- * follows it). Unary calls (ResolveRun, RecordSegment) go over the same channel, which
- * dials the orchestrator's link port with the link's own credentials (TLS or mTLS, and
- * the link token as a bearer token).
+ * follows it). The calls on a suspension's or a wait's path (ResolveRun, SuspendRun,
+ * ClaimRun, ReleaseRun, RouteToolResult: `rpc`) ride the open stream when the
+ * orchestrator takes them (./link-calls.ts), else they are unary calls over the same
+ * channel, as are RecordSegment and AwaitToolResults; it dials the orchestrator's link
+ * port with the link's own credentials (TLS or mTLS, and the link token as a bearer token).
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { SidecarLink, type RecordSegmentRequestSchema } from "../gen/codemode/orchestrator/v1/link_pb.js";
@@ -16,6 +18,7 @@ import { createClient, type ServiceClient } from "../protocol/grpc-service.js";
 import { answerFromWire, type AnswerValue } from "../shared/link-wire.js";
 import { requireScope, type Scope } from "../shared/scope.js";
 import type { Logger } from "../shared/logger.js";
+import { linkRpc, StreamCalls, type LinkRpc } from "./link-calls.js";
 
 export type LinkState = "connecting" | "up" | "down" | "closed";
 
@@ -51,6 +54,10 @@ export class OrchestratorLink {
   }
 
   readonly client: ServiceClient<typeof SidecarLink.method>;
+  /** The link calls: on the open stream when the orchestrator takes them, else unary on `client`. */
+  readonly rpc: LinkRpc;
+  /** Calls in flight on the open stream; set while the link is up to an orchestrator that takes them. */
+  private streamCalls: StreamCalls | undefined;
   private state: LinkState = "connecting";
   private closed = false;
   private abort = new AbortController();
@@ -78,6 +85,7 @@ export class OrchestratorLink {
       },
       security,
     );
+    this.rpc = linkRpc(this.client, () => (this.state === "up" ? this.streamCalls : undefined));
   }
 
   get linkState(): LinkState {
@@ -157,13 +165,19 @@ export class OrchestratorLink {
       stream.send({ message: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()), liveExecs: this.liveExecs() } } });
     }, HEARTBEAT_MS);
     beat.unref();
+    let calls: StreamCalls | undefined;
     try {
       for await (const msg of stream.messages) {
         if (msg.message.case === "welcome") {
           this.sendRecord = sendRecord;
-          this.setState("up", { orchestratorId: msg.message.value.orchestratorId });
-        }
-        else if (msg.message.case === "deliver") {
+          if (msg.message.value.takesCalls) {
+            calls = new StreamCalls((call) => stream.send({ message: { case: "call", value: call } }));
+            this.streamCalls = calls;
+          }
+          this.setState("up", { orchestratorId: msg.message.value.orchestratorId, callsOnStream: calls !== undefined });
+        } else if (msg.message.case === "reply") {
+          calls?.reply(msg.message.value);
+        } else if (msg.message.case === "deliver") {
           // An answer a gateway sent to another sidecar, for a call one of our live VMs may await.
           const d = msg.message.value;
           let delivered = false;
@@ -192,6 +206,9 @@ export class OrchestratorLink {
       }
     } finally {
       clearInterval(beat);
+      // Calls still in flight fail as unavailable: their callers retry them (unary, or on the next link).
+      if (this.streamCalls === calls) this.streamCalls = undefined;
+      calls?.close();
       if (this.sendPool === sendPool) this.sendPool = undefined;
       if (this.sendRecord === sendRecord) this.sendRecord = undefined;
     }

@@ -102,7 +102,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   let claim;
   try {
     claim = await withRetries(
-      () => link.client.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS }),
+      () => link.rpc.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS }),
       (err) => err instanceof ServiceError && err.code === "unavailable" && !signal.aborted,
     );
   } catch (err) {

@@ -111,7 +111,7 @@ export class RunResolver {
     const generation = this.generation;
     const wasUp = this.link.linkState === "up";
     const known = this.lastVersion.get(key) ?? "";
-    const res = await this.link.client.resolveRun({ scope, knownCatalogVersion: this.views.has(known) ? known : "", sidecarId: this.link.sidecarId }, { deadlineMs: RESOLVE_DEADLINE_MS });
+    const res = await this.link.rpc.resolveRun({ scope, knownCatalogVersion: this.views.has(known) ? known : "", sidecarId: this.link.sidecarId }, { deadlineMs: RESOLVE_DEADLINE_MS });
     if (!res.found) {
       return { found: false, active: true, surface: "none", toolSearch: parseToolSearchConfig(), mcpRun: parseMcpRunConfig(), inactiveReason: "", configLayer: undefined, catalog: undefined, counters: { search: 0, describe: 0, call: 0 } };
     }

@@ -64,7 +64,7 @@ export const MAX_STORED_SNAPSHOT_BYTES = 48 * 1024 * 1024;
 /** Hands an answer that came in late to the stored run; a few tries, then it stays unsettled. */
 async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Segment): Promise<boolean> {
   try {
-    await withRetries(() => ctx.link.client.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 }), () => true);
+    await withRetries(() => ctx.link.rpc.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 }), () => true);
     return true;
   } catch (err) {
     seg.log.error({ err, callId }, "could not hand a late answer to the suspended run; the call is listed as unsettled");
@@ -123,7 +123,7 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
   // one): the store takes this same request again as already stored, so a reply lost with a
   // dying orchestrator does not leave the run stored while the model is told it failed.
   const res = await withRetries(
-    () => ctx.link.client.suspendRun(request, { deadlineMs: 10_000 }),
+    () => ctx.link.rpc.suspendRun(request, { deadlineMs: 10_000 }),
     (err) => err instanceof ServiceError && err.code === "unavailable" && !ctx.signal.aborted,
   );
   if (res.refused) {
@@ -150,7 +150,7 @@ export async function releaseClaim(link: OrchestratorLink, codeModeRunId: string
   try {
     // Safe to repeat: a release that already happened is "no longer current". Without it a
     // settled run would stay claimed, then be resumable again once the lease passed.
-    const r = await withRetries(() => link.client.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 }), (err) => err instanceof ServiceError && err.code === "unavailable");
+    const r = await withRetries(() => link.rpc.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 }), (err) => err instanceof ServiceError && err.code === "unavailable");
     // A settled run is deleted after its result went out: the gateway may have closed the
     // run meanwhile, which is no surprise; a kept run whose claim lapsed is.
     if (!r.released && keep) log.warn({ codeModeRunId, keep }, "the claim on the suspended run was no longer current at release");

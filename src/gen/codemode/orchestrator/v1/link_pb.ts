@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIoEDCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAEj4KC2ludmFsaWRhdGVkGAQgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVBY2tIABI7Cgtwb29sX2hlYWx0aBgFIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Qb29sSGVhbHRoSAASQAoGcmVjb3JkGAYgASgLMi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXF1ZXN0SABCCQoHbWVzc2FnZSIyCgpQb29sSGVhbHRoEhQKDGNhbl9ydW5fY29kZRgBIAEoCBIOCgZyZWFzb24YAiABKAkiIwoNSW52YWxpZGF0ZUFjaxISCgpyZXF1ZXN0X2lkGAEgASgJIjMKCkRlbGl2ZXJBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglkZWxpdmVyZWQYAiABKAgieAoMU2lkZWNhckhlbGxvEhIKCnNpZGVjYXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEjIKBHBvb2wYBCABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUG9vbEhlYWx0aCIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNIpcCCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAEj4KCmludmFsaWRhdGUYBCABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1bnNIAEIJCgdtZXNzYWdlIl8KDkludmFsaWRhdGVSdW5zEhIKCnJlcXVlc3RfaWQYASABKAkSLAoGc2NvcGVzGAIgAygLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEgsKA2FsbBgDIAEoCCIuChNPcmNoZXN0cmF0b3JXZWxjb21lEhcKD29yY2hlc3RyYXRvcl9pZBgBIAEoCSKKAQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEgoKcmVxdWVzdF9pZBgDIAEoCSJvCgpUb29sQW5zd2VyEg8KB2NhbGxfaWQYASABKAkSFQoLcmVzdWx0X2pzb24YAiABKAlIABIuCgVlcnJvchgDIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sRXJyb3JIAEIJCgdvdXRjb21lInMKEVJlc29sdmVSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEh0KFWtub3duX2NhdGFsb2dfdmVyc2lvbhgCIAEoCRISCgpzaWRlY2FyX2lkGAMgASgJIt8EChJSZXNvbHZlUnVuUmVzcG9uc2USDQoFZm91bmQYASABKAgSMgoGY29uZmlnGAIgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKD2NhdGFsb2dfdmVyc2lvbhgDIAEoCRI3CgdlbnRyaWVzGAQgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNhdGFsb2dFbnRyeRIYChBlbnRyaWVzX2luY2x1ZGVkGAUgASgIEhQKDHNlYXJjaF9jb3VudBgGIAEoDRIWCg5kZXNjcmliZV9jb3VudBgHIAEoDRISCgpjYWxsX2NvdW50GAggASgNEhgKEGNvZGVfbW9kZV9hY3RpdmUYCSABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAogASgJEjIKC21jcF9zZXJ2ZXJzGAsgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlchI+CgpuYW1lc3BhY2VzGAwgAygLMiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlZpc2libGVOYW1lc3BhY2USMAoHc3VyZmFjZRgNIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5TdXJmYWNlS2luZBI5Cgt0b29sX3NlYXJjaBgOIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YDyABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnEhEKCWNhY2hlYWJsZRgQIAEoCCJaChBWaXNpYmxlTmFtZXNwYWNlEgoKAmlkGAEgASgJEhEKCXBsdWdpbl9pZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRISCgpzY29wZV9qc29uGAQgASgJIqkCCgxDYXRhbG9nRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YByABKAkSGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJIosCChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNEjgKCHJlc29sdmVkGAYgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVkQ2FsbBISCgpzaWRlY2FyX2lkGAcgASgJImAKDFJlc29sdmVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSFQoNZXJyb3JfbWVzc2FnZRgDIAEoCRIXCg9kZWxpdmVyZWRfYXRfbXMYBCABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIosDCgxTdXNwZW5kZWRSdW4SGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIQCghzbmFwc2hvdBgDIAEoDBI2CgdwZW5kaW5nGAQgAygLMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdDYWxsEjUKB2Fuc3dlcnMYBSADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIuCgZyZWFzb24YBiABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhITCgtjb25maWdfanNvbhgHIAEoCRIUCgxvdXRwdXRfYnl0ZXMYCCABKAQSFQoNZXhwaXJlc19hdF9tcxgJIAEoAxIXCg9jYXRhbG9nX3ZlcnNpb24YCiABKAkSFAoMZXhlY19jYWxsX2lkGAsgASgJEhIKCmdlbmVyYXRpb24YDCABKAQiigEKC1BlbmRpbmdDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSMwoEa2luZBgEIAEoDjIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nS2luZBIRCglkdWVfYXRfbXMYBSABKAMibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCKPAQoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchISCgpzaWRlY2FyX2lkGAMgASgJIksKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSFgoOZGVsaXZlcmVkX2xpdmUYAiABKAgicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKpkBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADEhYKElBFTkRJTkdfS0lORF9USU1FUhAEMvEGCgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIrUDCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAEj4KC2ludmFsaWRhdGVkGAQgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVBY2tIABI7Cgtwb29sX2hlYWx0aBgFIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Qb29sSGVhbHRoSAASQAoGcmVjb3JkGAYgASgLMi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXF1ZXN0SAASMgoEY2FsbBgHIAEoCzIiLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEgAQgkKB21lc3NhZ2Ui/AIKCExpbmtDYWxsEgoKAmlkGAEgASgEEkIKC3Jlc29sdmVfcnVuGAIgASgLMisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXF1ZXN0SAASQgoLc3VzcGVuZF9ydW4YAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3RIABI+CgljbGFpbV9ydW4YBCABKAsyKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0SAASQgoLcmVsZWFzZV9ydW4YBSABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3RIABJNChFyb3V0ZV90b29sX3Jlc3VsdBgGIAEoCzIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0SABCCQoHcmVxdWVzdCK9AwoJTGlua1JlcGx5EgoKAmlkGAEgASgEEkMKC3Jlc29sdmVfcnVuGAIgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXNwb25zZUgAEkMKC3N1c3BlbmRfcnVuGAMgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXNwb25zZUgAEj8KCWNsYWltX3J1bhgEIAEoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlSAASQwoLcmVsZWFzZV9ydW4YBSABKAsyLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlSAASTgoRcm91dGVfdG9vbF9yZXN1bHQYBiABKAsyMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2VIABI4CgVlcnJvchgHIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEVycm9ySABCCgoIcmVzcG9uc2UiLgoNTGlua0NhbGxFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiMgoKUG9vbEhlYWx0aBIUCgxjYW5fcnVuX2NvZGUYASABKAgSDgoGcmVhc29uGAIgASgJIiMKDUludmFsaWRhdGVBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCSIzCgpEZWxpdmVyQWNrEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJZGVsaXZlcmVkGAIgASgIIngKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIyCgRwb29sGAQgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBvb2xIZWFsdGgiMwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSEgoKbGl2ZV9leGVjcxgCIAEoDSLNAgoOQXR0YWNoUmVzcG9uc2USQAoHd2VsY29tZRgBIAEoCzItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JXZWxjb21lSAASOAoJaGVhcnRiZWF0GAIgASgLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkhlYXJ0YmVhdEgAEj4KB2RlbGl2ZXIYAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlclRvb2xSZXN1bHRIABI+CgppbnZhbGlkYXRlGAQgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVSdW5zSAASNAoFcmVwbHkYBSABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua1JlcGx5SABCCQoHbWVzc2FnZSJfCg5JbnZhbGlkYXRlUnVucxISCgpyZXF1ZXN0X2lkGAEgASgJEiwKBnNjb3BlcxgCIAMoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRILCgNhbGwYAyABKAgiQwoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkSEwoLdGFrZXNfY2FsbHMYAiABKAgiigEKEURlbGl2ZXJUb29sUmVzdWx0EjQKBmFuc3dlchgBIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhIKCnJlcXVlc3RfaWQYAyABKAkibwoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySABCCQoHb3V0Y29tZSJzChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkSEgoKc2lkZWNhcl9pZBgDIAEoCSLfBAoSUmVzb2x2ZVJ1blJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEjIKBmNvbmZpZxgCIAEoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5Db2RlTW9kZUNvbmZpZxIXCg9jYXRhbG9nX3ZlcnNpb24YAyABKAkSNwoHZW50cmllcxgEIAMoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DYXRhbG9nRW50cnkSGAoQZW50cmllc19pbmNsdWRlZBgFIAEoCBIUCgxzZWFyY2hfY291bnQYBiABKA0SFgoOZGVzY3JpYmVfY291bnQYByABKA0SEgoKY2FsbF9jb3VudBgIIAEoDRIYChBjb2RlX21vZGVfYWN0aXZlGAkgASgIEhcKD2luYWN0aXZlX3JlYXNvbhgKIAEoCRIyCgttY3Bfc2VydmVycxgLIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXISPgoKbmFtZXNwYWNlcxgMIAMoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5WaXNpYmxlTmFtZXNwYWNlEjAKB3N1cmZhY2UYDSABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuU3VyZmFjZUtpbmQSOQoLdG9vbF9zZWFyY2gYDiABKAsyJC5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNlYXJjaENvbmZpZxIxCgdtY3BfcnVuGA8gASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLk1jcFJ1bkNvbmZpZxIRCgljYWNoZWFibGUYECABKAgiWgoQVmlzaWJsZU5hbWVzcGFjZRIKCgJpZBgBIAEoCRIRCglwbHVnaW5faWQYAiABKAkSEwoLZ2xvYmFsX25hbWUYAyABKAkSEgoKc2NvcGVfanNvbhgEIAEoCSKpAgoMQ2F0YWxvZ0VudHJ5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFbGFiZWwYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAcgASgJEhoKEm91dHB1dF9zY2hlbWFfanNvbhgIIAEoCRI4Cgthbm5vdGF0aW9ucxgJIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sQW5ub3RhdGlvbnMSFQoNZXhhbXBsZXNfanNvbhgKIAMoCRIQCghrZXl3b3JkcxgLIAMoCSKLAgoUUmVjb3JkU2VnbWVudFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNgoEc3RlcBgCIAEoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcBIUCgxzZWFyY2hfZGVsdGEYAyABKA0SFgoOZGVzY3JpYmVfZGVsdGEYBCABKA0SEgoKY2FsbF9kZWx0YRgFIAEoDRI4CghyZXNvbHZlZBgGIAMoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlZENhbGwSEgoKc2lkZWNhcl9pZBgHIAEoCSJgCgxSZXNvbHZlZENhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhUKDWVycm9yX21lc3NhZ2UYAyABKAkSFwoPZGVsaXZlcmVkX2F0X21zGAQgASgDIhcKFVJlY29yZFNlZ21lbnRSZXNwb25zZSKLAwoMU3VzcGVuZGVkUnVuEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEAoIc25hcHNob3QYAyABKAwSNgoHcGVuZGluZxgEIAMoCzIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nQ2FsbBI1CgdhbnN3ZXJzGAUgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISLgoGcmVhc29uGAYgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLldhaXRSZWFzb24SEwoLY29uZmlnX2pzb24YByABKAkSFAoMb3V0cHV0X2J5dGVzGAggASgEEhUKDWV4cGlyZXNfYXRfbXMYCSABKAMSFwoPY2F0YWxvZ192ZXJzaW9uGAogASgJEhQKDGV4ZWNfY2FsbF9pZBgLIAEoCRISCgpnZW5lcmF0aW9uGAwgASgEIooBCgtQZW5kaW5nQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEjMKBGtpbmQYBCABKA4yJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0tpbmQSEQoJZHVlX2F0X21zGAUgASgDIm4KEVN1c3BlbmRSdW5SZXF1ZXN0EjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVjbGFpbRgCIAEoCBITCgtjbGFpbV90b2tlbhgDIAEoCSJ1ChJTdXNwZW5kUnVuUmVzcG9uc2USDwoHcmVmdXNlZBgBIAEoCRIzCgxyZWZ1c2VkX2NvZGUYAiABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEhkKEWFuc3dlcmVkX2NhbGxfaWRzGAMgAygJIn8KD0NsYWltUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIYChBjb2RlX21vZGVfcnVuX2lkGAIgASgJEhAKCGxlYXNlX21zGAMgASgNEhMKC2NsYWltX3Rva2VuGAQgASgJIm0KEENsYWltUnVuUmVzcG9uc2USMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWZ1c2VkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJIlAKEVJlbGVhc2VSdW5SZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSDAoEa2VlcBgDIAEoCCImChJSZWxlYXNlUnVuUmVzcG9uc2USEAoIcmVsZWFzZWQYASABKAgijwEKFlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNAoGYW5zd2VyGAIgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISEgoKc2lkZWNhcl9pZBgDIAEoCSJLChdSb3V0ZVRvb2xSZXN1bHRSZXNwb25zZRIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEhYKDmRlbGl2ZXJlZF9saXZlGAIgASgIInMKF0F3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSEgoKdGltZW91dF9tcxgDIAEoDRIVCg1zZWVuX2NhbGxfaWRzGAQgAygJImgKGEF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZRI1CgdhbnN3ZXJzGAEgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISFQoNY2xhaW1fY3VycmVudBgCIAEoCCqZAQoLUGVuZGluZ0tpbmQSHAoYUEVORElOR19LSU5EX1VOU1BFQ0lGSUVEEAASGgoWUEVORElOR19LSU5EX1RPT0xfQ0FMTBABEiAKHFBFTkRJTkdfS0lORF9DQVRBTE9HX1JFUVVFU1QQAhIWChJQRU5ESU5HX0tJTkRfWUlFTEQQAxIWChJQRU5ESU5HX0tJTkRfVElNRVIQBDLxBgoLU2lkZWNhckxpbmsSXwoGQXR0YWNoEicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlcXVlc3QaKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVzcG9uc2UoATABEmcKClJlc29sdmVSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlc3BvbnNlEnAKDVJlY29yZFNlZ21lbnQSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlc3BvbnNlEmcKClN1c3BlbmRSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlc3BvbnNlEmEKCENsYWltUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlEmcKClJlbGVhc2VSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlEnYKD1JvdXRlVG9vbFJlc3VsdBIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEnkKEEF3YWl0VG9vbFJlc3VsdHMSMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QaMi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -74,6 +74,16 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
      */
     value: RecordSegmentRequest;
     case: "record";
+  } | {
+    /**
+     * A link call carried on this stream, for an orchestrator whose welcome says it takes
+     * them: the request of the unary method of the same name, answered by a LinkReply with
+     * the same id. A message on the standing stream costs a tenth of a unary call.
+     *
+     * @generated from field: codemode.orchestrator.v1.LinkCall call = 7;
+     */
+    value: LinkCall;
+    case: "call";
   } | { case: undefined; value?: undefined };
 };
 
@@ -83,6 +93,147 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 0);
+
+/**
+ * A unary SidecarLink call sent on the Attach stream.
+ *
+ * @generated from message codemode.orchestrator.v1.LinkCall
+ */
+export type LinkCall = Message<"codemode.orchestrator.v1.LinkCall"> & {
+  /**
+   * The sidecar's, unique on this stream.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from oneof codemode.orchestrator.v1.LinkCall.request
+   */
+  request: {
+    /**
+     * @generated from field: codemode.orchestrator.v1.ResolveRunRequest resolve_run = 2;
+     */
+    value: ResolveRunRequest;
+    case: "resolveRun";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.SuspendRunRequest suspend_run = 3;
+     */
+    value: SuspendRunRequest;
+    case: "suspendRun";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.ClaimRunRequest claim_run = 4;
+     */
+    value: ClaimRunRequest;
+    case: "claimRun";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.ReleaseRunRequest release_run = 5;
+     */
+    value: ReleaseRunRequest;
+    case: "releaseRun";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.RouteToolResultRequest route_tool_result = 6;
+     */
+    value: RouteToolResultRequest;
+    case: "routeToolResult";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.LinkCall.
+ * Use `create(LinkCallSchema)` to create a new message.
+ */
+export const LinkCallSchema: GenMessage<LinkCall> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 1);
+
+/**
+ * The answer to a LinkCall: the unary method's response, or how it failed.
+ *
+ * @generated from message codemode.orchestrator.v1.LinkReply
+ */
+export type LinkReply = Message<"codemode.orchestrator.v1.LinkReply"> & {
+  /**
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from oneof codemode.orchestrator.v1.LinkReply.response
+   */
+  response: {
+    /**
+     * @generated from field: codemode.orchestrator.v1.ResolveRunResponse resolve_run = 2;
+     */
+    value: ResolveRunResponse;
+    case: "resolveRun";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.SuspendRunResponse suspend_run = 3;
+     */
+    value: SuspendRunResponse;
+    case: "suspendRun";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.ClaimRunResponse claim_run = 4;
+     */
+    value: ClaimRunResponse;
+    case: "claimRun";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.ReleaseRunResponse release_run = 5;
+     */
+    value: ReleaseRunResponse;
+    case: "releaseRun";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.RouteToolResultResponse route_tool_result = 6;
+     */
+    value: RouteToolResultResponse;
+    case: "routeToolResult";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.LinkCallError error = 7;
+     */
+    value: LinkCallError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.LinkReply.
+ * Use `create(LinkReplySchema)` to create a new message.
+ */
+export const LinkReplySchema: GenMessage<LinkReply> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 2);
+
+/**
+ * A LinkCall that failed as the unary method would have: the gRPC status it would have
+ * ended with, by its lower-case name ("invalid_argument", "unavailable", ...), and its message.
+ *
+ * @generated from message codemode.orchestrator.v1.LinkCallError
+ */
+export type LinkCallError = Message<"codemode.orchestrator.v1.LinkCallError"> & {
+  /**
+   * @generated from field: string code = 1;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.LinkCallError.
+ * Use `create(LinkCallErrorSchema)` to create a new message.
+ */
+export const LinkCallErrorSchema: GenMessage<LinkCallError> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 3);
 
 /**
  * Whether a sidecar's worker pool can run guest code (code mode, tool_search_code,
@@ -113,7 +264,7 @@ export type PoolHealth = Message<"codemode.orchestrator.v1.PoolHealth"> & {
  * Use `create(PoolHealthSchema)` to create a new message.
  */
 export const PoolHealthSchema: GenMessage<PoolHealth> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 1);
+  messageDesc(file_codemode_orchestrator_v1_link, 4);
 
 /**
  * @generated from message codemode.orchestrator.v1.InvalidateAck
@@ -130,7 +281,7 @@ export type InvalidateAck = Message<"codemode.orchestrator.v1.InvalidateAck"> & 
  * Use `create(InvalidateAckSchema)` to create a new message.
  */
 export const InvalidateAckSchema: GenMessage<InvalidateAck> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 2);
+  messageDesc(file_codemode_orchestrator_v1_link, 5);
 
 /**
  * @generated from message codemode.orchestrator.v1.DeliverAck
@@ -154,7 +305,7 @@ export type DeliverAck = Message<"codemode.orchestrator.v1.DeliverAck"> & {
  * Use `create(DeliverAckSchema)` to create a new message.
  */
 export const DeliverAckSchema: GenMessage<DeliverAck> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 3);
+  messageDesc(file_codemode_orchestrator_v1_link, 6);
 
 /**
  * @generated from message codemode.orchestrator.v1.SidecarHello
@@ -191,7 +342,7 @@ export type SidecarHello = Message<"codemode.orchestrator.v1.SidecarHello"> & {
  * Use `create(SidecarHelloSchema)` to create a new message.
  */
 export const SidecarHelloSchema: GenMessage<SidecarHello> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 4);
+  messageDesc(file_codemode_orchestrator_v1_link, 7);
 
 /**
  * @generated from message codemode.orchestrator.v1.Heartbeat
@@ -213,7 +364,7 @@ export type Heartbeat = Message<"codemode.orchestrator.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 5);
+  messageDesc(file_codemode_orchestrator_v1_link, 8);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachResponse
@@ -248,6 +399,14 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
      */
     value: InvalidateRuns;
     case: "invalidate";
+  } | {
+    /**
+     * The answer to a LinkCall the sidecar sent on this stream.
+     *
+     * @generated from field: codemode.orchestrator.v1.LinkReply reply = 5;
+     */
+    value: LinkReply;
+    case: "reply";
   } | { case: undefined; value?: undefined };
 };
 
@@ -256,7 +415,7 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
  * Use `create(AttachResponseSchema)` to create a new message.
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 6);
+  messageDesc(file_codemode_orchestrator_v1_link, 9);
 
 /**
  * Sent to the sidecars that may hold a cached ResolveRun answer of a run that changed
@@ -291,7 +450,7 @@ export type InvalidateRuns = Message<"codemode.orchestrator.v1.InvalidateRuns"> 
  * Use `create(InvalidateRunsSchema)` to create a new message.
  */
 export const InvalidateRunsSchema: GenMessage<InvalidateRuns> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 7);
+  messageDesc(file_codemode_orchestrator_v1_link, 10);
 
 /**
  * @generated from message codemode.orchestrator.v1.OrchestratorWelcome
@@ -301,6 +460,14 @@ export type OrchestratorWelcome = Message<"codemode.orchestrator.v1.Orchestrator
    * @generated from field: string orchestrator_id = 1;
    */
   orchestratorId: string;
+
+  /**
+   * True when LinkCall messages on this stream are answered (false from older
+   * orchestrators: the sidecar makes the unary calls).
+   *
+   * @generated from field: bool takes_calls = 2;
+   */
+  takesCalls: boolean;
 };
 
 /**
@@ -308,7 +475,7 @@ export type OrchestratorWelcome = Message<"codemode.orchestrator.v1.Orchestrator
  * Use `create(OrchestratorWelcomeSchema)` to create a new message.
  */
 export const OrchestratorWelcomeSchema: GenMessage<OrchestratorWelcome> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 8);
+  messageDesc(file_codemode_orchestrator_v1_link, 11);
 
 /**
  * An answer to a nested call that may be hosted by this sidecar: a gateway sent it to
@@ -339,7 +506,7 @@ export type DeliverToolResult = Message<"codemode.orchestrator.v1.DeliverToolRes
  * Use `create(DeliverToolResultSchema)` to create a new message.
  */
 export const DeliverToolResultSchema: GenMessage<DeliverToolResult> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 9);
+  messageDesc(file_codemode_orchestrator_v1_link, 12);
 
 /**
  * @generated from message codemode.orchestrator.v1.ToolAnswer
@@ -373,7 +540,7 @@ export type ToolAnswer = Message<"codemode.orchestrator.v1.ToolAnswer"> & {
  * Use `create(ToolAnswerSchema)` to create a new message.
  */
 export const ToolAnswerSchema: GenMessage<ToolAnswer> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 10);
+  messageDesc(file_codemode_orchestrator_v1_link, 13);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunRequest
@@ -404,7 +571,7 @@ export type ResolveRunRequest = Message<"codemode.orchestrator.v1.ResolveRunRequ
  * Use `create(ResolveRunRequestSchema)` to create a new message.
  */
 export const ResolveRunRequestSchema: GenMessage<ResolveRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 11);
+  messageDesc(file_codemode_orchestrator_v1_link, 14);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunResponse
@@ -525,7 +692,7 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
  * Use `create(ResolveRunResponseSchema)` to create a new message.
  */
 export const ResolveRunResponseSchema: GenMessage<ResolveRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 12);
+  messageDesc(file_codemode_orchestrator_v1_link, 15);
 
 /**
  * A namespace visible to a run, with its scope checked at registration.
@@ -559,7 +726,7 @@ export type VisibleNamespace = Message<"codemode.orchestrator.v1.VisibleNamespac
  * Use `create(VisibleNamespaceSchema)` to create a new message.
  */
 export const VisibleNamespaceSchema: GenMessage<VisibleNamespace> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 13);
+  messageDesc(file_codemode_orchestrator_v1_link, 16);
 
 /**
  * A policy-visible catalog entry with its id, in catalog order.
@@ -628,7 +795,7 @@ export type CatalogEntry = Message<"codemode.orchestrator.v1.CatalogEntry"> & {
  * Use `create(CatalogEntrySchema)` to create a new message.
  */
 export const CatalogEntrySchema: GenMessage<CatalogEntry> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 14);
+  messageDesc(file_codemode_orchestrator_v1_link, 17);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentRequest
@@ -680,7 +847,7 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
  * Use `create(RecordSegmentRequestSchema)` to create a new message.
  */
 export const RecordSegmentRequestSchema: GenMessage<RecordSegmentRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 15);
+  messageDesc(file_codemode_orchestrator_v1_link, 18);
 
 /**
  * How a call an earlier segment left pending was settled.
@@ -718,7 +885,7 @@ export type ResolvedCall = Message<"codemode.orchestrator.v1.ResolvedCall"> & {
  * Use `create(ResolvedCallSchema)` to create a new message.
  */
 export const ResolvedCallSchema: GenMessage<ResolvedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 16);
+  messageDesc(file_codemode_orchestrator_v1_link, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentResponse
@@ -731,7 +898,7 @@ export type RecordSegmentResponse = Message<"codemode.orchestrator.v1.RecordSegm
  * Use `create(RecordSegmentResponseSchema)` to create a new message.
  */
 export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 17);
+  messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
  * What a suspended run needs to resume anywhere.
@@ -825,7 +992,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 18);
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
@@ -871,7 +1038,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 19);
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -900,7 +1067,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 20);
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -932,7 +1099,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -969,7 +1136,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 25);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -998,7 +1165,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 26);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -1028,7 +1195,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 24);
+  messageDesc(file_codemode_orchestrator_v1_link, 27);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -1047,7 +1214,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 25);
+  messageDesc(file_codemode_orchestrator_v1_link, 28);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -1077,7 +1244,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 26);
+  messageDesc(file_codemode_orchestrator_v1_link, 29);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -1106,7 +1273,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 27);
+  messageDesc(file_codemode_orchestrator_v1_link, 30);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -1140,7 +1307,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 28);
+  messageDesc(file_codemode_orchestrator_v1_link, 31);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -1164,7 +1331,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 29);
+  messageDesc(file_codemode_orchestrator_v1_link, 32);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind
