@@ -57,6 +57,22 @@ describe("an orchestrator answering link calls on the Attach stream", () => {
     expect(reply(9n)).toMatchObject({ case: "error", value: { code: "invalid_argument", message: "a link call must name its request" } });
     stream.end();
   });
+
+  it("keeps serving when a sidecar closes its side with calls in flight (their replies have no stream left)", async () => {
+    const scope = { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "r" };
+    for (let i = 0; i < 5; i++) {
+      const stream = link.attach();
+      stream.send({ message: { case: "hello", value: { sidecarId: `sc_gone_${i}`, address: "127.0.0.1:1", version: "test" } } });
+      for (let c = 1n; c <= 20n; c++) stream.send({ message: { case: "call", value: { id: c, request: { case: "claimRun", value: { scope, codeModeRunId: `cm_${c}`, leaseMs: 1_000, claimToken: "t" } } } } });
+      stream.end();
+      for await (const _ of stream.messages) {
+        // drained until the orchestrator ends its side
+      }
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    expect(orchestrator.child.exitCode).toBeNull();
+    expect((await link.claimRun({ scope, codeModeRunId: "cm_after", leaseMs: 1_000, claimToken: "t" })).refused).toBe("code mode run is unavailable or expired.");
+  });
 });
 
 describe("the sidecar's link calls", () => {

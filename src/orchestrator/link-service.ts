@@ -108,6 +108,8 @@ export function linkHandlers(deps: {
       // This stream's registration: a sidecar that attached again (its old link not yet seen
       // to close here) is detached only by the link that is current.
       const registration = {};
+      /** False once this handler ended (its stream ends with it). */
+      let open = true;
       const messages = stream.messages[Symbol.asyncIterator]();
       try {
         for (;;) {
@@ -147,7 +149,11 @@ export function linkHandlers(deps: {
             const leave = deps.drain?.enter();
             const ctx = { signal: stream.signal, peer: stream.peer, metadata: stream.metadata };
             void answerLinkCall(msg.message.value, deps.calls(), ctx, log)
-              .then((reply) => stream.send({ message: { case: "reply", value: reply } }))
+              .then((reply) => {
+                // A reply after this stream's handler ended has no stream to go on: the sidecar's call failed as unavailable already.
+                if (open) stream.send({ message: { case: "reply", value: reply } });
+              })
+              .catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not send a link call's reply"))
               .finally(leave);
           } else if (msg.message.case === "poolHealth") {
             if (id) deps.pools.report(id, stream, msg.message.value);
@@ -161,6 +167,7 @@ export function linkHandlers(deps: {
         if (err instanceof ServiceError) throw err;
         if (!stream.signal.aborted) log.warn({ err, sidecarId: id }, "sidecar link failed");
       } finally {
+        open = false;
         if (id && links.get(id) !== registration) {
           deps.pools.detach(id, stream);
           log.info({ sidecarId: id, peer: stream.peer }, "an earlier link of a sidecar ended; its newer link stays attached");
