@@ -15,10 +15,11 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { LinkCall, LinkReplySchema, SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { CallContext, ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
+import type { LinkCallMethod } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 
 /** The methods a LinkCall may carry. */
-export type LinkCallHandlers = Pick<Partial<ServiceHandlers<typeof SidecarLink.method>>, "resolveRun" | "suspendRun" | "claimRun" | "releaseRun" | "routeToolResult">;
+export type LinkCallHandlers = Pick<Partial<ServiceHandlers<typeof SidecarLink.method>>, LinkCallMethod>;
 
 type Reply = MessageInitShape<typeof LinkReplySchema>;
 

@@ -14,13 +14,13 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { LinkCallSchema, LinkReply, SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ServiceClient } from "../protocol/grpc-service.js";
 import { SERVICE_ERROR_CODES, ServiceError, type ServiceErrorCode } from "../protocol/service-error.js";
+import { LINK_CALL_METHODS, type LinkCallMethod } from "../shared/link-wire.js";
 
-export type LinkMethod = "resolveRun" | "suspendRun" | "claimRun" | "releaseRun" | "routeToolResult";
 /** The link calls a sidecar makes, typed as the unary client's. */
-export type LinkRpc = Pick<ServiceClient<typeof SidecarLink.method>, LinkMethod>;
+export type LinkRpc = Pick<ServiceClient<typeof SidecarLink.method>, LinkCallMethod>;
 type CallOptions = { deadlineMs?: number; signal?: AbortSignal };
 
-type InFlight = { method: LinkMethod; resolve: (value: unknown) => void; reject: (err: Error) => void; timer?: NodeJS.Timeout; done?: () => void };
+type InFlight = { method: LinkCallMethod; resolve: (value: unknown) => void; reject: (err: Error) => void; timer?: NodeJS.Timeout; done?: () => void };
 
 const LINK_CLOSED = "the orchestrator link closed before the call was answered";
 
@@ -36,7 +36,7 @@ export class StreamCalls {
 
   constructor(private readonly send: (call: MessageInitShape<typeof LinkCallSchema>) => void) {}
 
-  call(method: LinkMethod, request: unknown, opts: CallOptions = {}): Promise<unknown> {
+  call(method: LinkCallMethod, request: unknown, opts: CallOptions = {}): Promise<unknown> {
     if (this.closed) return Promise.reject(new ServiceError("unavailable", LINK_CLOSED));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
@@ -93,16 +93,10 @@ export class StreamCalls {
  */
 export function linkRpc(client: LinkRpc, streamCalls: () => StreamCalls | undefined): LinkRpc {
   const via =
-    (method: LinkMethod) =>
+    (method: LinkCallMethod) =>
     (request: unknown, opts?: CallOptions): Promise<unknown> => {
       const calls = streamCalls();
       return calls ? calls.call(method, request, opts) : (client[method] as (r: unknown, o?: CallOptions) => Promise<unknown>)(request, opts);
     };
-  return {
-    resolveRun: via("resolveRun"),
-    suspendRun: via("suspendRun"),
-    claimRun: via("claimRun"),
-    releaseRun: via("releaseRun"),
-    routeToolResult: via("routeToolResult"),
-  } as LinkRpc;
+  return Object.fromEntries(LINK_CALL_METHODS.map((method) => [method, via(method)])) as unknown as LinkRpc;
 }

@@ -54,3 +54,10 @@ export function answerFromWire(a: ToolAnswer): AnswerValue | undefined {
   if (a.outcome.case === "error") return { ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message } };
   return undefined;
 }
+
+/**
+ * The unary SidecarLink methods a sidecar may send as a LinkCall on its Attach stream: the
+ * one list both ends read (the sidecar's `rpc`, the orchestrator's dispatch).
+ */
+export const LINK_CALL_METHODS = ["resolveRun", "suspendRun", "claimRun", "releaseRun", "routeToolResult"] as const;
+export type LinkCallMethod = (typeof LINK_CALL_METHODS)[number];
