@@ -42,10 +42,10 @@ function cliHealth(args: string[], env: Record<string, string> = {}) {
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** One ServerReflectionInfo exchange (grpc.reflection.v1), encoded by hand: services listed and files for `symbols`. */
-async function reflect(address: string, symbols: string[]) {
+/** One ServerReflectionInfo exchange (grpc.reflection.v1 or v1alpha), encoded by hand: services listed and files for `symbols`. */
+async function reflect(address: string, symbols: string[], version = "v1") {
   const client = new grpc.Client(address, grpc.credentials.createInsecure());
-  const call = client.makeBidiStreamRequest("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", (b: Buffer) => b, (b: Buffer) => b);
+  const call = client.makeBidiStreamRequest(`/grpc.reflection.${version}.ServerReflection/ServerReflectionInfo`, (b: Buffer) => b, (b: Buffer) => b);
   const services: string[] = [];
   const files: FileDescriptorProto[] = [];
   const errors: string[] = [];
@@ -153,6 +153,9 @@ describe("server reflection", () => {
     expect(file?.service.map((svc) => [svc.name, svc.method.map((m) => m.name)])).toEqual([["Sandbox", ["Exec", "Wait", "BridgeCallback", "ToolSearch", "ToolDescribe", "ToolCall", "ExecSession"]]]);
     // Its import comes along, so a client can resolve every message.
     expect(files.map((f) => f.name)).toContain("codemode/common/v1/common.proto");
+    // v1alpha, which older grpcurl builds speak, answers the same.
+    const alpha = await reflect(sideAddress, [SANDBOX], "v1alpha");
+    expect([alpha.services, alpha.errors, alpha.files.map((f) => f.name).sort()]).toEqual([services, errors, files.map((f) => f.name).sort()]);
   });
 
   it("lists and describes Control on the orchestrator port; SidecarLink stays internal", async () => {
