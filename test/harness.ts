@@ -70,8 +70,9 @@ export type Stack = {
   stop(): Promise<number | null>;
 };
 
-export async function startStack(extra: string[] = []): Promise<Stack> {
-  const proc = await spawnCodemode(["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extra]);
+/** `codemode start` on free ports, with clients; `bin` and `env` start another copy of the package, or with another environment. */
+export async function startStack(extra: string[] = [], options: { bin?: string; env?: Record<string, string> } = {}): Promise<Stack> {
+  const proc = await spawnCodemode(["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extra], options.env ?? {}, options.bin ?? BIN);
   const sandboxAddress = proc.ready.sandbox!;
   const orchestratorAddress = proc.ready.orchestrator!;
   const sandbox = createClient(Sandbox, sandboxAddress);

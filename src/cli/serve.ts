@@ -17,6 +17,7 @@ import { DEFAULT_LINK_ADDRESS, DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADD
 import { createLogger } from "../shared/logger.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import { startTracing } from "../shared/tracing.js";
+import { launchState } from "../shared/launch-state.js";
 import type { Logger } from "../shared/logger.js";
 import { linkClientSecurity, linkClientSecurityFlags, linkServerSecurityFlags, serverSecurity, serverSecurityFlags } from "./security-flags.js";
 import { onShutdown } from "./signals.js";
@@ -26,6 +27,12 @@ function intFlag(value: string | undefined, flag: string): number | undefined {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer, got ${JSON.stringify(value)}`);
   return n;
+}
+
+/** One line as the ready line goes out: how long the start took, and how the code was loaded (../shared/bundle-runner.ts). */
+function logStarted(log: Logger): void {
+  const { bundle, codeCache } = launchState();
+  log.info({ startupMs: Math.round(performance.now()), bundle, codeCache }, "started");
 }
 
 const drainFlags = {
@@ -151,6 +158,7 @@ export async function runStart(argv: string[]): Promise<void> {
     serveWithoutPool: values["serve-without-pool"] === true,
   });
   process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
+  logStarted(log);
   onShutdown(log, async () => {
     // Both report NOT_SERVING at once; the orchestrator keeps serving while the sidecar drains.
     const started = Date.now();
@@ -202,6 +210,7 @@ export async function runSandbox(argv: string[]): Promise<void> {
     serveWithoutPool: values["serve-without-pool"] === true,
   });
   process.stdout.write(`ready sandbox=${sandbox.address}${metrics.ready}\n`);
+  logStarted(log);
   onShutdown(log, async () => {
     await sandbox.drain(budget);
     await Promise.all([metrics.close(), tracing.shutdown()]);
@@ -232,6 +241,7 @@ export async function runOrchestrator(argv: string[]): Promise<void> {
   const { startOrchestrator } = await import("../orchestrator/server.js");
   const orchestrator = await startOrchestrator({ listen, linkListen, security, linkSecurity, log, ...storeOptions(values), ...(metrics.registry ? { metrics: metrics.registry } : {}) });
   process.stdout.write(`ready orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
+  logStarted(log);
   onShutdown(log, async () => {
     await orchestrator.drain(budget);
     await metrics.close();

@@ -31,7 +31,10 @@
  * (100-250 ms under load). A lane whose new thread cannot run code stays warming while
  * ./pool-health.ts retries it.
  */
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
+import { launchState } from "../shared/launch-state.js";
 import type { WorkerMemory } from "./task-protocol.js";
 
 /** How long a VM may hold its thread before the lane counts as hogged. */
@@ -56,11 +59,21 @@ export type LaneKind = "base" | "surge" | "background";
  */
 export const WORKER_YOUNG_GENERATION_MB = 12;
 
+/** The worker file: the worker bundle's entry when the CLI runs from its bundle (../shared/bundle-runner.ts), else the module. */
+export function workerFile(): string {
+  const entry = fileURLToPath(new URL("../bundle/worker-entry.cjs", import.meta.url));
+  return launchState().bundle === "used" && existsSync(entry) ? entry : fileURLToPath(new URL("./worker/worker.js", import.meta.url));
+}
+
 export type LaneOptions = {
   filename: string;
   execsPerWorker: number;
   wasmModule: WebAssembly.Module;
+  /** quickjs.wasm's sha256 (hex): a worker takes the build's prelude bytecode only for the same wasm. */
+  wasmDigest?: string;
   stackSizeMb: number;
+  /** A code cache training start (../shared/launch-state.ts): the worker bundle writes its cache after each task. */
+  trainCodeCache?: boolean;
 };
 
 export class Lane {
@@ -110,7 +123,7 @@ export class Lane {
       maxThreads: 1,
       idleTimeout: Number.MAX_SAFE_INTEGER,
       concurrentTasksPerWorker: o.execsPerWorker,
-      workerData: { wasmModule: o.wasmModule, busy: shared, epoch: this.epoch, nice: kind === "background" ? BACKGROUND_NICE : 0 },
+      workerData: { wasmModule: o.wasmModule, wasmDigest: o.wasmDigest, busy: shared, epoch: this.epoch, nice: kind === "background" ? BACKGROUND_NICE : 0, trainCodeCache: o.trainCodeCache === true },
       resourceLimits: { stackSizeMb: o.stackSizeMb, maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
       // Guest code runs in workers; keep the process's environment out of them.
       env: {},

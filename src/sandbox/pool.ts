@@ -16,11 +16,11 @@
  * not yet started, or a VM idle with its current image parked, moves to a free lane
  * (a surge lane if there is none), and the run goes on there.
  */
+import { createHash } from "node:crypto";
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
-import { fileURLToPath } from "node:url";
-import { HOG_MS, Lanes, type Lane } from "./lanes.js";
+import { HOG_MS, Lanes, workerFile, type Lane } from "./lanes.js";
 import { forwardEvent, killGraceMs, type ExecEvents, type ExecHandle, type Submission } from "./pool-contract.js";
 import { ImageAnswers } from "./image-answers.js";
 import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
@@ -28,6 +28,7 @@ import { PoolHealthMonitor } from "./pool-health.js";
 import { FairScheduler, LOOP_MS } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
+import { launchState } from "../shared/launch-state.js";
 import { shareCatalog } from "./shared-catalog.js";
 import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMemory, type WorkerMessage } from "./task-protocol.js";
 
@@ -43,7 +44,6 @@ const MAX_MOVES = 8;
 /** How a cancelled guest's failure starts (the worker's message, completed here with the reason). */
 const CANCELLED_PREFIX = "code mode exec was cancelled: ";
 
-const WORKER_FILE = fileURLToPath(new URL("./worker/worker.js", import.meta.url));
 /** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
 const WORKER_STACK_MB = 16;
 
@@ -88,7 +88,8 @@ export class SandboxPool {
     const wasmModule = await WebAssembly.compile(bytes);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
-    const lanes = new Lanes(threads, { filename: WORKER_FILE, execsPerWorker, wasmModule, stackSizeMb: WORKER_STACK_MB });
+    const wasmDigest = createHash("sha256").update(bytes).digest("hex"); // the key of the build's prelude bytecode (./worker/precompiled-preludes.ts)
+    const lanes = new Lanes(threads, { filename: workerFile(), execsPerWorker, wasmModule, wasmDigest, stackSizeMb: WORKER_STACK_MB, trainCodeCache: launchState().training });
     return new SandboxPool(lanes, threads, threads * execsPerWorker, options.log);
   }
 

@@ -5,10 +5,9 @@
  * bytecode compiled here. A compiler VM that failed in a way that could have left it
  * damaged is replaced before the next compile.
  */
-import { QuickJS, CompileFlags, EvalFlags, type JSException } from "quickjs-wasi";
-import { CELL_FILENAME, PRELUDE_FILENAME, PRELUDE_SOURCE, wrapCell } from "../guest/prelude.js";
-import { TOOL_SEARCH_PRELUDE_FILENAME, TOOL_SEARCH_PRELUDE_SOURCE } from "../guest/tool-search-prelude.js";
-import { MCP_RUN_PRELUDE_FILENAME, MCP_RUN_PRELUDE_SOURCE } from "../mcp-run/prelude.js";
+import { QuickJS, EvalFlags, type JSException } from "quickjs-wasi";
+import { CELL_FILENAME, wrapCell } from "../guest/prelude.js";
+import { precompiled, PRELUDES, type PreludeName } from "./precompiled-preludes.js";
 import { cellPosition, formatLocation } from "./guest-errors.js";
 import { STACK_BYTES } from "./vm-options.js";
 import { collectSoon } from "./collect.js";
@@ -86,8 +85,6 @@ export async function compileScript(
   }
 }
 
-let prelude: Uint8Array | undefined;
-
 /** The guest prelude's bytecode, compiled once per worker. */
 /**
  * Compiles the model's program wrapped as a cell. A syntax error is reported as the
@@ -100,37 +97,23 @@ export async function compileCell(wasm: WebAssembly.Module, source: string): Pro
   return { ok: false, message: `${cell.error.message} (${formatLocation(pos.line, pos.column)})` };
 }
 
-export async function preludeBytecode(wasm: WebAssembly.Module): Promise<Uint8Array> {
-  if (prelude) return prelude;
-  // Stripped of its source text and debug info: a third of the size, about 0.2 ms less per
-  // VM to load, and the guest cannot read the prelude through Function.prototype.toString.
-  const compiled = await compileScript(wasm, PRELUDE_SOURCE, PRELUDE_FILENAME, CompileFlags.STRIP_SOURCE | CompileFlags.STRIP_DEBUG);
-  if (!compiled.ok) throw new Error(`internal: the guest prelude does not compile: ${compiled.error.message}`);
-  prelude = compiled.bytecode;
-  return prelude;
+const preludes = new Map<PreludeName, Uint8Array>();
+
+/** Prelude `name`'s bytecode: built with the package (./precompiled-preludes.ts) or compiled here, once per worker. */
+export async function preludeBytecodeOf(name: PreludeName, wasm: WebAssembly.Module): Promise<Uint8Array> {
+  let bytecode = preludes.get(name) ?? precompiled(name);
+  if (!bytecode) {
+    const p = PRELUDES[name];
+    const compiled = await compileScript(wasm, p.source, p.filename, p.flags);
+    if (!compiled.ok) throw new Error(`internal: ${p.what} does not compile: ${compiled.error.message} (line ${compiled.error.line})`);
+    bytecode = compiled.bytecode;
+  }
+  preludes.set(name, bytecode);
+  return bytecode;
 }
 
-let toolSearchPrelude: Uint8Array | undefined;
-
-/** The reduced prelude of the Tool Search surface (`tool_search_code`), compiled once per worker. */
-export async function toolSearchPreludeBytecode(wasm: WebAssembly.Module): Promise<Uint8Array> {
-  if (toolSearchPrelude) return toolSearchPrelude;
-  const compiled = await compileScript(wasm, TOOL_SEARCH_PRELUDE_SOURCE, TOOL_SEARCH_PRELUDE_FILENAME);
-  if (!compiled.ok) throw new Error(`internal: the Tool Search prelude does not compile: ${compiled.error.message}`);
-  toolSearchPrelude = compiled.bytecode;
-  return toolSearchPrelude;
-}
-
-let mcpRunPrelude: Uint8Array | undefined;
-
-/** The prelude of the Code Mode for MCP surface (`codemode.run`), compiled once per worker, stripped like code mode's. */
-export async function mcpRunPreludeBytecode(wasm: WebAssembly.Module): Promise<Uint8Array> {
-  if (mcpRunPrelude) return mcpRunPrelude;
-  const compiled = await compileScript(wasm, MCP_RUN_PRELUDE_SOURCE, MCP_RUN_PRELUDE_FILENAME, CompileFlags.STRIP_SOURCE | CompileFlags.STRIP_DEBUG);
-  if (!compiled.ok) throw new Error(`internal: the codemode.run prelude does not compile: ${compiled.error.message} (line ${compiled.error.line})`);
-  mcpRunPrelude = compiled.bytecode;
-  return mcpRunPrelude;
-}
+/** Code mode's prelude. */
+export const preludeBytecode = (wasm: WebAssembly.Module) => preludeBytecodeOf("code", wasm);
 
 /** Drops the compiler VM (after a WASM trap anywhere in this worker, to be safe). */
 export function resetCompiler(): void {

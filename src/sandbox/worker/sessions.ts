@@ -9,7 +9,7 @@
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import type { ExecTask, GuestCatalog, ResumeTask, TaskOutcome, UnparkTask, VmStart, WorkerMessage } from "../task-protocol.js";
 import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
-import { compileCell, mcpRunPreludeBytecode, preludeBytecode, toolSearchPreludeBytecode } from "./compiler.js";
+import { compileCell, preludeBytecodeOf } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { baseImage } from "./base-image.js";
 import { openSnapshot } from "./snapshot-codec.js";
@@ -33,7 +33,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
   let prelude: Uint8Array;
   try {
     // Tool Search (`tool_search_code`) gets its reduced prelude; the session is the same.
-    prelude = task.surface === "tool_search" ? await toolSearchPreludeBytecode(wasm) : task.surface === "mcp_run" ? await mcpRunPreludeBytecode(wasm) : await preludeBytecode(wasm);
+    prelude = await preludeBytecodeOf(task.surface ?? "code", wasm);
   } catch (err) {
     return failed((err as Error).message, task.outputBytesUsed, "internal_error");
   }

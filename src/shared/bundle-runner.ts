@@ -1,0 +1,79 @@
+/**
+ * Runs a one-file CommonJS bundle from dist/bundle/ (scripts/bundle.mjs) through
+ * `vm.Script` with its V8 code cache. Start-up was dominated by loading hundreds of ES
+ * modules: resolving and reading each file, then V8 parsing and compiling it. A bundle
+ * needs one read; with its cache, V8 deserializes functions compiled in a training start
+ * (which ran real execs) instead of parsing and compiling them again.
+ *
+ * A bundle is used only when it is at least as new as the compiled module it was built
+ * from (a `tsc` run after the bundle leaves it stale), and not with CODEMODE_BUNDLE=0 in
+ * the CLI's environment; callers then load the modules, which behave the same, only slower
+ * to start. V8 checks a cache against its own version and flags but the source only by
+ * length, so each cache file is named by the build id its bundle ends with: a cache from
+ * another build is never offered.
+ */
+import { readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Script } from "node:vm";
+
+/** dist/bundle/, next to dist/shared/ where this module is compiled to. */
+export const BUNDLE_DIR = fileURLToPath(new URL("../bundle/", import.meta.url));
+/** A bundle's last line: `// codemode-build <id>` (scripts/bundle.mjs). */
+export const BUILD_MARK = "\n// codemode-build ";
+
+export const bundleFile = (name: string) => `${BUNDLE_DIR}${name}.cjs`;
+/** The code cache of bundle `name` built as `id`. */
+export const cacheFile = (name: string, id: string) => `${BUNDLE_DIR}${name}.${id}.v8cache`;
+/** Where a training start writes a cache; scripts/bundle.mjs renames it once the start ended well. */
+export const trainingFile = (name: string, id: string) => `${cacheFile(name, id)}.partial`;
+
+export type CodeCacheState = "used" | "rejected" | "absent";
+export type Bundle = { exports: Record<string, unknown>; codeCache: CodeCacheState; /** Writes the code cache of what V8 compiled so far (training). */ writeCache(): void };
+
+function mtime(path: string): number | undefined {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs bundle `name` and returns its exports, or why it did not: "absent" (not built) or
+ * "stale" (older than `source`, the compiled module it bundles).
+ */
+export function runBundle(name: string, source: string | URL): Bundle | "absent" | "stale" {
+  const file = bundleFile(name);
+  const built = mtime(file);
+  if (built === undefined) return "absent";
+  if (built < (mtime(source instanceof URL ? fileURLToPath(source) : source) ?? 0)) return "stale";
+  const code = readFileSync(file, "utf8");
+  const mark = code.lastIndexOf(BUILD_MARK);
+  const id = mark < 0 ? "" : code.slice(mark + BUILD_MARK.length).trim();
+  let cachedData: Buffer | undefined;
+  if (/^[0-9a-f]{16,}$/.test(id)) {
+    try {
+      cachedData = readFileSync(cacheFile(name, id));
+    } catch {
+      // no cache for this build: V8 compiles as it goes
+    }
+  }
+  // `import()` in code run by vm.Script needs a flag or an experimental loader option, so
+  // scripts/bundle.mjs turns each one in our modules into a call of `__cmImport`, this
+  // module's own import(): packages left outside the bundle, and files the CLI is given.
+  const script = new Script(`(function (exports, require, module, __filename, __dirname, __cmImport) {${code}\n})`, { filename: file, ...(cachedData ? { cachedData } : {}) });
+  const module = { exports: {} as Record<string, unknown> };
+  const load = (specifier: string) => import(specifier);
+  (script.runInThisContext() as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, dirname(file), load);
+  return {
+    exports: module.exports,
+    codeCache: !cachedData ? "absent" : script.cachedDataRejected ? "rejected" : "used",
+    writeCache() {
+      const out = trainingFile(name, id);
+      writeFileSync(`${out}.tmp`, script.createCachedData());
+      renameSync(`${out}.tmp`, out);
+    },
+  };
+}

@@ -1,0 +1,116 @@
+/**
+ * The build's bundles (scripts/bundle.mjs, src/shared/bundle-runner.ts): `npm run build`,
+ * which the test command runs first, leaves in dist/bundle/ the CLI's and the worker's
+ * bundles with their code caches, named by the build ids the bundles end with, and the
+ * guest preludes' bytecode. A start runs from the bundles with the caches; a stale bundle
+ * (tsc ran after it) or CODEMODE_BUNDLE=0 runs the modules instead, with the same results;
+ * and workers run the build's prelude bytecode exactly when it was built for their
+ * quickjs.wasm, else what they compile themselves.
+ */
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { BUILD_MARK } from "../src/shared/bundle-runner.js";
+import { compileScript } from "../src/sandbox/worker/compiler.js";
+import { PRELUDES, preludeKey, type PrecompiledFile, type PreludeName } from "../src/sandbox/worker/precompiled-preludes.js";
+import { execute, logged, startStack } from "./harness.js";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const BUNDLE = join(ROOT, "dist", "bundle");
+const copies: string[] = [];
+
+afterAll(() => {
+  for (const dir of copies) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A runnable copy of the package with dist's timestamps kept (node_modules symlinked), which a test may change. */
+function copyPackage(): string {
+  const dir = mkdtempSync(join(tmpdir(), "codemode-bundle-"));
+  copies.push(dir);
+  cpSync(join(ROOT, "dist"), join(dir, "dist"), { recursive: true, preserveTimestamps: true });
+  cpSync(join(ROOT, "bin"), join(dir, "bin"), { recursive: true });
+  cpSync(join(ROOT, "package.json"), join(dir, "package.json"));
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
+  return dir;
+}
+
+function buildId(name: string, dir = BUNDLE): string {
+  const text = readFileSync(join(dir, `${name}.cjs`), "utf8");
+  const at = text.lastIndexOf(BUILD_MARK);
+  expect(at).toBeGreaterThan(0);
+  return text.slice(at + BUILD_MARK.length).trim();
+}
+
+/** Starts `codemode start` (from `bin`, with `env`); returns its "started" log fields and what `code` returned. */
+async function startAndRun(code: string, bin?: string, env: Record<string, string> = {}) {
+  const stack = await startStack(["--threads", "1"], { ...(bin ? { bin } : {}), env });
+  try {
+    const started = JSON.parse(await logged(stack.proc, /"msg":"started"/)) as { bundle: string; codeCache: string; startupMs: number };
+    const { model } = await execute(stack, { code });
+    return { started, model };
+  } finally {
+    expect(await stack.stop()).toBe(0);
+  }
+}
+
+describe("the build's bundles", () => {
+  it("holds both bundles with the code caches of their build ids, and no other cache", () => {
+    const ids = { codemode: buildId("codemode"), worker: buildId("worker") };
+    for (const id of Object.values(ids)) expect(id).toMatch(/^[0-9a-f]{24}$/);
+    const caches = readdirSync(BUNDLE).filter((f) => f.endsWith(".v8cache")).sort();
+    expect(caches).toEqual([`codemode.${ids.codemode}.v8cache`, `worker.${ids.worker}.v8cache`]);
+    expect(existsSync(join(BUNDLE, "worker-entry.cjs"))).toBe(true);
+  });
+
+  it("holds the preludes' bytecode for this quickjs.wasm, byte for byte what QuickJS compiles from their sources", async () => {
+    const bytes = readFileSync(fileURLToPath(import.meta.resolve("quickjs-wasi/quickjs.wasm")));
+    const file = JSON.parse(readFileSync(join(BUNDLE, "preludes.json"), "utf8")) as PrecompiledFile;
+    expect(file.key).toBe(preludeKey(createHash("sha256").update(bytes).digest("hex")));
+    const wasm = await WebAssembly.compile(bytes);
+    for (const [name, p] of Object.entries(PRELUDES)) {
+      const compiled = await compileScript(wasm, p.source, p.filename, p.flags);
+      if (!compiled.ok) throw new Error(`${name}: ${compiled.error.message}`);
+      expect(Buffer.from(file.bytecode[name as PreludeName], "base64").equals(Buffer.from(compiled.bytecode)), name).toBe(true);
+    }
+  });
+});
+
+describe("starting", () => {
+  it("runs from the bundle with its code cache", async () => {
+    const { started, model } = await startAndRun("return typeof ALL_TOOLS + ' ' + (1 + 1)");
+    expect([started.bundle, started.codeCache]).toEqual(["used", "used"]);
+    expect(model).toMatchObject({ status: "completed", value: "object 2" });
+  });
+
+  it("runs the modules when the bundle is older than them, or with CODEMODE_BUNDLE=0, with the same result", async () => {
+    const dir = copyPackage();
+    const main = join(dir, "dist", "cli", "main.js");
+    const later = new Date(Date.now() + 60_000);
+    utimesSync(main, later, later);
+    const stale = await startAndRun("return typeof ALL_TOOLS + ' ' + (1 + 1)", join(dir, "bin", "codemode.js"));
+    expect(stale.started).toMatchObject({ bundle: "stale", codeCache: "none" });
+    expect(stale.model).toMatchObject({ status: "completed", value: "object 2" });
+    const off = await startAndRun("return typeof ALL_TOOLS + ' ' + (1 + 1)", undefined, { CODEMODE_BUNDLE: "0" });
+    expect(off.started).toMatchObject({ bundle: "off", codeCache: "none" });
+    expect(off.model).toMatchObject({ status: "completed", value: "object 2" });
+  });
+
+  it("runs the build's prelude bytecode only when its key is this quickjs.wasm's", async () => {
+    // In a copy, code mode's bytecode is swapped for Tool Search's (which has no ALL_TOOLS):
+    // with the right key the worker runs it; with another key it compiles code mode's own.
+    const dir = copyPackage();
+    const path = join(dir, "dist", "bundle", "preludes.json");
+    const file = JSON.parse(readFileSync(path, "utf8")) as PrecompiledFile;
+    writeFileSync(path, JSON.stringify({ ...file, bytecode: { ...file.bytecode, code: file.bytecode.tool_search } }));
+    const bin = join(dir, "bin", "codemode.js");
+    const swapped = await startAndRun("return typeof ALL_TOOLS", bin);
+    expect(swapped.started.bundle).toBe("used");
+    expect(swapped.model).toMatchObject({ status: "completed", value: "undefined" });
+    writeFileSync(path, JSON.stringify({ key: "0".repeat(64), bytecode: { ...file.bytecode, code: file.bytecode.tool_search } }));
+    const other = await startAndRun("return typeof ALL_TOOLS", bin);
+    expect(other.model).toMatchObject({ status: "completed", value: "object" });
+  });
+});
