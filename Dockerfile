@@ -7,6 +7,12 @@ RUN npm ci
 COPY tsconfig.json buf.yaml buf.gen.yaml ./
 COPY proto ./proto
 COPY src ./src
+COPY scripts ./scripts
+COPY bin ./bin
+# tsc, then scripts/bundle.mjs: dist/bundle/ holds the one-file bundles, their V8 code caches
+# (from a training start on 127.0.0.1 during the build) and the preludes' bytecode. The caches
+# fit this stage's Node exactly, which is why the runtime stage uses the same base image; a
+# Node that refuses them still starts, only slower ("started" log line: codeCache "rejected").
 RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
