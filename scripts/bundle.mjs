@@ -13,7 +13,8 @@
 //    preludes.json holds the guest preludes' bytecode for this quickjs.wasm.
 // 3. Training: `codemode start --threads 1` from the new bundles with
 //    CODEMODE_CODE_CACHE_TRAINING=1 runs OpenRun, an Exec whose program calls a tool
-//    (answered with BridgeCallback) and the same over ExecSession. The worker writes its
+//    (answered with BridgeCallback) and the same over ExecSession, then waits for the
+//    sidecar's background load of codemode.run's modules. The worker writes its
 //    cache after each task; at SIGTERM the service drains and writes the CLI's cache as it
 //    exits. A start or exec that fails fails the build.
 import { spawn } from "node:child_process";
@@ -30,8 +31,8 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const dist = join(root, "dist");
 const { BUNDLE_DIR, BUILD_MARK, bundleFile, cacheFile, trainingFile } = await import(join(dist, "shared", "bundle-runner.js"));
 
-/** Loaded only for optional features (MCP, tracing, metrics, a Redis store, codemode.run's validation): not on the start path. */
-const EXTERNAL = ["@modelcontextprotocol/sdk", "@opentelemetry/*", "ioredis", "prom-client", "ajv", "ajv/*"];
+/** Loaded only for optional features (MCP, tracing, metrics, a Redis store): not on the start path. */
+const EXTERNAL = ["@modelcontextprotocol/sdk", "@opentelemetry/*", "ioredis", "prom-client"];
 
 const isExternal = (specifier) => EXTERNAL.some((e) => (e.endsWith("/*") ? specifier.startsWith(e.slice(0, -1)) : specifier === e || specifier.startsWith(`${e}/`)));
 
@@ -191,6 +192,8 @@ async function train() {
     }
     if (value !== "2") fail(`the ExecSession exec returned ${value}`);
     await control.closeRun({ scope });
+    // The sidecar loads codemode.run's modules 1 s after start (src/sandbox/server.ts): in the cache too.
+    await new Promise((r) => setTimeout(r, 1_200));
   } finally {
     sandbox.close();
     control.close();
