@@ -6,9 +6,11 @@
 // 1. esbuild bundles, as CommonJS: dist/cli/main.js into codemode.cjs; the worker,
 //    dist/sandbox/worker/worker.js, into worker.cjs; and worker-entry.cjs, the small file
 //    piscina loads, which runs worker.cjs with its cache. Each file's `import.meta.url`,
-//    `import.meta.resolve`, `__dirname` and `__filename` are rewritten to its original
-//    path, relative to the bundle, so worker files, .wasm and .proto files are found where
-//    they are. Packages loaded only for optional features stay outside (EXTERNAL).
+//    `import.meta.resolve`, and in packages `__dirname` and `__filename`, are rewritten to
+//    its original path, relative to the bundle, so worker files, .wasm and .proto files are
+//    found where they are. Packages loaded only for optional features stay outside
+//    (EXTERNAL); our modules' import() of them, or of a computed specifier, calls the
+//    runner's own import() (vm.Script code cannot import without a flag).
 // 2. codemode.cjs and worker.cjs end with `// codemode-build <id>`, the sha256 of their text.
 //    preludes.json holds the guest preludes' bytecode for this quickjs.wasm.
 // 3. Training: `codemode start --threads 1` from the new bundles with

@@ -85,7 +85,6 @@ export async function compileScript(
   }
 }
 
-/** The guest prelude's bytecode, compiled once per worker. */
 /**
  * Compiles the model's program wrapped as a cell. A syntax error is reported as the
  * model should read it: the message and its position in the model's own source.
