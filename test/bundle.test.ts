@@ -57,11 +57,12 @@ async function startAndRun(code: string, bin?: string, env: Record<string, strin
 }
 
 describe("the build's bundles", () => {
-  it("holds both bundles with the code caches of their build ids, and no other cache", () => {
+  it("holds both bundles with the code caches of their build ids, and no cache of another build", () => {
     const ids = { codemode: buildId("codemode"), worker: buildId("worker") };
     for (const id of Object.values(ids)) expect(id).toMatch(/^[0-9a-f]{24}$/);
-    const caches = readdirSync(BUNDLE).filter((f) => f.endsWith(".v8cache")).sort();
-    expect(caches).toEqual([`codemode.${ids.codemode}.v8cache`, `worker.${ids.worker}.v8cache`]);
+    for (const [name, id] of Object.entries(ids)) expect(existsSync(join(BUNDLE, `${name}.${id}.v8cache`)), name).toBe(true);
+    // Besides the build's own, only caches a process wrote for its V8 flags (`<name>.<id>.<flavour>.v8cache`).
+    for (const f of readdirSync(BUNDLE).filter((n) => n.endsWith(".v8cache"))) expect(f).toMatch(new RegExp(`^(codemode\\.${ids.codemode}|worker\\.${ids.worker})(\\.[0-9a-f]{16})?\\.v8cache$`));
     expect(existsSync(join(BUNDLE, "worker-entry.cjs"))).toBe(true);
   });
 
@@ -96,6 +97,29 @@ describe("starting", () => {
     const off = await startAndRun("return typeof ALL_TOOLS + ' ' + (1 + 1)", undefined, { CODEMODE_BUNDLE: "0" });
     expect(off.started).toMatchObject({ bundle: "off", codeCache: "none" });
     expect(off.model).toMatchObject({ status: "completed", value: "object 2" });
+  });
+
+  it("under other V8 flags the build's cache is refused; the process writes one for its flags, which the next start takes", async () => {
+    const dir = copyPackage();
+    const bin = join(dir, "bin", "codemode.js");
+    const env = { NODE_OPTIONS: "--max-old-space-size=3000", CODEMODE_CODE_CACHE_REFRESH_MS: "300" };
+    const first = await startStack(["--threads", "1"], { bin, env });
+    let flavour: string;
+    try {
+      const started = JSON.parse(await logged(first.proc, /"msg":"started"/)) as { codeCache: string; nodeOptionsDigest: string };
+      expect(started.codeCache).toBe("rejected");
+      flavour = started.nodeOptionsDigest;
+      expect(flavour).toMatch(/^[0-9a-f]{16}$/);
+      await logged(first.proc, /wrote a code cache for this process's V8 flags/);
+      expect((await execute(first, { code: "return 2 * 21" })).model).toMatchObject({ status: "completed", value: 42 });
+    } finally {
+      expect(await first.stop()).toBe(0);
+    }
+    const bundleDir = join(dir, "dist", "bundle");
+    for (const name of ["codemode", "worker"]) expect(existsSync(join(bundleDir, `${name}.${buildId(name, bundleDir)}.${flavour}.v8cache`)), name).toBe(true);
+    const again = await startAndRun("return 2 * 21", bin, env);
+    expect(again.started).toMatchObject({ bundle: "used", codeCache: "used" });
+    expect(again.model).toMatchObject({ status: "completed", value: 42 });
   });
 
   it("runs the build's prelude bytecode only when its key is this quickjs.wasm's", async () => {

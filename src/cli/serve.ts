@@ -17,7 +17,7 @@ import { DEFAULT_LINK_ADDRESS, DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADD
 import { createLogger } from "../shared/logger.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import { startTracing } from "../shared/tracing.js";
-import { launchState } from "../shared/launch-state.js";
+import { codeCacheRefreshMs, launchState } from "../shared/launch-state.js";
 import type { Logger } from "../shared/logger.js";
 import { linkClientSecurity, linkClientSecurityFlags, linkServerSecurityFlags, serverSecurity, serverSecurityFlags } from "./security-flags.js";
 import { onShutdown } from "./signals.js";
@@ -29,10 +29,20 @@ function intFlag(value: string | undefined, flag: string): number | undefined {
   return n;
 }
 
-/** One line as the ready line goes out: how long the start took, and how the code was loaded (../shared/bundle-runner.ts). */
+/**
+ * One line as the ready line goes out: how long the start took, and how the code was loaded
+ * (../shared/bundle-runner.ts). A bundle whose code cache V8 refused (other V8 flags) or that
+ * had none writes one for this process's flags a while later, for the next start.
+ */
 function logStarted(log: Logger): void {
-  const { bundle, codeCache } = launchState();
-  log.info({ startupMs: Math.round(performance.now()), bundle, codeCache }, "started");
+  const { bundle, codeCache, flavour, refreshCodeCache } = launchState();
+  log.info({ startupMs: Math.round(performance.now()), bundle, codeCache, ...(flavour ? { nodeOptionsDigest: flavour } : {}) }, "started");
+  if (!refreshCodeCache) return;
+  setTimeout(() => {
+    const r = refreshCodeCache();
+    if ("wrote" in r) log.info({ file: r.wrote }, "wrote a code cache for this process's V8 flags: the next start with them uses it");
+    else log.info({ reason: r.failed }, "could not write a code cache for this process's V8 flags (build with the same NODE_OPTIONS to have one)");
+  }, codeCacheRefreshMs()).unref();
 }
 
 const drainFlags = {

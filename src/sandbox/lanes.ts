@@ -34,7 +34,7 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
-import { launchState } from "../shared/launch-state.js";
+import { codeCacheRefreshMs, launchState } from "../shared/launch-state.js";
 import type { WorkerMemory } from "./task-protocol.js";
 
 /** How long a VM may hold its thread before the lane counts as hogged. */
@@ -59,10 +59,18 @@ export type LaneKind = "base" | "surge" | "background";
  */
 export const WORKER_YOUNG_GENERATION_MB = 12;
 
-/** The worker file: the worker bundle's entry when the CLI runs from its bundle (../shared/bundle-runner.ts), else the module. */
-export function workerFile(): string {
+/**
+ * How worker threads load (../shared/bundle-runner.ts): the worker bundle's entry when the
+ * CLI runs from its bundle, else the module; the code cache's training and V8 flags' digest.
+ */
+export function workerLoading(): Pick<LaneOptions, "filename" | "trainCodeCache" | "codeCache"> {
+  const launched = launchState();
   const entry = fileURLToPath(new URL("../bundle/worker-entry.cjs", import.meta.url));
-  return launchState().bundle === "used" && existsSync(entry) ? entry : fileURLToPath(new URL("./worker/worker.js", import.meta.url));
+  return {
+    filename: launched.bundle === "used" && existsSync(entry) ? entry : fileURLToPath(new URL("./worker/worker.js", import.meta.url)),
+    trainCodeCache: launched.training,
+    codeCache: { flavour: launched.flavour, refreshMs: codeCacheRefreshMs() },
+  };
 }
 
 export type LaneOptions = {
@@ -74,6 +82,8 @@ export type LaneOptions = {
   stackSizeMb: number;
   /** A code cache training start (../shared/launch-state.ts): the worker bundle writes its cache after each task. */
   trainCodeCache?: boolean;
+  /** The main thread's V8 flags' digest, and when a worker whose cache was refused writes one (../shared/bundle-runner.ts). */
+  codeCache?: { flavour: string; refreshMs: number };
 };
 
 export class Lane {
@@ -123,7 +133,7 @@ export class Lane {
       maxThreads: 1,
       idleTimeout: Number.MAX_SAFE_INTEGER,
       concurrentTasksPerWorker: o.execsPerWorker,
-      workerData: { wasmModule: o.wasmModule, wasmDigest: o.wasmDigest, busy: shared, epoch: this.epoch, nice: kind === "background" ? BACKGROUND_NICE : 0, trainCodeCache: o.trainCodeCache === true },
+      workerData: { wasmModule: o.wasmModule, wasmDigest: o.wasmDigest, busy: shared, epoch: this.epoch, nice: kind === "background" ? BACKGROUND_NICE : 0, trainCodeCache: o.trainCodeCache === true, codeCacheFlavour: o.codeCache?.flavour ?? "", codeCacheRefreshMs: o.codeCache?.refreshMs },
       resourceLimits: { stackSizeMb: o.stackSizeMb, maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
       // Guest code runs in workers; keep the process's environment out of them.
       env: {},

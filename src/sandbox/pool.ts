@@ -20,7 +20,7 @@ import { createHash } from "node:crypto";
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
-import { HOG_MS, Lanes, workerFile, type Lane } from "./lanes.js";
+import { HOG_MS, Lanes, workerLoading, type Lane } from "./lanes.js";
 import { forwardEvent, killGraceMs, type ExecEvents, type ExecHandle, type Submission } from "./pool-contract.js";
 import { ImageAnswers } from "./image-answers.js";
 import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
@@ -28,7 +28,6 @@ import { PoolHealthMonitor } from "./pool-health.js";
 import { FairScheduler, LOOP_MS } from "./scheduler.js";
 import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
-import { launchState } from "../shared/launch-state.js";
 import { shareCatalog } from "./shared-catalog.js";
 import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMemory, type WorkerMessage } from "./task-protocol.js";
 
@@ -89,7 +88,7 @@ export class SandboxPool {
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
     const wasmDigest = createHash("sha256").update(bytes).digest("hex"); // the key of the build's prelude bytecode (./worker/precompiled-preludes.ts)
-    const lanes = new Lanes(threads, { filename: workerFile(), execsPerWorker, wasmModule, wasmDigest, stackSizeMb: WORKER_STACK_MB, trainCodeCache: launchState().training });
+    const lanes = new Lanes(threads, { ...workerLoading(), execsPerWorker, wasmModule, wasmDigest, stackSizeMb: WORKER_STACK_MB });
     return new SandboxPool(lanes, threads, threads * execsPerWorker, options.log);
   }
 

@@ -11,7 +11,14 @@
  * to start. V8 checks a cache against its own version and flags but the source only by
  * length, so each cache file is named by the build id its bundle ends with: a cache from
  * another build is never offered.
+ *
+ * V8 refuses a cache made under other V8 flags, and Node options such as
+ * `--max-old-space-size` (on the command line or in NODE_OPTIONS) are V8 flags. A process
+ * started with options therefore looks first for a cache named by them too (its
+ * "flavour"), and a process whose cache was refused or missing can write one for its own
+ * flavour once it has run a while (`refresh`), where dist/bundle/ is writable.
  */
+import { createHash } from "node:crypto";
 import { readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname } from "node:path";
@@ -24,13 +31,30 @@ export const BUNDLE_DIR = fileURLToPath(new URL("../bundle/", import.meta.url));
 export const BUILD_MARK = "\n// codemode-build ";
 
 export const bundleFile = (name: string) => `${BUNDLE_DIR}${name}.cjs`;
-/** The code cache of bundle `name` built as `id`. */
-export const cacheFile = (name: string, id: string) => `${BUNDLE_DIR}${name}.${id}.v8cache`;
+/** The code cache of bundle `name` built as `id`, for V8 flags `flavour` ("": the build's own). */
+export const cacheFile = (name: string, id: string, flavour = "") => `${BUNDLE_DIR}${name}.${id}${flavour ? `.${flavour}` : ""}.v8cache`;
 /** Where a training start writes a cache; scripts/bundle.mjs renames it once the start ended well. */
 export const trainingFile = (name: string, id: string) => `${cacheFile(name, id)}.partial`;
 
+/**
+ * The flavour of a process started with Node options: a digest of its `execArgv` and
+ * NODE_OPTIONS ("" without either). A worker thread has neither of its own (its
+ * environment is empty): the pool passes the main thread's flavour.
+ */
+export function codeCacheFlavour(execArgv: readonly string[] = process.execArgv, nodeOptions = process.env["NODE_OPTIONS"] ?? ""): string {
+  const options = [...execArgv, nodeOptions.trim()].filter((o) => o !== "");
+  return options.length === 0 ? "" : createHash("sha256").update(options.join("\0")).digest("hex").slice(0, 16);
+}
+
 export type CodeCacheState = "used" | "rejected" | "absent";
-export type Bundle = { exports: Record<string, unknown>; codeCache: CodeCacheState; /** Writes the code cache of what V8 compiled so far (training). */ writeCache(): void };
+export type Bundle = {
+  exports: Record<string, unknown>;
+  codeCache: CodeCacheState;
+  /** Writes the training cache of what V8 compiled so far (scripts/bundle.mjs). */
+  writeCache(): void;
+  /** Writes, for this process's flavour, the cache of what V8 compiled so far: its path, or why it could not. */
+  refresh(): { wrote: string } | { failed: string };
+};
 
 function mtime(path: string): number | undefined {
   try {
@@ -40,11 +64,26 @@ function mtime(path: string): number | undefined {
   }
 }
 
+function read(path: string): Buffer | undefined {
+  try {
+    return readFileSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes `data` to `path` through a file of its own, so a reader never sees half of it. */
+function writeWhole(path: string, data: Buffer): void {
+  const tmp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  writeFileSync(tmp, data);
+  renameSync(tmp, path);
+}
+
 /**
  * Runs bundle `name` and returns its exports, or why it did not: "absent" (not built) or
  * "stale" (older than `source`, the compiled module it bundles).
  */
-export function runBundle(name: string, source: string | URL): Bundle | "absent" | "stale" {
+export function runBundle(name: string, source: string | URL, flavour = codeCacheFlavour()): Bundle | "absent" | "stale" {
   const file = bundleFile(name);
   const built = mtime(file);
   if (built === undefined) return "absent";
@@ -52,14 +91,8 @@ export function runBundle(name: string, source: string | URL): Bundle | "absent"
   const code = readFileSync(file, "utf8");
   const mark = code.lastIndexOf(BUILD_MARK);
   const id = mark < 0 ? "" : code.slice(mark + BUILD_MARK.length).trim();
-  let cachedData: Buffer | undefined;
-  if (/^[0-9a-f]{16,}$/.test(id)) {
-    try {
-      cachedData = readFileSync(cacheFile(name, id));
-    } catch {
-      // no cache for this build: V8 compiles as it goes
-    }
-  }
+  const known = /^[0-9a-f]{16,}$/.test(id);
+  const cachedData = known ? ((flavour ? read(cacheFile(name, id, flavour)) : undefined) ?? read(cacheFile(name, id))) : undefined;
   // `import()` in code run by vm.Script needs a flag or an experimental loader option, so
   // scripts/bundle.mjs turns each one in our modules into a call of `__cmImport`, this
   // module's own import(): packages left outside the bundle, and files the CLI is given.
@@ -70,10 +103,16 @@ export function runBundle(name: string, source: string | URL): Bundle | "absent"
   return {
     exports: module.exports,
     codeCache: !cachedData ? "absent" : script.cachedDataRejected ? "rejected" : "used",
-    writeCache() {
-      const out = trainingFile(name, id);
-      writeFileSync(`${out}.tmp`, script.createCachedData());
-      renameSync(`${out}.tmp`, out);
+    writeCache: () => writeWhole(trainingFile(name, id), script.createCachedData()),
+    refresh() {
+      if (!known) return { failed: "the bundle has no build id" };
+      const path = cacheFile(name, id, flavour);
+      try {
+        writeWhole(path, script.createCachedData());
+        return { wrote: path };
+      } catch (err) {
+        return { failed: (err as Error).message };
+      }
     },
   };
 }

@@ -11,6 +11,10 @@ export type LaunchState = {
   codeCache: CodeCacheState | "none";
   /** A training start (scripts/bundle.mjs): write code caches as code runs. */
   training: boolean;
+  /** Node options' digest (./bundle-runner.ts `codeCacheFlavour`), for the worker bundle's cache. */
+  flavour: string;
+  /** When the cache was refused or missing: writes one for this process's V8 flags (./bundle-runner.ts `refresh`). */
+  refreshCodeCache?: () => { wrote: string } | { failed: string };
 };
 
 const KEY = Symbol.for("codemode.launch");
@@ -20,5 +24,11 @@ export function setLaunchState(state: LaunchState): void {
 }
 
 export function launchState(): LaunchState {
-  return ((globalThis as Record<symbol, unknown>)[KEY] as LaunchState | undefined) ?? { bundle: "off", codeCache: "none", training: false };
+  return ((globalThis as Record<symbol, unknown>)[KEY] as LaunchState | undefined) ?? { bundle: "off", codeCache: "none", training: false, flavour: "" };
+}
+
+/** How long after start a process whose code cache was refused or missing writes its own: CODEMODE_CODE_CACHE_REFRESH_MS, default 10 s. */
+export function codeCacheRefreshMs(): number {
+  const v = Number(process.env["CODEMODE_CODE_CACHE_REFRESH_MS"]);
+  return Number.isInteger(v) && v >= 0 ? v : 10_000;
 }
