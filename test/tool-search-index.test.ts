@@ -102,6 +102,9 @@ describe("tokenize", () => {
     const w = weights('post "deploy finished" to #ops tomorrow at 8am about config.yaml for jane@example.com');
     expect(w["post"]).toBe(1);
     for (const arg of ["deploy", "finished", "ops", "tomorrow", "8am", "config", "yaml", "jane", "example", "com"]) expect(w[arg], arg).toBe(ARGUMENT_WEIGHT);
+    // Curly quotes too (typed by phones and word processors).
+    const curly = weights("send \u201chello world\u201d to bob");
+    expect([curly["send"], curly["hello"], curly["world"], curly["bob"]]).toEqual([1, ARGUMENT_WEIGHT, ARGUMENT_WEIGHT, 1]);
   });
   it("keeps an abbreviation and its expansion as one query word", () => {
     expect(queryWords("open a PR")).toEqual([

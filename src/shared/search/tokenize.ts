@@ -197,10 +197,12 @@ export type QueryWord = {
 
 /**
  * Spans of a query that are argument values, not a description of the tool: quoted
- * text, emails, URLs, #channels and @handles, and file names ("config.yaml").
+ * text (straight or curly quotes, the curly ones escaped so the bundle's text stays
+ * ASCII: V8 keeps it one byte per character), emails, URLs, #channels and @handles, and
+ * file names ("config.yaml").
  */
 const ARGUMENT_SPANS =
-  /"[^"]*"|“[^”]*”|\S+@\S+\.\S+|https?:\/\/\S+|[#@][\p{L}\p{N}_-]+|[\p{L}\p{N}_-]+\.(?:txt|md|json|ya?ml|toml|ini|csv|tsv|log|js|jsx|ts|tsx|mjs|py|go|rs|java|rb|php|sh|html|css|xml|pdf|docx?|xlsx?|pptx?|png|jpe?g|gif|svg|zip|tar|gz)\b/giu;
+  /"[^"]*"|\u201c[^\u201d]*\u201d|\S+@\S+\.\S+|https?:\/\/\S+|[#@][\p{L}\p{N}_-]+|[\p{L}\p{N}_-]+\.(?:txt|md|json|ya?ml|toml|ini|csv|tsv|log|js|jsx|ts|tsx|mjs|py|go|rs|java|rb|php|sh|html|css|xml|pdf|docx?|xlsx?|pptx?|png|jpe?g|gif|svg|zip|tar|gz)\b/giu;
 
 /** The word a recurring phrase adds to a query ("every monday", "daily"), with what tools call it otherwise. */
 const RECURRING = { term: stem("recurring"), surface: "recurring", weight: 1, synonyms: ["schedule", "recurrence", "cron"].map(stem) } as const;
