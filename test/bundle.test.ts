@@ -5,7 +5,9 @@
  * guest preludes' bytecode. A start runs from the bundles with the caches; a stale bundle
  * (tsc ran after it) or CODEMODE_BUNDLE=0 runs the modules instead, with the same results;
  * and workers run the build's prelude bytecode exactly when it was built for their
- * quickjs.wasm, else what they compile themselves.
+ * quickjs.wasm, else what they compile themselves. The ready line waits for code mode's
+ * prelude on every thread; the other surfaces are warmed a second later, and a failure
+ * there is logged without stopping code mode.
  */
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
@@ -136,5 +138,21 @@ describe("starting", () => {
     writeFileSync(path, JSON.stringify({ key: "0".repeat(64), bytecode: { ...file.bytecode, code: file.bytecode.tool_search } }));
     const other = await startAndRun("return typeof ALL_TOOLS", bin);
     expect(other.model).toMatchObject({ status: "completed", value: "object" });
+  });
+
+  it("is ready once code mode runs on every thread; a surface warmed after the start that fails is logged, and code mode goes on", async () => {
+    // codemode.run's bytecode swapped for code mode's: its probe, a second after the start, fails.
+    const dir = copyPackage();
+    const path = join(dir, "dist", "bundle", "preludes.json");
+    const file = JSON.parse(readFileSync(path, "utf8")) as PrecompiledFile;
+    writeFileSync(path, JSON.stringify({ ...file, bytecode: { ...file.bytecode, mcp_run: file.bytecode.code } }));
+    const stack = await startStack(["--threads", "1"], { bin: join(dir, "bin", "codemode.js") });
+    try {
+      const failed = JSON.parse(await logged(stack.proc, /a surface's probe failed/)) as { surface: string; level: number };
+      expect([failed.surface, failed.level]).toEqual(["mcp_run", 50]);
+      expect((await execute(stack, { code: "return 6 * 7" })).model).toMatchObject({ status: "completed", value: 42 });
+    } finally {
+      expect(await stack.stop()).toBe(0);
+    }
   });
 });

@@ -7,7 +7,8 @@
 import { SandboxPool, type PoolOptions } from "./pool.js";
 import type { ExecEvents } from "./pool-contract.js";
 import { MCP_RUN_PROBE } from "./mcp-run/probe.js";
-import { EMPTY_GUEST_CATALOG } from "./task-protocol.js";
+import { EMPTY_GUEST_CATALOG, type TaskSurface } from "./task-protocol.js";
+import type { Logger } from "../shared/logger.js";
 import { PROBE_LIMITS } from "./lane-warmup.js";
 
 /** The sandbox pool cannot start, so no surface can run: `codemode start`/`sandbox` print it and exit non-zero. */
@@ -47,30 +48,49 @@ export async function launchPool(options: PoolOptions): Promise<{ ready: Promise
   return { ready };
 }
 
-/** The pool, proven able to run a program on every guest prelude, or why it cannot start. */
+/** The pool, proven able to run a program on code mode's prelude on every thread, or why it cannot start. */
 export async function startPool(options: PoolOptions): Promise<SandboxPool> {
   return (await launchPool(options)).ready;
 }
 
+/** A probe of `surface`: `return 1` with the empty catalog (codemode.run's with its own module catalog). */
+function probeOn(pool: SandboxPool, surface: TaskSurface): Promise<void> {
+  const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
+  const task = { kind: "exec", source: "return 1", language: "javascript", limits: PROBE_LIMITS, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...(surface === "mcp_run" ? MCP_RUN_PROBE : {}) } as const;
+  return pool.exec(task, ignore).outcome.then((o) => {
+    if (o.status !== "completed" || o.valueJson !== "1") throw new Error(o.status === "failed" ? o.error : `the probe program ended ${o.status}`);
+  });
+}
+
 /**
- * Runs `return 1` on each guest prelude (code mode's, Tool Search's, codemode.run's) and
- * rejects with the reason when the pool cannot: workers that never start, a prelude
- * that does not compile, QuickJS that cannot create a VM. Bounded by the task timeout.
- *
- * It also warms the pool for the first execs: code mode's probe runs once per thread
- * (submitted first, so each lands on a different one), so every worker has compiled
- * that prelude and prepared its VM image before the sidecar says it is ready, and the
- * first exec on any thread skips that (~100 ms cold). The other surfaces run once each.
+ * Runs `return 1` on code mode's prelude once per thread (submitted together, so each lands
+ * on a different one) and rejects with the reason when the pool cannot: workers that never
+ * start, a prelude that does not compile, QuickJS that cannot create a VM. Bounded by the
+ * task timeout. It also warms every worker for the first execs: each has compiled a cell
+ * and prepared its VM image before the sidecar says it is ready, and the first exec on any
+ * thread skips that (~100 ms cold). The other surfaces' preludes are warmed after the
+ * start (`warmOtherSurfaces`): proving them here cost the ready line 40-70 ms.
  */
 async function probe(pool: SandboxPool): Promise<void> {
-  const limits = PROBE_LIMITS;
-  const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
-  const surfaces = [...Array.from({ length: pool.threads }, () => "code" as const), "tool_search" as const, "mcp_run" as const];
-  const outcomes = await Promise.all(
-    surfaces.map(
-      (surface) =>
-        pool.exec({ kind: "exec", source: "return 1", language: "javascript", limits, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...(surface === "mcp_run" ? MCP_RUN_PROBE : {}) }, ignore).outcome,
+  await Promise.all(Array.from({ length: pool.threads }, () => probeOn(pool, "code")));
+}
+
+/** Surfaces whose first exec `warmOtherSurfaces` prepares. */
+const OTHER_SURFACES: readonly TaskSurface[] = ["tool_search", "mcp_run"];
+
+/**
+ * Runs the probe on Tool Search's and codemode.run's preludes (the sidecar calls it a
+ * second after its start, off the ready line), so their first execs find a compiled cell
+ * and a prepared image. A failure is logged: that surface's execs would fail the same way,
+ * while code mode goes on.
+ */
+export async function warmOtherSurfaces(pool: SandboxPool, log: Logger): Promise<void> {
+  await Promise.all(
+    OTHER_SURFACES.map((surface) =>
+      probeOn(pool, surface).then(
+        () => log.debug({ surface }, "surface warmed"),
+        (err: unknown) => log.error({ surface, reason: (err as Error).message }, "a surface's probe failed: its execs will fail the same way"),
+      ),
     ),
   );
-  for (const o of outcomes) if (o.status !== "completed" || o.valueJson !== "1") throw new Error(o.status === "failed" ? o.error : `the probe program ended ${o.status}`);
 }

@@ -25,7 +25,7 @@ import { CallRegistry } from "./call-registry.js";
 import { createSandboxService } from "./exec-service.js";
 import { OrchestratorLink, POOL_STARTED } from "./orchestrator-link.js";
 import type { SandboxPool } from "./pool.js";
-import { PoolStartError, startPool } from "./pool-start.js";
+import { PoolStartError, startPool, warmOtherSurfaces } from "./pool-start.js";
 import { unavailablePool } from "./unavailable-pool.js";
 import { RunResolver } from "./run-resolver.js";
 import { execSessionHandler } from "./exec-session.js";
@@ -90,7 +90,7 @@ const CANCEL_SETTLE_MS = 5_000;
 /** After the drain: how long open streams (health watches, reflection) get before they are cut. */
 const FINAL_GRACE_MS = 1_000;
 
-/** After start: when the codemode.run modules are fetched (well after a gateway's first exec, typically). */
+/** After start: when the codemode.run modules are fetched and the other surfaces warmed (well after a gateway's first exec, typically). */
 const MCP_RUN_PREFETCH_MS = 1_000;
 
 export const VERSION = "0.1.0";
@@ -167,8 +167,12 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   link.start(() => calls.liveCount);
   if (options.awaitLinkMs) await linkUp(link, options.awaitLinkMs);
   // codemode.run's modules (ajv, acorn; ~35 ms) load on its first exec, off the start path;
-  // fetched in the background a little after start, so that exec usually finds them.
-  setTimeout(() => void import("./mcp-run/run-service.js").catch(() => undefined), MCP_RUN_PREFETCH_MS).unref();
+  // fetched in the background a little after start, so that exec usually finds them. The
+  // other surfaces' preludes are warmed then too (./pool-start.ts).
+  setTimeout(() => {
+    void import("./mcp-run/run-service.js").catch(() => undefined);
+    if (runtimeHealth && !drain.draining) void warmOtherSurfaces(pool, log);
+  }, MCP_RUN_PREFETCH_MS).unref();
   const tls = options.security?.tls ? (options.security.tls.clientCa ? "mtls" : "tls") : "plaintext";
   const linkTls = options.linkSecurity?.tls ? (options.linkSecurity.tls.cert ? "mtls" : "tls") : "plaintext";
   log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator, tls, token: token !== undefined, link: { tls: linkTls, token: options.linkSecurity?.token !== undefined }, malloc: { arenaMax: process.env.MALLOC_ARENA_MAX ?? "unset", mmapThreshold: process.env.MALLOC_MMAP_THRESHOLD_ ?? "unset" } }, "sandbox listening");
