@@ -275,6 +275,11 @@ export class Lanes {
     return this.all.reduce((n, l) => n + l.piscina.queueSize, 0);
   }
 
+  /** Tasks running on the lanes' threads now. */
+  get running(): number {
+    return this.all.reduce((n, l) => n + l.active, 0);
+  }
+
   /** The worker threads' memory, summed over their last reports. */
   memory(): WorkerMemory {
     const sum: WorkerMemory = { heapUsed: 0, heapTotal: 0, external: 0, spares: 0, images: 0, compiler: 0 };

@@ -78,13 +78,23 @@ async function probe(pool: SandboxPool): Promise<void> {
 /** Surfaces whose first exec `warmOtherSurfaces` prepares. */
 const OTHER_SURFACES: readonly TaskSurface[] = ["tool_search", "mcp_run"];
 
+/** How often `warmOtherSurfaces` looks again for an idle pool before it leaves the surfaces to warm at their first execs. */
+const WARM_ATTEMPTS = 10;
+const WARM_RETRY_MS = 1_000;
+
 /**
  * Runs the probe on Tool Search's and codemode.run's preludes (the sidecar calls it a
  * second after its start, off the ready line), so their first execs find a compiled cell
- * and a prepared image. A failure is logged: that surface's execs would fail the same way,
- * while code mode goes on.
+ * and a prepared image. Only on an idle pool that can run code: a warm-up never queues
+ * behind real execs or makes the pool add a thread; while the pool is busy it looks again
+ * each second, ten times, then leaves each surface to warm at its first exec. A failure is
+ * logged: that surface's execs would fail the same way, while code mode goes on.
  */
-export async function warmOtherSurfaces(pool: SandboxPool, log: Logger): Promise<void> {
+export async function warmOtherSurfaces(pool: SandboxPool, log: Logger, attempt = 1): Promise<void> {
+  if (pool.load > 0 || pool.health.refusal() !== undefined) {
+    if (attempt < WARM_ATTEMPTS) setTimeout(() => void warmOtherSurfaces(pool, log, attempt + 1), WARM_RETRY_MS).unref();
+    return;
+  }
   await Promise.all(
     OTHER_SURFACES.map((surface) =>
       probeOn(pool, surface).then(

@@ -87,8 +87,8 @@ export class SandboxPool {
     const wasmModule = await WebAssembly.compile(bytes);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
-    const wasmDigest = createHash("sha256").update(bytes).digest("hex"); // the key of the build's prelude bytecode (./worker/precompiled-preludes.ts)
-    const lanes = new Lanes(threads, { ...workerLoading(), execsPerWorker, wasmModule, wasmDigest, stackSizeMb: WORKER_STACK_MB });
+    // The digest keys the build's prelude bytecode (./worker/precompiled-preludes.ts).
+    const lanes = new Lanes(threads, { ...workerLoading(), execsPerWorker, wasmModule, wasmDigest: createHash("sha256").update(bytes).digest("hex"), stackSizeMb: WORKER_STACK_MB });
     return new SandboxPool(lanes, threads, threads * execsPerWorker, options.log);
   }
 
@@ -106,9 +106,12 @@ export class SandboxPool {
     return this.lanes.memory();
   }
 
-  /** Tasks waiting for a free slot on a worker (metrics). */
+  /** Tasks waiting for a free slot on a worker (metrics); `load` adds those running (a warm-up waits for none). */
   get queueSize(): number {
     return this.lanes.queueSize + this.scheduler.size;
+  }
+  get load(): number {
+    return this.lanes.running + this.queueSize;
   }
 
   /** Why a new exec of `tenant` (a session, ./cpu-budget.ts) is refused now, or undefined (./scheduler.ts `refusal`, then the CPU share). */
