@@ -10,15 +10,14 @@
  * there is logged without stopping code mode.
  */
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { BUILD_MARK } from "../src/shared/bundle-runner.js";
 import { compileScript } from "../src/sandbox/worker/compiler.js";
 import { PRELUDES, preludeKey, type PrecompiledFile, type PreludeName } from "../src/sandbox/worker/precompiled-preludes.js";
-import { execute, logged, startStack } from "./harness.js";
+import { copyPackage as copyPackageFrom, execute, logged, startStack } from "./harness.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BUNDLE = join(ROOT, "dist", "bundle");
@@ -28,14 +27,10 @@ afterAll(() => {
   for (const dir of copies) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A runnable copy of the package with dist's timestamps kept (node_modules symlinked), which a test may change. */
+/** A copy of the package with dist's timestamps kept, removed after the tests. */
 function copyPackage(): string {
-  const dir = mkdtempSync(join(tmpdir(), "codemode-bundle-"));
+  const dir = copyPackageFrom("codemode-bundle-", { keepTimes: true });
   copies.push(dir);
-  cpSync(join(ROOT, "dist"), join(dir, "dist"), { recursive: true, preserveTimestamps: true });
-  cpSync(join(ROOT, "bin"), join(dir, "bin"), { recursive: true });
-  cpSync(join(ROOT, "package.json"), join(dir, "package.json"));
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
   return dir;
 }
 

@@ -5,6 +5,9 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { cpSync, mkdtempSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
@@ -206,3 +209,18 @@ export async function startCluster(options: { sidecars: number; orchestratorArgs
 }
 
 export type { ExecRequest };
+
+/**
+ * A runnable copy of the package (dist, bin, package.json; node_modules symlinked) in a temp
+ * directory, which a test may break or change. `keepTimes` keeps dist's timestamps (a copy's
+ * bundles then stay newer than its modules, so the copy runs from them).
+ */
+export function copyPackage(prefix: string, options: { keepTimes?: boolean } = {}): string {
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  cpSync(join(root, "dist"), join(dir, "dist"), { recursive: true, preserveTimestamps: options.keepTimes === true });
+  cpSync(join(root, "bin"), join(dir, "bin"), { recursive: true });
+  cpSync(join(root, "package.json"), join(dir, "package.json"));
+  symlinkSync(join(root, "node_modules"), join(dir, "node_modules"), "dir");
+  return dir;
+}

@@ -13,32 +13,20 @@
  * code: `canRunCode` reaches the orchestrator again, mode code is offered, an exec completes,
  * and a later kill's replacement thread works as before.
  */
-import { cpSync, mkdtempSync, renameSync, rmSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResultStatus, SurfaceKind } from "../src/gen/codemode/common/v1/common_pb.js";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
 import { toWireTool } from "../src/shared/tool-wire.js";
-import { collectStream, logged, openEmptyRun, scope as newScope, spawnCodemode, type Proc } from "./harness.js";
+import { collectStream, copyPackage, logged, openEmptyRun, scope as newScope, spawnCodemode, type Proc } from "./harness.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const TOOLS = { case: "tools" as const, value: { tools: [toWireTool({ name: "message", description: "Send a chat message" })] } };
 /** A native loop: QuickJS's interrupt handler is never polled, so only the host's kill stops it. */
 const NATIVE_LOOP = 'new Array(2 ** 32 - 1).join("")';
 
-/** A runnable copy of the package (dist, bin, package.json; node_modules symlinked) in a temp directory. */
-function copyPackage(): string {
-  const dir = mkdtempSync(join(tmpdir(), "codemode-pool-health-"));
-  cpSync(join(ROOT, "dist"), join(dir, "dist"), { recursive: true });
-  cpSync(join(ROOT, "bin"), join(dir, "bin"), { recursive: true });
-  cpSync(join(ROOT, "package.json"), join(dir, "package.json"));
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
-  return dir;
-}
 
 /** `codemode <args>` from the copy at `dir` (debug logs, to see the retries). */
 function spawnFrom(dir: string, args: string[]): Promise<Proc> {
@@ -87,7 +75,7 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
   const canRunCode = (state: "can" | "cannot") => new RegExp(`^(?=.*"sidecar pool ${state} run code")(?=.*"sidecarId":"${sidecarId}")`);
 
   beforeAll(async () => {
-    dir = copyPackage();
+    dir = copyPackage("codemode-pool-health-");
     workerFile = join(dir, "dist", "sandbox", "worker", "worker.js");
     orch = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"]);
     control = createClient(Control, orch.ready.orchestrator!);
