@@ -4,8 +4,14 @@
  * 40% of the pool's thread time over the last window is refused new execs while other
  * sessions have work on the pool (RESOURCE_EXHAUSTED, with when to retry). A busy-looping
  * tenant then keeps at most its share, and the others' execs are not queued behind it;
- * with the pool otherwise idle, nobody is refused.
+ * with the pool otherwise idle, nobody is refused. The sidecar's own work (its start-up
+ * probes and surface warm-ups, tenant INTERNAL) is nobody's session: it is neither charged
+ * nor counted as another session waiting, so a warm-up that starts while a busy session
+ * pauses between execs cannot get that session refused.
  */
+
+/** The tenant of the sidecar's own tasks (./pool-start.ts): no session is "". */
+export const INTERNAL_TENANT = "";
 
 /** The sliding window the share is measured over. */
 export const WINDOW_MS = 10_000;
@@ -29,12 +35,14 @@ export class CpuBudget {
   }
 
   started(tenant: string): void {
+    if (tenant === INTERNAL_TENANT) return;
     this.active.set(tenant, (this.active.get(tenant) ?? 0) + 1);
     this.activeTotal++;
   }
 
   /** A segment of `tenant` ended, having held a thread for `ms`. */
   ended(tenant: string, ms: number): void {
+    if (tenant === INTERNAL_TENANT) return;
     const n = (this.active.get(tenant) ?? 1) - 1;
     if (n > 0) this.active.set(tenant, n);
     else this.active.delete(tenant);

@@ -26,7 +26,7 @@ import { ImageAnswers } from "./image-answers.js";
 import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
 import { PoolHealthMonitor } from "./pool-health.js";
 import { FairScheduler, LOOP_MS } from "./scheduler.js";
-import { CpuBudget, WINDOW_MS } from "./cpu-budget.js";
+import { CpuBudget, INTERNAL_TENANT, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
 import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMemory, type WorkerMessage } from "./task-protocol.js";
@@ -119,8 +119,8 @@ export class SandboxPool {
     return this.scheduler.refusal(tenant, this.lanes.queueSize, this.threads, this.maxQueue) ?? this.budget.refusal(tenant);
   }
 
-  /** Runs a task; `tenant` (the session, see ./cpu-budget.ts) is charged the thread time its VM held. */
-  exec(submission: Submission, events: ExecEvents, tenant = ""): ExecHandle {
+  /** Runs a task; `tenant` (the session, see ./cpu-budget.ts; none for the sidecar's own probes) is charged the thread time its VM held. */
+  exec(submission: Submission, events: ExecEvents, tenant = INTERNAL_TENANT): ExecHandle {
     this.budget.started(tenant);
     if (submission.kind === "exec") this.recent.note(submission.catalog, submission.surface);
     /** When the running attempt's VM got its thread: a killed one is charged from then. */
