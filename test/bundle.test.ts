@@ -11,7 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { BUILD_MARK } from "../src/shared/bundle-runner.js";
@@ -117,6 +117,36 @@ describe("starting", () => {
     const again = await startAndRun("return 2 * 21", bin, env);
     expect(again.started).toMatchObject({ bundle: "used", codeCache: "used" });
     expect(again.model).toMatchObject({ status: "completed", value: 42 });
+  });
+
+  it("keeps the worker's cache through guests that fill their memory: a thread started after one takes it, and nothing rewrites it", async () => {
+    // A worker that drops a large instance asks for a collection; the flag that allows it
+    // was once set at that moment, which changed the process's V8 flags: every later thread
+    // refused the build's cache and, a while later, wrote one for the changed flags over it.
+    const dir = copyPackage();
+    const bundleDir = join(dir, "dist", "bundle");
+    const cache = join(bundleDir, `worker.${buildId("worker", bundleDir)}.v8cache`);
+    const digest = () => createHash("sha256").update(readFileSync(cache)).digest("hex");
+    const before = digest();
+    const stack = await startStack(["--threads", "1"], { bin: join(dir, "bin", "codemode.js"), env: { CODEMODE_CODE_CACHE_REFRESH_MS: "200" } });
+    try {
+      expect(JSON.parse(await logged(stack.proc, /"msg":"started"/))).toMatchObject({ bundle: "used", codeCache: "used" });
+      const filled = await execute(stack, { code: "const keep = [];\nfor (;;) keep.push(new Array(100000).fill(keep.length));", config: { timeoutMs: 5_000 } });
+      expect(filled.model.status).toBe("failed");
+      // A program of almost 1 MiB: compiling it grows the compiler's instance, which is dropped.
+      const large = await execute(stack, { code: `return ${JSON.stringify("q".repeat(1_000_000))}.length` });
+      expect(large.model).toMatchObject({ status: "completed", value: 1_000_000 });
+      // A native loop past its deadline: the thread is killed and a new one started.
+      const killed = await execute(stack, { code: 'new Array(2 ** 32 - 1).join("")', config: { timeoutMs: 200 } });
+      expect(killed.model).toMatchObject({ status: "failed", code: "timeout" });
+      await logged(stack.proc, /new worker thread warmed/);
+      await new Promise((r) => setTimeout(r, 1_000)); // five refresh delays
+      expect((await execute(stack, { code: "return 6 * 7" })).model).toMatchObject({ status: "completed", value: 42 });
+    } finally {
+      expect(await stack.stop()).toBe(0);
+    }
+    expect(digest()).toBe(before);
+    expect(readdirSync(bundleDir).filter((n) => n.startsWith("worker.") && n.endsWith(".v8cache"))).toEqual([basename(cache)]);
   });
 
   it("runs the build's prelude bytecode only when its key is this quickjs.wasm's", async () => {

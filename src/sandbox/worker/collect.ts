@@ -10,9 +10,13 @@
  * turn of the event loop (after the task's result was posted), and at most one at a time.
  *
  * `gc` is not exposed to workers by default (and `--expose-gc` is not accepted in a
- * worker's execArgv): the flag is set at run time and the function taken from a new
- * context, as the `expose-gc` package does. Guest code runs in QuickJS, never in a V8
- * context, so nothing a guest can reach gains it.
+ * worker's execArgv). `codemode` sets the flag for the whole process as it starts
+ * (../../shared/v8-flags.ts), so its workers find `gc` on their global object. A pool
+ * started some other way (a program importing the sidecar) sets the flag here at run time
+ * and takes the function from a new context, as the `expose-gc` package does; that
+ * changes the process's V8 flags, which only matters to code caches (none are used then:
+ * workers load the modules). Guest code runs in QuickJS, never in a V8 context, so nothing
+ * a guest can reach gains it.
  */
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
@@ -25,6 +29,8 @@ let pending = false;
 
 function collector(): (() => void) | undefined {
   if (gc) return gc;
+  const exposed = (globalThis as { gc?: unknown }).gc;
+  if (typeof exposed === "function") return (gc = exposed as () => void);
   try {
     setFlagsFromString("--expose-gc");
     gc = runInNewContext("gc") as () => void;
