@@ -2,7 +2,7 @@
  * The V8 flags the sandbox needs, set for the whole process before anything is compiled.
  * V8's flags are process-wide, and a code cache carries a digest of the flags it was made
  * under: a worker thread started after a flag changed refuses the worker bundle's cache
- * (../shared/bundle-runner.ts). Set at run time on first need, as they were, the first
+ * (./bundle-runner.ts). Set at run time on first need, as they were, the first
  * guest that filled its memory (or a large program) changed them mid-run: every thread
  * started after it loaded its code without the cache, and wrote a cache for the changed
  * flags over the build's, which the next start's threads refused in turn. Set here, first
@@ -21,11 +21,7 @@ import { setFlagsFromString } from "node:v8";
  */
 export const PROCESS_V8_FLAGS = ["--expose-gc", "--experimental-wasm-extended-const"] as const;
 
-let applied = false;
-
-/** Sets PROCESS_V8_FLAGS, once, before the process compiles anything else. */
+/** Sets PROCESS_V8_FLAGS, before the process compiles anything else (setting a flag to the value it has changes nothing). */
 export function applyProcessV8Flags(): void {
-  if (applied) return;
-  applied = true;
   for (const flag of PROCESS_V8_FLAGS) setFlagsFromString(flag);
 }
