@@ -166,6 +166,7 @@ export async function runStart(argv: string[]): Promise<void> {
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
     pool,
     serveWithoutPool: values["serve-without-pool"] === true,
+    colocated: orchestrator.colocated,
   });
   process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   logStarted(log);

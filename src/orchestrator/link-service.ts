@@ -50,6 +50,11 @@ export function linkHandlers(deps: {
   calls: () => LinkCallHandlers;
   /** The orchestrator's drain: a call on a stream counts as in flight, as a unary one does. */
   drain?: DrainTracker;
+  /**
+   * Filled with each attached sidecar's record queue, for a sidecar in this process that
+   * hands its records over directly (../shared/colocated.ts).
+   */
+  localRecords?: Map<string, (req: RecordSegmentRequest) => void>;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<string, { surface: ReturnType<typeof surfaceOf>; config: ReturnType<typeof configLayerToWire>; toolSearch: ReturnType<typeof parseToolSearchConfig>; mcpRun: ReturnType<typeof mcpRunToWire> }>();
   const { runs, log, sidecars, cache } = deps;
@@ -110,6 +115,12 @@ export function linkHandlers(deps: {
       const registration = {};
       /** False once this handler ended (its stream ends with it). */
       let open = true;
+      /** Queues a record of this link's sidecar, whether it came on the stream or was handed over in-process. */
+      const enqueueRecord = (req: RecordSegmentRequest) => {
+        // The link's own identity, whatever the message says.
+        if (id) req.sidecarId = id;
+        records = records.then(() => applyRecord(req)).catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not record a segment sent on a sidecar's link"));
+      };
       const messages = stream.messages[Symbol.asyncIterator]();
       try {
         for (;;) {
@@ -120,6 +131,7 @@ export function linkHandlers(deps: {
             id = msg.message.value.sidecarId;
             const replaced = links.has(id);
             links.set(id, registration);
+            deps.localRecords?.set(id, enqueueRecord);
             sidecars.set(id, { sidecarId: id, address: msg.message.value.address, peer: stream.peer, attachedAtMs: Date.now(), lastSeenMs: Date.now() });
             log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer, ...(replaced ? { replacedLink: true } : {}) }, "sidecar attached");
             deps.pools.report(id, stream, msg.message.value.pool);
@@ -140,10 +152,7 @@ export function linkHandlers(deps: {
           } else if (msg.message.case === "ack") {
             deps.live.ack(msg.message.value.requestId, msg.message.value.delivered);
           } else if (msg.message.case === "record") {
-            const req = msg.message.value;
-            // The link's own identity, whatever the message says.
-            if (id) req.sidecarId = id;
-            records = records.then(() => applyRecord(req)).catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not record a segment sent on a sidecar's link"));
+            enqueueRecord(msg.message.value);
           } else if (msg.message.case === "call") {
             // Answered as they complete, not in order: each is a unary call of its own.
             const leave = deps.drain?.enter();
@@ -168,6 +177,7 @@ export function linkHandlers(deps: {
         if (!stream.signal.aborted) log.warn({ err, sidecarId: id }, "sidecar link failed");
       } finally {
         open = false;
+        if (id && deps.localRecords?.get(id) === enqueueRecord) deps.localRecords.delete(id);
         if (id && links.get(id) !== registration) {
           deps.pools.detach(id, stream);
           log.info({ sidecarId: id, peer: stream.peer }, "an earlier link of a sidecar ended; its newer link stays attached");

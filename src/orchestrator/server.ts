@@ -23,6 +23,8 @@ import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
 import { controlHandlers } from "./control-service.js";
 import { linkHandlers, type AttachedSidecar } from "./link-service.js";
+import type { RecordSegmentRequest } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { ColocatedOrchestrator } from "../shared/colocated.js";
 import type { LinkCallHandlers } from "./link-calls.js";
 import { RunNamespaces } from "./namespaces/run-namespaces.js";
 import { LiveForwarder } from "./live-forward.js";
@@ -64,6 +66,8 @@ export type RunningOrchestrator = {
   drain(budgetMs?: number): Promise<void>;
   /** The same as drain. */
   close(budgetMs?: number): Promise<void>;
+  /** For a sidecar started in this process and attached to this orchestrator (../shared/colocated.ts). */
+  colocated: ColocatedOrchestrator;
 };
 
 /** After the drain: how long open streams (sidecar links, health watches) get before they are cut. */
@@ -76,6 +80,16 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   if (controlToken !== undefined && controlToken === linkToken) throw new Error("the sidecar link token must differ from the gateways' bearer token: a gateway's credentials must not open the link");
   const orchestratorId = newId("orch", 6);
   const sidecars = new Map<string, AttachedSidecar>();
+  const localRecords = new Map<string, (req: RecordSegmentRequest) => void>();
+  const colocated: ColocatedOrchestrator = {
+    orchestratorId,
+    record(sidecarId, req) {
+      const enqueue = localRecords.get(sidecarId);
+      if (!enqueue) return false;
+      enqueue(req);
+      return true;
+    },
+  };
   const store = await createRunStore(options.store, log);
   const state = await createOrchestratorState(options.store, log).catch(async (err: unknown) => {
     await store.close();
@@ -102,7 +116,7 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const live = new LiveForwarder();
   // Calls a sidecar sends on its Attach stream go to the handlers as served (with metrics).
   let served: LinkCallHandlers = {};
-  const link = { ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools, calls: () => served, drain }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }) };
+  const link = { ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools, calls: () => served, drain, localRecords }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }) };
   const controlAuth = controlToken !== undefined ? bearerAuthorizer(controlToken, "gateway bearer token") : undefined;
   const linkAuth = linkToken !== undefined ? bearerAuthorizer(linkToken, "sidecar link token") : undefined;
   addService(server, Control, metrics ? metrics.countRequests(Control, control) : control, log, drain, controlAuth);
@@ -141,5 +155,5 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       await closeStores();
       log.info("orchestrator stopped");
     })());
-  return { address, linkAddress, startDrain, drain: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs), close: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs) };
+  return { address, linkAddress, startDrain, drain: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs), close: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs), colocated };
 }

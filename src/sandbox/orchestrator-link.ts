@@ -10,9 +10,12 @@
  * orchestrator takes them (./link-calls.ts), else they are unary calls over the same
  * channel, as are RecordSegment and AwaitToolResults; it dials the orchestrator's link
  * port with the link's own credentials (TLS or mTLS, and the link token as a bearer token).
+ * When the orchestrator that welcomed the link is in this process (`codemode start`),
+ * segment records are handed to it directly instead (../shared/colocated.ts).
  */
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { SidecarLink, type RecordSegmentRequestSchema } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { RecordSegmentRequestSchema, SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { ColocatedOrchestrator } from "../shared/colocated.js";
 import type { ClientSecurity } from "../protocol/credentials.js";
 import { createClient, type ServiceClient } from "../protocol/grpc-service.js";
 import { answerFromWire, type AnswerValue } from "../shared/link-wire.js";
@@ -74,6 +77,7 @@ export class OrchestratorLink {
     private readonly log: Logger,
     private readonly security: ClientSecurity = {},
     private pool: PoolHealth = POOL_STARTED,
+    private readonly colocated?: ColocatedOrchestrator,
   ) {
     this.client = createClient(
       SidecarLink,
@@ -160,7 +164,8 @@ export class OrchestratorLink {
     stream.send({ message: { case: "hello", value: { ...this.identity, pool: this.pool } } });
     const sendPool = (pool: PoolHealth) => stream.send({ message: { case: "poolHealth", value: pool } });
     this.sendPool = sendPool;
-    const sendRecord = (req: MessageInitShape<typeof RecordSegmentRequestSchema>) => stream.send({ message: { case: "record", value: req } });
+    const onWire = (req: MessageInitShape<typeof RecordSegmentRequestSchema>) => stream.send({ message: { case: "record", value: req } });
+    let sendRecord = onWire;
     const beat = setInterval(() => {
       stream.send({ message: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()), liveExecs: this.liveExecs() } } });
     }, HEARTBEAT_MS);
@@ -169,12 +174,15 @@ export class OrchestratorLink {
     try {
       for await (const msg of stream.messages) {
         if (msg.message.case === "welcome") {
+          // The orchestrator that welcomed this link is in this process: records skip the wire.
+          const local = this.colocated?.orchestratorId === msg.message.value.orchestratorId ? this.colocated : undefined;
+          if (local) sendRecord = (req) => void (local.record(this.identity.sidecarId, create(RecordSegmentRequestSchema, req)) || onWire(req));
           this.sendRecord = sendRecord;
           if (msg.message.value.takesCalls) {
             calls = new StreamCalls((call) => stream.send({ message: { case: "call", value: call } }));
             this.streamCalls = calls;
           }
-          this.setState("up", { orchestratorId: msg.message.value.orchestratorId, callsOnStream: calls !== undefined });
+          this.setState("up", { orchestratorId: msg.message.value.orchestratorId, callsOnStream: calls !== undefined, recordsInProcess: local !== undefined });
         } else if (msg.message.case === "reply") {
           calls?.reply(msg.message.value);
         } else if (msg.message.case === "deliver") {

@@ -24,6 +24,7 @@ import type { Logger } from "../shared/logger.js";
 import { CallRegistry } from "./call-registry.js";
 import { createSandboxService } from "./exec-service.js";
 import { OrchestratorLink, POOL_STARTED } from "./orchestrator-link.js";
+import type { ColocatedOrchestrator } from "../shared/colocated.js";
 import type { SandboxPool } from "./pool.js";
 import { PoolStartError, startPool, warmOtherSurfaces } from "./pool-start.js";
 import { unavailablePool } from "./unavailable-pool.js";
@@ -70,6 +71,11 @@ export type SandboxOptions = {
    * reports that this sidecar cannot run code. Without it, the start fails.
    */
   serveWithoutPool?: boolean;
+  /**
+   * The orchestrator, when it runs in this process (`codemode start`): while the link is
+   * up to it, segment records are handed to it without the wire (../shared/colocated.ts).
+   */
+  colocated?: ColocatedOrchestrator;
 };
 
 export type RunningSandbox = {
@@ -136,7 +142,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     throw err;
   });
   const address = formatHostPort({ host: options.listen.host, port });
-  const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }), options.linkSecurity, poolHealth);
+  const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }), options.linkSecurity, poolHealth, options.colocated);
   runtimeHealth?.onChange((health) => link.setPoolHealth(health)); // now (it may have changed since), then each change
   link.onDeliver = (scope, callId, answer) => {
     try {

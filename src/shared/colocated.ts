@@ -1,0 +1,24 @@
+/**
+ * An orchestrator in the same process as a sidecar attached to it (`codemode start`): what
+ * the sidecar may hand it directly instead of encoding it for the link.
+ *
+ * Only segment records take this path. They are the one link message sent after every
+ * exec and wait, and in one process their cost was the wire's, not the work's: protobuf
+ * encoding on the sidecar's side, HTTP/2 both ways and decoding on the orchestrator's, all
+ * on the one main thread (about 13% of a trivial exec's CPU). A record handed over here
+ * joins the same queue as that sidecar's link messages, in the order sent, and only while
+ * its link is up to this very orchestrator (its id, from the link's welcome): the link
+ * still decides who the sidecar is, and everything else still travels on it.
+ */
+import type { RecordSegmentRequest } from "../gen/codemode/orchestrator/v1/link_pb.js";
+
+export type ColocatedOrchestrator = {
+  /** The orchestrator's id, as its link's welcome names it. */
+  readonly orchestratorId: string;
+  /**
+   * Queues a segment record as though it had come on `sidecarId`'s open link (the
+   * orchestrator takes ownership of `req`). False when no link of that sidecar is
+   * attached here: the caller sends it on the wire.
+   */
+  record(sidecarId: string, req: RecordSegmentRequest): boolean;
+};
