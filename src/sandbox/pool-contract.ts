@@ -1,9 +1,9 @@
 /**
  * What the sandbox pool (./pool.ts) promises its callers: the events a task streams, the
- * handle that answers, suspends or cancels it, what a task is submitted as, and the grace
- * past a deadline before the host kills a thread.
+ * handle that answers, suspends or cancels it, what a task is submitted as (and continued
+ * as from a parked image), and the grace past a deadline before the host kills a thread.
  */
-import type { ExecTask, GuestCatalog, NestedCallMessage, PlainError, RequestOp, ResumeTask, TaskOutcome, WorkerMessage } from "./task-protocol.js";
+import type { ExecTask, GuestCatalog, NestedCallMessage, PlainError, RequestOp, ResumeTask, TaskOutcome, UnparkTask, WorkerMessage } from "./task-protocol.js";
 
 export type ExecEvents = {
   onOutput(kind: "text" | "json", data: string): void;
@@ -42,4 +42,24 @@ export function forwardEvent(m: WorkerMessage, events: ExecEvents): void {
   else if (m.t === "call") events.onToolCall(m);
   else if (m.t === "request") events.onRequest(m.reqId, m.op, m.payloadJson);
   else if (m.t === "yield") events.onYield(m.callId, m.reason);
+}
+
+/** A VM's idle image, parked on the main thread by a worker that shares its thread. */
+export type Parked = Extract<WorkerMessage, { t: "parked" }>;
+/** The task that continues a run from its parked image (its port and the answers the image lacks are added when posted). */
+export type Unpark = Omit<UnparkTask, "port" | "answers">;
+
+/** The task that continues `submission`'s run from image `p`. */
+export function unparkTask(submission: Submission, p: Parked): Unpark {
+  return {
+    kind: "unpark",
+    parked: p.parked,
+    pending: p.pending,
+    limits: submission.limits,
+    outputBytesUsed: p.outputBytes,
+    deadlineAtMs: p.deadlineAtMs,
+    allToolsJson: submission.kind === "exec" ? submission.catalog.allToolsJson : (submission.allToolsJson ?? "[]"),
+    convenienceJson: submission.kind === "exec" ? submission.catalog.convenienceJson : (submission.convenienceJson ?? "[]"),
+    ...(submission.kind === "exec" && submission.surface !== undefined ? { surface: submission.surface } : {}),
+  };
 }

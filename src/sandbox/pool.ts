@@ -12,6 +12,8 @@
  * anything to its gateway is submitted again from the start, and a VM that had is
  * continued elsewhere from the image it parked while idle (./worker/occupancy.ts), with
  * the answers that image lacks (./image-answers.ts); nothing the gateway saw happens twice.
+ * A light task that joined a busy lane (./scheduler.ts) and has not started within its
+ * leash is placed on the least loaded lane instead.
  * While a guest holds a thread past a slice, the others there do not wait for it: a task
  * not yet started, or a VM idle with its current image parked, moves to a free lane
  * (a surge lane if there is none), and the run goes on there.
@@ -21,15 +23,15 @@ import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { HOG_MS, Lanes, workerLoading, type Lane } from "./lanes.js";
-import { forwardEvent, killGraceMs, type ExecEvents, type ExecHandle, type Submission } from "./pool-contract.js";
+import { forwardEvent, killGraceMs, unparkTask, type ExecEvents, type ExecHandle, type Parked, type Submission, type Unpark } from "./pool-contract.js";
 import { ImageAnswers } from "./image-answers.js";
 import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
 import { PoolHealthMonitor } from "./pool-health.js";
-import { FairScheduler, LOOP_MS } from "./scheduler.js";
+import { FairScheduler, LOOP_MS, PACK_LEASH_MS } from "./scheduler.js";
 import { CpuBudget, INTERNAL_TENANT, WINDOW_MS } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
-import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMemory, type WorkerMessage } from "./task-protocol.js";
+import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type VmStart, type WorkerMemory, type WorkerMessage } from "./task-protocol.js";
 
 export type PoolOptions = {
   threads?: number;
@@ -46,8 +48,6 @@ const CANCELLED_PREFIX = "code mode exec was cancelled: ";
 /** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
 const WORKER_STACK_MB = 16;
 
-type Parked = Extract<WorkerMessage, { t: "parked" }>;
-type Unpark = Omit<UnparkTask, "port" | "answers">;
 
 export class SandboxPool {
   private readonly lanes: Lanes;
@@ -158,25 +158,17 @@ export class SandboxPool {
       resolveOutcome({ ...o, queuedMs: firstStartAt > 0 ? firstStartAt - submittedAt : Date.now() - submittedAt, moves: attempts - 1 });
     };
 
-    /** The task that continues the run from image `p` (the answers it lacks are added when it is posted). */
-    const unparkFrom = (p: Parked): Unpark => ({
-      kind: "unpark",
-      parked: p.parked,
-      pending: p.pending,
-      limits: submission.limits,
-      outputBytesUsed: p.outputBytes,
-      deadlineAtMs: p.deadlineAtMs,
-      allToolsJson: submission.kind === "exec" ? submission.catalog.allToolsJson : (submission.allToolsJson ?? "[]"),
-      convenienceJson: submission.kind === "exec" ? submission.catalog.convenienceJson : (submission.convenienceJson ?? "[]"),
-      ...(submission.kind === "exec" && submission.surface !== undefined ? { surface: submission.surface } : {}),
-    });
+    const unparkFrom = (p: Parked): Unpark => unparkTask(submission, p);
     // A task waits in the fair queue (./scheduler.ts) until a lane has room; until then
     // it ends there if it was cancelled or its time (from this submission) ran out.
-    const attempt = (tries: number, unpark?: Unpark) => {
+    const attempt = (tries: number, unpark?: Unpark, leftLane?: Lane) => {
       const queuedUntil = Date.now() + submission.limits.timeoutMs + killGraceMs(submission.limits.timeoutMs);
       this.scheduler.submit({
         tenant,
-        run: (lane) => attemptOn(lane, tries, unpark),
+        // A run continued from its image, or a task taken back from a lane it joined, is placed spread.
+        spread: leftLane !== undefined || unpark !== undefined,
+        ...(leftLane ? { avoid: leftLane } : {}),
+        run: (lane, packed) => attemptOn(lane, tries, unpark, packed),
         gone: () => {
           if (finished) return true;
           if (cancelledReason !== undefined) finish({ status: "failed", error: `${CANCELLED_PREFIX}${cancelledReason}`, code: "internal_error", outputBytes: submission.outputBytesUsed });
@@ -186,7 +178,7 @@ export class SandboxPool {
         },
       });
     };
-    const attemptOn = (lane: Lane, tries: number, unpark?: Unpark) => {
+    const attemptOn = (lane: Lane, tries: number, unpark: Unpark | undefined, packed: boolean) => {
       attempts++;
       const channel = new MessageChannel();
       port = channel.port1;
@@ -262,6 +254,7 @@ export class SandboxPool {
             break;
           case "started":
             started = true;
+            clearTimeout(leash);
             startedAt = Date.now();
             if (firstStartAt === 0) firstStartAt = startedAt;
             threadId = m.threadId;
@@ -288,6 +281,16 @@ export class SandboxPool {
       // A versioned catalog travels shared, not copied (./shared-catalog.ts).
       const posted = submission.kind === "exec" ? { ...submission, catalog: shareCatalog(submission.catalog) } : submission;
       const task = (unpark ? { ...unpark, answers: carried, port: channel.port2, cancelFlag, claim: claim.buffer, taskId } : { ...posted, port: channel.port2, cancelFlag, claim: claim.buffer, taskId }) as Task;
+      /** Ends this attempt before its VM ran, or while it is parked: another one takes the task. */
+      const supersede = () => {
+        clearInterval(watch);
+        clearTimeout(leash);
+        superseded = true;
+        moves++;
+        clearTimeout(startTimer);
+        clearTimeout(killTimer);
+        channel.port1.close();
+      };
       // Its lane is hogged by another guest: a task that has not started runs on a free
       // lane instead; a VM idle with its current image parked continues there from it.
       // Checked every slice, and at once when an answer arrives for the VM.
@@ -302,12 +305,7 @@ export class SandboxPool {
         // Nowhere to go: the pool adds a surge lane (./lanes.ts), and the next tick moves there.
         if (!stranded && !this.lanes.anyFreeBesides(lane)) return this.scheduler.surge();
         if (Atomics.compareExchange(claim, 0, from, from === 0 ? CLAIM_WITHDRAWN : CLAIM_MOVED) !== from) return;
-        clearInterval(watch);
-        superseded = true;
-        moves++;
-        clearTimeout(startTimer);
-        clearTimeout(killTimer);
-        channel.port1.close();
+        supersede();
         if (from === 0) {
           leaveLane();
           this.log.info({ lane: lane.index, heldMs: lane.heldMs() }, stranded ? "taking back a task no thread started: the pool cannot run code" : "moving a task that had not started off a lane another guest holds");
@@ -319,6 +317,18 @@ export class SandboxPool {
       };
       const watch = setInterval(moveIfHeld, HOG_MS);
       watch.unref();
+      // It joined a busy lane (./scheduler.ts): not started within the leash, it is placed spread.
+      const leash = packed
+        ? setTimeout(() => {
+            if (superseded || finished || moves >= MAX_MOVES || !this.lanes.anyFreeBesides(lane)) return;
+            if (Atomics.compareExchange(claim, 0, 0, CLAIM_WITHDRAWN) !== 0) return;
+            supersede();
+            leaveLane();
+            this.log.debug({ lane: lane.index }, "placing a task that joined a busy lane on another one: it had not started within its leash");
+            attempt(tries, unpark, lane);
+          }, PACK_LEASH_MS)
+        : undefined;
+      leash?.unref();
       nudge = moveIfHeld;
       lane.piscina.run(task, { transferList: [channel.port2] }).then(
         () => leaveLane(),
