@@ -2,8 +2,9 @@
  * A session's light work joins its own working thread before it wakes an idle one
  * (src/sandbox/scheduler.ts), and a task that joined a lane whose guest then computes is
  * placed elsewhere after its leash (src/sandbox/pool.ts). With real worker threads: where
- * the fair queue puts a light task next to its session's task, next to a full lane, next
- * to another session's task, for a heavy session, and when asked to spread; and through a
+ * the fair queue puts a light task next to its session's task (a new one, an old one), next
+ * to a full lane, next to another session's task, for a heavy session, and when asked to
+ * spread; and through a
  * real two-thread pool, a session's program submitted right behind its loop on the same
  * lane is moved off it and finishes long before the loop, never waiting for it. Ordering
  * is asserted, never wall-clock time.
@@ -55,6 +56,13 @@ describe("where the fair queue puts a light task (real worker threads)", () => {
     expect(place("chat")).toEqual([first, false]);
     second.leave("chat", 1);
     second.leave("chat", 2);
+  });
+
+  it("does not join a lane whose task was placed a while ago (it may be a VM awaiting tool answers)", async () => {
+    second.enter("chat", 5);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(place("chat")).toEqual([first, false]);
+    second.leave("chat", 5);
   });
 
   it("never joins a lane that runs another session's task, and a heavy session joins none", () => {

@@ -92,6 +92,8 @@ export class Lane {
   private readonly busy: Int32Array;
   /** The session of each task on this lane, by task id. */
   private readonly holders = new Map<number, string>();
+  /** When each task on this lane was placed there (performance.now()), by task id, oldest first. */
+  private readonly placedAt = new Map<number, number>();
   private readonly epoch = Date.now();
   /** Tasks posted to this lane and not yet finished (or withdrawn). */
   active = 0;
@@ -108,12 +110,14 @@ export class Lane {
 
   enter(tenant: string, taskId: number): void {
     this.holders.set(taskId, tenant);
+    this.placedAt.set(taskId, performance.now());
     this.active++;
     this.tenants.set(tenant, (this.tenants.get(tenant) ?? 0) + 1);
   }
 
   leave(tenant: string, taskId: number): void {
     this.holders.delete(taskId);
+    this.placedAt.delete(taskId);
     this.active--;
     const n = (this.tenants.get(tenant) ?? 1) - 1;
     if (n > 0) this.tenants.set(tenant, n);
@@ -139,6 +143,12 @@ export class Lane {
       env: {},
       atomics: "disabled",
     });
+  }
+
+  /** Milliseconds since the oldest task now on this lane was placed (0 when none is). */
+  oldestTaskMs(now = performance.now()): number {
+    for (const at of this.placedAt.values()) return now - at;
+    return 0;
   }
 
   /** Milliseconds the VM now on this lane's thread has held it (0 when none does). */

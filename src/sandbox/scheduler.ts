@@ -17,9 +17,10 @@
  * when no warm lane can.
  *
  * A session's light work *joins its own working thread* before it wakes an idle one: a
- * light task goes to the busiest base lane that has room, runs only tasks of the same
- * session, and whose thread no guest has held for PACK_HELD_MS (its tasks are about to be
- * done, or wait for tool answers); else to the least loaded lane. On this 2-core machine, W1
+ * light task goes to the busiest base lane that has room and runs only tasks of the same
+ * session placed less than PACK_YOUNG_MS ago (about to be done: an older one may be a VM
+ * awaiting tool answers, which a computing newcomer would keep off its thread when they
+ * come, and from suspending when the sidecar drains); else to the least loaded lane. On this 2-core machine, W1
  * at two concurrent in one session ran 10-14% more execs a second that way (about as many
  * as with one thread) than spread over both threads: a second worker thread woken for
  * every other exec competes with the main thread and the gateway for the cores, for a VM
@@ -53,8 +54,8 @@ export const HOG_MEMORY_MS = 10 * 60_000;
  * seconds.
  */
 export const LOOP_MS = 250;
-/** A light task joins a busy lane only while its current guest has held the thread less than this. */
-export const PACK_HELD_MS = 2;
+/** A light task joins a busy lane only while every task there was placed less than this ago. */
+export const PACK_YOUNG_MS = 2;
 /** How long a packed task may wait to start before it is placed spread instead (./pool.ts). */
 export const PACK_LEASH_MS = 3;
 
@@ -270,15 +271,17 @@ export class FairScheduler {
 
   /**
    * For a light task: the busiest base lane with room that runs only its own session's
-   * tasks, whose thread no guest has held for PACK_HELD_MS (they are about to end, or wait
-   * for tool answers), not hogged, warming or down. Undefined when there is none.
+   * tasks, all placed less than PACK_YOUNG_MS ago, not hogged, warming or down. Undefined
+   * when there is none.
    */
   private busyLaneToJoin(tenant: string): Lane | undefined {
     if (this.heavy(tenant)) return undefined;
     let best: Lane | undefined;
     for (const lane of this.lanes.all) {
       if (lane.kind === "background" || lane.active === 0 || lane.active >= this.capacity || lane.hogged || lane.down || lane.warming) continue;
-      if (lane.holder() !== 0 && lane.heldMs() >= PACK_HELD_MS) continue;
+      // Young tasks are about to end; an older one may be a VM awaiting tool answers, which
+      // a computing newcomer would keep off its thread when they come (and from suspending).
+      if (lane.oldestTaskMs() >= PACK_YOUNG_MS) continue;
       if (best && lane.active <= best.active) continue;
       // Only its own session's tasks: another session's guests stay on other threads.
       if (lane.tenants.size !== 1 || !lane.tenants.has(tenant)) continue;

@@ -1,0 +1,102 @@
+// W1 throughput at a fixed concurrency, long enough to read: the service (`codemode start`,
+// over real gRPC, one session per round) against the in-process floor (worker threads each
+// creating, running and disposing W1 VMs back to back), alternating, in the same run. With
+// --variant, the service is also started with other flags (e.g. `--threads 1`) in the same
+// rotation, so a scheduling change can be told from the machine's drift. Each round starts a
+// fresh sidecar, warms it with --warmup execs, then times --n execs. Prints figures; asserts
+// nothing.
+//
+// Usage: node bench/throughput.bench.mjs [--n 3000] [--concurrency 2] [--rounds 3]
+//          [--warmup 600] [--variant="--threads 1"]...  (the = is needed: the value starts with a dash)
+import { cpus, loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import { Worker } from "node:worker_threads";
+import { Gateway, mallocSettings, startService } from "./lib/service.mjs";
+import { EXPECT, TWO_TOOLS, W1 } from "./lib/workloads.mjs";
+import { pct, printTable } from "./lib/stats.mjs";
+
+const { values } = parseArgs({
+  options: {
+    n: { type: "string", default: "3000" },
+    concurrency: { type: "string", default: "2" },
+    rounds: { type: "string", default: "3" },
+    warmup: { type: "string", default: "600" },
+    variant: { type: "string", multiple: true, default: [] },
+  },
+});
+const N = Number(values.n);
+const C = Number(values.concurrency);
+const ROUNDS = Number(values.rounds);
+const WARMUP = Number(values.warmup);
+const configs = [{ name: "service", args: [] }, ...values.variant.map((v) => ({ name: `service ${v}`, args: v.split(" ").filter(Boolean) }))];
+const load0 = loadavg()[0];
+
+/** Runs `n` execs of W1 over `c` loops on a fresh sidecar started with `args`; runs/s and latencies. */
+async function serviceRound(args) {
+  const svc = await startService(args);
+  try {
+    const gw = new Gateway(svc.ready);
+    const scope = await gw.openRun({ tools: TWO_TOOLS }, "throughput");
+    for (let i = 0; i < WARMUP; i++) await gw.exec(scope, W1, EXPECT.W1);
+    let next = 0;
+    const lat = [];
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: C }, async () => {
+        while (next++ < N) lat.push(await gw.exec(scope, W1, EXPECT.W1));
+      }),
+    );
+    const wall = performance.now() - t0;
+    gw.close();
+    return { rate: N / (wall / 1000), lat };
+  } finally {
+    await svc.stop();
+  }
+}
+
+const floorWorkers = await Promise.all(
+  Array.from({ length: C }, () => {
+    const w = new Worker(new URL("./lib/floor-worker.mjs", import.meta.url));
+    return new Promise((resolve, reject) => {
+      w.once("error", reject);
+      w.once("message", (m) => (m.type === "ready" ? resolve(w) : reject(new Error(String(m)))));
+    });
+  }),
+);
+/** `n` W1 VMs in all over the `c` floor threads; runs/s and latencies. */
+async function floorRound() {
+  const t0 = performance.now();
+  const results = await Promise.all(
+    floorWorkers.map(
+      (w) =>
+        new Promise((resolve, reject) => {
+          w.once("error", reject);
+          w.once("message", (m) => resolve(m.samples));
+          w.postMessage({ type: "go", runs: Math.ceil(N / C) });
+        }),
+    ),
+  );
+  const lat = results.flat();
+  return { rate: lat.length / ((performance.now() - t0) / 1000), lat };
+}
+
+const rows = new Map([...configs.map((c) => [c.name, []]), ["floor", []]]);
+for (let round = 0; round < ROUNDS; round++) {
+  for (const c of configs) {
+    process.stderr.write(`[round ${round + 1}] ${c.name}\n`);
+    rows.get(c.name).push(await serviceRound(c.args));
+  }
+  process.stderr.write(`[round ${round + 1}] floor\n`);
+  rows.get("floor").push(await floorRound());
+}
+await Promise.all(floorWorkers.map((w) => w.terminate()));
+
+const floorRate = rows.get("floor").reduce((a, r) => a + r.rate, 0) / ROUNDS;
+const table = [...rows].map(([name, rs]) => {
+  const lat = rs.flatMap((r) => r.lat).sort((a, b) => a - b);
+  const mean = rs.reduce((a, r) => a + r.rate, 0) / rs.length;
+  return [name, rs.map((r) => r.rate.toFixed(0)).join(" / "), mean.toFixed(0), `${pct(lat, 50).toFixed(2)} ms`, `${pct(lat, 99).toFixed(2)} ms`, name === "floor" ? "–" : `${(mean / floorRate).toFixed(2)}x`];
+});
+console.log(`\n## W1 throughput at ${C} concurrent: node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --rounds ${ROUNDS} --warmup ${WARMUP}; service ${mallocSettings()}\n`);
+printTable(["", "runs/s per round", "mean runs/s", "p50", "p99", "mean / floor"], table);
+console.log(`\n- Service: a fresh \`codemode start\` per round, ${WARMUP} execs of warm-up, then ${N} W1 execs over ${C} gateway loops in one session (this process is the gateway and shares the cores). Floor: ${C} worker threads in this process, each creating, running and disposing W1 VMs back to back (bench/lib/floor-worker.mjs). Rounds alternate in the order of the table.`);
