@@ -48,7 +48,6 @@ const CANCELLED_PREFIX = "code mode exec was cancelled: ";
 /** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
 const WORKER_STACK_MB = 16;
 
-
 export class SandboxPool {
   private readonly lanes: Lanes;
   private readonly budget: CpuBudget;

@@ -20,18 +20,20 @@
  * light task goes to the busiest base lane that has room and runs only tasks of the same
  * session placed less than PACK_YOUNG_MS ago (about to be done: an older one may be a VM
  * awaiting tool answers, which a computing newcomer would keep off its thread when they
- * come, and from suspending when the sidecar drains); else to the least loaded lane. On this 2-core machine, W1
- * at two concurrent in one session ran 10-14% more execs a second that way (about as many
- * as with one thread) than spread over both threads: a second worker thread woken for
- * every other exec competes with the main thread and the gateway for the cores, for a VM
- * that runs 0.2 ms. Other sessions' tasks never share a thread this way: joining any busy
+ * come, and from suspending when the sidecar drains); else to the least loaded lane. On
+ * this 2-core machine, W1 at two concurrent in one session ran 9-22% more execs a second
+ * that way (about as many as with one thread) than spread over both threads: a second
+ * worker thread woken for every other exec competes with the main thread and the gateway
+ * for the cores, for a VM that runs 0.2 ms. Other sessions' tasks never share a thread this way: joining any busy
  * lane let a session's bridge flood slow its neighbours (benign p99 3.3× the baseline in
  * the hostile-mix bench's flood phase, against 2.8× spread). The pool gives a *packed* task
  * a leash (./pool.ts): if it has not started after PACK_LEASH_MS, it is taken back and
  * placed spread, so a guest of its session that turns out to compute long delays it by
- * that much at most.
+ * that much at most. The sidecar's own tasks (start-up probes, warm-ups: one per thread,
+ * submitted together) never join.
  */
 import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
+import { INTERNAL_TENANT } from "./cpu-budget.js";
 
 /** The share of the pool's thread time over the window past which a session counts as heavy. */
 export const HEAVY_SHARE = 0.05;
@@ -275,7 +277,8 @@ export class FairScheduler {
    * when there is none.
    */
   private busyLaneToJoin(tenant: string): Lane | undefined {
-    if (this.heavy(tenant)) return undefined;
+    // The sidecar's own probes are submitted together to warm every thread: never joined.
+    if (tenant === INTERNAL_TENANT || this.heavy(tenant)) return undefined;
     let best: Lane | undefined;
     for (const lane of this.lanes.all) {
       if (lane.kind === "background" || lane.active === 0 || lane.active >= this.capacity || lane.hogged || lane.down || lane.warming) continue;
