@@ -89,7 +89,7 @@ describe("a task that joined a lane whose guest then computes (a real two-thread
   const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
   const task = (source: string) => ({ kind: "exec", source, language: "javascript", limits: { timeoutMs: 20_000, memoryLimitBytes: 32 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 }, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface: "code" }) as const;
 
-  it("warmed each thread with its own start-up probe: the sidecar's probes never join a lane", async () => {
+  it("places the sidecar's start-up probes (one per thread) without joining a lane", async () => {
     await poolReady;
     // Submitted together, one per thread: a probe that joined the other's lane would be taken back by its leash.
     expect(lines.filter((line) => line.includes("placing a task that joined"))).toEqual([]);
@@ -100,9 +100,8 @@ describe("a task that joined a lane whose guest then computes (a real two-thread
     lines.length = 0;
     const ended: string[] = [];
     const track = (name: string, p: Promise<TaskOutcome>) => p.then((o) => (ended.push(name), o));
-    // Submitted in the same turn: the loop's task goes to the first lane, the light one joins
-    // it there (the lane has a task and no guest has held its thread yet), then the loop's
-    // VM takes the thread and the light task has not started when its leash runs out.
+    // Submitted in the same turn: the loop's task goes to the first lane, and the light one
+    // joins it there (the lane runs only this session's task, placed just now).
     const loop = track("loop", pool.exec(task("let x = 0; for (let i = 0; i < 15_000_000; i++) x += i % 7; return x > 0"), ignore, "chat").outcome);
     const light = track("light", pool.exec(task("return [1, 2, 3].map((x) => x * 7)"), ignore, "chat").outcome);
     const l = await light;
