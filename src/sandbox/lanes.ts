@@ -31,7 +31,10 @@
  * (100-250 ms under load). A lane whose new thread cannot run code stays warming while
  * ./pool-health.ts retries it.
  */
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
 import { codeCacheRefreshMs, launchState } from "../shared/launch-state.js";
@@ -71,6 +74,24 @@ export function workerLoading(): Pick<LaneOptions, "filename" | "trainCodeCache"
     trainCodeCache: launched.training,
     codeCache: { flavour: launched.flavour, refreshMs: codeCacheRefreshMs() },
   };
+}
+
+/** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
+const WORKER_STACK_MB = 16;
+
+/**
+ * The base lanes of a sandbox pool: `threads` (default: the machine's parallelism) worker
+ * threads sharing one compiled quickjs-wasi module, each taking `execsPerWorker` (default 8)
+ * tasks at once.
+ */
+export async function poolLanes(options: { threads?: number; execsPerWorker?: number }): Promise<{ lanes: Lanes; threads: number; execsPerWorker: number }> {
+  const bytes = await readFile(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm")));
+  const wasmModule = await WebAssembly.compile(bytes);
+  const threads = Math.max(1, options.threads ?? availableParallelism());
+  const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
+  // The digest keys the build's prelude bytecode (./worker/precompiled-preludes.ts).
+  const lanes = new Lanes(threads, { ...workerLoading(), execsPerWorker, wasmModule, wasmDigest: createHash("sha256").update(bytes).digest("hex"), stackSizeMb: WORKER_STACK_MB });
+  return { lanes, threads, execsPerWorker };
 }
 
 export type LaneOptions = {

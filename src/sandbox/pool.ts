@@ -18,11 +18,8 @@
  * not yet started, or a VM idle with its current image parked, moves to a free lane
  * (a surge lane if there is none), and the run goes on there.
  */
-import { createHash } from "node:crypto";
 import { MessageChannel, type MessagePort } from "node:worker_threads";
-import { readFile } from "node:fs/promises";
-import { availableParallelism } from "node:os";
-import { HOG_MS, Lanes, workerLoading, type Lane } from "./lanes.js";
+import { HOG_MS, poolLanes, type Lanes, type Lane } from "./lanes.js";
 import { forwardEvent, killGraceMs, unparkTask, type ExecEvents, type ExecHandle, type Parked, type Submission, type Unpark } from "./pool-contract.js";
 import { ImageAnswers } from "./image-answers.js";
 import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
@@ -44,9 +41,6 @@ export type PoolOptions = {
 const MAX_MOVES = 8;
 /** How a cancelled guest's failure starts (the worker's message, completed here with the reason). */
 const CANCELLED_PREFIX = "code mode exec was cancelled: ";
-
-/** Large enough that parser and JSON nesting limits trip inside QuickJS first. */
-const WORKER_STACK_MB = 16;
 
 export class SandboxPool {
   private readonly lanes: Lanes;
@@ -82,12 +76,7 @@ export class SandboxPool {
   }
 
   static async create(options: PoolOptions): Promise<SandboxPool> {
-    const bytes = await readFile(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm")));
-    const wasmModule = await WebAssembly.compile(bytes);
-    const threads = Math.max(1, options.threads ?? availableParallelism());
-    const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
-    // The digest keys the build's prelude bytecode (./worker/precompiled-preludes.ts).
-    const lanes = new Lanes(threads, { ...workerLoading(), execsPerWorker, wasmModule, wasmDigest: createHash("sha256").update(bytes).digest("hex"), stackSizeMb: WORKER_STACK_MB });
+    const { lanes, threads, execsPerWorker } = await poolLanes(options);
     return new SandboxPool(lanes, threads, threads * execsPerWorker, options.log);
   }
 
@@ -157,7 +146,6 @@ export class SandboxPool {
       resolveOutcome({ ...o, queuedMs: firstStartAt > 0 ? firstStartAt - submittedAt : Date.now() - submittedAt, moves: attempts - 1 });
     };
 
-    const unparkFrom = (p: Parked): Unpark => unparkTask(submission, p);
     // A task waits in the fair queue (./scheduler.ts) until a lane has room; until then
     // it ends there if it was cancelled or its time (from this submission) ran out.
     const attempt = (tries: number, unpark?: Unpark, leftLane?: Lane) => {
@@ -312,7 +300,7 @@ export class SandboxPool {
         }
         // The old VM stays on its lane until it wakes and gives the run up.
         this.log.info({ lane: lane.index, heldMs: lane.heldMs(), pending: parked!.pending.length }, "moving an idle run off a lane another guest holds, from its parked image");
-        attempt(tries, unparkFrom(parked!));
+        attempt(tries, unparkTask(submission, parked!));
       };
       const watch = setInterval(moveIfHeld, HOG_MS);
       watch.unref();
@@ -353,7 +341,7 @@ export class SandboxPool {
             // from the image it parked, with the answers sent since.
             this.log.info({ tries, pending: parked.pending.length }, "continuing a run whose worker was killed for another run, from its parked image");
             channel.port1.close();
-            attempt(tries + 1, unparkFrom(parked));
+            attempt(tries + 1, unparkTask(submission, parked));
             return;
           }
           const reason = this.closed ? "the sandbox is shutting down" : (err as Error)?.message ?? String(err);
