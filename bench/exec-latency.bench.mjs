@@ -20,7 +20,7 @@
 // parallel tool calls (Promise.all); W4 a 1e6-iteration loop; W5 a tool returning 5,000 rows
 // (~0.7 MB of JSON) summed in the guest; W1 at 2 concurrent (runs/s); W1 with 2,000 visible
 // tools versus 2; suspend+resume; a TypeScript cell; cold start. Goals are judged on p50.
-import { Worker } from "node:worker_threads";
+import { startFloorThreads } from "./lib/floor-threads.mjs";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { cpus, loadavg } from "node:os";
@@ -162,15 +162,7 @@ const [w5s, w5f] = await interleave([["svc", () => gw.exec(small, W5, EXPECT.W5)
 progress("throughput at 2 concurrent");
 const CONC = 2;
 const thr = { svcRuns: 0, svcWall: 0, svcLat: new Cell("svc"), floorRuns: 0, floorWall: 0, floorLat: new Cell("floor") };
-const floorWorkers = await Promise.all(
-  Array.from({ length: CONC }, () => {
-    const w = new Worker(new URL("./lib/floor-worker.mjs", import.meta.url));
-    return new Promise((resolve, reject) => {
-      w.once("error", reject);
-      w.once("message", (m) => (m.type === "ready" ? resolve(w) : reject(new Error(String(m)))));
-    });
-  }),
-);
+const floorThreads = await startFloorThreads(CONC);
 // A session of its own per round: `small` just ran W4 and W5, so the fair queue counts it
 // heavy (over its CPU share; src/sandbox/scheduler.ts) and runs it one task at a time on a
 // background thread, which measured that policy rather than throughput; a round's thousand
@@ -195,25 +187,13 @@ for (let round = 0; round < 3; round++) {
     }),
   );
   thr.svcWall += performance.now() - t0;
-  const perWorker = runs; // 2x the service's runs in all: the floor is faster, so windows of similar length
-  const t1 = performance.now();
-  const results = await Promise.all(
-    floorWorkers.map(
-      (w) =>
-        new Promise((resolve, reject) => {
-          w.once("error", reject);
-          w.once("message", (m) => resolve(m.samples));
-          w.postMessage({ type: "go", runs: perWorker });
-        }),
-    ),
-  );
-  thr.floorWall += performance.now() - t1;
-  for (const s of results) {
-    thr.floorRuns += s.length;
-    thr.floorLat.samples.push(...s);
-  }
+  // Each floor thread runs as many as the service did in all: the floor is faster, so windows of similar length.
+  const floor = await floorThreads.run(runs);
+  thr.floorWall += floor.wallMs;
+  thr.floorRuns += floor.samples.length;
+  thr.floorLat.samples.push(...floor.samples);
 }
-await Promise.all(floorWorkers.map((w) => w.terminate()));
+await floorThreads.close();
 const svcRate = thr.svcRuns / (thr.svcWall / 1000);
 const floorRate = thr.floorRuns / (thr.floorWall / 1000);
 

@@ -10,10 +10,10 @@
 //          [--warmup 600] [--variant="--threads 1"]...  (the = is needed: the value starts with a dash)
 import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
-import { Worker } from "node:worker_threads";
 import { Gateway, mallocSettings, startService } from "./lib/service.mjs";
 import { EXPECT, TWO_TOOLS, W1 } from "./lib/workloads.mjs";
 import { pct, printTable } from "./lib/stats.mjs";
+import { startFloorThreads } from "./lib/floor-threads.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -54,30 +54,11 @@ async function serviceRound(args) {
   }
 }
 
-const floorWorkers = await Promise.all(
-  Array.from({ length: C }, () => {
-    const w = new Worker(new URL("./lib/floor-worker.mjs", import.meta.url));
-    return new Promise((resolve, reject) => {
-      w.once("error", reject);
-      w.once("message", (m) => (m.type === "ready" ? resolve(w) : reject(new Error(String(m)))));
-    });
-  }),
-);
+const floorThreads = await startFloorThreads(C);
 /** `n` W1 VMs in all over the `c` floor threads; runs/s and latencies. */
 async function floorRound() {
-  const t0 = performance.now();
-  const results = await Promise.all(
-    floorWorkers.map(
-      (w) =>
-        new Promise((resolve, reject) => {
-          w.once("error", reject);
-          w.once("message", (m) => resolve(m.samples));
-          w.postMessage({ type: "go", runs: Math.ceil(N / C) });
-        }),
-    ),
-  );
-  const lat = results.flat();
-  return { rate: lat.length / ((performance.now() - t0) / 1000), lat };
+  const { samples, wallMs } = await floorThreads.run(Math.ceil(N / C));
+  return { rate: samples.length / (wallMs / 1000), lat: samples };
 }
 
 const rows = new Map([...configs.map((c) => [c.name, []]), ["floor", []]]);
@@ -89,7 +70,7 @@ for (let round = 0; round < ROUNDS; round++) {
   process.stderr.write(`[round ${round + 1}] floor\n`);
   rows.get("floor").push(await floorRound());
 }
-await Promise.all(floorWorkers.map((w) => w.terminate()));
+await floorThreads.close();
 
 const floorRate = rows.get("floor").reduce((a, r) => a + r.rate, 0) / ROUNDS;
 const table = [...rows].map(([name, rs]) => {

@@ -1,6 +1,6 @@
 // A worker thread of the throughput floor: runs W1 floor VMs back to back. Protocol with
 // the parent: it warms up and posts "ready"; on "go" it runs `runs` programs and posts the
-// per-run latencies. Started by bench/exec-latency.bench.mjs, one per concurrent slot.
+// per-run latencies. Started by ./floor-threads.mjs, one per concurrent slot.
 import { parentPort } from "node:worker_threads";
 import { loadWasm, runFloor } from "./floor.mjs";
 import { W1, EXPECT } from "./workloads.mjs";
