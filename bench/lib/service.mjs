@@ -51,7 +51,7 @@ export async function startService(extraArgs = []) {
       clearTimeout(timer);
       resolve(Object.fromEntries(line.slice(6).split(" ").map((kv) => kv.split("="))));
     });
-    child.once("exit", (code) => reject(new Error(`codemode start exited ${code}\n${stderr.join("\n")}`)));
+    child.once("exit", (code, signal) => reject(new Error(`codemode start exited ${signal ? `on ${signal}` : code} before its ready line\n${stderr.join("\n")}`)));
   });
   const readyAt = performance.now();
   return {

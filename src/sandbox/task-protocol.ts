@@ -47,6 +47,8 @@ export type GuestCatalog = {
 };
 
 export const EMPTY_GUEST_CATALOG: GuestCatalog = { staticJson: '{"mcp":[],"namespaces":[]}', allToolsJson: "[]", convenienceJson: "[]", needsContext: false };
+/** A prelude's boot answer for no catalog and no run context. */
+export const EMPTY_BOOT_JSON = `{"catalog":${EMPTY_GUEST_CATALOG.staticJson},"context":null}`;
 
 export type ExecTask = {
   kind: "exec";

@@ -7,7 +7,10 @@
  *
  * Source fragments spliced into a prelude's function body after MARSHAL_SOURCE:
  * BRIDGE_SOURCE first (it defines `method`, `then`, `waiting`, `request`, `deliver`),
- * RUN_SOURCE last (it ends the prelude by returning [deliver, run] to the host).
+ * RUN_SOURCE last (it ends the prelude by returning [deliver, run, boot] to the host). Each
+ * prelude that splices RUN_SOURCE defines `boot()`: the host calls it once, right after the
+ * prelude returned and before the program runs; it reads the boot answer (the run's catalog
+ * and context) and builds what depends on it.
  */
 export const BRIDGE_SOURCE = String.raw`
   function method(obj, name, fn) { defineProperty(obj, name, dataDesc(fn, false, true, false)); }
@@ -55,5 +58,5 @@ export const RUN_SOURCE = String.raw`
       settle(true, text);
     }, (e) => { settle(false, errorJson(e)); });
   }
-  return [deliver, run];
+  return [deliver, run, boot];
 `;

@@ -36,8 +36,8 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   ${STACK_GUARD_SOURCE}
   ${BRIDGE_SOURCE}
 
-  const boot = parse(hostSync("boot", ""));
-  const catalog = boot.catalog, context = boot.context;
+  // The run's context (namespaces' $context members), set by boot() below.
+  let context;
 
   function textOf(value) { return typeof value === "string" ? value : value === undefined ? "undefined" : toJsonText(value); }
   function text(value) { hostSync("text", textOf(value)); }
@@ -126,31 +126,6 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     };
   }
   const MCP = create(null);
-  const servers = catalog.mcp;
-  for (let i = 0; i < servers.length; i++) {
-    const key = servers[i][0], serverName = servers[i][1], fns = servers[i][2];
-    const server = create(null);
-    for (let j = 0; j < fns.length; j++) method(server, fns[j][0], mcpCall("MCP." + key + "." + fns[j][0], fns[j][1]));
-    defineProperty(server, "$api", dataDesc(function $api(toolName, options) {
-      const schema = typeof options === "object" && optionOf(options, "schema") === true;
-      return request("mcp_api", { server: serverName, tool: toolName === undefined ? "" : textOf(toolName), schema });
-    }, false, false, false));
-    const base = "mcp:" + serverName + ":";
-    if (servers[i][3]) {
-      const resources = create(null);
-      method(resources, "list", mcpCall("MCP." + key + ".resources.list", base + "resources/list"));
-      method(resources, "read", mcpCall("MCP." + key + ".resources.read", base + "resources/read"));
-      method(server, "resources", freeze(resources));
-    }
-    if (servers[i][4]) {
-      const prompts = create(null);
-      method(prompts, "list", mcpCall("MCP." + key + ".prompts.list", base + "prompts/list"));
-      method(prompts, "get", mcpCall("MCP." + key + ".prompts.get", base + "prompts/get"));
-      method(server, "prompts", freeze(prompts));
-    }
-    method(MCP, key, freeze(server));
-  }
-  freeze(MCP);
 
   // Internal namespaces: plain data, run context, and callable members that the host
   // maps (by namespace id and path, in its own copy of the scope) to catalog tools.
@@ -181,11 +156,6 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
     return freeze(out);
   }
   const namespaces = create(null);
-  const nsTable = catalog.namespaces;
-  for (let i = 0; i < nsTable.length; i++) {
-    method(namespaces, nsTable[i][1], nsMember(nsTable[i][0], parse(nsTable[i][2]), ""));
-  }
-  freeze(namespaces);
 
   const API = freeze({
     list(prefix) { return request("api_list", { prefix: prefix === undefined ? "" : textOf(prefix) }); },
@@ -196,17 +166,59 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   ${WEB_SOURCE}
   ${URL_SHIM_SOURCE}
 
-  const allToolsDesc = create(null);
-  allToolsDesc.get = allToolsGetter; allToolsDesc.enumerable = false; allToolsDesc.configurable = false;
-  defineProperty(G, "ALL_TOOLS", allToolsDesc);
-  const api = {
-    tools, MCP, namespaces, API, text, json, yield_control, console,
-    setTimeout, setInterval, clearTimeout, clearInterval, queueMicrotask, atob, btoa, TextEncoder, TextDecoder, structuredClone,
-  };
-  const apiNames = keysOf(api);
-  for (let i = 0; i < apiNames.length; i++) defineProperty(G, apiNames[i], dataDesc(api[apiNames[i]], false, false, false));
-  const nsNames = keysOf(namespaces);
-  for (let i = 0; i < nsNames.length; i++) defineProperty(G, nsNames[i], dataDesc(namespaces[nsNames[i]], false, false, false));
+  // What depends on the run's catalog and context is built once, by boot(), which the host
+  // calls after this function returned and before any program runs: a worker keeps one
+  // image of the VM before boot and makes each catalog's image from it (../worker/warm-vms.ts).
+  let booted = false;
+  function boot() {
+    if (booted) return;
+    booted = true;
+    const answer = parse(hostSync("boot", ""));
+    const catalog = answer.catalog;
+    context = answer.context;
+    const servers = catalog.mcp;
+    for (let i = 0; i < servers.length; i++) {
+      const key = servers[i][0], serverName = servers[i][1], fns = servers[i][2];
+      const server = create(null);
+      for (let j = 0; j < fns.length; j++) method(server, fns[j][0], mcpCall("MCP." + key + "." + fns[j][0], fns[j][1]));
+      defineProperty(server, "$api", dataDesc(function $api(toolName, options) {
+        const schema = typeof options === "object" && optionOf(options, "schema") === true;
+        return request("mcp_api", { server: serverName, tool: toolName === undefined ? "" : textOf(toolName), schema });
+      }, false, false, false));
+      const base = "mcp:" + serverName + ":";
+      if (servers[i][3]) {
+        const resources = create(null);
+        method(resources, "list", mcpCall("MCP." + key + ".resources.list", base + "resources/list"));
+        method(resources, "read", mcpCall("MCP." + key + ".resources.read", base + "resources/read"));
+        method(server, "resources", freeze(resources));
+      }
+      if (servers[i][4]) {
+        const prompts = create(null);
+        method(prompts, "list", mcpCall("MCP." + key + ".prompts.list", base + "prompts/list"));
+        method(prompts, "get", mcpCall("MCP." + key + ".prompts.get", base + "prompts/get"));
+        method(server, "prompts", freeze(prompts));
+      }
+      method(MCP, key, freeze(server));
+    }
+    freeze(MCP);
+    const nsTable = catalog.namespaces;
+    for (let i = 0; i < nsTable.length; i++) {
+      method(namespaces, nsTable[i][1], nsMember(nsTable[i][0], parse(nsTable[i][2]), ""));
+    }
+    freeze(namespaces);
+
+    const allToolsDesc = create(null);
+    allToolsDesc.get = allToolsGetter; allToolsDesc.enumerable = false; allToolsDesc.configurable = false;
+    defineProperty(G, "ALL_TOOLS", allToolsDesc);
+    const api = {
+      tools, MCP, namespaces, API, text, json, yield_control, console,
+      setTimeout, setInterval, clearTimeout, clearInterval, queueMicrotask, atob, btoa, TextEncoder, TextDecoder, structuredClone,
+    };
+    const apiNames = keysOf(api);
+    for (let i = 0; i < apiNames.length; i++) defineProperty(G, apiNames[i], dataDesc(api[apiNames[i]], false, false, false));
+    const nsNames = keysOf(namespaces);
+    for (let i = 0; i < nsNames.length; i++) defineProperty(G, nsNames[i], dataDesc(namespaces[nsNames[i]], false, false, false));
+  }
 
   ${RUN_SOURCE}
 })`;

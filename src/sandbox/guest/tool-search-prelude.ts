@@ -7,7 +7,7 @@
  *
  * It speaks the host protocol of ./prelude.ts unchanged (same two host functions, same
  * op names "search", "describe", "call", the same boot call, and it returns the same
- * [deliver, run] pair), so the worker's VM session runs either prelude. Value
+ * [deliver, run, boot] triple), so the worker's VM session runs either prelude. Value
  * conversion and console formatting are the hardened fragments code mode uses
  * (./prelude-marshal.ts, ./prelude-console.ts), spliced in as they are.
  */
@@ -26,7 +26,7 @@ export const TOOL_SEARCH_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAs
   ${STACK_GUARD_SOURCE}
   ${BRIDGE_SOURCE}
   // The boot answer is read for protocol symmetry; this surface needs no catalog in the VM.
-  hostSync("boot", "");
+  function boot() { hostSync("boot", ""); }
 
   function idText(value) { return typeof value === "string" ? value : value === undefined || value === null ? "" : toJsonText(value); }
   const toolsApi = create(null);

@@ -12,7 +12,8 @@
  * cell's only argument (`link`), which goes inert once the imports are bound. It speaks
  * the host protocol of ../guest/prelude.ts (same host functions, boot call, ops `mcp`,
  * `describe`, `search`, `timer`, and the same [deliver, run] pair, plus `memory_limit`
- * from ./prelude-stack.ts), so the worker's VM session runs it; `eval` is removed from the
+ * from ./prelude-stack.ts), so the worker's VM session runs it. It reads the boot answer
+ * as it runs and returns no `boot`: its VMs are always made fresh, never from an image; `eval` is removed from the
  * global object (guest VMs have no eval intrinsic anyway), as the spec lists it among what
  * a sandbox must not provide.
  */

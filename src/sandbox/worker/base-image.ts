@@ -14,14 +14,12 @@ import { createHash } from "node:crypto";
 import { QuickJS } from "quickjs-wasi";
 import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
 import { LIMITS } from "../../shared/limits.js";
-import { EMPTY_GUEST_CATALOG } from "../task-protocol.js";
+import { EMPTY_BOOT_JSON } from "../task-protocol.js";
 import { preludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 
 export type BaseImage = { memory: Uint8Array; fingerprint: Buffer };
 
-/** The boot answer of the image's prelude: no tools. */
-const EMPTY_BOOT = `{"catalog":${EMPTY_GUEST_CATALOG.staticJson},"context":null}`;
 
 let cached: Promise<BaseImage> | undefined;
 
@@ -42,11 +40,15 @@ async function build(wasm: WebAssembly.Module): Promise<BaseImage> {
   const bytecode = await preludeBytecode(wasm);
   const vm = await QuickJS.create({ ...guestVmOptions(wasm, LIMITS.memoryLimitBytes.default, () => false), wasi: deterministicWasi });
   try {
-    const sync = vm.newFunction(HOST_SYNC, (op) => (op?.isString && op.toString() === "boot" ? vm.newString(EMPTY_BOOT) : vm.undefined));
+    const sync = vm.newFunction(HOST_SYNC, (op) => (op?.isString && op.toString() === "boot" ? vm.newString(EMPTY_BOOT_JSON) : vm.undefined));
     const asyncFn = vm.newFunction(HOST_ASYNC, () => vm.undefined);
     const prelude = vm.evalBytecode(bytecode);
-    vm.callFunction(prelude, vm.undefined, sync, asyncFn).dispose();
+    const api = vm.callFunction(prelude, vm.undefined, sync, asyncFn);
     prelude.dispose();
+    const boot = api.getProp("2");
+    api.dispose();
+    vm.callFunction(boot, vm.undefined).dispose();
+    boot.dispose();
     sync.dispose();
     asyncFn.dispose();
     const memory = vm.snapshot().memory;

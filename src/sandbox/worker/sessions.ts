@@ -7,7 +7,7 @@
  * restored from the image it parked. All then run the same drain loop (./vm-session.ts).
  */
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
-import type { ExecTask, GuestCatalog, ResumeTask, TaskOutcome, UnparkTask, VmStart, WorkerMessage } from "../task-protocol.js";
+import { EMPTY_BOOT_JSON, type ExecTask, type GuestCatalog, type ResumeTask, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "../task-protocol.js";
 import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
 import { compileCell, preludeBytecodeOf } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
@@ -54,8 +54,11 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
     let image: PreparedImage | undefined;
     let how: VmStart = "restored";
     try {
-      // A versioned catalog names its image (no hashing of the boot data per exec).
-      image = await warm.image(prelude, bootJson, task.catalog.version ? `${task.surface ?? "code"}:${task.catalog.version}` : undefined);
+      // A versioned catalog names its image (no hashing of the boot data per exec). Tool
+      // Search's prelude uses nothing of its boot answer: one image, booted with no
+      // catalog, serves every run.
+      if (task.surface === "tool_search") image = await warm.image(prelude, EMPTY_BOOT_JSON, "tool_search");
+      else image = await warm.image(prelude, bootJson, task.catalog.version ? `${task.surface ?? "code"}:${task.catalog.version}` : undefined);
       if (image) {
         const got = await warm.acquire(image, task.limits.memoryLimitBytes, session.interrupt, session.hostSync, session.hostAsync);
         session.vm = got.vm;
@@ -96,14 +99,18 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
     const sync = vm.newFunction(HOST_SYNC, session.hostSync);
     const asyncFn = vm.newFunction(HOST_ASYNC, session.hostAsync);
     const preludeFn = vm.evalBytecode(prelude);
-    // The prelude returns [deliver, run] instead of publishing them on globalThis.
+    // The prelude returns [deliver, run, boot] instead of publishing them on globalThis
+    // (codemode.run's returns no boot: it booted as it ran).
     const api = vm.callFunction(preludeFn, vm.undefined, sync, asyncFn);
     preludeFn.dispose();
-    sync.dispose();
-    asyncFn.dispose();
     session.deliverFn = api.getProp("0");
     const run = api.getProp("1");
+    const boot = api.getProp("2");
     api.dispose();
+    if (boot.isFunction) vm.callFunction(boot, vm.undefined).dispose();
+    boot.dispose();
+    sync.dispose();
+    asyncFn.dispose();
     session.guestToken = vm.exportHandle(session.deliverFn);
     const cellFn = vm.evalBytecode(cell.bytecode);
     vm.callFunction(run, vm.undefined, cellFn).dispose();
