@@ -111,6 +111,7 @@ describe("a sidecar's link to an orchestrator in its process", () => {
     const handed: string[] = [];
     const link = await linkThrough({
       orchestratorId: orch.colocated.orchestratorId,
+      onRunOpened: () => undefined,
       record: (sidecarId, req) => {
         handed.push(sidecarId);
         expect(req).toEqual(create(RecordSegmentRequestSchema, req));
@@ -125,6 +126,7 @@ describe("a sidecar's link to an orchestrator in its process", () => {
     let offered = 0;
     const link = await linkThrough({
       orchestratorId: orch.colocated.orchestratorId,
+      onRunOpened: () => undefined,
       record: () => {
         offered++;
         return false;
@@ -138,6 +140,7 @@ describe("a sidecar's link to an orchestrator in its process", () => {
     let offered = 0;
     const link = await linkThrough({
       orchestratorId: "orch-elsewhere",
+      onRunOpened: () => undefined,
       record: () => {
         offered++;
         return true;

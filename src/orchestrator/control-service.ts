@@ -21,7 +21,7 @@ import { configLayerFromWire, toolSearchLayerFromWire } from "../shared/config-w
 import { mcpRunLayerFromWire, parseMcpRunConfig } from "../shared/mcp-run/config.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
-import { NO_OPEN_RUN, requireScope } from "../shared/scope.js";
+import { NO_OPEN_RUN, requireScope, type Scope } from "../shared/scope.js";
 import { buildView, sourceCounts, viewVersion } from "./catalog/catalog-view.js";
 import type { CatalogStore, StoredCatalog } from "./catalog/catalog-store.js";
 import { describeSurface } from "./surface.js";
@@ -80,7 +80,17 @@ export function surfaceOf(run: RunSpec, namespaces: RunNamespaceView, poolFallba
 /** The run state the trajectory notes the pool-health fallback by ("tools" while it applies, "" otherwise). */
 const POOL_FALLBACK_STATE = "poolFallback";
 
-export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistry; store: RunStore; namespaces: RunNamespaces; log: Logger; cache: RunCachePush; pools: SidecarPools }): ServiceHandlers<typeof Control.method> {
+export function controlHandlers(deps: {
+  catalogs: CatalogStore;
+  runs: RunRegistry;
+  store: RunStore;
+  namespaces: RunNamespaces;
+  log: Logger;
+  cache: RunCachePush;
+  pools: SidecarPools;
+  /** Told of each run opened, before the gateway hears back (a sidecar in this process prepares for it). */
+  opened?: (scope: Scope) => void;
+}): ServiceHandlers<typeof Control.method> {
   const { catalogs, runs, log, namespaces, cache, pools } = deps;
   /**
    * The surface the model is given now. For a Tool Search run in mode code (without a
@@ -160,6 +170,7 @@ export function controlHandlers(deps: { catalogs: CatalogStore; runs: RunRegistr
       // Sidecars that cached the run's previous opening drop it before the gateway hears back.
       await cache.invalidate(scope);
       log.info({ agentRunId: scope.agentRunId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
+      deps.opened?.(scope);
       return { catalogId: catalog.id, surface: await modelSurface(run) };
     },
     async describeSurface(req) {

@@ -25,6 +25,7 @@ import { controlHandlers } from "./control-service.js";
 import { linkHandlers, type AttachedSidecar } from "./link-service.js";
 import type { RecordSegmentRequest } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ColocatedOrchestrator } from "../shared/colocated.js";
+import type { Scope } from "../shared/scope.js";
 import type { LinkCallHandlers } from "./link-calls.js";
 import { RunNamespaces } from "./namespaces/run-namespaces.js";
 import { LiveForwarder } from "./live-forward.js";
@@ -81,6 +82,7 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const orchestratorId = newId("orch", 6);
   const sidecars = new Map<string, AttachedSidecar>();
   const localRecords = new Map<string, (req: RecordSegmentRequest) => void>();
+  let runOpened: ((scope: Scope) => void) | undefined;
   const colocated: ColocatedOrchestrator = {
     orchestratorId,
     record(sidecarId, req) {
@@ -88,6 +90,9 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       if (!enqueue) return false;
       enqueue(req);
       return true;
+    },
+    onRunOpened(listener) {
+      runOpened = listener;
     },
   };
   const store = await createRunStore(options.store, log);
@@ -112,7 +117,16 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const cache = new RunCachePush(store.kind === "memory");
   // Whether attached sidecars can run code: Tool Search's mode code falls back to mode tools while none can.
   const pools = new SidecarPools(log);
-  const control = controlHandlers({ catalogs, runs, store, namespaces, log, cache, pools });
+  // Only where sidecars may cache resolved runs: the colocated sidecar resolves an opened run ahead of its first exec.
+  const opened = (scope: Scope) => {
+    if (!cache.cacheable) return;
+    try {
+      runOpened?.(scope);
+    } catch (err) {
+      log.warn({ err }, "the colocated sidecar's run-opened listener threw; ignored");
+    }
+  };
+  const control = controlHandlers({ catalogs, runs, store, namespaces, log, cache, pools, opened });
   const live = new LiveForwarder();
   // Calls a sidecar sends on its Attach stream go to the handlers as served (with metrics).
   let served: LinkCallHandlers = {};

@@ -89,13 +89,14 @@ export class SandboxMetrics {
     });
     new Counter({
       name: "codemode_run_cache_lookups_total",
-      help: "Resolved-run lookups by result: hit (served from this sidecar's run cache, no orchestrator round trip) or miss (resolved at the orchestrator)",
+      help: "Resolved-run lookups by result: hit (served from this sidecar's run cache, no orchestrator round trip), miss (resolved at the orchestrator) or joined (waited for a resolve of the same run already in flight)",
       labelNames: ["result"],
       registers,
       collect() {
         this.reset();
         this.inc({ result: "hit" }, resolver.stats.hits);
         this.inc({ result: "miss" }, resolver.stats.misses);
+        this.inc({ result: "joined" }, resolver.stats.joined);
       },
     });
     const changes = new Counter({ name: "codemode_orchestrator_link_changes_total", help: "Orchestrator link state changes, by the new state (connecting|up|down|closed)", labelNames: ["state"], registers });

@@ -76,8 +76,14 @@ export class RunResolver {
   private readonly cached = new LRUCache<string, ResolvedRun>({ max: MAX_CACHED_RUNS, ttl: CACHED_RUN_IDLE_MS, updateAgeOnGet: true });
   /** Bumped by every invalidation and link change: an answer requested before it is not cached. */
   private generation = 0;
-  /** Cache hits and misses, for metrics and benchmarks. */
-  readonly stats = { hits: 0, misses: 0 };
+  /**
+   * Resolves in flight, by scope, with the generation they were asked in: another exec of
+   * the run (or the exec that follows a prefetch, ./run-prefetch.ts) waits for that answer
+   * instead of asking again, unless an invalidation or link change came since.
+   */
+  private readonly inFlight = new Map<string, { generation: number; answer: Promise<ResolvedRun> }>();
+  /** Cache hits, misses, and lookups that joined a resolve in flight, for metrics and benchmarks. */
+  readonly stats = { hits: 0, misses: 0, joined: 0 };
 
   constructor(
     private readonly link: OrchestratorLink,
@@ -107,7 +113,23 @@ export class RunResolver {
       this.stats.hits++;
       return hit;
     }
+    const pending = this.inFlight.get(key);
+    if (pending && pending.generation === this.generation) {
+      this.stats.joined++;
+      return pending.answer;
+    }
     this.stats.misses++;
+    const entry = { generation: this.generation, answer: this.fetch(scope, key) };
+    this.inFlight.set(key, entry);
+    try {
+      return await entry.answer;
+    } finally {
+      if (this.inFlight.get(key) === entry) this.inFlight.delete(key);
+    }
+  }
+
+  /** Asks the orchestrator for the run; caches the answer when it may. */
+  private async fetch(scope: Scope, key: string): Promise<ResolvedRun> {
     const generation = this.generation;
     const wasUp = this.link.linkState === "up";
     const known = this.lastVersion.get(key) ?? "";

@@ -29,6 +29,7 @@ import type { SandboxPool } from "./pool.js";
 import { PoolStartError, startPool, warmOtherSurfaces } from "./pool-start.js";
 import { unavailablePool } from "./unavailable-pool.js";
 import { RunResolver } from "./run-resolver.js";
+import { RunPrefetch } from "./run-prefetch.js";
 import { execSessionHandler } from "./exec-session.js";
 import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
 import { tracingEnabled } from "../shared/tracing.js";
@@ -171,6 +172,13 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const token = options.security?.token;
   addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined);
   link.start(() => calls.liveCount);
+  // The orchestrator in this process tells of each run it opens: this sidecar resolves it ahead of its first exec (./run-prefetch.ts).
+  if (options.colocated) {
+    const prefetch = new RunPrefetch(resolver, log.child({ sidecarId }));
+    options.colocated.onRunOpened((scope) => {
+      if (!drain.draining && link.linkState === "up") prefetch.runOpened(scope);
+    });
+  }
   if (options.awaitLinkMs) await linkUp(link, options.awaitLinkMs);
   // codemode.run's modules (ajv, acorn; ~35 ms) load on its first exec, off the start path;
   // fetched in the background a little after start, so that exec usually finds them. The
@@ -212,6 +220,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         await drain.idle(CANCEL_SETTLE_MS);
       }
       await shutdownServer(server, FINAL_GRACE_MS);
+      options.colocated?.onRunOpened(undefined);
       link.close();
       await pool.close();
       log.info({ sidecarId }, "sandbox stopped");

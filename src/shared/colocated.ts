@@ -9,8 +9,14 @@
  * joins the same queue as that sidecar's link messages, in the order sent, and only while
  * its link is up to this very orchestrator (its id, from the link's welcome): the link
  * still decides who the sidecar is, and everything else still travels on it.
+ *
+ * The orchestrator also tells such a sidecar of each run it opened, as OpenRun answers,
+ * when its sidecars may cache resolved runs (the in-memory store): the sidecar is the one
+ * that will run it, and resolves it while the gateway's first exec is on its way
+ * (../sandbox/run-prefetch.ts). The resolve itself travels on the link as any other.
  */
 import type { RecordSegmentRequest } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import type { Scope } from "./scope.js";
 
 export type ColocatedOrchestrator = {
   /** The orchestrator's id, as its link's welcome names it. */
@@ -21,4 +27,10 @@ export type ColocatedOrchestrator = {
    * attached here: the caller sends it on the wire.
    */
   record(sidecarId: string, req: RecordSegmentRequest): boolean;
+  /**
+   * Sets the one listener told of each run opened here (only while sidecars may cache
+   * resolved runs), after OpenRun stored it and before the gateway hears back (undefined
+   * removes it). It must return at once; what it throws is logged and dropped.
+   */
+  onRunOpened(listener: ((scope: Scope) => void) | undefined): void;
 };
