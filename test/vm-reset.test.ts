@@ -154,7 +154,7 @@ describe("resetting a reused instance (in process)", () => {
     warm.release(third.vm, true);
   });
 
-  it("resets an instance a run grew to the image's grown variant byte for byte, whose allocator already owns the extra pages", async () => {
+  it("resets an instance a run grew to the image's grown variant byte for byte for a run that asks for room, whose allocator already owns the extra pages", async () => {
     const warm = new WarmVms(wasm);
     const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
     let current: QuickJS | undefined;
@@ -169,7 +169,7 @@ describe("resetting a reused instance (in process)", () => {
     warm.release(first.vm, true);
 
     for (let round = 0; round < 3; round++) {
-      const again = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+      const again = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!), true);
       current = again.vm;
       expect(again.how).toBe("reused");
       expect(again.vm).toBe(first.vm);
@@ -206,6 +206,37 @@ describe("resetting a reused instance (in process)", () => {
       warm.release(again.vm, true);
     }
     expect(warm.stats.grown).toBe(1);
+  });
+
+  it("gives a run that does not ask for room an image-sized instance, a new one when only a grown one is idle, and keeps the grown one", async () => {
+    const warm = new WarmVms(wasm);
+    const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
+    let current: QuickJS | undefined;
+    const first = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    current = first.vm;
+    await runIn(first.vm, `globalThis.rows = JSON.parse(JSON.stringify(Array.from({ length: 12000 }, (_, i) => ({ id: i, s: "row" + i })))); return 1;`);
+    expect(inside(first.vm).exports.memory.buffer.byteLength).toBeGreaterThan(image.memory.byteLength);
+    warm.release(first.vm, true);
+
+    // Only the grown instance is idle: a small run gets a new image-sized one.
+    const restoredBefore = warm.stats.restored;
+    const small = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    current = small.vm;
+    expect(small.how).toBe("restored");
+    expect(warm.stats.restored).toBe(restoredBefore + 1);
+    expect(small.vm).not.toBe(first.vm);
+    expect(inside(small.vm).exports.memory.buffer.byteLength).toBe(image.memory.byteLength);
+    expect(Buffer.compare(new Uint8Array(inside(small.vm).exports.memory.buffer), image.memory)).toBe(0);
+    warm.release(small.vm, true);
+
+    // Both stay idle: the next small run reuses the image-sized one, a run asking for room the grown one.
+    const next = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    expect(next.vm).toBe(small.vm);
+    const roomy = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!), true);
+    expect(roomy.vm).toBe(first.vm);
+    expect(inside(roomy.vm).exports.memory.buffer.byteLength).toBeGreaterThan(image.memory.byteLength);
+    warm.release(next.vm, true);
+    warm.release(roomy.vm, true);
   });
 
   it("overwrites a dirty spare with a suspended run's snapshot byte for byte (also grown to a larger one), and the run sees only its own state", async () => {

@@ -22,6 +22,7 @@ import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { HOG_MS, poolLanes, type Lanes, type Lane } from "./lanes.js";
 import { forwardEvent, killGraceMs, unparkTask, type ExecEvents, type ExecHandle, type Parked, type Submission, type Unpark } from "./pool-contract.js";
 import { ImageAnswers } from "./image-answers.js";
+import { RoomHints } from "./room-hints.js";
 import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
 import { PoolHealthMonitor } from "./pool-health.js";
 import { FairScheduler, LOOP_MS, PACK_LEASH_MS } from "./scheduler.js";
@@ -48,6 +49,8 @@ export class SandboxPool {
   private readonly scheduler: FairScheduler;
   /** Catalogs of the latest execs: a new thread prepares their images before it takes work. */
   private readonly recent = new RecentCatalogs();
+  /** Sessions whose execs start on a grown instance (./room-hints.ts). */
+  private readonly room = new RoomHints();
   /** Ids of attempts, which a worker publishes while its VM holds the thread (./lanes.ts). */
   private nextTaskId = 0;
   private readonly log: Logger;
@@ -111,6 +114,7 @@ export class SandboxPool {
   exec(submission: Submission, events: ExecEvents, tenant = INTERNAL_TENANT): ExecHandle {
     this.budget.started(tenant);
     if (submission.kind === "exec") this.recent.note(submission.catalog, submission.surface);
+    const roomy = submission.kind === "exec" && this.room.take(tenant);
     /** When the running attempt's VM got its thread: a killed one is charged from then. */
     let startedAt = 0;
     const submittedAt = Date.now();
@@ -259,6 +263,7 @@ export class SandboxPool {
           case "done":
             clearTimeout(killTimer);
             if (m.outcome.vmStart) this.vmStarts[m.outcome.vmStart]++;
+            if (m.outcome.grew) this.room.grew(tenant);
             if (m.outcome.memory) lane.memory = m.outcome.memory;
             finish(m.outcome);
             break;
@@ -266,7 +271,7 @@ export class SandboxPool {
       });
 
       // A versioned catalog travels shared, not copied (./shared-catalog.ts).
-      const posted = submission.kind === "exec" ? { ...submission, catalog: shareCatalog(submission.catalog) } : submission;
+      const posted = submission.kind === "exec" ? { ...submission, catalog: shareCatalog(submission.catalog), ...(roomy ? { roomy } : {}) } : submission;
       const task = (unpark ? { ...unpark, answers: carried, port: channel.port2, cancelFlag, claim: claim.buffer, taskId } : { ...posted, port: channel.port2, cancelFlag, claim: claim.buffer, taskId }) as Task;
       /** Ends this attempt before its VM ran, or while it is parked: another one takes the task. */
       const supersede = () => {

@@ -67,6 +67,11 @@ export type ExecTask = {
    * (`tool_search_code`), or Code Mode for MCP's (`codemode.run`, ../mcp-run/prelude.ts).
    */
   surface?: TaskSurface;
+  /**
+   * Start on an idle grown instance when there is one (./worker/warm-vms.ts): set by the
+   * pool for a session whose recent exec grew its instance (./room-hints.ts).
+   */
+  roomy?: boolean;
 } & CancelFlag;
 
 /** Something a VM awaits from the host, by the id its guest-side promise waits on. */
@@ -215,6 +220,8 @@ export type TaskOutcome = (
     }
 ) & {
   vmStart?: VmStart;
+  /** The run grew its instance's memory past what it started with (the pool remembers it for the session: ./room-hints.ts). */
+  grew?: boolean;
   /** How long the segment's VM held its worker thread (ms): the pool's CPU share per session (../cpu-budget.ts). */
   cpuMs?: number;
   /** Set by the pool: ms from submission to the first start on a thread, and times the run moved to another thread (moves, continuations, resubmissions). */

@@ -15,7 +15,7 @@ import { baseImage } from "./base-image.js";
 import { openSnapshot } from "./snapshot-codec.js";
 import { extensionDescriptors, extensionsFor } from "./extensions.js";
 import { failed, GuestSession, SNAPSHOT_BUDGET_MS } from "./vm-session.js";
-import { WarmVms, type PreparedImage, type ResetSource } from "./warm-vms.js";
+import { memoryBytes, WarmVms, type PreparedImage, type ResetSource } from "./warm-vms.js";
 
 let warm: WarmVms | undefined;
 /** This worker's reusable instances and prepared images. */
@@ -60,7 +60,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
       if (task.surface === "tool_search") image = await warm.image(prelude, EMPTY_BOOT_JSON, "tool_search");
       else image = await warm.image(prelude, bootJson, task.catalog.version ? `${task.surface ?? "code"}:${task.catalog.version}` : undefined);
       if (image) {
-        const got = await warm.acquire(image, task.limits.memoryLimitBytes, session.interrupt, session.hostSync, session.hostAsync);
+        const got = await warm.acquire(image, task.limits.memoryLimitBytes, session.interrupt, session.hostSync, session.hostAsync, task.roomy === true);
         session.vm = got.vm;
         how = got.how;
       }
@@ -70,7 +70,13 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
     }
     if (image && session.vm) {
       const prepared = image;
-      session.recycle = (vm, healthy) => warm.release(vm, healthy);
+      // Whether the run grew its instance: the pool then gives its session's next execs room (../room-hints.ts).
+      const startBytes = memoryBytes(session.vm);
+      let grew = false;
+      session.recycle = (vm, healthy) => {
+        grew = memoryBytes(vm) > startBytes;
+        warm.release(vm, healthy);
+      };
       const outcome = await session.run(() => {
         const vm = session.vm!;
         session.startDeadline();
@@ -82,7 +88,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
         run.dispose();
         cellFn.dispose();
       }, wasm);
-      return { ...outcome, vmStart: how };
+      return { ...outcome, vmStart: how, ...(grew ? { grew } : {}) };
     }
   }
   try {
