@@ -316,6 +316,9 @@ describe("codemode start with TLS and a token", () => {
       const link = createClient(SidecarLink, start.ready.link!, {}, { token: GATEWAY_TOKEN });
       expect(await outcome(link.resolveRun({ scope }, { deadlineMs: 5_000 }))).toBe("unauthenticated");
       link.close();
+      // The start-up check (src/cli/start-check.ts) does not run over TLS: no run of it was opened.
+      expect(start.stderr.some((l) => l.includes('"agentRunId":"start-check-'))).toBe(false);
+      expect(start.stderr.some((l) => l.includes(`"agentRunId":"${scope.agentRunId}"`) && l.includes('"msg":"run opened"'))).toBe(true);
     } finally {
       expect(await start.stop()).toBe(0);
     }

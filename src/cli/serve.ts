@@ -168,6 +168,9 @@ export async function runStart(argv: string[]): Promise<void> {
     serveWithoutPool: values["serve-without-pool"] === true,
     colocated: orchestrator.colocated,
   });
+  // A run opened and closed through the Control port before the ready line (./start-check.ts;
+  // loaded here, with gRPC already loaded, not on the way to starting the pool).
+  await (await import("./start-check.js")).startCheck(orchestrator.address, security, log);
   process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   logStarted(log);
   onShutdown(log, async () => {
