@@ -1,25 +1,12 @@
 /**
  * The sidecar's pool of QuickJS workers (one piscina per thread, ./lanes.ts): the fair
  * queue that places tasks on its threads (./scheduler.ts), each session's share of their
- * time (./cpu-budget.ts), whether the threads can run code (./pool-health.ts), and what it
- * publishes for metrics. Each task, its attempts and the host's own wall-clock kill are in
- * ./pool-task.ts.
- *
- * Each exec is a task with its own MessagePort (output, tool calls and the outcome
- * stream over it, in order). A worker hosts several tasks at once, because a VM that
- * awaits tool results does not use its thread. A native loop that ignores QuickJS's
- * interrupt handler blocks its thread, so the host watches every started task: past
- * its deadline plus a grace period the worker thread is terminated (only the guest that
- * holds the thread is blamed), piscina starts a replacement, and the runaway run fails
- * with `timeout`. No other run on that thread is lost: a task that had not reported
- * anything to its gateway is submitted again from the start, and a VM that had is
- * continued elsewhere from the image it parked while idle (./worker/occupancy.ts), with
- * the answers that image lacks (./image-answers.ts); nothing the gateway saw happens twice.
- * A light task that joined a busy lane (./scheduler.ts) and has not started within its
- * leash is placed on the least loaded lane instead.
- * While a guest holds a thread past a slice, the others there do not wait for it: a task
- * not yet started, or a VM idle with its current image parked, moves to a free lane
- * (a surge lane if there is none), and the run goes on there.
+ * time (./cpu-budget.ts), whether the threads can run code (./pool-health.ts), which
+ * sessions' execs start on a grown instance (./room-hints.ts), and what it publishes for
+ * metrics. A worker hosts several tasks at once, because a VM that awaits tool results does
+ * not use its thread. Each task, every attempt at running it, moving it off a lane another
+ * guest holds, and the host's own wall-clock kill of a guest that ignores its deadline are
+ * in ./pool-task.ts.
  */
 import { poolLanes, type Lanes } from "./lanes.js";
 import type { ExecEvents, ExecHandle, Submission } from "./pool-contract.js";
