@@ -20,7 +20,6 @@ import { guestVmOptions } from "./vm-options.js";
 
 export type BaseImage = { memory: Uint8Array; fingerprint: Buffer };
 
-
 let cached: Promise<BaseImage> | undefined;
 
 function deterministicWasi(memory: WebAssembly.Memory) {
