@@ -88,7 +88,7 @@ export function controlHandlers(deps: {
   log: Logger;
   cache: RunCachePush;
   pools: SidecarPools;
-  /** Told of each run opened, before the gateway hears back (a sidecar in this process prepares for it). */
+  /** Told of each run opened, before the gateway hears back (a sidecar in this process resolves it ahead of its first exec). */
   opened?: (scope: Scope) => void;
 }): ServiceHandlers<typeof Control.method> {
   const { catalogs, runs, log, namespaces, cache, pools } = deps;
