@@ -70,7 +70,7 @@ export class PoolTask {
   private killAfter: ((ms: number) => void) | undefined;
 
   /**
-   * `tenant` is the session charged the thread time its VM holds (../cpu-budget.ts);
+   * `tenant` is the session charged the thread time its VM holds (./cpu-budget.ts);
    * `roomy`: it starts on a grown instance when one is idle (./room-hints.ts).
    */
   constructor(
