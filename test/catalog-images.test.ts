@@ -12,7 +12,8 @@ import { readFileSync } from "node:fs";
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import { describe, expect, it } from "vitest";
 import { compileScript, preludeBytecode } from "../src/sandbox/worker/compiler.js";
-import { WarmVms, type PreparedImage } from "../src/sandbox/worker/warm-vms.js";
+import { WarmVms } from "../src/sandbox/worker/warm-vms.js";
+import type { PreparedImage } from "../src/sandbox/worker/instance-reset.js";
 import { guestVmOptions } from "../src/sandbox/worker/vm-options.js";
 import { HOST_ASYNC, HOST_SYNC } from "../src/sandbox/guest/prelude.js";
 

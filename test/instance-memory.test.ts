@@ -11,7 +11,8 @@ import { readFileSync } from "node:fs";
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import { describe, expect, it } from "vitest";
 import { compileScript, compilerMemoryBytes, preludeBytecode } from "../src/sandbox/worker/compiler.js";
-import { WarmVms, type PreparedImage } from "../src/sandbox/worker/warm-vms.js";
+import { WarmVms } from "../src/sandbox/worker/warm-vms.js";
+import type { PreparedImage } from "../src/sandbox/worker/instance-reset.js";
 import { EMPTY_GUEST_CATALOG } from "../src/sandbox/task-protocol.js";
 
 const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));

@@ -10,7 +10,7 @@
  * owns the run, without a race (../task-protocol.ts, `claim`).
  */
 import type { QuickJS } from "quickjs-wasi";
-import { liveState } from "./warm-vms.js";
+import { liveState } from "./instance-reset.js";
 import { nonZeroEnd } from "./zero-tail.js";
 import { CLAIM_MOVED, CLAIM_PARKED, CLAIM_STARTED, parkedClaim, type ParkedVm } from "../task-protocol.js";
 

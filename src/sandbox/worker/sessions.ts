@@ -15,7 +15,8 @@ import { baseImage } from "./base-image.js";
 import { openSnapshot } from "./snapshot-codec.js";
 import { extensionDescriptors, extensionsFor } from "./extensions.js";
 import { failed, GuestSession, SNAPSHOT_BUDGET_MS } from "./vm-session.js";
-import { memoryBytes, WarmVms, type PreparedImage, type ResetSource } from "./warm-vms.js";
+import { WarmVms } from "./warm-vms.js";
+import { memoryBytes, type PreparedImage, type ResetSource } from "./instance-reset.js";
 
 let warm: WarmVms | undefined;
 /** This worker's reusable instances and prepared images. */

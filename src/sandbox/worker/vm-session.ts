@@ -27,7 +27,7 @@ import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
 import { encodeSnapshot } from "./snapshot-codec.js";
-import { liveState } from "./warm-vms.js";
+import { liveState } from "./instance-reset.js";
 import { cohosted, enter, leave, parkedImage, publishParked, stillOwned } from "./occupancy.js";
 import { ThreadHold } from "./busy.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
