@@ -21,23 +21,9 @@ import type { Logger } from "../shared/logger.js";
 import type { Scope } from "../shared/scope.js";
 import type { RunResolver } from "./run-resolver.js";
 
-export class RunPrefetch {
-  /** Prefetches started and runs resolved: for tests. */
-  readonly stats = { started: 0, resolved: 0 };
-
-  constructor(
-    private readonly resolver: RunResolver,
-    private readonly log: Logger,
-  ) {}
-
-  /** Called as OpenRun answers: returns at once, the resolve goes on in the background. */
-  readonly runOpened = (scope: Scope): void => {
-    this.stats.started++;
-    void this.resolver.resolve(scope).then(
-      () => {
-        this.stats.resolved++;
-      },
-      (err: unknown) => this.log.debug({ agentRunId: scope.agentRunId, reason: (err as Error).message }, "resolving an opened run ahead of its first exec failed; the exec resolves it"),
-    );
+/** A listener for runs opened (../shared/colocated.ts): each is resolved in the background. */
+export function prefetchRuns(resolver: RunResolver, log: Logger): (scope: Scope) => void {
+  return (scope) => {
+    void resolver.resolve(scope).catch((err: unknown) => log.debug({ agentRunId: scope.agentRunId, reason: (err as Error).message }, "resolving an opened run ahead of its first exec failed; the exec resolves it"));
   };
 }

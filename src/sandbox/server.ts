@@ -29,7 +29,7 @@ import type { SandboxPool } from "./pool.js";
 import { PoolStartError, startPool, warmOtherSurfaces } from "./pool-start.js";
 import { unavailablePool } from "./unavailable-pool.js";
 import { RunResolver } from "./run-resolver.js";
-import { RunPrefetch } from "./run-prefetch.js";
+import { prefetchRuns } from "./run-prefetch.js";
 import { execSessionHandler } from "./exec-session.js";
 import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
 import { tracingEnabled } from "../shared/tracing.js";
@@ -174,9 +174,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   link.start(() => calls.liveCount);
   // The orchestrator in this process tells of each run it opens: this sidecar resolves it ahead of its first exec (./run-prefetch.ts).
   if (options.colocated) {
-    const prefetch = new RunPrefetch(resolver, log.child({ sidecarId }));
+    const prefetch = prefetchRuns(resolver, log.child({ sidecarId }));
     options.colocated.onRunOpened((scope) => {
-      if (!drain.draining && link.linkState === "up") prefetch.runOpened(scope);
+      if (!drain.draining && link.linkState === "up") prefetch(scope);
     });
   }
   if (options.awaitLinkMs) await linkUp(link, options.awaitLinkMs);
