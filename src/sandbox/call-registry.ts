@@ -19,6 +19,9 @@ export type LiveCall = {
   parentCallId: string;
   startedAtMs: number;
   deliver(answer: { ok: true; json: string } | { ok: false; error: PlainError }): void;
+  /** A call whose VM runs here: lets it parse an answer's text while the text is checked (../pool-contract.ts). */
+  stage?(json: string): void;
+  unstage?(): void;
   /** Filled when answered. */
   outcome?: { ok: boolean; errorMessage: string; durationMs: number };
 };
@@ -79,6 +82,18 @@ export class CallRegistry {
     if (gone.scopeKey !== scopeKey) return new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
     if (gone.why === "answered") return new ServiceError("already_exists", `tool call ${callId} was already answered`);
     return new ServiceError("failed_precondition", `the exec that made tool call ${callId} already ended; the answer was dropped`);
+  }
+
+  /**
+   * Hands a large answer's text to the VM of live call `callId` before it is validated,
+   * so both happen at once; returns how to take it back if the text is refused. Undefined
+   * when the call is not live here for this scope (`answerLive` then says why) or has no VM.
+   */
+  stage(callId: string, scopeKey: string, json: string): (() => void) | undefined {
+    const call = this.live.get(callId);
+    if (!call?.stage || call.scopeKey !== scopeKey) return undefined;
+    call.stage(json);
+    return () => call.unstage?.();
   }
 
   /** The exec ended: its unanswered calls can no longer be delivered. */

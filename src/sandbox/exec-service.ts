@@ -34,8 +34,15 @@ import type { SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf } from "./suspension.js";
 import { tenantOf } from "./cpu-budget.js";
 import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
-import { parseBridgeJson } from "./worker/json-bridge.js";
+import { MAX_BRIDGE_BYTES, parseBridgeJson } from "./worker/json-bridge.js";
 import { withRetries } from "../shared/retry.js";
+
+/**
+ * Answer texts at least this long are handed to their VM before they are validated here
+ * (./worker/staged-answers.ts). Below it, the check (about 4 ns a character) costs less
+ * than the extra message.
+ */
+const STAGE_MIN_CHARS = 32 * 1024;
 
 /** What a new Exec on a draining sidecar is told (UNAVAILABLE: the gateway retries elsewhere). */
 export const DRAINING = "this sidecar is draining (shutting down); send the exec to another sidecar";
@@ -219,22 +226,31 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       const scope = requireScope(req.scope);
       if (!req.callId) throw new ServiceError("invalid_argument", "call_id is required");
       checkIdLength("call_id", req.callId);
+      const scopeKey = scopeKeyOf(scope);
       let answer: Answer;
+      let withdraw: (() => void) | undefined;
       if (req.outcome.case === "resultJson") {
+        const json = req.outcome.value;
+        // A large text goes to its VM first, which parses it while it is checked here (worker/staged-answers.ts).
+        withdraw = json.length >= STAGE_MIN_CHARS && json.length <= MAX_BRIDGE_BYTES ? calls.stage(req.callId, scopeKey, json) : undefined;
         try {
-          parseBridgeJson(req.outcome.value, "result_json");
+          parseBridgeJson(json, "result_json");
         } catch (err) {
+          withdraw?.();
           throw new ServiceError("invalid_argument", (err as Error).message);
         }
-        answer = { ok: true, json: req.outcome.value };
+        answer = { ok: true, json };
       } else if (req.outcome.case === "error") {
         const e = req.outcome.value;
         answer = { ok: false, error: { name: e.name || "Error", message: e.message } };
       } else {
         throw new ServiceError("invalid_argument", "set result_json or error");
       }
-      const scopeKey = scopeKeyOf(scope);
-      if (calls.answerLive(req.callId, scopeKey, answer)) return { deliveredLive: true };
+      try {
+        if (calls.answerLive(req.callId, scopeKey, answer)) return { deliveredLive: true };
+      } finally {
+        withdraw?.(); // nothing once the answer went to the VM
+      }
       try {
         const routed = await link.rpc.routeToolResult({ scope, answer: answerToWire(req.callId, answer), sidecarId: link.sidecarId }, { deadlineMs: 10_000 });
         return { deliveredLive: routed.deliveredLive };

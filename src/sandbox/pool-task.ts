@@ -21,7 +21,7 @@ import { LOOP_MS, PACK_LEASH_MS, type FairScheduler } from "./scheduler.js";
 import type { CpuBudget } from "./cpu-budget.js";
 import type { Logger } from "../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
-import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type MainMessage, type Task, type TaskOutcome, type VmStart, type WorkerMessage } from "./task-protocol.js";
+import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type AnswerMessage, type MainMessage, type Task, type TaskOutcome, type VmStart, type WorkerMessage } from "./task-protocol.js";
 
 /** How often one task may be moved off hogged lanes before it just waits where it is. */
 const MAX_MOVES = 8;
@@ -62,6 +62,8 @@ export class PoolTask {
   private parked: Parked | undefined;
   /** Answers that image may lack (./image-answers.ts). */
   private readonly imageAnswers = new ImageAnswers();
+  /** Calls whose answer text went to the current attempt's port in a `stage` message. */
+  private readonly stagedOnPort = new Set<string>();
   /** Times the task was withdrawn from a hogged lane before it started. */
   private moves = 0;
   /** Moves the running attempt off its lane if another guest holds it (set per attempt). */
@@ -91,10 +93,20 @@ export class PoolTask {
     return {
       outcome: this.outcome,
       answer: (callId, result) => {
-        const m: Extract<MainMessage, { t: "answer" }> = result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error };
+        const m: AnswerMessage = result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error };
+        // An image continued elsewhere is given the whole text; this port already has it.
         this.imageAnswers.sent(m);
-        send(m);
+        send(this.stagedOnPort.delete(callId) && m.ok ? { ...m, json: "", staged: true } : m);
         this.nudge?.();
+      },
+      stage: (callId, json) => {
+        if (this.finished || !this.port) return;
+        this.stagedOnPort.add(callId);
+        this.port.postMessage({ t: "stage", callId, json } satisfies MainMessage);
+        this.nudge?.();
+      },
+      unstage: (callId) => {
+        if (this.stagedOnPort.delete(callId)) send({ t: "unstage", callId });
       },
       suspend: () => {
         send({ t: "suspend" });
@@ -150,6 +162,7 @@ export class PoolTask {
     this.attempts++;
     const channel = new MessageChannel();
     this.port = channel.port1;
+    this.stagedOnPort.clear();
     let threadId: number | undefined;
     let started = false;
     /** The task reported something the gateway sees: running it again would repeat it. */

@@ -196,6 +196,8 @@ export class Segment {
           parentCallId,
           startedAtMs: Date.now(),
           deliver: (answer) => this.answer(callId, answer),
+          stage: (json) => this.handle?.stage(callId, json),
+          unstage: () => this.handle?.unstage(callId),
         };
         this.myCalls.add(call);
         this.callSources.set(callId, { source: SOURCE_ENUM[e.source], sourceName: e.sourceName });

@@ -78,7 +78,12 @@ export type ExecTask = {
 export type { PendingKind };
 export type PendingRef = { callId: string; kind: PendingKind; dueAtMs?: number };
 
-export type AnswerMessage = { t: "answer"; callId: string; ok: true; json: string } | { t: "answer"; callId: string; ok: false; error: PlainError };
+/**
+ * A host answer for call `callId`. `staged`: the text came earlier in a `stage` message on
+ * the same port (so `json` is empty here) and the VM may already have parsed it
+ * (./worker/staged-answers.ts).
+ */
+export type AnswerMessage = { t: "answer"; callId: string; ok: true; json: string; staged?: true } | { t: "answer"; callId: string; ok: false; error: PlainError };
 
 /** Restores a suspended run's VM from its (already authenticated) snapshot and continues it. */
 export type ResumeTask = {
@@ -192,6 +197,14 @@ export type WorkerMessage =
 /** Main → worker. */
 export type MainMessage =
   | AnswerMessage
+  /**
+   * A large answer's text, sent before the main thread has validated it so that the VM
+   * parses it meanwhile; settles nothing. Its `answer` (with `staged`) or `unstage` follows
+   * on the same port. Neither counts as an answer received (`rx`).
+   */
+  | { t: "stage"; callId: string; json: string }
+  /** The staged text was refused: the VM forgets what it parsed; the call stays pending. */
+  | { t: "unstage"; callId: string }
   | { t: "cancel"; reason: string }
   /** Suspend as soon as the VM is idle with work pending (the sidecar is draining). */
   | { t: "suspend" };

@@ -27,6 +27,8 @@ export function unavailablePool(reason: string): SandboxPool {
     exec: (submission) => ({
       outcome: Promise.resolve({ status: "failed", error: reason, code: "runtime_unavailable", outputBytes: submission.outputBytesUsed }),
       answer() {},
+      stage() {},
+      unstage() {},
       cancel() {},
       suspend() {},
     }),

@@ -2,7 +2,8 @@
  * The guest side of the host bridge, shared by every surface's prelude: `request(op,
  * payload)` sends a host operation and returns a promise its answer settles, `deliver`
  * is how the host settles it (by call id; the empty id asks for the program's
- * settlement after a restore), and `run` starts the program once and reports how it
+ * settlement after a restore; a large answer may be parsed ahead, while the main thread
+ * still validates its text, ../worker/staged-answers.ts), and `run` starts the program once and reports how it
  * settled. Surfaces differ in the API they build on `request`; this protocol is one.
  *
  * Source fragments spliced into a prelude's function body after MARSHAL_SOURCE:
@@ -12,6 +13,27 @@
  * prelude returned and before the program runs; it reads the boot answer (the run's catalog
  * and context) and builds what depends on it.
  */
+/**
+ * What every prelude's `deliver(id, ok, json, mode)` shares for answers the host stages
+ * (../worker/staged-answers.ts). Mode 0 (or absent): settle the call from json. 1: parse
+ * json ahead for a call still awaited and settle nothing. 2: forget what was parsed ahead.
+ * 3: settle from what was parsed ahead (from json if nothing was). `parsedAhead` handles
+ * modes 1 and 2 (true when it did); `answerValue` is the value a call settles with.
+ */
+export const EARLY_SOURCE = String.raw`
+  const early = create(null);
+  function parsedAhead(id, json, mode, awaited) {
+    if (mode === 1) { if (awaited) early[id] = parse(json); return true; }
+    if (mode === 2) { delete early[id]; return true; }
+    return false;
+  }
+  function answerValue(id, json, mode) {
+    const ahead = early[id];
+    if (ahead !== undefined) delete early[id];
+    return mode === 3 && ahead !== undefined ? ahead : json === "" ? undefined : parse(json);
+  }
+`;
+
 export const BRIDGE_SOURCE = String.raw`
   function method(obj, name, fn) { defineProperty(obj, name, dataDesc(fn, false, true, false)); }
   function then(p, onOk, onErr) { return thenOf(p, onOk, onErr); }
@@ -25,12 +47,14 @@ export const BRIDGE_SOURCE = String.raw`
   }
   // "" until the program settled, then "1" + value JSON or "0" + error JSON.
   let settlement = "";
-  function deliver(id, ok, json) {
+  ${EARLY_SOURCE}
+  function deliver(id, ok, json, mode) {
     if (id === "") return settlement;
     const entry = waiting[id];
+    if (parsedAhead(id, json, mode, entry !== undefined)) return true;
     if (entry === undefined) return false;
     delete waiting[id];
-    if (ok) { entry[0](json === "" ? undefined : parse(json)); return true; }
+    if (ok) { entry[0](answerValue(id, json, mode)); return true; }
     const data = parse(json);
     const message = ownData(data, "message"), name = ownData(data, "name");
     const err = new ErrorCtor(typeof message === "string" ? message : "");

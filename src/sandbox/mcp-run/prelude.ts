@@ -18,6 +18,7 @@
  * a sandbox must not provide.
  */
 import { MARSHAL_SOURCE } from "../guest/prelude-marshal.js";
+import { EARLY_SOURCE } from "../guest/prelude-bridge.js";
 import { URL_SHIM_SOURCE, WEB_SOURCE } from "../guest/prelude-web.js";
 import { ERRORS_SOURCE } from "./prelude-errors.js";
 import { STACK_SOURCE } from "./prelude-stack.js";
@@ -61,13 +62,15 @@ export const MCP_RUN_PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync)
   }
   let settlement = "";
   let finishing = false, sentinelId = "";
-  function deliver(id, ok, json) {
+  ${EARLY_SOURCE}
+  function deliver(id, ok, json, mode) {
     if (id === "") return settlement;
     const entry = waiting[id];
+    if (parsedAhead(id, json, mode, entry !== undefined)) return true;
     if (entry === undefined) return false;
     delete waiting[id];
     const wasSentinel = id === sentinelId;
-    if (ok) entry[0](json === "" ? undefined : parse(json));
+    if (ok) entry[0](answerValue(id, json, mode));
     else entry[1](parse(json));
     if (finishing && !wasSentinel) armSentinel();
     return true;

@@ -30,6 +30,7 @@ import { encodeSnapshot } from "./snapshot-codec.js";
 import { liveState } from "./instance-reset.js";
 import { cohosted, enter, leave, parkedImage, publishParked, stillOwned } from "./occupancy.js";
 import { ThreadHold } from "./busy.js";
+import { StagedAnswers } from "./staged-answers.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
 import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
 
@@ -50,6 +51,8 @@ export class GuestSession {
   /** Armed timers: call id → when it is due (epoch ms). Each is also in `pending`. */
   private readonly timers = new TimerTable();
   private readonly inbox: MainMessage[] = [];
+  /** Hands answers to the VM, large ones parsed ahead of their verdict (./staged-answers.ts). */
+  private readonly answers = new StagedAnswers();
   /** The prelude's delivery function, and its snapshot-portable token. */
   deliverFn: JSValueHandle | undefined;
   guestToken = 0;
@@ -61,6 +64,7 @@ export class GuestSession {
   private readonly onMessage = (m: MainMessage) => {
     if (m.t === "cancel") this.cancelled = m.reason;
     else if (m.t === "suspend") this.suspendRequested = true;
+    else if (m.t === "stage" || m.t === "unstage") this.inbox.push(m);
     else {
       this.inbox.push(m);
       this.received++;
@@ -265,20 +269,6 @@ export class GuestSession {
     }
   };
 
-  private deliver(callId: string, ok: boolean, json: string): void {
-    const vm = this.vm!;
-    const fn = this.deliverFn;
-    if (!fn) return;
-    const a = vm.newString(callId);
-    const c = vm.newString(json);
-    try {
-      vm.callFunction(fn, vm.undefined, a, ok ? vm.true : vm.false, c).dispose();
-    } finally {
-      a.dispose();
-      c.dispose();
-    }
-  }
-
   /** Moves timers that are due into the inbox, earliest first. */
   private fireDueTimers(): void {
     for (const callId of this.timers.takeDue(Date.now())) this.inbox.push({ t: "answer", callId, ok: true, json: "" });
@@ -303,6 +293,7 @@ export class GuestSession {
       return { status: "suspended", reason, envelope: new Uint8Array(0), pending: pendingRefs, outputBytes: this.outputBytes, snapshot: { encoding: "plain", memoryBytes: 0, changedPages: 0, encodeMs: 0 } };
     }
     this.post({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS });
+    if (this.deliverFn) this.answers.withdrawAll(this.vm!, this.deliverFn);
     const base = await baseImage(wasm);
     // From the live memory where it can be (no 1.4 MB copy): nothing runs in the VM until it is encoded.
     return suspendedOutcome(reason, encodeSnapshot(liveState(this.vm!) ?? this.vm!.snapshot(), base, this.guestToken), pendingRefs, this.outputBytes, t0);
@@ -329,12 +320,13 @@ export class GuestSession {
           // (nested calls, timers, yields); a failure ends the run at once.
           if (this.settled && (!this.settled.ok || this.pending.size === 0)) break;
           this.fireDueTimers();
-          if (this.suspendRequested && this.inbox.length === 0 && this.pending.size > 0) return await this.suspend("pending_tools", wasm);
+          // A staged answer's verdict is already on its way (./staged-answers.ts): take it before suspending for a drain or a yield.
+          if (this.suspendRequested && this.inbox.length === 0 && this.pending.size > 0 && !this.answers.due) return await this.suspend("pending_tools", wasm);
           if (this.inbox.length === 0) {
             if (this.pending.size === 0) {
               return this.fail("code mode program is awaiting a promise that can never settle (no tool calls are pending).");
             }
-            if (this.hasPendingYield()) return await this.suspend("yield", wasm);
+            if (this.hasPendingYield() && !this.answers.due) return await this.suspend("yield", wasm);
             const now = Date.now();
             const remaining = this.deadline - now;
             if (remaining <= 0) return await this.suspend("pending_tools", wasm);
@@ -362,9 +354,7 @@ export class GuestSession {
           }
           while (this.inbox.length > 0) {
             const m = this.inbox.shift()!;
-            if (m.t !== "answer" || !this.pending.delete(m.callId)) continue;
-            if (m.ok) this.deliver(m.callId, true, m.json);
-            else this.deliver(m.callId, false, JSON.stringify(m.error));
+            if (this.deliverFn) this.answers.take(this.vm!, this.deliverFn, m, this.pending, this.interrupt);
           }
         }
       } catch (err) {

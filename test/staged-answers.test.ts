@@ -1,0 +1,163 @@
+/**
+ * Large tool answers parsed in the VM while the main thread validates them
+ * (src/sandbox/worker/staged-answers.ts).
+ *
+ * On a real one-thread pool: the answer marked staged settles from what the VM parsed
+ * ahead (it carries no text of its own); a withdrawn text leaves nothing the program can
+ * see; a text the guest cannot parse ahead fails the exec exactly as the same answer not
+ * staged; a drain's suspension waits for a staged text's verdict.
+ * Through a real `codemode start`: a large answer the sidecar refuses (too deep) is
+ * INVALID_ARGUMENT and the call stays open, so the gateway's next answer is what the
+ * program sees, and a large valid answer arrives whole.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EMPTY_GUEST_CATALOG, type NestedCallMessage, type TaskOutcome } from "../src/sandbox/task-protocol.js";
+import type { ExecEvents, ExecHandle } from "../src/sandbox/pool-contract.js";
+import { silentLogger } from "../src/shared/logger.js";
+import { toWireMcpServer, toWireTool } from "../src/shared/tool-wire.js";
+import { execute, scope as newScope, startStack, type Stack } from "./harness.js";
+import { openRun } from "./gateway.js";
+
+// The built pool, whose worker file is dist's (the sources' own would look for it beside them).
+const { startPool } = (await import(new URL("../dist/sandbox/pool-start.js", import.meta.url).href)) as typeof import("../src/sandbox/pool-start.js");
+
+const limits = (memoryLimitBytes = 64 * 1024 * 1024) => ({ timeoutMs: 20_000, memoryLimitBytes, maxOutputBytes: 4 * 1024 * 1024, maxPendingToolCalls: 4, maxSnapshotBytes: 8 * 1024 * 1024 });
+const task = (source: string, memoryLimitBytes?: number) =>
+  ({ kind: "exec", source, language: "javascript", limits: limits(memoryLimitBytes), catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface: "code" }) as const;
+
+/** `count` rows as JSON text: about 60 characters a row. */
+const rowsText = (count: number, tag: string) => JSON.stringify(Array.from({ length: count }, (_, i) => ({ id: i, tag, note: `row ${i} of ${tag}` })));
+const A = rowsText(2_000, "a");
+const B = JSON.stringify({ small: "b" });
+/** Returns what the tool answered, as the program sees it. */
+const ECHO = `const v = await tools.call("lookup", {}); return Array.isArray(v) ? { rows: v.length, first: v[0], last: v[v.length - 1] } : v;`;
+const seen = (text: string) => {
+  const v = JSON.parse(text) as unknown;
+  return Array.isArray(v) ? { rows: v.length, first: v[0], last: v[v.length - 1] } : v;
+};
+
+describe("answers parsed ahead, on a real pool (one thread)", () => {
+  const poolReady = startPool({ threads: 1, execsPerWorker: 4, log: silentLogger() });
+  afterAll(async () => (await poolReady).close());
+
+  /** Starts `source` and resolves once its VM awaits its first tool call. */
+  async function calling(source: string, memoryLimitBytes?: number): Promise<{ handle: ExecHandle; callId: string }> {
+    const pool = await poolReady;
+    let called!: (c: NestedCallMessage) => void;
+    const call = new Promise<NestedCallMessage>((resolve) => (called = resolve));
+    const events: ExecEvents = { onOutput() {}, onToolCall: (c) => called(c), onRequest() {}, onYield() {} };
+    const handle = pool.exec(task(source, memoryLimitBytes), events, "t");
+    return { handle, callId: (await call).callId };
+  }
+  const value = (o: TaskOutcome) => (o.status === "completed" ? (JSON.parse(o.valueJson) as unknown) : o);
+
+  it("settles an answer marked staged from what the VM parsed ahead", async () => {
+    const same = await calling(ECHO);
+    same.handle.stage(same.callId, A);
+    same.handle.answer(same.callId, { ok: true, json: A });
+    expect(value(await same.handle.outcome)).toEqual(seen(A));
+
+    // The answer message carries no text once its text was staged on the port: the VM's value
+    // is A's even though this answer says B (a caller never does this; it shows the path taken).
+    const probe = await calling(ECHO);
+    probe.handle.stage(probe.callId, A);
+    probe.handle.answer(probe.callId, { ok: true, json: B });
+    expect(value(await probe.handle.outcome)).toEqual(seen(A));
+  });
+
+  it("leaves nothing of a withdrawn text: the call stays open and the next answer is what the program sees", async () => {
+    const { handle, callId } = await calling(ECHO);
+    handle.stage(callId, A);
+    handle.unstage(callId);
+    handle.answer(callId, { ok: true, json: B });
+    expect(value(await handle.outcome)).toEqual({ small: "b" });
+  });
+
+  it("fails a text the VM cannot parse ahead exactly as the same answer not staged", async () => {
+    // Too much for a 2 MiB heap: the guest's parse runs out of memory, ahead and at settlement alike.
+    const huge = rowsText(40_000, "huge");
+    const outcomes: TaskOutcome[] = [];
+    for (const staged of [true, false]) {
+      const { handle, callId } = await calling(ECHO, 2 * 1024 * 1024);
+      if (staged) handle.stage(callId, huge);
+      handle.answer(callId, { ok: true, json: huge });
+      outcomes.push(await handle.outcome);
+    }
+    expect(outcomes[0]).toMatchObject({ status: "failed" });
+    expect(outcomes[0]!.status === "failed" && outcomes[0]!.error).toMatch(/out of memory/);
+    expect(outcomes[0]!.status === "failed" && outcomes[0]!.error).toBe(outcomes[1]!.status === "failed" && outcomes[1]!.error);
+  });
+
+  it("takes a staged answer's verdict before suspending for a drain", async () => {
+    // The port delivers in order: the VM stages the text, then learns of the drain, then gets the verdict.
+    const accepted = await calling(ECHO);
+    accepted.handle.stage(accepted.callId, A);
+    accepted.handle.suspend();
+    accepted.handle.answer(accepted.callId, { ok: true, json: A });
+    expect(value(await accepted.handle.outcome)).toEqual(seen(A));
+
+    const refused = await calling(ECHO);
+    refused.handle.stage(refused.callId, A);
+    refused.handle.suspend();
+    refused.handle.unstage(refused.callId);
+    const o = await refused.handle.outcome;
+    expect(o).toMatchObject({ status: "suspended", reason: "pending_tools", pending: [{ callId: refused.callId, kind: "call" }] });
+  });
+});
+
+describe("large answers through BridgeCallback", () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack();
+  });
+  afterAll(async () => {
+    expect(await stack?.stop()).toBe(0);
+  });
+
+  it("refuses a large answer nested too deep, keeps the call open, and delivers the next answer whole", async () => {
+    const { scope } = await openRun(stack, [{ name: "lookup" }]);
+    // Valid JSON for any parser, over the stage threshold, but deeper than the bridge allows.
+    const deep = JSON.stringify({ pad: "x".repeat(40_000), deep: JSON.parse("[".repeat(200) + "]".repeat(200)) });
+    const refusals: string[] = [];
+    const answered: Promise<unknown>[] = [];
+    const out = await execute(stack, { scope, code: ECHO.replace(`tools.call("lookup", {})`, "tools.lookup({})") }, (call) => {
+      answered.push(
+        (async () => {
+          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: deep } }).catch((err: Error) => refusals.push(err.message));
+          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: A } });
+        })(),
+      );
+    });
+    await Promise.all(answered);
+    expect(refusals).toHaveLength(1);
+    expect(refusals[0]).toMatch(/nests deeper than 128/);
+    expect(out.model).toMatchObject({ status: "completed", value: seen(A) });
+  });
+
+  it("does the same for a codemode.run script (MCP_RUN surface, whose prelude has its own deliver)", async () => {
+    const scope = newScope("staged-mcprun");
+    await stack.control.openRun({
+      scope,
+      catalog: { case: "tools", value: { tools: [toWireTool({ name: "lookup", source: "mcp", owner: "Docs", parameters: { type: "object" } })], mcpServers: [toWireMcpServer({ name: "Docs", title: "Docs", version: "1.0.0" })] } },
+      mcpRun: { enabled: true },
+    });
+    const deep = JSON.stringify({ structuredContent: { pad: "x".repeat(40_000), deep: JSON.parse("[".repeat(200) + "]".repeat(200)) } });
+    const good = `{"structuredContent":{"rows":${A}}}`;
+    const code = `import { lookup } from "@codemode/servers/docs"; const v = await lookup({}); globalThis.__codemode_result__ = v.deep ? "refused answer seen" : { rows: v.rows.length, last: v.rows[v.rows.length - 1] };`;
+    const refusals: string[] = [];
+    const answered: Promise<unknown>[] = [];
+    const out = await execute(stack, { scope, execCallId: "call-1", inputJson: JSON.stringify({ code }) }, (call) => {
+      answered.push(
+        (async () => {
+          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: deep } }).catch((err: Error) => refusals.push(err.message));
+          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: good } });
+        })(),
+      );
+    });
+    await Promise.all(answered);
+    expect(refusals).toHaveLength(1);
+    expect(refusals[0]).toMatch(/nests deeper than 128/);
+    const rows = JSON.parse(A) as unknown[];
+    expect(JSON.parse(out.result.valueJson)).toEqual({ rows: rows.length, last: rows.at(-1) });
+  });
+});
