@@ -36,6 +36,7 @@ import { tenantOf } from "./cpu-budget.js";
 import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
 import { MAX_BRIDGE_BYTES, parseBridgeJson } from "./worker/json-bridge.js";
 import { withRetries } from "../shared/retry.js";
+import { DrainSignals } from "../shared/drain-signals.js";
 
 /**
  * Answer texts at least this long are handed to their VM before they are validated here
@@ -73,26 +74,18 @@ function runContextJson(scope: Scope, config: CodeModeConfig): string {
 export function createSandboxService(deps: ExecServiceDeps): SandboxService {
   const { pool, resolver, calls, link, sealer, log, drain } = deps;
   /**
-   * Per exec or wait in flight: `suspend` asks its VM to suspend when idle (the drain
-   * budget ran out: the run goes to the store as waiting), `cancel` ends it (what did not
-   * suspend in time).
+   * For the execs and waits in flight: `suspend` asks their VMs to suspend when idle (the
+   * drain budget ran out: the runs go to the store as waiting), `cancel` ends them (what
+   * did not suspend in time).
    */
-  const inFlight = new Set<{ suspend: AbortController; cancel: AbortController }>();
+  const inFlight = new DrainSignals();
   /**
    * Execs in flight per agent run (scope key). One run may hold at most half of the pool's
    * slots, so CPU-bound guests of one run cannot starve every other run of the sidecar.
    */
   const perRun = new Map<string, number>();
   const maxPerRun = Math.max(1, Math.floor(pool.slots / 2));
-  const tracked = async (body: (drainSignal: AbortSignal, suspendSignal: AbortSignal) => Promise<void>): Promise<void> => {
-    const entry = { suspend: new AbortController(), cancel: new AbortController() };
-    inFlight.add(entry);
-    try {
-      await body(entry.cancel.signal, entry.suspend.signal);
-    } finally {
-      inFlight.delete(entry);
-    }
-  };
+  const tracked = (body: (drainSignal: AbortSignal, suspendSignal: AbortSignal) => Promise<void>): Promise<void> => body(inFlight.cancel, inFlight.suspend);
 
   /** Resolves the run; undefined when the orchestrator cannot be reached. */
   const resolve = async (scope: Scope, rlog: Logger): Promise<ResolvedRun | undefined> => {
@@ -137,13 +130,13 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         }
         // Tool Search, mode code: the program runs on the reduced `openclaw.tools` surface.
         if (run?.surface === "tool_search_code") {
-          return execToolSearchCode(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, AbortSignal.any([stream.signal, drainSignal]));
+          return execToolSearchCode(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, [stream.signal, drainSignal]);
         }
         // Code Mode for MCP: the program is a `codemode.run` script (ES module, @codemode/* imports).
         if (run?.surface === "mcp_run") {
           // Loaded on the first codemode.run exec (ajv, acorn: off the sidecar's start path).
           const { execMcpRun } = await import("./mcp-run/run-service.js");
-          return execMcpRun(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, AbortSignal.any([stream.signal, drainSignal]));
+          return execMcpRun(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, [stream.signal, drainSignal]);
         }
         const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
         seg.recordInput({ ...(req.code !== undefined ? { code: req.code } : {}), ...(req.command !== undefined ? { command: req.command } : {}), ...(req.language !== undefined ? { language: req.language } : {}) });
@@ -181,7 +174,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
               contextJson: run.catalog?.guest.needsContext ? runContextJson(scope, config) : "null",
               outputBytesUsed: 0,
             },
-            AbortSignal.any([stream.signal, drainSignal]),
+            [stream.signal, drainSignal],
             suspendSignal,
           );
         } finally {
@@ -266,10 +259,10 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
   return {
     handlers,
     cancelInFlight(reason) {
-      for (const e of inFlight) e.cancel.abort(reason);
+      inFlight.cancelAll(reason);
     },
     suspendInFlight() {
-      for (const e of inFlight) e.suspend.abort("drain");
+      inFlight.suspendAll();
     },
   };
 }

@@ -26,6 +26,7 @@ import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type PendingInfo, type 
 import { SnapshotAuthError, SnapshotKeyUnavailableError, type SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
 import type { AnswerMessage } from "./task-protocol.js";
+import { linkedSignal } from "../shared/drain-signals.js";
 
 const LINK_DEADLINE_MS = 10_000;
 /**
@@ -187,7 +188,9 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   const timerReady = () => timerDue <= Date.now();
   if (answers.size === 0 && !timerReady()) {
     const until = Math.min(Date.now() + config.timeoutMs, timerDue);
-    const current = await collect(link, runId, token, seen, onAnswer, AbortSignal.any([signal, drainSignal]), until, true, log);
+    // Not AbortSignal.any: the drain's signal is shared and would keep every one (../shared/drain-signals.ts).
+    const either = linkedSignal([signal, drainSignal]);
+    const current = await collect(link, runId, token, seen, onAnswer, either.signal, until, true, log).finally(either.done);
     if (!current) return seg.finish({ status: "failed", error: UNAVAILABLE, code: "invalid_input" }, outputBytesUsed);
     if (signal.aborted) {
       await release(false);
@@ -241,7 +244,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
         outputBytesUsed,
         ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
       },
-      running.signal,
+      [running.signal],
       deps.suspendSignal,
     );
   } finally {

@@ -149,8 +149,8 @@ export class Segment {
     this.resolved.push({ callId, outcome: answer.ok ? "ok" : "error", errorMessage: answer.ok ? "" : answer.error.message.slice(0, 2_000), deliveredAtMs: BigInt(Date.now()) });
   }
 
-  /** Runs the task to its outcome; a cancelled stream cancels the VM. */
-  async run(submission: Submission, signal: AbortSignal, suspendSignal?: AbortSignal): Promise<TaskOutcome> {
+  /** Runs the task to its outcome; the first of `cancelSignals` to abort (the stream's, the drain's) cancels the VM. */
+  async run(submission: Submission, cancelSignals: readonly AbortSignal[], suspendSignal?: AbortSignal): Promise<TaskOutcome> {
     const { config, run, calls, scopeKey, parentCallId, codeModeRunId } = this.init;
     const catalog = run?.catalog;
     const send = this.init.send;
@@ -252,21 +252,22 @@ export class Segment {
     }, tenantOf(this.init.scope));
     this.handle = handle;
     const onAbort = () => {
-      this.cancelledBy = typeof signal.reason === "string" ? signal.reason : `the gateway cancelled the ${this.init.kind}`;
+      const reason: unknown = cancelSignals.find((s) => s.aborted)?.reason;
+      this.cancelledBy = typeof reason === "string" ? reason : `the gateway cancelled the ${this.init.kind}`;
       handle.cancel(this.cancelledBy);
     };
     const onSuspend = () => handle.suspend();
     suspendSignal?.addEventListener("abort", onSuspend, { once: true });
     if (suspendSignal?.aborted) onSuspend();
-    signal.addEventListener("abort", onAbort, { once: true });
-    if (signal.aborted) onAbort();
+    for (const s of cancelSignals) s.addEventListener("abort", onAbort, { once: true });
+    if (cancelSignals.some((s) => s.aborted)) onAbort();
     try {
       const outcome = await handle.outcome;
       this.placement = { queuedMs: outcome.queuedMs, moves: outcome.moves };
       return outcome;
     } finally {
       suspendSignal?.removeEventListener("abort", onSuspend);
-      signal.removeEventListener("abort", onAbort);
+      for (const s of cancelSignals) s.removeEventListener("abort", onAbort);
     }
   }
 

@@ -52,7 +52,7 @@ const TOOL_SEARCH_SURFACES = new Set(["tool_search", "tool_search_code"]);
  * code). `base` is what every segment of the sidecar shares; `config` the run's code-mode
  * config with the Exec's overrides, whose timeout and search limits Tool Search replaces.
  */
-export async function execToolSearchCode(base: Omit<SegmentInit, "config" | "kind">, config: CodeModeConfig, req: ExecRequest, signal: AbortSignal): Promise<void> {
+export async function execToolSearchCode(base: Omit<SegmentInit, "config" | "kind">, config: CodeModeConfig, req: ExecRequest, cancelSignals: readonly AbortSignal[]): Promise<void> {
   const run = base.run!;
   const ts = run.toolSearch;
   const effective = parseCodeModeConfig(config, { timeoutMs: ts.codeTimeoutMs, searchDefaultLimit: ts.searchDefaultLimit, maxSearchLimit: ts.maxSearchLimit });
@@ -71,16 +71,17 @@ export async function execToolSearchCode(base: Omit<SegmentInit, "config" | "kin
       outputBytesUsed: 0,
       surface: "tool_search",
     },
-    signal,
+    cancelSignals,
   );
   if (outcome.status === "completed") return seg.finish({ status: "completed", valueJson: outcome.valueJson }, outcome.outputBytes);
   if (outcome.status === "suspended") {
     // The worker snapshots a VM whose deadline passed with calls pending; this surface never suspends.
     const pending = outcome.pending.filter((p) => p.kind === "call").length;
-    const error = signal.aborted
+    const cancelled = cancelSignals.some((s) => s.aborted);
+    const error = cancelled
       ? "tool_search_code was cancelled by the gateway."
       : `tool_search_code timed out after ${effective.timeoutMs} ms with ${pending} tool call${pending === 1 ? "" : "s"} still pending.`;
-    return seg.finish({ status: "failed", error, code: signal.aborted ? "internal_error" : "timeout" }, outcome.outputBytes);
+    return seg.finish({ status: "failed", error, code: cancelled ? "internal_error" : "timeout" }, outcome.outputBytes);
   }
   if (outcome.code === "runtime_unavailable") {
     const error = `tool_search_code could not start an isolated runtime (${outcome.error}); this run falls back to tool_search, tool_describe and tool_call (DescribeSurface).`;
@@ -243,18 +244,20 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
         const answered = new Promise<Answer | undefined>((resolve) => (settle = resolve));
         const call: LiveCall = { callId, scopeKey: scopeKeyOf(scope), toolId: e.id, toolName: e.name, parentCallId: req.callId, startedAtMs: Date.now(), deliver: (a) => settle(a) };
         const cancel = () => settle(undefined);
-        const signals = AbortSignal.any([stream.signal, drainSignal]);
-        signals.addEventListener("abort", cancel, { once: true });
+        // Both listened to, not AbortSignal.any of them: the drain's signal is shared (../shared/drain-signals.ts).
+        stream.signal.addEventListener("abort", cancel, { once: true });
+        drainSignal.addEventListener("abort", cancel, { once: true });
         calls.add(call);
         const source = { source: SOURCE_ENUM[e.source], sourceName: e.sourceName };
         try {
           stream.send({ event: { case: "toolCall", value: { callId, toolId: e.id, toolName: e.name, ...source, inputJson, parentCallId: req.callId, codeModeRunId: "" } } });
-          const answer = signals.aborted ? undefined : await answered;
+          const answer = stream.signal.aborted || drainSignal.aborted ? undefined : await answered;
           if (!answer) return finish({ ok: false, error: drainSignal.aborted ? "tool_call was cancelled: this sidecar is shutting down." : "tool_call was cancelled by the gateway.", code: ErrorCode.INTERNAL_ERROR }, call, source);
           if (answer.ok) return finish({ ok: true, valueJson: answer.json }, call, source);
           return finish({ ok: false, error: `${answer.error.name}: ${answer.error.message}` }, call, source);
         } finally {
-          signals.removeEventListener("abort", cancel);
+          stream.signal.removeEventListener("abort", cancel);
+          drainSignal.removeEventListener("abort", cancel);
           calls.endAll([call]);
         }
       });

@@ -47,7 +47,7 @@ function capabilityNotes(view: McpRunView, capabilities: readonly string[]): Dia
   return notes;
 }
 
-export async function execMcpRun(base: Omit<SegmentInit, "config" | "kind">, config: CodeModeConfig, req: ExecRequest, signal: AbortSignal): Promise<void> {
+export async function execMcpRun(base: Omit<SegmentInit, "config" | "kind">, config: CodeModeConfig, req: ExecRequest, cancelSignals: readonly AbortSignal[]): Promise<void> {
   const run = base.run!;
   const view = McpRunView.of(run.catalog);
   const report = new RunReport();
@@ -101,7 +101,7 @@ export async function execMcpRun(base: Omit<SegmentInit, "config" | "kind">, con
       outputBytesUsed: 0,
       surface: "mcp_run",
     },
-    signal,
+    cancelSignals,
   );
   const bounds = { timeoutMs: limits.timeoutMs, maxMemoryBytes: limits.maxMemoryBytes };
   if (outcome.status === "completed") {
@@ -116,6 +116,6 @@ export async function execMcpRun(base: Omit<SegmentInit, "config" | "kind">, con
   }
   const failure = failureDiagnostic(outcome, report, bounds);
   response = buildResponse(report, pre, { failure }, limits.maxLogBytes);
-  if (outcome.status === "suspended") return seg.finish({ status: "failed", error: failure.message, code: signal.aborted ? "internal_error" : "timeout" }, outcome.outputBytes);
+  if (outcome.status === "suspended") return seg.finish({ status: "failed", error: failure.message, code: cancelSignals.some((s) => s.aborted) ? "internal_error" : "timeout" }, outcome.outputBytes);
   return seg.finish({ status: "failed", error: outcome.error, code: outcome.code }, outcome.outputBytes);
 }
