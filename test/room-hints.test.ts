@@ -5,7 +5,8 @@
  * one (all of its memory written) because some other session had a large answer.
  *
  * Through a real one-thread pool: the session that grew takes the idle grown instance,
- * which leaves the image-sized one to another session's exec running at the same time.
+ * which leaves the image-sized one to another session's exec running at the same time; a
+ * run that fills the grown instance's room renews its session's hint, a small one does not.
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { ROOMY_EXECS, RoomHints } from "../src/sandbox/room-hints.js";
@@ -56,9 +57,19 @@ describe("grown instances on a real pool (one thread)", () => {
     const beside = await pool.exec(task("return 3"), ignore, "small").outcome;
     expect(beside).toMatchObject({ status: "completed", valueJson: "3", vmStart: "reused" });
     held.answer(call!.callId, { ok: true, json: "{}" });
-    // It ran on the grown instance: the room was there, nothing grew.
+    // It ran on the grown instance: the room was there, nothing grew, and it used none of it.
     const roomy = await held.outcome;
     expect(roomy).toMatchObject({ status: "completed", valueJson: "2", vmStart: "reused" });
     expect(roomy.grew).toBeUndefined();
+  });
+
+  it("renews the room for a session whose exec used the room of the grown instance it started on", async () => {
+    const pool = await poolReady;
+    expect(await pool.exec(task(GROWS), ignore, "steady").outcome).toMatchObject({ status: "completed", grew: true });
+    // Its next exec starts on the grown instance and fills past the image's size without
+    // growing it: that counts as needing room, so a session of large answers keeps it
+    // (before, its every ROOMY_EXECS + 1st exec got an image-sized instance and grew it).
+    const again = await pool.exec(task(GROWS), ignore, "steady").outcome;
+    expect(again).toMatchObject({ status: "completed", valueJson: "12000", vmStart: "reused", grew: true });
   });
 });

@@ -141,6 +141,24 @@ export function memoryBytes(vm: QuickJS): number {
   return sizeOf(vm);
 }
 
+/** Bytes past `offset` looked at by `usedPast`: one WebAssembly page. */
+const ROOM_PROBE_BYTES = 65536;
+
+/**
+ * Whether a run on a grown instance used memory past `offset` (the image's size): the page
+ * there is no longer all zeros. A grown variant is the image followed by zeros, and its
+ * allocator hands out the room above the image from the bottom up, so a run that needed
+ * more than an image-sized instance has written that page (a hint for ../room-hints.ts,
+ * not a guarantee: about 10 µs to look).
+ */
+export function usedPast(vm: QuickJS, offset: number): boolean {
+  const buffer = internals(vm).exports.memory.buffer;
+  if (offset + ROOM_PROBE_BYTES > buffer.byteLength) return false;
+  const words = new BigUint64Array(buffer, offset, ROOM_PROBE_BYTES / 8);
+  for (let i = 0; i < words.length; i++) if (words[i] !== 0n) return true;
+  return false;
+}
+
 /** True when an instance may be reset to `image`: no extensions, same table, memory exactly the image's size. */
 export function reusableFor(vm: QuickJS, image: PreparedImage): boolean {
   return fits(vm, image.memory.byteLength, image.tableLength);

@@ -16,7 +16,7 @@ import { openSnapshot } from "./snapshot-codec.js";
 import { extensionDescriptors, extensionsFor } from "./extensions.js";
 import { failed, GuestSession, SNAPSHOT_BUDGET_MS } from "./vm-session.js";
 import { WarmVms } from "./warm-vms.js";
-import { memoryBytes, type PreparedImage, type ResetSource } from "./instance-reset.js";
+import { memoryBytes, usedPast, type PreparedImage, type ResetSource } from "./instance-reset.js";
 
 let warm: WarmVms | undefined;
 /** This worker's reusable instances and prepared images. */
@@ -71,11 +71,16 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
     }
     if (image && session.vm) {
       const prepared = image;
-      // Whether the run grew its instance: the pool then gives its session's next execs room (../room-hints.ts).
+      // Whether the run needed more than an image-sized instance (it grew its instance, or
+      // used the room of the grown one it started on): the pool then gives its session's
+      // next execs room (../room-hints.ts). Without the second, a session of large answers
+      // got an image-sized instance every ROOMY_EXECS + 1 execs, grew it, and the worker
+      // dropped one of its two grown instances (with a full collection of its heap).
       const startBytes = memoryBytes(session.vm);
+      const imageBytes = prepared.memory.byteLength;
       let grew = false;
       session.recycle = (vm, healthy) => {
-        grew = memoryBytes(vm) > startBytes;
+        grew = memoryBytes(vm) > startBytes || (startBytes > imageBytes && usedPast(vm, imageBytes));
         warm.release(vm, healthy);
       };
       const outcome = await session.run(() => {
