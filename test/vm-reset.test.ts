@@ -5,8 +5,9 @@
  * In process: after a hostile program wrote everywhere it can, a reset leaves the linear
  * memory equal to the prepared image byte for byte (at the image's exact size), the one
  * WebAssembly global and the table as they were, and the wrapper's host-side state
- * (callbacks, owned and cached handles, handlers) empty; an instance that grew its memory
- * or trapped is replaced, never reset.
+ * (callbacks, owned and cached handles, handlers) empty, whether the reset ran as the run
+ * took the instance or while it was idle after its last run; an instance that grew its
+ * memory past every variant, or trapped, is replaced, never reset.
  *
  * Through the real service on one thread: thousands of alternating programs, writers
  * that plant a distinctive token everywhere a program can reach (globals, prototypes,
@@ -306,6 +307,31 @@ describe("resetting a reused instance (in process)", () => {
     expect(() => openSnapshot(envelope, base).writeMemory(new Uint8Array(new ArrayBuffer(envelope.readUInt32LE(40))))).toThrow(/truncated|trailing/);
     expect(Buffer.compare(new Uint8Array(inside(made.vm).exports.memory.buffer), before)).toBe(0);
     warm.release(made.vm, true);
+  });
+
+  it("resets an idle instance ahead of its next run, which takes it equal to the image byte for byte", async () => {
+    // A program that does not grow its instance (one that did is reset as it is next taken).
+    let current: QuickJS | undefined;
+    const { vm } = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    current = vm;
+    await runIn(vm, `globalThis.planted = "tok"; Object.prototype.planted = "tok"; globalThis.keep = ["tok".repeat(20)]; return "written";`);
+    warm.release(vm, true);
+    expect(Buffer.compare(new Uint8Array(inside(vm).exports.memory.buffer), image.memory)).not.toBe(0);
+    // Once the releasing task's turn is over, the idle instance is reset to what it ran on.
+    await new Promise((r) => setImmediate(r));
+    const w = inside(vm);
+    expect(Buffer.compare(new Uint8Array(w.exports.memory.buffer), image.memory)).toBe(0);
+    expect(w.exports.__stack_pointer.value).toBe(image.stackPointer);
+    expect(w.hostCallbacks.size).toBe(0);
+    expect(w._ownedHandles.size).toBe(0);
+
+    let next: QuickJS | undefined;
+    const again = await warm.acquire(image, 64 << 20, () => false, sync(() => next!), sync(() => next!));
+    next = again.vm;
+    expect(again.vm).toBe(vm);
+    expect(Buffer.compare(new Uint8Array(inside(again.vm).exports.memory.buffer), image.memory)).toBe(0);
+    expect(await probe(again.vm, `[typeof globalThis.planted, ({}).planted, typeof globalThis.keep].join(",")`)).toBe("undefined,,undefined");
+    warm.release(again.vm, true);
   });
 });
 

@@ -7,7 +7,10 @@
  * the run's catalog, with the prelude's `deliver` and `run` kept as exported handles — and
  * resets an idle instance to it: the whole linear memory is overwritten with the image, the stack pointer and
  * the runtime/context pointers are restored, and the wrapper's host-side state (host
- * callbacks, owned and cached handles, handlers) is cleared.
+ * callbacks, owned and cached handles, handlers) is cleared. The reset runs when an
+ * instance is released, once the task's result is posted, to what it last ran on; the next
+ * exec for that image takes it as it is (otherwise, or for another image, the reset runs
+ * as the exec takes the instance). Nothing runs in an idle instance in between.
  *
  * A new catalog's image costs one more reset: each prelude's image before boot is kept
  * (made once per worker, by a new instance running the prelude), and an instance reset to
@@ -63,6 +66,10 @@ export class WarmVms {
   /** Per prelude (by its bytecode's digest; a worker has at most two), its image before boot. */
   private readonly beforeBootImages = new Map<string, BeforeBoot>();
   private readonly spares: QuickJS[] = [];
+  /** What each instance was last acquired for (the source's key), to reset it to again once it is idle. */
+  private readonly lastUse = new WeakMap<QuickJS, { key: string; source: ResetSource }>();
+  /** Idle instances already reset to the source of this key (nothing has run in them since). */
+  private readonly preset = new WeakMap<QuickJS, string>();
   /** Grown variants by image key and size; null where one could not be made. */
   private readonly grown = new Map<string, GrownImage | null>();
   /** Set when this quickjs-wasi lacks the internals a reset needs. */
@@ -184,9 +191,9 @@ export class WarmVms {
     if (roomy) {
       const grownSpare = this.spares.find((s) => sizeOf(s) > imageBytes && grownSizeFor(sizeOf(s), imageBytes) !== undefined);
       const variant = grownSpare ? await this.grownVariant(image, grownSizeFor(sizeOf(grownSpare), imageBytes)!) : undefined;
-      if (variant) return this.acquireFrom(grownSource(variant), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync);
+      if (variant) return this.acquireFrom(grownSource(variant), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync, `${image.key}@${variant.memoryBytes}`);
     }
-    return this.acquireFrom(imageSource(image), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync);
+    return this.acquireFrom(imageSource(image), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync, image.key);
   }
 
   /** The image's grown variant of `size` bytes, prepared on first use (./grown-images.ts). */
@@ -212,13 +219,16 @@ export class WarmVms {
     return this.acquireFrom(source, this.pristineTable, memoryLimitBytes, interrupt, hostSync, hostAsync);
   }
 
-  private async acquireFrom(source: ResetSource, tableLength: number, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+  private async acquireFrom(source: ResetSource, tableLength: number, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn, key?: string): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
     let vm: QuickJS | undefined;
     this.spareUsed = false;
-    // An instance of the exact size, else a smaller one grown to it (pages a grow adds
-    // are zero, and the source overwrites them): either way every byte equals the source.
+    // An instance already reset to this source while idle, else one of the exact size,
+    // else a smaller one grown to it (pages a grow adds are zero, and the source
+    // overwrites them): either way every byte equals the source.
     const size = source.memoryBytes;
-    let at = this.spares.findIndex((s) => sizeOf(s) === size);
+    let at = key === undefined ? -1 : this.spares.findIndex((s) => this.preset.get(s) === key);
+    const ready = at >= 0;
+    if (at < 0) at = this.spares.findIndex((s) => sizeOf(s) === size);
     if (at < 0) at = this.spares.findIndex((s) => sizeOf(s) < size);
     if (at >= 0) {
       const spare = this.spares.splice(at, 1)[0]!;
@@ -228,7 +238,8 @@ export class WarmVms {
       else this.drop(spare);
     }
     if (vm) {
-      resetFrom(vm, source);
+      if (!ready) resetFrom(vm, source);
+      this.preset.delete(vm);
       this.spareUsed = true;
       this.stats.reused++;
     } else {
@@ -239,6 +250,8 @@ export class WarmVms {
       clearHostState(vm);
       this.stats.restored++;
     }
+    if (key === undefined) this.lastUse.delete(vm);
+    else this.lastUse.set(vm, { key, source });
     const w = internals(vm);
     w.exports.qjs_set_memory_limit(memoryLimitBytes);
     w.exports.qjs_set_max_stack_size(STACK_BYTES);
@@ -281,6 +294,21 @@ export class WarmVms {
       if (sizeOf(gone) > image) grown--;
       this.drop(gone);
     }
+    if (this.spares.includes(vm)) setImmediate(() => this.resetIdle(vm));
+  }
+
+  /**
+   * Resets an idle instance to what it last ran on, once the task that released it has
+   * posted its result: the next exec for that image takes it as it is, and the reset
+   * (0.05 ms for an image-sized instance, up to 0.7 ms for a grown one) is off its path.
+   * Nothing runs in an idle instance, so it still equals the source byte for byte when taken.
+   * An instance whose size changed (a run grew it) is left for the reset at acquire.
+   */
+  private resetIdle(vm: QuickJS): void {
+    const use = this.lastUse.get(vm);
+    if (!use || !this.spares.includes(vm) || this.preset.get(vm) === use.key || sizeOf(vm) !== use.source.memoryBytes) return;
+    resetFrom(vm, use.source);
+    this.preset.set(vm, use.key);
   }
 
   private drop(vm: QuickJS): void {
