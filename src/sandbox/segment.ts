@@ -252,6 +252,8 @@ export class Segment {
     }, tenantOf(this.init.scope));
     this.handle = handle;
     const onAbort = () => {
+      // The first signal to abort says why; a later one (the drain's after the stream's) changes nothing.
+      if (this.cancelledBy !== undefined) return;
       const reason: unknown = cancelSignals.find((s) => s.aborted)?.reason;
       this.cancelledBy = typeof reason === "string" ? reason : `the gateway cancelled the ${this.init.kind}`;
       handle.cancel(this.cancelledBy);

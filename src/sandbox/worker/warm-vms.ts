@@ -66,10 +66,10 @@ export class WarmVms {
   /** Per prelude (by its bytecode's digest; a worker has at most two), its image before boot. */
   private readonly beforeBootImages = new Map<string, BeforeBoot>();
   private readonly spares: QuickJS[] = [];
-  /** What each instance was last acquired for (the source's key), to reset it to again once it is idle. */
-  private readonly lastUse = new WeakMap<QuickJS, { key: string; source: ResetSource }>();
-  /** Idle instances already reset to the source of this key (nothing has run in them since). */
-  private readonly preset = new WeakMap<QuickJS, string>();
+  /** What each instance was last acquired for (an image or a grown variant, `of`), to reset it to again once it is idle. */
+  private readonly lastUse = new WeakMap<QuickJS, { of: object; source: ResetSource }>();
+  /** Idle instances already reset to this image or variant (nothing has run in them since). */
+  private readonly preset = new WeakMap<QuickJS, object>();
   /** Grown variants by image key and size; null where one could not be made. */
   private readonly grown = new Map<string, GrownImage | null>();
   /** Set when this quickjs-wasi lacks the internals a reset needs. */
@@ -191,9 +191,9 @@ export class WarmVms {
     if (roomy) {
       const grownSpare = this.spares.find((s) => sizeOf(s) > imageBytes && grownSizeFor(sizeOf(s), imageBytes) !== undefined);
       const variant = grownSpare ? await this.grownVariant(image, grownSizeFor(sizeOf(grownSpare), imageBytes)!) : undefined;
-      if (variant) return this.acquireFrom(grownSource(variant), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync, `${image.key}@${variant.memoryBytes}`);
+      if (variant) return this.acquireFrom(grownSource(variant), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync, variant);
     }
-    return this.acquireFrom(imageSource(image), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync, image.key);
+    return this.acquireFrom(imageSource(image), image.tableLength, memoryLimitBytes, interrupt, hostSync, hostAsync, image);
   }
 
   /** The image's grown variant of `size` bytes, prepared on first use (./grown-images.ts). */
@@ -219,14 +219,15 @@ export class WarmVms {
     return this.acquireFrom(source, this.pristineTable, memoryLimitBytes, interrupt, hostSync, hostAsync);
   }
 
-  private async acquireFrom(source: ResetSource, tableLength: number, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn, key?: string): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+  private async acquireFrom(source: ResetSource, tableLength: number, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn, of?: object): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
     let vm: QuickJS | undefined;
     this.spareUsed = false;
-    // An instance already reset to this source while idle, else one of the exact size,
+    // An instance already reset while idle to the image or variant `of` (by identity: an
+    // image prepared again is another object), else one of the exact size,
     // else a smaller one grown to it (pages a grow adds are zero, and the source
     // overwrites them): either way every byte equals the source.
     const size = source.memoryBytes;
-    let at = key === undefined ? -1 : this.spares.findIndex((s) => this.preset.get(s) === key);
+    let at = of === undefined ? -1 : this.spares.findIndex((s) => this.preset.get(s) === of);
     const ready = at >= 0;
     if (at < 0) at = this.spares.findIndex((s) => sizeOf(s) === size);
     if (at < 0) at = this.spares.findIndex((s) => sizeOf(s) < size);
@@ -250,8 +251,8 @@ export class WarmVms {
       clearHostState(vm);
       this.stats.restored++;
     }
-    if (key === undefined) this.lastUse.delete(vm);
-    else this.lastUse.set(vm, { key, source });
+    if (of === undefined) this.lastUse.delete(vm);
+    else this.lastUse.set(vm, { of, source });
     const w = internals(vm);
     w.exports.qjs_set_memory_limit(memoryLimitBytes);
     w.exports.qjs_set_max_stack_size(STACK_BYTES);
@@ -306,9 +307,9 @@ export class WarmVms {
    */
   private resetIdle(vm: QuickJS): void {
     const use = this.lastUse.get(vm);
-    if (!use || !this.spares.includes(vm) || this.preset.get(vm) === use.key || sizeOf(vm) !== use.source.memoryBytes) return;
+    if (!use || !this.spares.includes(vm) || this.preset.get(vm) === use.of || sizeOf(vm) !== use.source.memoryBytes) return;
     resetFrom(vm, use.source);
-    this.preset.set(vm, use.key);
+    this.preset.set(vm, use.of);
   }
 
   private drop(vm: QuickJS): void {
