@@ -114,21 +114,23 @@ describe("large answers through BridgeCallback", () => {
     expect(await stack?.stop()).toBe(0);
   });
 
+  /** Runs `request`, answering its one nested call with `refused` (expected INVALID_ARGUMENT) and then `good`; returns the outcome and the refusals. */
+  async function refusedThenAnswered(request: Parameters<typeof execute>[1] & { scope: ReturnType<typeof newScope> }, refused: string, good: string) {
+    const refusals: string[] = [];
+    const answered: Promise<unknown>[] = [];
+    const out = await execute(stack, request, (call) => {
+      const answer = (value: string) => stack.sandbox.bridgeCallback({ scope: request.scope, callId: call.callId, outcome: { case: "resultJson", value } });
+      answered.push(answer(refused).then(undefined, (err: Error) => refusals.push(err.message)).then(() => answer(good)));
+    });
+    await Promise.all(answered);
+    return { out, refusals };
+  }
+
   it("refuses a large answer nested too deep, keeps the call open, and delivers the next answer whole", async () => {
     const { scope } = await openRun(stack, [{ name: "lookup" }]);
     // Valid JSON for any parser, over the stage threshold, but deeper than the bridge allows.
     const deep = JSON.stringify({ pad: "x".repeat(40_000), deep: JSON.parse("[".repeat(200) + "]".repeat(200)) });
-    const refusals: string[] = [];
-    const answered: Promise<unknown>[] = [];
-    const out = await execute(stack, { scope, code: ECHO.replace(`tools.call("lookup", {})`, "tools.lookup({})") }, (call) => {
-      answered.push(
-        (async () => {
-          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: deep } }).catch((err: Error) => refusals.push(err.message));
-          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: A } });
-        })(),
-      );
-    });
-    await Promise.all(answered);
+    const { out, refusals } = await refusedThenAnswered({ scope, code: ECHO.replace(`tools.call("lookup", {})`, "tools.lookup({})") }, deep, A);
     expect(refusals).toHaveLength(1);
     expect(refusals[0]).toMatch(/nests deeper than 128/);
     expect(out.model).toMatchObject({ status: "completed", value: seen(A) });
@@ -144,17 +146,7 @@ describe("large answers through BridgeCallback", () => {
     const deep = JSON.stringify({ structuredContent: { pad: "x".repeat(40_000), deep: JSON.parse("[".repeat(200) + "]".repeat(200)) } });
     const good = `{"structuredContent":{"rows":${A}}}`;
     const code = `import { lookup } from "@codemode/servers/docs"; const v = await lookup({}); globalThis.__codemode_result__ = v.deep ? "refused answer seen" : { rows: v.rows.length, last: v.rows[v.rows.length - 1] };`;
-    const refusals: string[] = [];
-    const answered: Promise<unknown>[] = [];
-    const out = await execute(stack, { scope, execCallId: "call-1", inputJson: JSON.stringify({ code }) }, (call) => {
-      answered.push(
-        (async () => {
-          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: deep } }).catch((err: Error) => refusals.push(err.message));
-          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: good } });
-        })(),
-      );
-    });
-    await Promise.all(answered);
+    const { out, refusals } = await refusedThenAnswered({ scope, execCallId: "call-1", inputJson: JSON.stringify({ code }) }, deep, good);
     expect(refusals).toHaveLength(1);
     expect(refusals[0]).toMatch(/nests deeper than 128/);
     const rows = JSON.parse(A) as unknown[];
