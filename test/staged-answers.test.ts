@@ -88,6 +88,48 @@ describe("answers parsed ahead, on a real pool (one thread)", () => {
     expect(outcomes[0]!.status === "failed" && outcomes[0]!.error).toBe(outcomes[1]!.status === "failed" && outcomes[1]!.error);
   });
 
+  /** The outcomes of `text` answered with and without staging it first. */
+  async function stagedAndNot(text: string, source = ECHO): Promise<TaskOutcome[]> {
+    const outcomes: TaskOutcome[] = [];
+    for (const staged of [true, false]) {
+      const { handle, callId } = await calling(source);
+      if (staged) handle.stage(callId, text);
+      handle.answer(callId, { ok: true, json: text });
+      outcomes.push(await handle.outcome);
+    }
+    return outcomes;
+  }
+  const pad = "x".repeat(40_000);
+
+  it("gives the program the same value staged or not, whatever characters the text holds", async () => {
+    // Non-ASCII in every UTF-8 length, escapes, and a raw lone surrogate (no UTF-8 form: answered unstaged).
+    const unicode = JSON.stringify({ pad, s: "é日本😀\u2028", rows: Array.from({ length: 500 }, (_, i) => ({ i, n: `ünï ${i} 🎉` })) });
+    const lone = `{"pad":"${pad}","s":"a\ud800b"}`;
+    const CODES = `const v = await tools.call("lookup", {}); return [...(v.s ?? "")].map((c) => c.codePointAt(0)).concat(v.rows ? [v.rows.length, v.rows[499].n] : []);`;
+    for (const text of [unicode, lone]) {
+      const [staged, plain] = await stagedAndNot(text, CODES);
+      expect(staged).toMatchObject({ status: "completed" });
+      expect(staged!.status === "completed" && staged!.valueJson).toBe(plain!.status === "completed" && plain!.valueJson);
+    }
+    const [lonely] = await stagedAndNot(lone, CODES);
+    expect(lonely!.status === "completed" && JSON.parse(lonely!.valueJson)).toEqual([97, 0xd800, 98]);
+  });
+
+  it("fails a text that does not parse ahead (a leading BOM, nesting past the stack guard) exactly as unstaged", async () => {
+    // The main thread refuses both before any program could see them; here they are let through to compare the two paths.
+    for (const text of [`\uFEFF{"pad":"${pad}"}`, "[".repeat(200_000) + "]".repeat(200_000)]) {
+      const [staged, plain] = await stagedAndNot(text);
+      expect(staged).toMatchObject({ status: "failed" });
+      expect(staged!.status === "failed" && staged!.error).toBe(plain!.status === "failed" && plain!.error);
+    }
+    // Refused and withdrawn: the deep text leaves the VM whole, and the next answer is what the program sees.
+    const { handle, callId } = await calling(ECHO);
+    handle.stage(callId, "[".repeat(200_000) + "]".repeat(200_000));
+    handle.unstage(callId);
+    handle.answer(callId, { ok: true, json: B });
+    expect(value(await handle.outcome)).toEqual({ small: "b" });
+  });
+
   it("takes a staged answer's verdict before suspending for a drain", async () => {
     // The port delivers in order: the VM stages the text, then learns of the drain, then gets the verdict.
     const accepted = await calling(ECHO);

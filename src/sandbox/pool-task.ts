@@ -27,6 +27,8 @@ import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type AnswerMessage, type Mai
 const MAX_MOVES = 8;
 /** How a cancelled guest's failure starts (the worker's message, completed here with the reason). */
 const CANCELLED_PREFIX = "code mode exec was cancelled: ";
+/** A staged answer's text to the bytes its VM parses (each result owns its buffer, so it can be transferred). */
+const utf8 = new TextEncoder();
 
 /** What a task uses of its pool. */
 export type TaskPool = {
@@ -100,9 +102,13 @@ export class PoolTask {
         this.nudge?.();
       },
       stage: (callId, json) => {
-        if (this.finished || !this.port) return;
+        // A text with a lone surrogate has no UTF-8 form: it is answered unstaged.
+        if (this.finished || !this.port || !json.isWellFormed()) return;
+        // Bytes, not the string: a transferred buffer arrives at once where a 0.7 MB string
+        // is cloned (0.04 against 0.8 ms), and QuickJS parses UTF-8 (./worker/host-json.ts).
+        const bytes = utf8.encode(json);
         this.stagedOnPort.add(callId);
-        this.port.postMessage({ t: "stage", callId, json } satisfies MainMessage);
+        this.port.postMessage({ t: "stage", callId, bytes } satisfies MainMessage, [bytes.buffer]);
         this.nudge?.();
       },
       unstage: (callId) => {

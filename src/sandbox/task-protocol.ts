@@ -198,11 +198,12 @@ export type WorkerMessage =
 export type MainMessage =
   | AnswerMessage
   /**
-   * A large answer's text, sent before the main thread has validated it so that the VM
-   * parses it meanwhile; settles nothing. Its `answer` (with `staged`) or `unstage` follows
-   * on the same port. Neither counts as an answer received (`rx`).
+   * A large answer's text as UTF-8 (its buffer transferred), sent before the main thread
+   * has validated it so that the VM parses it meanwhile; settles nothing. Its `answer`
+   * (with `staged`) or `unstage` follows on the same port. Neither counts as an answer
+   * received (`rx`).
    */
-  | { t: "stage"; callId: string; json: string }
+  | { t: "stage"; callId: string; bytes: Uint8Array }
   /** The staged text was refused: the VM forgets what it parsed; the call stays pending. */
   | { t: "unstage"; callId: string }
   | { t: "cancel"; reason: string }

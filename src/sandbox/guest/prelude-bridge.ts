@@ -16,15 +16,16 @@
  */
 /**
  * What every prelude's `deliver(id, ok, json, mode)` shares for answers the host stages
- * (../worker/staged-answers.ts). Mode 0 (or absent): settle the call from json. 1: parse
- * json ahead for a call still awaited and settle nothing. 2: forget what was parsed ahead.
+ * (../worker/staged-answers.ts). Mode 0 (or absent): settle the call from json. 1: keep
+ * json, a value the host already parsed, for a call still awaited, and settle nothing.
+ * 2: forget what was parsed ahead.
  * 3: settle from what was parsed ahead (from json if nothing was). `parsedAhead` handles
  * modes 1 and 2 (true when it did); `answerValue` is the value a call settles with.
  */
 export const EARLY_SOURCE = String.raw`
   const early = create(null);
   function parsedAhead(id, json, mode, awaited) {
-    if (mode === 1) { if (awaited) early[id] = parse(json); return true; }
+    if (mode === 1) { if (awaited) early[id] = json; return true; }
     if (mode === 2) { delete early[id]; return true; }
     return false;
   }

@@ -4,43 +4,53 @@
  *
  * A gateway's 0.7 MB answer (W5 of the bench, 5,000 rows) was checked on the main thread
  * (JSON.parse and the nesting cap, about 2.5 ms) before it was posted here, and only then
- * parsed by the guest, one after the other. Now the main thread posts a large text first
- * (`stage`), the guest parses it into a slot only the bridge can reach (the prelude's
- * `deliver`, mode 1, ../guest/prelude-bridge.ts), and the verdict follows on the same port:
- * the answer marked `staged` (settle the call from the parsed value) or `unstage` (forget
+ * parsed by the guest, one after the other. Now the main thread posts a large text's
+ * UTF-8 bytes first (`stage`, transferred), QuickJS parses them into a value
+ * (./host-json.ts) that the prelude's `deliver` keeps in a slot only the bridge can reach
+ * (mode 1, ../guest/prelude-bridge.ts), and the verdict follows on the same port: the
+ * answer marked `staged` (settle the call from the parsed value) or `unstage` (forget
  * it; the call stays pending and the gateway may answer again). The main thread's check
  * stays the only judge of what is accepted; nothing parsed ahead reaches the program
- * before it. A parse the guest refuses ahead (out of memory, say) is simply done again at
- * settlement, as for any answer, so what the program sees is what it saw before.
+ * before it. A text that does not parse ahead (out of memory, say) is decoded and parsed
+ * by the guest at settlement, as any answer, so what the program sees is what it saw
+ * before: the bytes are exactly the text's (the main thread stages only well-formed text).
  */
 import { JSException, type JSValueHandle, type QuickJS } from "quickjs-wasi";
 import type { MainMessage, PendingKind } from "../task-protocol.js";
+import { parseJsonBytes } from "./host-json.js";
 
 /** The prelude's `deliver` modes (../guest/prelude-bridge.ts). */
 const SETTLE = 0;
-const PARSE_AHEAD = 1;
+const KEEP_PARSED = 1;
 const FORGET = 2;
 const SETTLE_FROM_AHEAD = 3;
 
-/** Calls the prelude's `deliver(callId, ok, json, mode)`. */
-function callDeliver(vm: QuickJS, fn: JSValueHandle, callId: string, ok: boolean, json: string, mode = SETTLE): void {
+/** Staged bytes back to the text the main thread holds (a leading U+FEFF kept, as it was there). */
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
+
+/** Calls the prelude's `deliver(callId, ok, json, mode)`; `json` is a text, or for KEEP_PARSED a parsed value. */
+function callDeliver(vm: QuickJS, fn: JSValueHandle, callId: string, ok: boolean, json: string | JSValueHandle, mode = SETTLE): void {
   const id = vm.newString(callId);
-  const text = vm.newString(json);
+  const text = typeof json === "string" ? vm.newString(json) : undefined;
   const how = mode === SETTLE ? undefined : vm.newNumber(mode);
   try {
-    const args = how ? [id, ok ? vm.true : vm.false, text, how] : [id, ok ? vm.true : vm.false, text];
+    const payload = text ?? (json as JSValueHandle);
+    const args = how ? [id, ok ? vm.true : vm.false, payload, how] : [id, ok ? vm.true : vm.false, payload];
     vm.callFunction(fn, vm.undefined, ...args).dispose();
   } finally {
     id.dispose();
-    text.dispose();
+    text?.dispose();
     how?.dispose();
   }
 }
 
+/** Marks a staged answer whose value the guest holds (its bytes are no longer needed). */
+const PARSED = "parsed";
+
 /** One session's answers, and the texts staged on its port until their verdict. */
 export class StagedAnswers {
-  /** By call id: the text, or "" once the guest holds its parsed value (the text need not be copied in again). */
-  private readonly texts = new Map<string, string>();
+  /** By call id: the staged UTF-8 bytes, or PARSED once the guest holds the value. */
+  private readonly texts = new Map<string, Uint8Array | typeof PARSED>();
 
   /**
    * Hands one inbox message to the VM through the prelude's `deliver` (`fn`): an answer
@@ -49,7 +59,7 @@ export class StagedAnswers {
    */
   take(vm: QuickJS, fn: JSValueHandle, m: MainMessage, pending: Map<string, PendingKind>, interrupted: () => boolean): void {
     if (m.t === "stage") {
-      if (pending.get(m.callId) === "call") this.stage(vm, fn, m.callId, m.json, interrupted);
+      if (pending.get(m.callId) === "call") this.stage(vm, fn, m.callId, m.bytes, interrupted);
       return;
     }
     if (m.t === "unstage") return this.withdraw(vm, fn, m.callId);
@@ -65,26 +75,31 @@ export class StagedAnswers {
   }
 
   /**
-   * Parses `json` ahead for call `callId`. A JavaScript error from the guest's parse is
+   * Parses `bytes` ahead for call `callId` and gives the value to the guest to keep. A
+   * text that does not parse, or a JavaScript error while the guest stores the value, is
    * left for the settlement to meet again; an interrupt (deadline, cancel) is not swallowed.
    */
-  private stage(vm: QuickJS, fn: JSValueHandle, callId: string, json: string, interrupted: () => boolean): void {
-    this.texts.set(callId, json);
+  private stage(vm: QuickJS, fn: JSValueHandle, callId: string, bytes: Uint8Array, interrupted: () => boolean): void {
+    this.texts.set(callId, bytes);
+    const value = parseJsonBytes(vm, bytes);
+    if (!value) return;
     try {
-      callDeliver(vm, fn, callId, true, json, PARSE_AHEAD);
-      this.texts.set(callId, "");
+      callDeliver(vm, fn, callId, true, value, KEEP_PARSED);
+      this.texts.set(callId, PARSED);
     } catch (err) {
       if (!(err instanceof JSException) || interrupted()) throw err;
       err.dispose();
+    } finally {
+      value.dispose();
     }
   }
 
-  /** Settles call `callId` from what the guest parsed ahead, or else from the staged text. */
+  /** Settles call `callId` from what the guest holds parsed, or else from the staged text. */
   private settle(vm: QuickJS, fn: JSValueHandle, callId: string): void {
-    const json = this.texts.get(callId);
-    if (json === undefined) throw new Error(`the answer to ${callId} was marked staged, but no text was staged for it on this port`);
+    const staged = this.texts.get(callId);
+    if (staged === undefined) throw new Error(`the answer to ${callId} was marked staged, but no text was staged for it on this port`);
     this.texts.delete(callId);
-    callDeliver(vm, fn, callId, true, json, SETTLE_FROM_AHEAD);
+    callDeliver(vm, fn, callId, true, staged === PARSED ? "" : utf8.decode(staged), SETTLE_FROM_AHEAD);
   }
 
   /** The text was refused: the guest forgets what it parsed ahead. */
