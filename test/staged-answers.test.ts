@@ -147,7 +147,7 @@ describe("answers parsed ahead, on a real pool (one thread)", () => {
   });
 });
 
-describe("large answers through BridgeCallback", () => {
+describe("large answers through a real sidecar", () => {
   let stack: Stack;
   beforeAll(async () => {
     stack = await startStack();
@@ -193,5 +193,31 @@ describe("large answers through BridgeCallback", () => {
     expect(refusals[0]).toMatch(/nests deeper than 128/);
     const rows = JSON.parse(A) as unknown[];
     expect(JSON.parse(out.result.valueJson)).toEqual({ rows: rows.length, last: rows.at(-1) });
+  });
+
+  it("does the same over ExecSession, for answers with and without their scope", async () => {
+    const { scope } = await openRun(stack, [{ name: "lookup" }]);
+    const deep = JSON.stringify({ pad: "é".repeat(40_000), deep: JSON.parse("[".repeat(200) + "]".repeat(200)) });
+    const good = JSON.stringify({ pad: "é😀".repeat(20_000), rows: JSON.parse(A) as unknown });
+    const code = `const v = await tools.lookup({}); return { pad: v.pad.length, rows: v.rows.length, last: v.rows[v.rows.length - 1] };`;
+    for (const withScope of [true, false]) {
+      const s = stack.sandbox.execSession();
+      s.send({ message: { case: "exec", value: { scope, code } } });
+      const refusals: string[] = [];
+      let result: { valueJson: string; status: number } | undefined;
+      for await (const ev of s.messages) {
+        if (ev.event.case === "toolCall") {
+          const callId = ev.event.value.callId;
+          for (const value of [deep, good]) s.send({ message: { case: "answer", value: { ...(withScope ? { scope } : {}), callId, outcome: { case: "resultJson", value } } } });
+        } else if (ev.event.case === "answerRefused") refusals.push(ev.event.value.message);
+        else if (ev.event.case === "result") {
+          result = ev.event.value;
+          s.end();
+        }
+      }
+      expect(refusals).toEqual([expect.stringMatching(/nests deeper than 128/)]);
+      const rows = JSON.parse(A) as unknown[];
+      expect(JSON.parse(result!.valueJson)).toEqual({ pad: 20_000 * 3, rows: rows.length, last: rows.at(-1) });
+    }
   });
 });

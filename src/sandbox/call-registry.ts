@@ -20,7 +20,7 @@ export type LiveCall = {
   startedAtMs: number;
   deliver(answer: { ok: true; json: string } | { ok: false; error: PlainError }): void;
   /** A call whose VM runs here: lets it parse an answer's text while the text is checked (../pool-contract.ts). */
-  stage?(json: string): void;
+  stage?(text: string | Uint8Array): void;
   unstage?(): void;
   /** Filled when answered. */
   outcome?: { ok: boolean; errorMessage: string; durationMs: number };
@@ -85,14 +85,15 @@ export class CallRegistry {
   }
 
   /**
-   * Hands a large answer's text to the VM of live call `callId` before it is validated,
-   * so both happen at once; returns how to take it back if the text is refused. Undefined
-   * when the call is not live here for this scope (`answerLive` then says why) or has no VM.
+   * Hands a large answer's text (a string, or its exact UTF-8 bytes) to the VM of live
+   * call `callId` before it is validated, so both happen at once; returns how to take it
+   * back if the text is refused. Undefined when the call is not live here for this scope
+   * (`answerLive` then says why) or has no VM.
    */
-  stage(callId: string, scopeKey: string, json: string): (() => void) | undefined {
+  stage(callId: string, scopeKey: string, text: string | Uint8Array): (() => void) | undefined {
     const call = this.live.get(callId);
     if (!call?.stage || call.scopeKey !== scopeKey) return undefined;
-    call.stage(json);
+    call.stage(text);
     return () => call.unstage?.();
   }
 

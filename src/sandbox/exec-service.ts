@@ -35,15 +35,9 @@ import { endSegment, limitsOf } from "./suspension.js";
 import { tenantOf } from "./cpu-budget.js";
 import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
 import { MAX_BRIDGE_BYTES, parseBridgeJson } from "./worker/json-bridge.js";
+import { answerBytes, STAGE_MIN } from "./answer-wire.js";
 import { withRetries } from "../shared/retry.js";
 import { DrainSignals } from "../shared/drain-signals.js";
-
-/**
- * Answer texts at least this long are handed to their VM before they are validated here
- * (./worker/staged-answers.ts). Below it, the check (about 4 ns a character) costs less
- * than the extra message.
- */
-const STAGE_MIN_CHARS = 32 * 1024;
 
 /** What a new Exec on a draining sidecar is told (UNAVAILABLE: the gateway retries elsewhere). */
 export const DRAINING = "this sidecar is draining (shutting down); send the exec to another sidecar";
@@ -223,9 +217,13 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       let answer: Answer;
       let withdraw: (() => void) | undefined;
       if (req.outcome.case === "resultJson") {
+        // A large text goes to its VM first, which parses it while it is checked here
+        // (worker/staged-answers.ts); one that arrived as bytes (./answer-wire.ts) goes
+        // before it is even decoded, which reading `value` does.
+        const raw = answerBytes(req);
+        if (raw && raw.byteLength <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, raw);
         const json = req.outcome.value;
-        // A large text goes to its VM first, which parses it while it is checked here (worker/staged-answers.ts).
-        withdraw = json.length >= STAGE_MIN_CHARS && json.length <= MAX_BRIDGE_BYTES ? calls.stage(req.callId, scopeKey, json) : undefined;
+        if (!raw && json.length >= STAGE_MIN && json.length <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, json);
         try {
           parseBridgeJson(json, "result_json");
         } catch (err) {

@@ -17,11 +17,11 @@ export type ExecHandle = {
   outcome: Promise<TaskOutcome>;
   answer(callId: string, result: { ok: true; json: string } | { ok: false; error: PlainError }): void;
   /**
-   * Lets the VM parse a large answer's text while the caller validates it: `answer` with
-   * the same text, or `unstage`, must follow in the same turn of the event loop
-   * (./worker/staged-answers.ts).
+   * Lets the VM parse a large answer's text (a string, or exactly its UTF-8 bytes, which
+   * stay the caller's) while the caller validates it: `answer` with the same text, or
+   * `unstage`, must follow in the same turn of the event loop (./worker/staged-answers.ts).
    */
-  stage(callId: string, json: string): void;
+  stage(callId: string, text: string | Uint8Array): void;
   unstage(callId: string): void;
   cancel(reason: string): void;
   /** Asks the VM to suspend at its next idle moment (drain); a computing guest finishes its slice first. */

@@ -101,12 +101,13 @@ export class PoolTask {
         send(this.stagedOnPort.delete(callId) && m.ok ? { ...m, json: "", staged: true } : m);
         this.nudge?.();
       },
-      stage: (callId, json) => {
+      stage: (callId, text) => {
         // A text with a lone surrogate has no UTF-8 form: it is answered unstaged.
-        if (this.finished || !this.port || !json.isWellFormed()) return;
+        if (this.finished || !this.port || (typeof text === "string" && !text.isWellFormed())) return;
         // Bytes, not the string: a transferred buffer arrives at once where a 0.7 MB string
         // is cloned (0.04 against 0.8 ms), and QuickJS parses UTF-8 (./worker/host-json.ts).
-        const bytes = utf8.encode(json);
+        // The caller's bytes are copied: their buffer is not ours to transfer.
+        const bytes = typeof text === "string" ? utf8.encode(text) : new Uint8Array(text);
         this.stagedOnPort.add(callId);
         this.port.postMessage({ t: "stage", callId, bytes } satisfies MainMessage, [bytes.buffer]);
         this.nudge?.();

@@ -196,7 +196,7 @@ export class Segment {
           parentCallId,
           startedAtMs: Date.now(),
           deliver: (answer) => this.answer(callId, answer),
-          stage: (json) => this.handle?.stage(callId, json),
+          stage: (text) => this.handle?.stage(callId, text),
           unstage: () => this.handle?.unstage(callId),
         };
         this.myCalls.add(call);

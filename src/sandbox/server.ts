@@ -21,6 +21,7 @@ import { addReflection } from "../protocol/reflection.js";
 import { formatHostPort, type HostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
+import { ANSWER_DECODERS } from "./answer-wire.js";
 import { CallRegistry } from "./call-registry.js";
 import { createSandboxService } from "./exec-service.js";
 import { OrchestratorLink, POOL_STARTED } from "./orchestrator-link.js";
@@ -170,7 +171,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   // ExecSession runs the (instrumented) Exec, Wait and BridgeCallback handlers on one stream.
   const handlers = { ...instrumented, execSession: execSessionHandler(instrumented) };
   const token = options.security?.token;
-  addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined);
+  // Large answers stay bytes until the handler has staged them to their VM (./answer-wire.ts).
+  addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined, { decoders: ANSWER_DECODERS });
   link.start(() => calls.liveCount);
   // The orchestrator in this process tells of each run it opens: this sidecar resolves it ahead of its first exec (./run-prefetch.ts).
   if (options.colocated) {
