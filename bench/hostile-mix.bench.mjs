@@ -19,7 +19,7 @@ import { createWriteStream, readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { cpus } from "node:os";
 import { parseArgs } from "node:util";
-import { createClient } from "../dist/protocol/grpc-service.js";
+import { createClient } from "../dist/protocol/grpc-client.js";
 import { Sandbox } from "../dist/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { Control } from "../dist/gen/codemode/orchestrator/v1/control_pb.js";
 import { MALLOC_DEFAULTS, mallocSettings } from "./lib/service.mjs";

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { brotliCompressSync, constants as zlib } from "node:zlib";
 import { parseArgs } from "node:util";
 import { QuickJS } from "quickjs-wasi";
-import { createClient } from "../dist/protocol/grpc-service.js";
+import { createClient } from "../dist/protocol/grpc-client.js";
 import { Sandbox } from "../dist/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { Control } from "../dist/gen/codemode/orchestrator/v1/control_pb.js";
 

@@ -151,7 +151,7 @@ async function precompilePreludes() {
 
 /** Starts the service from the bundles, runs the training execs, stops it; the caches land at their training files. */
 async function train() {
-  const { createClient } = await import(join(dist, "protocol", "grpc-service.js"));
+  const { createClient } = await import(join(dist, "protocol", "grpc-client.js"));
   const { Sandbox } = await import(join(dist, "gen", "codemode", "sandbox", "v1", "sandbox_pb.js"));
   const { Control } = await import(join(dist, "gen", "codemode", "orchestrator", "v1", "control_pb.js"));
   const child = spawn(process.execPath, [join(root, "bin", "codemode.js"), "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--threads", "1"], {

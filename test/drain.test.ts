@@ -13,7 +13,7 @@ import { healthClient } from "./health-client.js";
 import { openRun, type TestTool } from "./gateway.js";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient } from "../src/protocol/grpc-service.js";
+import { createClient } from "../src/protocol/grpc-client.js";
 import { collectStream, execute, logged, SHARED_SNAPSHOT_KEY, spawnCodemode, startStack, waitFor, type ToolCallEvent } from "./harness.js";
 import { startRedis } from "./redis.js";
 

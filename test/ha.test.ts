@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCode, Refusal, ResultStatus } from "../src/gen/codemode/common/v1/common_pb.js";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import type { ServiceError } from "../src/protocol/service-error.js";
 import { openRun, type TestTool } from "./gateway.js";
 import { collectStream, SHARED_SNAPSHOT_KEY, spawnCodemode, type ExecOutcome, type Proc, type ToolCallEvent } from "./harness.js";

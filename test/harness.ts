@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox, type ExecEvent, type ExecRequest } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { Result } from "../src/gen/codemode/common/v1/common_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ExecRequestSchema } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 

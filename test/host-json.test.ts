@@ -13,7 +13,7 @@ import { Intrinsics, QuickJS } from "quickjs-wasi";
 import { parseJsonBytes } from "../src/sandbox/worker/host-json.js";
 import { guestVmOptions } from "../src/sandbox/worker/vm-options.js";
 
-const wasm = new WebAssembly.Module(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
+const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const bytesOf = (text: string) => new TextEncoder().encode(text);
 /** The sandbox's VM options (stack guard, memory limit), with eval so the test can drive the VM. */
 const options = (memoryLimitBytes: number) => ({ ...guestVmOptions(wasm, memoryLimitBytes, () => false), intrinsics: Intrinsics.ALL });

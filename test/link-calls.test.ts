@@ -8,7 +8,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LinkReplySchema, SidecarLink, type AttachResponse } from "../src/gen/codemode/orchestrator/v1/link_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import { ServiceError } from "../src/protocol/service-error.js";
 import { linkRpc, StreamCalls, type LinkRpc } from "../src/sandbox/link-calls.js";
 import { spawnCodemode, type Proc } from "./harness.js";

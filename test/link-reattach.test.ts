@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import { startBalancer, type Balancer } from "./balancer.js";
 import { openRun } from "./gateway.js";
 import { collectStream, logged, spawnCodemode, type Proc } from "./harness.js";

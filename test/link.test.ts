@@ -6,7 +6,7 @@
 import { expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient } from "../src/protocol/grpc-service.js";
+import { createClient } from "../src/protocol/grpc-client.js";
 import { openEmptyRun, spawnCodemode } from "./harness.js";
 
 async function until(check: () => boolean, what: string, ms = 20_000) {

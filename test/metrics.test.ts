@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
-import { createClient } from "../src/protocol/grpc-service.js";
+import { createClient } from "../src/protocol/grpc-client.js";
 import { openRun, type TestTool } from "./gateway.js";
 import { spawnSync } from "node:child_process";
 import { BIN, execute, spawnCodemode, startStack, waitFor, type Proc, type Stack, type ToolCallEvent } from "./harness.js";

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { SidecarLink } from "../src/gen/codemode/orchestrator/v1/link_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import { toWireTool } from "../src/shared/tool-wire.js";
 import { openRun, type TestTool } from "./gateway.js";
 import { scope as newScope, spawnCodemode, type Proc } from "./harness.js";

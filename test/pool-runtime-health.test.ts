@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResultStatus, SurfaceKind } from "../src/gen/codemode/common/v1/common_pb.js";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import { toWireTool } from "../src/shared/tool-wire.js";
 import { collectStream, copyPackage, logged, openEmptyRun, scope as newScope, spawnCodemode, type Proc } from "./harness.js";
 

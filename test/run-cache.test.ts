@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { SidecarLink } from "../src/gen/codemode/orchestrator/v1/link_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import { toWireTool } from "../src/shared/tool-wire.js";
 import { serializeNamespaceScope } from "../src/shared/namespace-scope.js";
 import { collectStream, logged, scope as newScope, spawnCodemode, type Proc } from "./harness.js";

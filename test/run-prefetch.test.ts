@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
-import { createClient } from "../src/protocol/grpc-service.js";
+import { createClient } from "../src/protocol/grpc-client.js";
 import { startOrchestrator, type RunningOrchestrator } from "../src/orchestrator/server.js";
 import { OrchestratorLink } from "../src/sandbox/orchestrator-link.js";
 import { RunResolver } from "../src/sandbox/run-resolver.js";

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
-import { createClient } from "../src/protocol/grpc-service.js";
+import { createClient } from "../src/protocol/grpc-client.js";
 import { selfAddress, START_CHECK_AGENT } from "../src/cli/start-check.js";
 import { logged, spawnCodemode, type Proc } from "./harness.js";
 

@@ -8,7 +8,7 @@
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import { collectStream, logged, scope as newScope, spawnCodemode, type Proc } from "./harness.js";
 
 // A sidecar per test: a surge thread left from one test would change where the next runs.

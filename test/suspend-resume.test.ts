@@ -301,7 +301,7 @@ describe("snapshot authentication and the suspended-run cap", () => {
       ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.linkAddress, "--threads", "1"],
       { CODEMODE_SNAPSHOT_KEYS: `k2:rotated-snapshot-key-0123456789abcdef0123, ${SHARED_SNAPSHOT_KEY}` },
     );
-    const { createClient } = await import("../src/protocol/grpc-service.js");
+    const { createClient } = await import("../src/protocol/grpc-client.js");
     const { Sandbox } = await import("../src/gen/codemode/sandbox/v1/sandbox_pb.js");
     const R = createClient(Sandbox, rotated.ready.sandbox!);
     try {

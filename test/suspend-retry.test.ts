@@ -13,7 +13,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { ResultStatus } from "../src/gen/codemode/common/v1/common_pb.js";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient } from "../src/protocol/grpc-service.js";
+import { createClient } from "../src/protocol/grpc-client.js";
 import { startBalancer, type Balancer } from "./balancer.js";
 import { openRun } from "./gateway.js";
 import { collectStream, logged, SHARED_SNAPSHOT_KEY, spawnCodemode, waitFor, type Proc } from "./harness.js";

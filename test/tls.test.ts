@@ -21,7 +21,7 @@ import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { SidecarLink } from "../src/gen/codemode/orchestrator/v1/link_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { ClientSecurity } from "../src/protocol/credentials.js";
-import { createClient } from "../src/protocol/grpc-service.js";
+import { createClient } from "../src/protocol/grpc-client.js";
 import { toWireTool } from "../src/shared/tool-wire.js";
 import type { ServiceError } from "../src/protocol/service-error.js";
 import { healthClient } from "./health-client.js";

@@ -17,7 +17,7 @@ import { ResultStatus, SurfaceKind } from "../src/gen/codemode/common/v1/common_
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { SidecarLink } from "../src/gen/codemode/orchestrator/v1/link_pb.js";
 import { Sandbox } from "../src/gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient, type ServiceClient } from "../src/protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../src/protocol/grpc-client.js";
 import { toWireTool } from "../src/shared/tool-wire.js";
 import { collectStream, logged, scope as newScope, spawnCodemode, type Proc } from "./harness.js";
 import { startRedis, type RedisServer } from "./redis.js";

@@ -7,7 +7,8 @@
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Control } from "../src/gen/codemode/orchestrator/v1/control_pb.js";
-import { addService, createClient } from "../src/protocol/grpc-service.js";
+import { addService } from "../src/protocol/grpc-service.js";
+import { createClient } from "../src/protocol/grpc-client.js";
 import { silentLogger } from "../src/shared/logger.js";
 
 const server = new grpc.Server();

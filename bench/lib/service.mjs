@@ -6,7 +6,7 @@ import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { createClient } from "../../dist/protocol/grpc-service.js";
+import { createClient } from "../../dist/protocol/grpc-client.js";
 import { Sandbox } from "../../dist/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { Control } from "../../dist/gen/codemode/orchestrator/v1/control_pb.js";
 import { answer } from "./workloads.mjs";

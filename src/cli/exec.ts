@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { ResultStatus, ToolSource } from "../gen/codemode/common/v1/common_pb.js";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox, type ExecEvent } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
-import { createClient } from "../protocol/grpc-service.js";
+import { createClient } from "../protocol/grpc-client.js";
 import { DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
 import { toWireMcpServer, toWireTool } from "../shared/tool-wire.js";

@@ -19,7 +19,7 @@
 import { randomBytes } from "node:crypto";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import type { ServerSecurity } from "../protocol/credentials.js";
-import { createClient } from "../protocol/grpc-service.js";
+import { createClient } from "../protocol/grpc-client.js";
 import type { Logger } from "../shared/logger.js";
 
 /** The agent id of the check's runs. */

@@ -8,7 +8,7 @@
 import { parseArgs } from "node:util";
 import { SurfaceKind } from "../gen/codemode/common/v1/common_pb.js";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
-import { createClient } from "../protocol/grpc-service.js";
+import { createClient } from "../protocol/grpc-client.js";
 import { DEFAULT_ORCHESTRATOR_ADDRESS, parseHostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
 import { toWireMcpServer, toWireTool } from "../shared/tool-wire.js";

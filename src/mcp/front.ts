@@ -9,7 +9,7 @@ import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import { startOrchestrator } from "../orchestrator/server.js";
 import type { ClientSecurity } from "../protocol/credentials.js";
-import { createClient } from "../protocol/grpc-service.js";
+import { createClient } from "../protocol/grpc-client.js";
 import { startSandbox, VERSION } from "../sandbox/server.js";
 import type { HostPort } from "../shared/address.js";
 import type { Logger } from "../shared/logger.js";

@@ -14,7 +14,7 @@
  */
 import type { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import type { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
-import type { ServiceClient } from "../protocol/grpc-service.js";
+import type { ServiceClient } from "../protocol/grpc-client.js";
 import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
 import { modulePathSegment } from "../shared/mcp-run/naming.js";

@@ -1,6 +1,6 @@
 /**
- * Serves and calls gRPC services typed from their protobuf-es descriptors, so no
- * handler or client is written per method. Handlers are async functions; a thrown
+ * Serves gRPC services typed from their protobuf-es descriptors, so no handler is
+ * written per method (the typed client is ./grpc-client.ts). Handlers are async functions; a thrown
  * ServiceError becomes its gRPC status, anything else becomes INTERNAL (logged, never
  * leaked to the caller). Request bytes that do not decode are INVALID_ARGUMENT before
  * any handler runs, and a server's calls can be counted for a graceful drain. A service
@@ -12,15 +12,13 @@ import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { Logger } from "../shared/logger.js";
-import { clientConnection, serverCredentials, type Authorizer, type ClientSecurity, type ServerTls } from "./credentials.js";
+import { serverCredentials, type Authorizer, type ServerTls } from "./credentials.js";
 import type { DrainTracker } from "./drain.js";
-import { CLIENT_WINDOW_OPTIONS } from "./flow-window.js";
-import { ServiceError, fromGrpcStatus } from "./service-error.js";
+import { ServiceError } from "./service-error.js";
 
 type In<M> = M extends { input: infer I extends DescMessage } ? MessageShape<I> : never;
 type OutDesc<M> = M extends { output: infer O extends DescMessage } ? O : never;
 type OutInit<M> = MessageInitShape<OutDesc<M>>;
-type Out<M> = MessageShape<OutDesc<M>>;
 
 /** Context every handler gets: the call's cancellation and the peer. */
 export type CallContext = { signal: AbortSignal; peer: string; metadata: grpc.Metadata };
@@ -273,90 +271,6 @@ export function addService<S extends GenServiceMethods>(
     }
   }
   server.addService(serviceDefinition(service, decoders), impl);
-}
-
-export type UnaryMethod<M> = (request: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>, options?: { signal?: AbortSignal; deadlineMs?: number }) => Promise<Out<M>>;
-export type ServerStreamMethod<M> = (request: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>, options?: { signal?: AbortSignal }) => AsyncIterable<Out<M>>;
-export type BidiMethod<M> = (options?: { signal?: AbortSignal }) => {
-  send(message: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>): void;
-  end(): void;
-  messages: AsyncIterable<Out<M>>;
-  call: grpc.ClientDuplexStream<unknown, unknown>;
-};
-
-export type ServiceClient<S extends GenServiceMethods> = {
-  [K in keyof S]: S[K]["methodKind"] extends "unary"
-    ? UnaryMethod<S[K]>
-    : S[K]["methodKind"] extends "server_streaming"
-      ? ServerStreamMethod<S[K]>
-      : S[K]["methodKind"] extends "bidi_streaming"
-        ? BidiMethod<S[K]>
-        : never;
-} & { close(): void; channel: grpc.Client };
-
-const clientCtors = new WeakMap<object, grpc.ServiceClientConstructor>();
-
-/**
- * A typed client for `service` at `address`. Errors are rebuilt as ServiceErrors.
- * `security`: TLS (or mTLS) and a bearer token sent with every call; plaintext without.
- */
-export function createClient<S extends GenServiceMethods>(
-  service: GenService<S>,
-  address: string,
-  options: grpc.ClientOptions = {},
-  security: ClientSecurity = {},
-): ServiceClient<S> {
-  let Ctor = clientCtors.get(service);
-  if (!Ctor) {
-    Ctor = grpc.makeGenericClientConstructor(serviceDefinition(service), service.name);
-    clientCtors.set(service, Ctor);
-  }
-  const connection = clientConnection(security);
-  const interceptors = [...(connection.options.interceptors ?? []), ...(options.interceptors ?? [])];
-  const clientOptions = { ...CLIENT_WINDOW_OPTIONS, ...connection.options, ...options, ...(interceptors.length > 0 ? { interceptors } : {}) };
-  const raw = new Ctor(address, connection.credentials, clientOptions) as unknown as Record<string, (...a: unknown[]) => unknown> & grpc.Client;
-  const out: Record<string, unknown> = { close: () => raw.close(), channel: raw };
-  for (const method of service.methods) {
-    const fn = raw[method.localName]!.bind(raw);
-    if (method.methodKind === "unary") {
-      out[method.localName] = (req: MessageInitShape<DescMessage>, opts: { signal?: AbortSignal; deadlineMs?: number } = {}) =>
-        new Promise((resolve, reject) => {
-          const callOpts: grpc.CallOptions = opts.deadlineMs ? { deadline: Date.now() + opts.deadlineMs } : {};
-          const call = fn(create(method.input, req), new grpc.Metadata(), callOpts, (err: grpc.ServiceError | null, res: unknown) =>
-            err ? reject(fromGrpcStatus(err.code, err.details || err.message)) : resolve(res),
-          ) as grpc.ClientUnaryCall;
-          opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
-        });
-    } else if (method.methodKind === "server_streaming") {
-      out[method.localName] = (req: MessageInitShape<DescMessage>, opts: { signal?: AbortSignal } = {}) => {
-        const call = fn(create(method.input, req)) as grpc.ClientReadableStream<unknown>;
-        opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
-        return rethrowing(call as AsyncIterable<unknown>);
-      };
-    } else if (method.methodKind === "bidi_streaming") {
-      out[method.localName] = (opts: { signal?: AbortSignal } = {}) => {
-        const call = fn() as grpc.ClientDuplexStream<unknown, unknown>;
-        opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
-        return {
-          call,
-          send: (m: MessageInitShape<DescMessage>) => call.write(create(method.input, m)),
-          end: () => call.end(),
-          messages: rethrowing(call as AsyncIterable<unknown>),
-        };
-      };
-    }
-  }
-  return out as ServiceClient<S>;
-}
-
-async function* rethrowing<T>(source: AsyncIterable<T>): AsyncIterable<T> {
-  try {
-    yield* source;
-  } catch (err) {
-    const e = err as Partial<grpc.ServiceError>;
-    if (typeof e.code === "number") throw fromGrpcStatus(e.code, e.details || e.message || "");
-    throw err;
-  }
 }
 
 /** Binds `server` to `address` ("host:port", port 0 allowed), with TLS when given, and resolves the bound port. */

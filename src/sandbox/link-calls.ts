@@ -12,7 +12,7 @@
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { LinkCallSchema, LinkReply, SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
-import type { ServiceClient } from "../protocol/grpc-service.js";
+import type { ServiceClient } from "../protocol/grpc-client.js";
 import { SERVICE_ERROR_CODES, ServiceError, type ServiceErrorCode } from "../protocol/service-error.js";
 import { LINK_CALL_METHODS, type LinkCallMethod } from "../shared/link-wire.js";
 

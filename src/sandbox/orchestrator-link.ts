@@ -17,7 +17,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { RecordSegmentRequestSchema, SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ColocatedOrchestrator } from "../shared/colocated.js";
 import type { ClientSecurity } from "../protocol/credentials.js";
-import { createClient, type ServiceClient } from "../protocol/grpc-service.js";
+import { createClient, type ServiceClient } from "../protocol/grpc-client.js";
 import { answerFromWire, type AnswerValue } from "../shared/link-wire.js";
 import { requireScope, type Scope } from "../shared/scope.js";
 import type { Logger } from "../shared/logger.js";

@@ -37,11 +37,6 @@ function parseExports(vm: QuickJS): ParseExports | undefined {
     : undefined;
 }
 
-/** True when this quickjs-wasi lets a host parse JSON bytes in a VM (checked once per worker). */
-export function hostParseSupported(vm: QuickJS): boolean {
-  return parseExports(vm) !== undefined;
-}
-
 /**
  * Parses UTF-8 JSON `bytes` in `vm`; the caller owns (and disposes) the handle. Undefined
  * when the text does not parse (syntax, depth, memory) or this quickjs-wasi cannot do it.
@@ -58,16 +53,14 @@ export function parseJsonBytes(vm: QuickJS, bytes: Uint8Array): JSValueHandle | 
     e.wasm_free(cell);
     return undefined;
   }
-  let raw: bigint;
-  try {
-    const mem = new Uint8Array(e.memory.buffer);
-    mem.set(bytes, text);
-    mem[text + bytes.length] = 0;
-    mem.set(FILE_NAME, text + bytes.length + 1);
-    raw = e.JS_ParseJSON(e.qjs_get_context_ptr(), text, bytes.length, text + bytes.length + 1);
-  } finally {
-    e.wasm_free(text);
-  }
+  const mem = new Uint8Array(e.memory.buffer);
+  mem.set(bytes, text);
+  mem[text + bytes.length] = 0;
+  mem.set(FILE_NAME, text + bytes.length + 1);
+  // A trap propagates as it is (nothing more is called in the instance): the session
+  // discards an instance that threw anything but a guest exception.
+  const raw = e.JS_ParseJSON(e.qjs_get_context_ptr(), text, bytes.length, text + bytes.length + 1);
+  e.wasm_free(text);
   // The parse may have grown the memory: a fresh view.
   new DataView(e.memory.buffer).setBigUint64(cell, BigInt.asUintN(64, raw), true);
   const handle = new JSValueHandle(vm, cell);
