@@ -4,8 +4,9 @@
 // (a fresh quickjs-wasi VM per program from a precompiled WebAssembly.Module, tools as host
 // functions; see bench/lib/floor.mjs), run on a thread of this process so that its VMs'
 // garbage is collected in its own samples (bench/lib/floor-thread.mjs). Service and floor
-// samples alternate, one each per round, so drift on this shared machine lands on both. Prints p50/p99 per cell, the ratio
-// service/floor of the p50s, the issue's goal and met/not met, then the sidecar's RSS.
+// samples alternate, one each per round, so drift on this shared machine lands on both.
+// Prints p50/p99 per cell, the ratio service/floor of the p50s, the issue's goal and
+// met/not met, then the sidecar's RSS.
 // Prints figures; asserts nothing.
 //
 //   npm run bench                  (builds dist/, then runs this with defaults; ~1.5-2 min here)

@@ -5,9 +5,10 @@
 // gateway's code runs in, and V8 collected it during the *service's* next sample: W5 through
 // the service measured 24 ms alternating with floor runs against 17 ms alone, and 17.7 ms
 // when a forced collection after each floor run (untimed) took that garbage out of the
-// service's samples; 12 ms of busy-waiting in place of the floor run cost nothing. On its own thread the floor runs in the
-// same process, from the same precompiled module, timed around the same `runFloor` call,
-// and its garbage is collected on its own heap, in its own samples.
+// service's samples; 12 ms of busy-waiting in place of the floor run cost nothing. On its
+// own thread the floor runs in the same process, from the same precompiled module, timed
+// around the same `runFloor` call, and its garbage is collected on its own heap, in its
+// own samples.
 //
 // `startFloorThread()` resolves once the thread has loaded the module; `run(code, expect,
 // { interruptMs, typescript })` runs one fresh VM there and resolves to its time in ms (the
