@@ -148,7 +148,16 @@ progress(`W4 x${QUARTER}`);
 const deadlineFloor = floorRun(W4, EXPECT.W4, { interruptMs: 10_000 });
 const [w4s, w4f, w4fi] = await interleave([["svc", () => gw.exec(small, W4, EXPECT.W4)], ["floor", floorRun(W4, EXPECT.W4)], ["floor+interrupt", deadlineFloor]], QUARTER, Math.min(5, QUARTER));
 progress(`W5 x${HALF}`);
-const [w5s, w5f] = await interleave([["svc", () => gw.exec(small, W5, EXPECT.W5)], ["floor", floorRun(W5, EXPECT.W5)]], HALF, Math.min(10, HALF));
+// A third side: the same program with its answer sent on ExecSession instead of BridgeCallback.
+const [w5s, w5f, w5x] = await interleave(
+  [
+    ["svc", () => gw.exec(small, W5, EXPECT.W5)],
+    ["floor", floorRun(W5, EXPECT.W5)],
+    ["svc session", () => gw.execSession(small, W5, EXPECT.W5)],
+  ],
+  HALF,
+  Math.min(10, HALF),
+);
 
 // ---- Throughput at 2 concurrent. Service: two gateway loops, each running W1 execs back to
 // back on the sidecar (its default pool). Floor: two worker threads in this process, each
@@ -258,6 +267,7 @@ latencyRow("W2 over ExecSession (answers on the stream)", w2x, w2f, "<= 6 ms", [
 latencyRow("W3 over ExecSession (answers on the stream)", w3x, w3f, "<= 5 ms", [w3x.p50, (v) => v <= 5]);
 latencyRow("W4 1e6-iteration loop", w4s, w4f, "<= 1.2x floor", [ratio(w4s.p50, w4f.p50), (r) => r <= 1.2]);
 latencyRow("W5 5,000 rows summed", w5s, w5f, "<= 1.2x floor", [ratio(w5s.p50, w5f.p50), (r) => r <= 1.2]);
+latencyRow("W5 over ExecSession", w5x, w5f, "<= 1.2x floor", [ratio(w5x.p50, w5f.p50), (r) => r <= 1.2]);
 rows.push(["W1 throughput, 2 concurrent (a)", perS(svcRate), "–", perS(floorRate), "–", x(ratio(svcRate, floorRate)), ">= 0.8x floor", met(ratio(svcRate, floorRate), (r) => r >= 0.8)]);
 latencyRow("W1, 2,000 tools (floor cols: 2 tools) (b)", bigS, smallS, "within 10% of 2 tools", [ratio(bigS.p50, smallS.p50), (r) => r <= 1.1]);
 rows.push(["suspend+resume (floor cols: two plain execs) (c)", ms(susS.p50), ms(susS.p99), ms(twoS.p50), ms(twoS.p99), `+${(susS.p50 - twoS.p50).toFixed(2)} ms`, "<= +5 ms", met(susS.p50 - twoS.p50, (d) => d <= 5)]);
@@ -283,7 +293,7 @@ console.log(`- (c) one sample = Exec of \`${SUSPEND}\` (-> waiting) then Wait (-
 console.log(`- (d) \`${TS}\` with language "typescript": service p50 ${ms(tsS.p50)} vs the same service's JS W1 ${ms(tsJs.p50)} measured alongside (+${(tsS.p50 - tsJs.p50).toFixed(2)} ms); the floor transforms with sucrase (as the service does) then runs a fresh VM.`);
 console.log(`- (e) service: spawn of \`node bin/codemode.js start\` to its ready line; then connect, OpenRun (2 tools) and Exec W1 to its Result: of that, connect+OpenRun p50 ${ms(pct(coldOpenRun, 50))}, the Exec alone p50 ${ms(pct(coldExecOnly, 50))} (max ${ms(pct(coldExecOnly, 100))}). Floor: a node process (bench/lib/floor-cold.mjs) that imports quickjs-wasi and compiles its module, prints ready, runs one W1 VM.`);
 console.log(`- W4 floor with a deadline interruptHandler (like the service's): p50 ${ms(w4fi.p50)}, p99 ${ms(w4fi.p99)} (${x(ratio(w4s.p50, w4fi.p50))} service/that).`);
-const all = { warmup, w1s, w1f, w2s, w2f, w3s, w3f, w4s, w4f, w4fi, w5s, w5f, throughput: thr.svcLat, bigS, smallS, susS, twoS, tsS, tsF, tsJs, coldReady, floorReady };
+const all = { warmup, w1s, w1f, w2s, w2f, w3s, w3f, w4s, w4f, w4fi, w5s, w5f, w5x, throughput: thr.svcLat, bigS, smallS, susS, twoS, tsS, tsF, tsJs, coldReady, floorReady };
 for (const [label, c] of Object.entries(all)) if (c.errors > 0) console.log(`- FAILED samples (${label}; s = service, f = floor): ${c.errors} (not timed), first: ${c.firstError}`);
 if (bridge.errors > 0) console.log(`- BridgeCallback errors: ${bridge.errors}, first: ${bridge.first}`);
 const warnings = svc.stderr.filter((l) => l.trim() !== "");
