@@ -1,7 +1,7 @@
 /**
- * Serves gRPC services typed from their protobuf-es descriptors, so no handler is
- * written per method (the typed client is ./grpc-client.ts). Handlers are async functions; a thrown
- * ServiceError becomes its gRPC status, anything else becomes INTERNAL (logged, never
+ * Serves gRPC services typed from their protobuf-es descriptors, so no handler is written
+ * per method (the typed client is ./grpc-client.ts). Handlers are async functions; a
+ * thrown ServiceError becomes its gRPC status, anything else becomes INTERNAL (logged, never
  * leaked to the caller). Request bytes that do not decode are INVALID_ARGUMENT before
  * any handler runs, and a server's calls can be counted for a graceful drain. A service
  * may require a bearer token (an Authorizer, checked before anything else); transport

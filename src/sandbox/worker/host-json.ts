@@ -11,8 +11,8 @@
  * same prototypes, same handling of `__proto__` keys and of numbers). What the guest may
  * have done to its own `JSON.parse` plays no part.
  *
- * The runtime's stack guard applies (a text nested too deep is a RangeError, not a trap)
- * and so does its memory limit. Any failure is reported as undefined, with the guest's
+ * The runtime's stack guard applies (on the pool's threads, whose 16 MB stack lets it trip
+ * first, a text nested too deep is a RangeError, not a trap) and so does its memory limit. Any failure is reported as undefined, with the guest's
  * pending exception cleared: the caller then parses the text at settlement as any answer,
  * and meets the same error there.
  */
