@@ -4,11 +4,14 @@
  *
  * On a real one-thread pool: the answer marked staged settles from what the VM parsed
  * ahead (it carries no text of its own); a withdrawn text leaves nothing the program can
- * see; a text the guest cannot parse ahead fails the exec exactly as the same answer not
- * staged; a drain's suspension waits for a staged text's verdict.
- * Through a real `codemode start`: a large answer the sidecar refuses (too deep) is
- * INVALID_ARGUMENT and the call stays open, so the gateway's next answer is what the
- * program sees, and a large valid answer arrives whole.
+ * see; a text the VM cannot parse ahead (out of memory, a leading BOM, nesting past the
+ * stack guard) fails the exec exactly as the same answer not staged; the program sees the
+ * same value staged or not, whatever characters the text holds; a drain's suspension
+ * waits for a staged text's verdict.
+ * Through a real `codemode start` (BridgeCallback, codemode.run, ExecSession with and
+ * without the answer's scope): a large answer the sidecar refuses (too deep) is refused and
+ * the call stays open, so the gateway's next answer is what the program sees, and a large
+ * valid answer arrives whole.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EMPTY_GUEST_CATALOG, type NestedCallMessage, type TaskOutcome } from "../src/sandbox/task-protocol.js";
