@@ -128,22 +128,14 @@ const CALL_ENDED: unknown = Object.freeze({ callEnded: true });
 
 type EndingCall = { cancelled: boolean; on(event: string, fn: () => void): unknown };
 
-function callSignal(call: EndingCall): AbortSignal {
-  const ac = new AbortController();
-  const end = () => ac.abort(CALL_ENDED);
-  if (call.cancelled) end();
-  call.on("cancelled", end);
-  call.on("close", end);
-  return ac.signal;
-}
-
 /**
- * A unary call's context, whose signal is made only if its handler reads it: most never
- * do (BridgeCallback, called once per nested tool call, does not), and a controller made
- * and aborted per call was about 9 µs of the main thread each under the profiler (W2 with
- * BridgeCallback: 183 ms of AbortController work in 20,000 calls).
+ * The call's signal, made on first read (already aborted if the call ended before): a
+ * stream's handler reads it at once; most unary handlers never do (BridgeCallback, called
+ * once per nested tool call, does not), and a controller made and aborted per call was
+ * about 9 µs of the main thread each under the profiler (W2 with BridgeCallback: 183 ms of
+ * AbortController work in 20,000 calls).
  */
-function unaryContext(call: EndingCall & { getPeer(): string; metadata: grpc.Metadata }): CallContext {
+function lazySignal(call: EndingCall): () => AbortSignal {
   let ac: AbortController | undefined;
   let ended = call.cancelled;
   const end = () => {
@@ -152,13 +144,23 @@ function unaryContext(call: EndingCall & { getPeer(): string; metadata: grpc.Met
   };
   call.on("cancelled", end);
   call.on("close", end);
+  return () => {
+    if (!ac) {
+      ac = new AbortController();
+      if (ended) ac.abort(CALL_ENDED);
+    }
+    return ac.signal;
+  };
+}
+
+const callSignal = (call: EndingCall): AbortSignal => lazySignal(call)();
+
+/** A unary call's context; its signal is made only if the handler reads it. */
+function unaryContext(call: EndingCall & { getPeer(): string; metadata: grpc.Metadata }): CallContext {
+  const signal = lazySignal(call);
   return {
     get signal() {
-      if (!ac) {
-        ac = new AbortController();
-        if (ended) ac.abort(CALL_ENDED);
-      }
-      return ac.signal;
+      return signal();
     },
     get peer() {
       return call.getPeer();

@@ -9,6 +9,7 @@
  */
 import type { QuickJS } from "quickjs-wasi";
 import type { GrownImage } from "./grown-images.js";
+import { nonZeroEnd } from "./zero-tail.js";
 
 /** The wrapper internals a reset touches. */
 export type Internals = {
@@ -149,14 +150,12 @@ const ROOM_PROBE_BYTES = 65536;
  * there is no longer all zeros. A grown variant is the image followed by zeros, and its
  * allocator hands out the room above the image from the bottom up, so a run that needed
  * more than an image-sized instance has written that page (a hint for ../room-hints.ts,
- * not a guarantee: about 10 µs to look).
+ * not a guarantee; compared natively, as ./zero-tail.ts does).
  */
 export function usedPast(vm: QuickJS, offset: number): boolean {
   const buffer = internals(vm).exports.memory.buffer;
   if (offset + ROOM_PROBE_BYTES > buffer.byteLength) return false;
-  const words = new BigUint64Array(buffer, offset, ROOM_PROBE_BYTES / 8);
-  for (let i = 0; i < words.length; i++) if (words[i] !== 0n) return true;
-  return false;
+  return nonZeroEnd(new Uint8Array(buffer, offset, ROOM_PROBE_BYTES)) > 0;
 }
 
 /** True when an instance may be reset to `image`: no extensions, same table, memory exactly the image's size. */
