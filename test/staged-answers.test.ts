@@ -150,6 +150,63 @@ describe("answers parsed ahead, on a real pool (one thread)", () => {
   });
 });
 
+describe("a value parsed ahead is held after the program lets go of it (never freed object by object)", () => {
+  // QuickJS frees an object when its last reference goes and clears its WeakRefs then, so a
+  // WeakRef to the answer tells the program whether the prelude still holds it (read in a
+  // later job: the job that resumed the program still references the value it resumed with).
+  const poolReady = startPool({ threads: 1, execsPerWorker: 4, log: silentLogger() });
+  afterAll(async () => (await poolReady).close());
+  const STILL_THERE = `const w = new WeakRef(await tools.call("lookup", {})); await null; return w.deref() !== undefined;`;
+
+  /** Runs `source`, answering its calls in order with `answers` (each staged first when `stage`). */
+  async function run(source: string, answers: string[], opts: { memoryLimitBytes?: number; stage?: boolean; suspendAt?: number } = {}) {
+    const pool = await poolReady;
+    const calls: string[] = [];
+    let handle!: ExecHandle;
+    const events: ExecEvents = {
+      onOutput() {},
+      onToolCall: (c) => {
+        const i = calls.push(c.callId) - 1;
+        if (i === opts.suspendAt) return handle.suspend();
+        if (opts.stage !== false) handle.stage(c.callId, answers[i]!);
+        handle.answer(c.callId, { ok: true, json: answers[i]! });
+      },
+      onRequest() {},
+      onYield() {},
+    };
+    handle = pool.exec(task(source, opts.memoryLimitBytes), events, "t");
+    return { outcome: await handle.outcome, calls };
+  }
+  const value = (o: TaskOutcome) => (o.status === "completed" ? (JSON.parse(o.valueJson) as unknown) : o);
+
+  it("holds a staged answer whose text is at most 1/64 of the memory limit, and not one a byte longer", async () => {
+    expect(value((await run(STILL_THERE, [A], { memoryLimitBytes: A.length * 64 })).outcome)).toBe(true);
+    expect(value((await run(STILL_THERE, [A], { memoryLimitBytes: (A.length - 1) * 64 })).outcome)).toBe(false);
+    // An answer not staged (parsed by the guest at settlement) is never held.
+    expect(value((await run(STILL_THERE, [A], { stage: false })).outcome)).toBe(false);
+  });
+
+  it("holds only the last one: the one before is freed when the next settles", async () => {
+    const source = `const w1 = new WeakRef(await tools.call("lookup", {})); const w2 = new WeakRef(await tools.call("lookup", {}));
+      await null; return [w1.deref() !== undefined, w2.deref() !== undefined];`;
+    expect(value((await run(source, [A, A])).outcome)).toEqual([false, true]);
+  });
+
+  it("lets go of it before a snapshot: the resumed run no longer holds it", async () => {
+    const source = `const w = new WeakRef(await tools.call("lookup", {})); await tools.call("lookup", {}); return w.deref() !== undefined;`;
+    const first = await run(source, [A], { suspendAt: 1 });
+    expect(first.outcome).toMatchObject({ status: "suspended", reason: "pending_tools" });
+    if (first.outcome.status !== "suspended") return;
+    const pool = await poolReady;
+    const resumed = pool.exec(
+      { kind: "resume", envelope: first.outcome.envelope, pending: first.outcome.pending, answers: [{ t: "answer", callId: first.calls[1]!, ok: true, json: B }], limits: limits(), outputBytesUsed: 0 },
+      { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} },
+      "t",
+    );
+    expect(value(await resumed.outcome)).toBe(false);
+  });
+});
+
 describe("large answers through a real sidecar", () => {
   let stack: Stack;
   beforeAll(async () => {

@@ -30,7 +30,7 @@ import { encodeSnapshot } from "./snapshot-codec.js";
 import { liveState } from "./instance-reset.js";
 import { cohosted, enter, leave, parkedImage, publishParked, stillOwned } from "./occupancy.js";
 import { ThreadHold } from "./busy.js";
-import { StagedAnswers } from "./staged-answers.js";
+import { HOLD_FRACTION, StagedAnswers } from "./staged-answers.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
 import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
 
@@ -52,7 +52,7 @@ export class GuestSession {
   private readonly timers = new TimerTable();
   private readonly inbox: MainMessage[] = [];
   /** Hands answers to the VM, large ones parsed ahead of their verdict (./staged-answers.ts). */
-  private readonly answers = new StagedAnswers();
+  private readonly answers: StagedAnswers;
   /** The prelude's delivery function, and its snapshot-portable token. */
   deliverFn: JSValueHandle | undefined;
   guestToken = 0;
@@ -79,6 +79,7 @@ export class GuestSession {
     private readonly bootJson: string,
   ) {
     this.outputBytes = outputBytesUsed;
+    this.answers = new StagedAnswers(Math.floor(limits.memoryLimitBytes / HOLD_FRACTION));
     port.on("message", this.onMessage);
     // The pool closes its end when it moved the run elsewhere: wake to give it up.
     port.once("close", () => this.wake?.());
