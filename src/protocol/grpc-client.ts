@@ -3,7 +3,8 @@
  * per method: unary calls are promises, streams async iterables, and a failed call's
  * status is rebuilt as a ServiceError. An AbortSignal given to a call cancels it (at once
  * if it is already aborted) and is let go when the call ends. TLS, mTLS and a bearer token
- * come from ./credentials.ts; the receive windows from ./flow-window.ts.
+ * come from ./credentials.ts; the receive windows from ./flow-window.ts; a large tool
+ * answer is encoded by ./answer-encoding.ts.
  */
 import * as grpc from "@grpc/grpc-js";
 import { create, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
@@ -11,6 +12,7 @@ import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2
 import { clientConnection, type ClientSecurity } from "./credentials.js";
 import { CLIENT_WINDOW_OPTIONS } from "./flow-window.js";
 import { serviceDefinition } from "./grpc-service.js";
+import { ANSWER_ENCODERS } from "./answer-encoding.js";
 import { fromGrpcStatus } from "./service-error.js";
 
 type OutDesc<M> = M extends { output: infer O extends DescMessage } ? O : never;
@@ -49,7 +51,7 @@ export function createClient<S extends GenServiceMethods>(
 ): ServiceClient<S> {
   let Ctor = clientCtors.get(service);
   if (!Ctor) {
-    Ctor = grpc.makeGenericClientConstructor(serviceDefinition(service), service.name);
+    Ctor = grpc.makeGenericClientConstructor(serviceDefinition(service, { encoders: ANSWER_ENCODERS }), service.name);
     clientCtors.set(service, Ctor);
   }
   const connection = clientConnection(security);

@@ -60,6 +60,13 @@ class MalformedRequest {
  */
 export type RequestDecoders = Readonly<Record<string, (bytes: Uint8Array) => unknown>>;
 
+/**
+ * Encoders tried before the generated one, by request message type name (a client's, e.g.
+ * ./answer-encoding.ts): each gives bytes that decode to exactly the message, or undefined
+ * to leave it to the generated encoder.
+ */
+export type RequestEncoders = Readonly<Record<string, (message: unknown) => Uint8Array | undefined>>;
+
 function decodeRequest(desc: DescMessage, bytes: Buffer, decode?: (bytes: Uint8Array) => unknown): unknown {
   try {
     return decode ? decode(bytes) : fromBinary(desc, bytes);
@@ -91,14 +98,18 @@ async function* decodedMessages(source: Readable): AsyncIterable<unknown> {
  */
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
-export function serviceDefinition<S extends GenServiceMethods>(service: GenService<S>, decoders: RequestDecoders = {}): grpc.ServiceDefinition {
+export function serviceDefinition<S extends GenServiceMethods>(
+  service: GenService<S>,
+  { decoders = {}, encoders = {} }: { decoders?: RequestDecoders; encoders?: RequestEncoders } = {},
+): grpc.ServiceDefinition {
   const def: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methods) {
+    const encode = encoders[method.input.typeName];
     def[method.localName] = {
       path: `/${service.typeName}/${method.name}`,
       requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
       responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
-      requestSerialize: (m: unknown) => asBuffer(toBinary(method.input, m as MessageShape<DescMessage>)),
+      requestSerialize: (m: unknown) => asBuffer(encode?.(m) ?? toBinary(method.input, m as MessageShape<DescMessage>)),
       requestDeserialize: (b: Buffer) => decodeRequest(method.input, b, decoders[method.input.typeName]),
       responseSerialize: (m: unknown) => asBuffer(toBinary(method.output, m as MessageShape<DescMessage>)),
       responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
@@ -272,7 +283,7 @@ export function addService<S extends GenServiceMethods>(
         throw new Error(`${name}: ${method.methodKind} methods are not supported`);
     }
   }
-  server.addService(serviceDefinition(service, decoders), impl);
+  server.addService(serviceDefinition(service, { decoders }), impl);
 }
 
 /** Binds `server` to `address` ("host:port", port 0 allowed), with TLS when given, and resolves the bound port. */
