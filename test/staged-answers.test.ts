@@ -7,7 +7,9 @@
  * see; a text the VM cannot parse ahead (out of memory, a leading BOM, nesting past the
  * stack guard) fails the exec exactly as the same answer not staged; the program sees the
  * same value staged or not, whatever characters the text holds; a drain's suspension
- * waits for a staged text's verdict.
+ * waits for a staged text's verdict. The value settled from an answer parsed ahead is held
+ * after the program lets go of it only when its text is at most 1/64 of the memory limit,
+ * only the last one, and not past a snapshot.
  * Through a real `codemode start` (BridgeCallback, codemode.run, ExecSession with and
  * without the answer's scope): a large answer the sidecar refuses (too deep) is refused and
  * the call stays open, so the gateway's next answer is what the program sees, and a large

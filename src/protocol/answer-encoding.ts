@@ -5,10 +5,11 @@
  * of an ExecSessionRequest), and it can be megabytes. protobuf-es's `toBinary` encodes a
  * string to UTF-8 in an array of its own and then copies every part of the message into a
  * final one: for the bench's 0.7 MB answer (W5) that is 0.6 ms and two 0.7 MB allocations on
- * the gateway's thread, whose collection cost it more than the encoding (the gateway spent
- * 4.6 ms of CPU per W5 exec, 3.3 of it collecting garbage). Here the rest of the message is
- * encoded by `toBinary` without its answer, and the answer's bytes are written once, after
- * it, into a buffer of the exact size: 0.15 ms, one allocation.
+ * the gateway's thread, whose collection cost it more than the encoding (the bench's gateway
+ * spent 4.6 ms of CPU per W5 exec, most of it collecting garbage). Here the rest of the
+ * message is encoded by `toBinary` without its answer, and the answer's bytes are written
+ * once, after it, into a buffer of the exact size: 0.35 ms, one allocation (3.6 ms of the
+ * gateway's CPU per W5 exec).
  *
  * The bytes decode to the same message: protobuf fields may come in any order, and the
  * answer's field is the only member of its oneof written. Its bytes are the same too: both

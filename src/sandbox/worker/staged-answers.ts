@@ -59,9 +59,6 @@ function callDeliver(vm: QuickJS, fn: JSValueHandle, callId: string, ok: boolean
 export class StagedAnswers {
   /** By call id: the staged UTF-8 bytes, or their length once the guest holds the value. */
   private readonly texts = new Map<string, Uint8Array | number>();
-  /** The prelude holds a value it settled a call with (mode 4). */
-  private holding = false;
-
   /** `holdBytes`: the longest text whose value the prelude holds after settling (0: none). */
   constructor(private readonly holdBytes: number) {}
 
@@ -113,9 +110,7 @@ export class StagedAnswers {
     if (staged === undefined) throw new Error(`the answer to ${callId} was marked staged, but no text was staged for it on this port`);
     this.texts.delete(callId);
     if (typeof staged !== "number") return callDeliver(vm, fn, callId, true, utf8.decode(staged), SETTLE_FROM_AHEAD);
-    const hold = staged <= this.holdBytes;
-    callDeliver(vm, fn, callId, true, "", hold ? SETTLE_AND_HOLD : SETTLE_FROM_AHEAD);
-    this.holding ||= hold;
+    callDeliver(vm, fn, callId, true, "", staged <= this.holdBytes ? SETTLE_AND_HOLD : SETTLE_FROM_AHEAD);
   }
 
   /** The text was refused: the guest forgets what it parsed ahead. */
@@ -124,13 +119,13 @@ export class StagedAnswers {
   }
 
   /**
-   * Before a snapshot (the deadline passed with a verdict still due): the restored VM holds
-   * nothing parsed ahead, nor a value the program let go of; the answer, if accepted, is
-   * delivered as text after the restore.
+   * Before a snapshot: the restored VM holds nothing parsed ahead (a verdict still due when
+   * the deadline passed: the answer, if accepted, is delivered as text after the restore),
+   * nor a value the program let go of. The prelude is told to let go whether or not this
+   * session gave it one to hold: a VM moved from another thread (parked) may hold one.
    */
   withdrawAll(vm: QuickJS, fn: JSValueHandle): void {
     for (const callId of [...this.texts.keys()]) this.withdraw(vm, fn, callId);
-    if (this.holding) callDeliver(vm, fn, "held", false, "", LET_GO);
-    this.holding = false;
+    callDeliver(vm, fn, "held", false, "", LET_GO);
   }
 }
