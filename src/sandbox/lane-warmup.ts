@@ -14,7 +14,23 @@ import type { Logger } from "../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
 import { EMPTY_GUEST_CATALOG, type GuestCatalog, type Task, type TaskSurface, type WorkerMessage } from "./task-protocol.js";
 
-/** Small limits for `return 1`. */
+/**
+ * The probe program: it returns 1, after going through the syntax model code is made of
+ * (operators, calls and arrows, loops, literals and templates, destructuring and spread,
+ * try/catch, await), so the thread has compiled and run those parts of QuickJS once
+ * before the first exec needs them.
+ */
+export const PROBE_SOURCE = `const xs = [1, 2, 3].map((x) => x * 2 + 1);
+let s = 0;
+for (const x of xs) if (x > 2 && x % 2 === 1) s += x;
+for (let i = 0; i < 3; i++) s -= i;
+const o = { a: s, b: \`n\${s}\`, ...{ c: [s, ...xs] } };
+const { a, b, c: [first] } = o;
+try { JSON.parse(JSON.stringify(o)); } catch (e) { s = -1; }
+const v = await Promise.resolve(a);
+return v === first && b.length > 0 ? 1 : 0;`;
+
+/** Small limits for the probe. */
 export const PROBE_LIMITS = { timeoutMs: 10_000, memoryLimitBytes: 16 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 };
 /** A warm-up ends after this: a lane whose probe started takes work (its thread is busy); one where none started failed it. */
 const WARM_LIMIT_MS = 3_000;
@@ -120,7 +136,7 @@ export function warmLane(lane: Lane, targets: WarmTarget[] = [], done?: (outcome
         if (m.t === "started" && probe.state === "pending") probe.state = "started";
         if (m.t === "done") ended(m.outcome.status === "completed", m.outcome.status === "failed" ? `the warm-up probe failed: ${m.outcome.error}` : `the warm-up probe ended ${m.outcome.status}`);
       });
-      const task: Task = { kind: "exec", source: "return 1", language: "javascript", limits: PROBE_LIMITS, catalog: shareCatalog(t.catalog), contextJson: "null", outputBytesUsed: 0, surface: t.surface, port: channel.port2 };
+      const task: Task = { kind: "exec", source: PROBE_SOURCE, language: "javascript", limits: PROBE_LIMITS, catalog: shareCatalog(t.catalog), contextJson: "null", outputBytesUsed: 0, surface: t.surface, port: channel.port2 };
       lane.piscina.run(task, { transferList: [channel.port2], signal: probe.abort.signal }).catch((err: unknown) => ended(false, `the warm-up probe's worker thread stopped: ${(err as Error)?.message ?? String(err)}`));
     });
   });

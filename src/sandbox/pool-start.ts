@@ -9,7 +9,7 @@ import type { ExecEvents } from "./pool-contract.js";
 import { MCP_RUN_PROBE } from "./mcp-run/probe.js";
 import { EMPTY_GUEST_CATALOG, type TaskSurface } from "./task-protocol.js";
 import type { Logger } from "../shared/logger.js";
-import { PROBE_LIMITS } from "./lane-warmup.js";
+import { PROBE_LIMITS, PROBE_SOURCE } from "./lane-warmup.js";
 
 /** The sandbox pool cannot start, so no surface can run: `codemode start`/`sandbox` print it and exit non-zero. */
 export class PoolStartError extends Error {
@@ -53,17 +53,17 @@ export async function startPool(options: PoolOptions): Promise<SandboxPool> {
   return (await launchPool(options)).ready;
 }
 
-/** A probe of `surface`: `return 1` with the empty catalog (codemode.run's with its own module catalog). */
+/** A probe of `surface`: PROBE_SOURCE (which returns 1) with the empty catalog (codemode.run's own probe with its module catalog). */
 function probeOn(pool: SandboxPool, surface: TaskSurface): Promise<void> {
   const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
-  const task = { kind: "exec", source: "return 1", language: "javascript", limits: PROBE_LIMITS, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...(surface === "mcp_run" ? MCP_RUN_PROBE : {}) } as const;
+  const task = { kind: "exec", source: PROBE_SOURCE, language: "javascript", limits: PROBE_LIMITS, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...(surface === "mcp_run" ? MCP_RUN_PROBE : {}) } as const;
   return pool.exec(task, ignore).outcome.then((o) => {
     if (o.status !== "completed" || o.valueJson !== "1") throw new Error(o.status === "failed" ? o.error : `the probe program ended ${o.status}`);
   });
 }
 
 /**
- * Runs `return 1` on code mode's prelude once per thread (submitted together, so each lands
+ * Runs the probe program on code mode's prelude once per thread (submitted together, so each lands
  * on a different one) and rejects with the reason when the pool cannot: workers that never
  * start, a prelude that does not compile, QuickJS that cannot create a VM. Bounded by the
  * task timeout. It also warms every worker for the first execs: each has compiled a cell
