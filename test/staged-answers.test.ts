@@ -8,8 +8,8 @@
  * stack guard) fails the exec exactly as the same answer not staged; the program sees the
  * same value staged or not, whatever characters the text holds; a drain's suspension
  * waits for a staged text's verdict. The value settled from an answer parsed ahead is held
- * after the program lets go of it only when its text is at most 1/64 of the memory limit,
- * only the last one, and not past a snapshot.
+ * after the program lets go of it only when it takes at most 1/16 of the memory limit
+ * (measured, not judged by its text), only the last one, and not past a snapshot.
  * Through a real `codemode start` (BridgeCallback, codemode.run, ExecSession with and
  * without the answer's scope): a large answer the sidecar refuses (too deep) is refused and
  * the call stays open, so the gateway's next answer is what the program sees, and a large
@@ -181,9 +181,12 @@ describe("a value parsed ahead is held after the program lets go of it (never fr
   }
   const value = (o: TaskOutcome) => (o.status === "completed" ? (JSON.parse(o.valueJson) as unknown) : o);
 
-  it("holds a staged answer whose text is at most 1/64 of the memory limit, and not one a byte longer", async () => {
-    expect(value((await run(STILL_THERE, [A], { memoryLimitBytes: A.length * 64 })).outcome)).toBe(true);
-    expect(value((await run(STILL_THERE, [A], { memoryLimitBytes: (A.length - 1) * 64 })).outcome)).toBe(false);
+  it("holds a staged answer whose parsed value takes at most 1/16 of the memory limit, whatever its text's length", async () => {
+    expect(value((await run(STILL_THERE, [A])).outcome)).toBe(true);
+    // 36 KB of text, about 1 MB of objects: held under 64 MiB (4 MiB may be held), not under 8 MiB (512 KiB).
+    const empties = `[${"{},".repeat(12_000)}{}]`;
+    expect(value((await run(STILL_THERE, [empties])).outcome)).toBe(true);
+    expect(value((await run(STILL_THERE, [empties], { memoryLimitBytes: 8 * 1024 * 1024 })).outcome)).toBe(false);
     // An answer not staged (parsed by the guest at settlement) is never held.
     expect(value((await run(STILL_THERE, [A], { stage: false })).outcome)).toBe(false);
   });

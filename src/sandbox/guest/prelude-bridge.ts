@@ -28,8 +28,8 @@
  * goes, and for the 5,000 rows of the bench's W5 that is 0.6 ms, spent when the program's
  * function returns, before its result can leave. A held value is never freed: the
  * instance is reset to its image after the run (../worker/warm-vms.ts). The host holds
- * only an answer small beside the run's memory limit, one at a time, and lets go of it
- * before a snapshot.
+ * only a value whose parse took at most 1/16 of the run's memory limit, one at a time,
+ * and lets go of it before a snapshot.
  */
 export const EARLY_SOURCE = String.raw`
   const early = create(null);

@@ -17,13 +17,16 @@
  *
  * A value parsed ahead is also held by the prelude after it settled its call (mode 4),
  * so that its memory is never freed object by object (0.6 ms for W5's rows, on the way
- * to the result): the instance is reset after the run. Only an answer whose text is at
- * most 1/64 of the run's memory limit is held, and only the last one, so a program that
- * drops its answers has at most that much less room than it would otherwise.
+ * to the result): the instance is reset after the run. Only a value whose parse left at
+ * most 1/16 of the run's memory limit allocated is held (measured, ./heap-size.ts: the
+ * text's length says little, 1 MiB of `[{},{},…]` takes 28 MiB), and only the last one,
+ * so a program that drops its answers has at most that much less room than it would
+ * otherwise.
  */
 import { JSException, type JSValueHandle, type QuickJS } from "quickjs-wasi";
 import type { MainMessage, PendingKind } from "../task-protocol.js";
 import { parseJsonBytes } from "./host-json.js";
+import { allocatedBy } from "./heap-size.js";
 
 /** The prelude's `deliver` modes (../guest/prelude-bridge.ts). */
 const SETTLE = 0;
@@ -33,8 +36,8 @@ const SETTLE_FROM_AHEAD = 3;
 const SETTLE_AND_HOLD = 4;
 const LET_GO = 5;
 
-/** The share of a run's memory limit an answer's text may have to be held (mode 4). */
-export const HOLD_FRACTION = 64;
+/** The share of a run's memory limit an answer's parsed value may take to be held (mode 4). */
+export const HOLD_FRACTION = 16;
 
 /** Staged bytes back to the text the main thread holds (a leading U+FEFF kept, as it was there). */
 const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
@@ -57,9 +60,9 @@ function callDeliver(vm: QuickJS, fn: JSValueHandle, callId: string, ok: boolean
 
 /** One session's answers, and the texts staged on its port until their verdict. */
 export class StagedAnswers {
-  /** By call id: the staged UTF-8 bytes, or their length once the guest holds the value. */
+  /** By call id: the staged UTF-8 bytes, or once the guest holds the value, what its parse allocated (Infinity: unknown). */
   private readonly texts = new Map<string, Uint8Array | number>();
-  /** `holdBytes`: the longest text whose value the prelude holds after settling (0: none). */
+  /** `holdBytes`: the most a parsed value may take for the prelude to hold it after settling. */
   constructor(private readonly holdBytes: number) {}
 
   /**
@@ -91,11 +94,11 @@ export class StagedAnswers {
    */
   private stage(vm: QuickJS, fn: JSValueHandle, callId: string, bytes: Uint8Array, interrupted: () => boolean): void {
     this.texts.set(callId, bytes);
-    const value = parseJsonBytes(vm, bytes);
+    const { result: value, bytes: allocated } = allocatedBy(vm, () => parseJsonBytes(vm, bytes));
     if (!value) return;
     try {
       callDeliver(vm, fn, callId, true, value, KEEP_PARSED);
-      this.texts.set(callId, bytes.byteLength);
+      this.texts.set(callId, allocated ?? Number.POSITIVE_INFINITY);
     } catch (err) {
       if (!(err instanceof JSException) || interrupted()) throw err;
       err.dispose();

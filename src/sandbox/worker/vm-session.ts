@@ -108,8 +108,11 @@ export class GuestSession {
     if (task.claim) this.claim = new Int32Array(task.claim);
     if (task.taskId) this.held.taskId = task.taskId;
   }
+  /** Set while the host lets go of answers before a snapshot (prelude code only): a passed deadline must not fail that call. */
+  private quiet = false;
   readonly interrupt = () =>
-    this.fatal !== undefined || this.cancelled !== undefined || (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) || Date.now() > this.deadline;
+    !this.quiet &&
+    (this.fatal !== undefined || this.cancelled !== undefined || (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) || Date.now() > this.deadline);
 
   /** Cancelled by the gateway (or the drain), known from the flag even before the message arrives. */
   private cancelReason(): string | undefined {
@@ -294,7 +297,12 @@ export class GuestSession {
       return { status: "suspended", reason, envelope: new Uint8Array(0), pending: pendingRefs, outputBytes: this.outputBytes, snapshot: { encoding: "plain", memoryBytes: 0, changedPages: 0, encodeMs: 0 } };
     }
     this.post({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS });
-    if (this.deliverFn) this.answers.withdrawAll(this.vm!, this.deliverFn);
+    this.quiet = true;
+    try {
+      if (this.deliverFn) this.answers.withdrawAll(this.vm!, this.deliverFn);
+    } finally {
+      this.quiet = false;
+    }
     const base = await baseImage(wasm);
     // From the live memory where it can be (no 1.4 MB copy): nothing runs in the VM until it is encoded.
     return suspendedOutcome(reason, encodeSnapshot(liveState(this.vm!) ?? this.vm!.snapshot(), base, this.guestToken), pendingRefs, this.outputBytes, t0);
