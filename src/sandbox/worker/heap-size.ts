@@ -28,7 +28,8 @@ function read(e: HeapExports): number {
 /** Whether the word read matches the runtime's own figure on this thread (checked once). */
 let layoutHolds: boolean | undefined;
 
-function check(vm: QuickJS, e: HeapExports): boolean {
+/** True or false once known; undefined when the check itself failed (a VM out of memory, say): it runs again next time. */
+function check(vm: QuickJS, e: HeapExports): boolean | undefined {
   try {
     const before = read(e);
     if (before !== vm.getMemoryUsage().mallocSize) return false;
@@ -40,7 +41,7 @@ function check(vm: QuickJS, e: HeapExports): boolean {
       probe.dispose();
     }
   } catch {
-    return false;
+    return undefined;
   }
 }
 
