@@ -7,7 +7,7 @@
  * restored from the image it parked. All then run the same drain loop (./vm-session.ts).
  */
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
-import { EMPTY_BOOT_JSON, type ExecTask, type GuestCatalog, type ResumeTask, type TaskOutcome, type UnparkTask, type VmStart, type WorkerMessage } from "../task-protocol.js";
+import { EMPTY_BOOT_JSON, type ExecTask, type GuestCatalog, type ResumeTask, type TaskOutcome, type TaskSurface, type UnparkTask, type VmStart, type WorkerMessage } from "../task-protocol.js";
 import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
 import { compileCell, preludeBytecodeOf } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
@@ -43,7 +43,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
   const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
   session.bind(task);
-  session.neverSuspends = task.surface === "tool_search" || task.surface === "mcp_run";
+  session.neverSuspends = neverSuspends(task.surface);
   session.source = cellSource;
   session.allToolsJson = task.catalog.allToolsJson;
   session.convenienceJson = task.catalog.convenienceJson;
@@ -151,10 +151,17 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
   return { ...(await session.run(() => session.startDeadline(), wasm)), vmStart: how };
 }
 
+/** Surfaces whose runs end at their deadline instead of suspending (tool_search_code, codemode.run): no snapshot is taken. */
+function neverSuspends(surface: TaskSurface | undefined): boolean {
+  return surface === "tool_search" || surface === "mcp_run";
+}
+
 /** Continues a VM parked by a worker that was killed for another run's loop. */
 export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
   session.bind(task);
+  // A run moved from its parked image keeps its surface's rule (it was snapshotted at its deadline before).
+  session.neverSuspends = neverSuspends(task.surface);
   if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
   if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   let how: VmStart;
