@@ -18,49 +18,33 @@
  * takes such a message on its fast path like any other.
  */
 import { toBinary } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { BridgeCallbackRequestSchema, ExecSessionRequestSchema, type BridgeCallbackRequest, type ExecSessionRequest } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { RequestEncoders } from "./grpc-service.js";
 
 /** Answers at least this many characters long are encoded here; shorter ones by `toBinary`. */
 export const DIRECT_ANSWER_MIN = 16 * 1024;
 
-/** The tag of field 3, length-delimited: `result_json` in BridgeCallbackRequest, `answer` in ExecSessionRequest. */
-const FIELD_3_LEN = (3 << 3) | 2;
+/** The tag and length of field 3 (`result_json` in BridgeCallbackRequest, `answer` in ExecSessionRequest) holding `len` bytes. */
+const field3Prefix = (len: number): Uint8Array => new BinaryWriter().tag(3, WireType.LengthDelimited).uint32(len).finish();
 
-const varintLength = (n: number): number => {
-  let len = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    len++;
-  }
-  return len;
-};
-
-function writeVarint(buf: Buffer, at: number, n: number): number {
-  while (n >= 0x80) {
-    buf[at++] = (n & 0x7f) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buf[at++] = n;
-  return at;
-}
-
-/** A BridgeCallbackRequest with a large result, in parts: the rest of it encoded, and the result text. */
-type Parts = { head: Uint8Array; text: string; textBytes: number; bytes: number };
+/** A BridgeCallbackRequest with a large result, in parts: the rest of it encoded, the result's tag and length, and the text. */
+type Parts = { head: Uint8Array; prefix: Uint8Array; text: string; textBytes: number; bytes: number };
 
 function partsOf(m: BridgeCallbackRequest): Parts | undefined {
   if (m.outcome.case !== "resultJson" || m.outcome.value.length < DIRECT_ANSWER_MIN) return undefined;
   const text = m.outcome.value;
   const head = toBinary(BridgeCallbackRequestSchema, { ...m, outcome: { case: undefined } });
   const textBytes = Buffer.byteLength(text, "utf8");
-  return { head, text, textBytes, bytes: head.length + 1 + varintLength(textBytes) + textBytes };
+  const prefix = field3Prefix(textBytes);
+  return { head, prefix, text, textBytes, bytes: head.length + prefix.length + textBytes };
 }
 
 /** Writes `p` at `at` in `buf`; returns the offset after it. */
 function writeParts(buf: Buffer, at: number, p: Parts): number {
   buf.set(p.head, at);
-  buf[(at += p.head.length)] = FIELD_3_LEN;
-  at = writeVarint(buf, at + 1, p.textBytes);
+  buf.set(p.prefix, (at += p.head.length));
+  at += p.prefix.length;
   return at + buf.write(p.text, at, p.textBytes, "utf8");
 }
 
@@ -84,10 +68,11 @@ export function encodeExecSessionRequest(m: ExecSessionRequest): Uint8Array | un
   const p = partsOf(m.message.value);
   if (!p) return undefined;
   const head = toBinary(ExecSessionRequestSchema, { ...m, message: { case: undefined } });
-  const buf = Buffer.allocUnsafe(head.length + 1 + varintLength(p.bytes) + p.bytes);
+  const prefix = field3Prefix(p.bytes);
+  const buf = Buffer.allocUnsafe(head.length + prefix.length + p.bytes);
   buf.set(head, 0);
-  buf[head.length] = FIELD_3_LEN;
-  return filled(buf, writeParts(buf, writeVarint(buf, head.length + 1, p.bytes), p));
+  buf.set(prefix, head.length);
+  return filled(buf, writeParts(buf, head.length + prefix.length, p));
 }
 
 /** By request type name, for clients (./grpc-client.ts). */

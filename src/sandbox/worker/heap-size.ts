@@ -65,7 +65,7 @@ export function allocatedBy<T>(vm: QuickJS, step: () => T): { result: T; bytes: 
   vm.gcThreshold = 0xffffffff;
   // A throw (a trap) leaves the instance to be discarded: nothing more is called in it.
   const result = step();
-  const bytes = read(exportsOf(vm)!) - before;
+  const bytes = allocatedBytes(vm)! - before;
   vm.gcThreshold = threshold;
   return { result, bytes };
 }
