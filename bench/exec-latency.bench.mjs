@@ -168,7 +168,7 @@ const CONC = 2;
 const thr = { svcRuns: 0, svcWall: 0, svcLat: new Cell("svc"), floorRuns: 0, floorWall: 0, floorLat: new Cell("floor") };
 const floorThreads = await startFloorThreads(CONC);
 // A session of its own per round: `small` just ran W4 and W5, so the fair queue counts it
-// heavy (over its CPU share; src/sandbox/scheduler.ts) and runs it one task at a time on a
+// heavy (over its CPU share; src/sandbox/pool/scheduler.ts) and runs it one task at a time on a
 // background thread, which measured that policy rather than throughput; a round's thousand
 // execs in one session stay under that share. Rounds of 5N execs (1,000 at the default
 // N): at N/2 a round lasted a tenth of a second, and its figure moved by a fifth between runs.

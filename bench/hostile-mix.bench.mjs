@@ -142,7 +142,7 @@ let runSeq = 0;
 /**
  * Each benign conversation is a session of its own (a chat: one exec at a time); each
  * hostile category is one attacker's session, whose execs overlap. The sandbox's fair
- * share is per session (src/sandbox/cpu-budget.ts).
+ * share is per session (src/sandbox/pool/cpu-budget.ts).
  */
 async function openScope(kind) {
   const n = ++runSeq;

@@ -1,7 +1,7 @@
 // What a round trip costs between a grpc-js client and server in one process (the embedded
 // orchestrator and its sidecar): a unary call against a request and a reply on an open
 // bidirectional stream, side by side in the same run. Why the sidecar's link calls ride its
-// standing Attach stream (src/sandbox/link-calls.ts). Prints figures; asserts nothing.
+// standing Attach stream (src/sandbox/link/link-calls.ts). Prints figures; asserts nothing.
 //
 // Usage: node bench/link-rtt.bench.mjs [--n 3000] [--bytes 200]
 import { parseArgs } from "node:util";

@@ -13,7 +13,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import MiniSearch from "minisearch";
-import { DEFAULT_TUNING, ToolSearchIndex } from "../dist/shared/search/tool-search-index.js";
+import { DEFAULT_TUNING, ToolSearchIndex } from "../dist/sandbox/catalog/search/tool-search-index.js";
 
 const { values } = parseArgs({
   options: {

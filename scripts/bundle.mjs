@@ -136,7 +136,8 @@ console.log(`${relative(root, BUNDLE_DIR)}: ${show("codemode")}; ${show("worker"
 
 /** Compiles the guest preludes into dist/bundle/preludes.json for this quickjs.wasm (dist/sandbox/worker/precompiled-preludes.js). */
 async function precompilePreludes() {
-  const { PRECOMPILED_FILE, PRELUDES, preludeKey } = await import(join(dist, "sandbox", "worker", "precompiled-preludes.js"));
+  const { PRECOMPILED_FILE, preludeKey } = await import(join(dist, "sandbox", "worker", "precompiled-preludes.js"));
+  const { PRELUDES } = await import(join(dist, "sandbox", "surfaces", "preludes.js"));
   const { compileScript } = await import(join(dist, "sandbox", "worker", "compiler.js"));
   const bytes = readFileSync(fileURLToPath(import.meta.resolve("quickjs-wasi/quickjs.wasm")));
   const wasm = await WebAssembly.compile(bytes);

@@ -8,11 +8,11 @@
  */
 import { codeCacheFlavour, runBundle } from "../shared/bundle-runner.js";
 import { setLaunchState, type LaunchState } from "../shared/launch-state.js";
-import { applyProcessV8Flags } from "../shared/v8-flags.js";
+import { applyProcessV8Flags } from "./v8-flags.js";
 
 /** Runs the CLI from the bundle and returns true, or returns false (the caller imports dist/cli/main.js). */
 export function launch(): boolean {
-  // Before any code cache is read or written (../shared/v8-flags.ts says why), bundle or not.
+  // Before any code cache is read or written (./v8-flags.ts says why), bundle or not.
   applyProcessV8Flags();
   // Complete before the bundle's code runs, which reads it as it starts (the pool picks its worker file by it).
   const flavour = codeCacheFlavour();

@@ -15,7 +15,7 @@ import type { ServerTls } from "../protocol/credentials.js";
 import { DEFAULT_DRAIN_MS } from "../protocol/drain.js";
 import { DEFAULT_LINK_ADDRESS, DEFAULT_ORCHESTRATOR_ADDRESS, DEFAULT_SANDBOX_ADDRESS, parseHostPort } from "../shared/address.js";
 import { createLogger } from "../shared/logger.js";
-import type { SandboxPool } from "../sandbox/pool.js";
+import type { SandboxPool } from "../sandbox/pool/pool.js";
 import { startTracing } from "../shared/tracing.js";
 import { codeCacheRefreshMs, launchState } from "../shared/launch-state.js";
 import type { Logger } from "../shared/logger.js";
@@ -70,7 +70,7 @@ async function metricsFor(values: { "metrics-address"?: string | undefined }, lo
   const v = values["metrics-address"];
   if (v === undefined) return { registry: undefined, ready: "", close: async () => {} };
   const listen = parseHostPort(v, "--metrics-address");
-  const { createMetricsRegistry, startMetricsServer } = await import("../shared/metrics-server.js");
+  const { createMetricsRegistry, startMetricsServer } = await import("./metrics-server.js");
   const registry = createMetricsRegistry();
   const server = await startMetricsServer(registry, listen, log, tls);
   return { registry, ready: ` metrics=${server.address}`, close: () => server.close() };
@@ -94,7 +94,7 @@ const storeFlags = {
  * pool once the probe passed. startSandbox awaits that; a failure is a PoolStartError.
  */
 async function launchPoolFirst(log: Logger, threads: number | undefined, perWorker: number | undefined): Promise<{ ready: Promise<SandboxPool> }> {
-  const { launchPool } = await import("../sandbox/pool-start.js");
+  const { launchPool } = await import("../sandbox/pool/pool-start.js");
   return launchPool({ log, ...(threads !== undefined ? { threads } : {}), ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}) });
 }
 

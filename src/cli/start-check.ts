@@ -4,7 +4,7 @@
  * takes runs on its gateway port (and its store stores them), and it runs, once, what a
  * gateway's first run would otherwise run cold: a new gRPC connection and unary calls on a
  * server, OpenRun's config checks, catalog and model surface, the sidecar resolving the run
- * as it is opened (../sandbox/run-prefetch.ts), and CloseRun. It costs the ready line about
+ * as it is opened (../sandbox/link/run-prefetch.ts), and CloseRun. It costs the ready line about
  * 5 ms and saves the first exec after it (connect, OpenRun, Exec) about 4: medians of 16
  * starts of each, alternating, ready 250.9 against 256.3 ms, first exec 24.6 against 20.5 ms.
  * A whole exec as well gave no more (17.6 against 17.0 ms in an earlier comparison), and

@@ -7,7 +7,7 @@
  *
  * The surface OpenRun and DescribeSurface give the model is the run's, except that a
  * Tool Search run in mode code is described in mode tools while no attached sidecar can
- * run code (./sidecar-pools.ts); each run's trajectory and the log note when that starts
+ * run code (./link/sidecar-pools.ts); each run's trajectory and the log note when that starts
  * and ends for it. (ResolveRun, the sidecars' view, is not changed by it: a sidecar sent
  * a tool_search_code program runs it if its pool can, and the run's own fallback applies
  * if it cannot.)
@@ -25,13 +25,13 @@ import { NO_OPEN_RUN, requireScope, type Scope } from "../shared/scope.js";
 import { buildView, sourceCounts, viewVersion } from "./catalog/catalog-view.js";
 import type { CatalogStore, StoredCatalog } from "./catalog/catalog-store.js";
 import { describeSurface } from "./surface.js";
-import type { OpenRun, RunRegistry, RunSpec } from "./runs.js";
-import type { SidecarPools } from "./sidecar-pools.js";
+import type { OpenRun, RunRegistry, RunSpec } from "./runs/runs.js";
+import type { SidecarPools } from "./link/sidecar-pools.js";
 import { checkRegistration } from "./namespaces/namespace-rules.js";
 import type { RunNamespaces, RunNamespaceView } from "./namespaces/run-namespaces.js";
 import { storeCall } from "./state/store-failure.js";
-import type { RunStore } from "./store/run-store.js";
-import type { RunCachePush } from "./run-cache-push.js";
+import type { RunStore } from "./suspended/run-store.js";
+import type { RunCachePush } from "./link/run-cache-push.js";
 
 
 const KIND_ENUM = {

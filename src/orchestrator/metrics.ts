@@ -10,7 +10,7 @@ import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { RUN_MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
-import type { RunStore } from "./store/run-store.js";
+import type { RunStore } from "./suspended/run-store.js";
 
 const SNAPSHOT_BUCKETS = [1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
 const REFUSALS = new Map<string, string>(Object.entries(RUN_MESSAGES).map(([k, v]) => [v, k]));

@@ -22,18 +22,18 @@ import { formatHostPort, type HostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
 import { controlHandlers } from "./control-service.js";
-import { linkHandlers, type AttachedSidecar } from "./link-service.js";
+import { linkHandlers, type AttachedSidecar } from "./link/link-service.js";
 import type { RecordSegmentRequest } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ColocatedOrchestrator } from "../shared/colocated.js";
 import type { Scope } from "../shared/scope.js";
-import type { LinkCallHandlers } from "./link-calls.js";
+import type { LinkCallHandlers } from "./link/link-calls.js";
 import { RunNamespaces } from "./namespaces/run-namespaces.js";
-import { LiveForwarder } from "./live-forward.js";
+import { LiveForwarder } from "./link/live-forward.js";
 import { createOrchestratorState } from "./state/create-state.js";
-import { createRunStore } from "./store/create-store.js";
-import { RunCachePush } from "./run-cache-push.js";
-import { SidecarPools } from "./sidecar-pools.js";
-import { suspendedRunHandlers } from "./suspended-runs.js";
+import { createRunStore } from "./state/create-store.js";
+import { RunCachePush } from "./link/run-cache-push.js";
+import { SidecarPools } from "./link/sidecar-pools.js";
+import { suspendedRunHandlers } from "./suspended/suspended-runs.js";
 import type { Registry } from "prom-client";
 
 export type OrchestratorOptions = {

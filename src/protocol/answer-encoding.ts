@@ -14,7 +14,7 @@
  *
  * The bytes decode to the same message: protobuf fields may come in any order, and the
  * answer's field is the only member of its oneof written. Its bytes are the same too: both
- * encoders write a lone surrogate as U+FFFD. The sandbox's decoder (../sandbox/answer-wire.ts)
+ * encoders write a lone surrogate as U+FFFD. The sandbox's decoder (../sandbox/exec/answer-wire.ts)
  * takes such a message on its fast path like any other.
  */
 import { toBinary } from "@bufbuild/protobuf";

@@ -55,7 +55,7 @@ class MalformedRequest {
 
 /**
  * Decoders used in place of the generated ones, by request message type name (e.g. one
- * that leaves a large field as bytes, ../sandbox/answer-wire.ts). Each must decode exactly
+ * that leaves a large field as bytes, ../sandbox/exec/answer-wire.ts). Each must decode exactly
  * what the generated decoder does, and throw where it throws.
  */
 export type RequestDecoders = Readonly<Record<string, (bytes: Uint8Array) => unknown>>;

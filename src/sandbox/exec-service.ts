@@ -22,22 +22,22 @@ import { answerToWire, INACTIVE_PREFIX, RUN_MESSAGES } from "../shared/link-wire
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
 import { NO_OPEN_RUN, requireScope, scopeKeyOf } from "../shared/scope.js";
-import type { CallRegistry } from "./call-registry.js";
-import { checkExecInput } from "./guest/exec-input.js";
-import { EMPTY_GUEST_CATALOG } from "./task-protocol.js";
-import type { OrchestratorLink } from "./orchestrator-link.js";
-import type { SandboxPool } from "./pool.js";
-import { serveWait } from "./resume.js";
-import type { ResolvedRun, RunResolver } from "./run-resolver.js";
-import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Answer, type Scope, type SegmentInit } from "./segment.js";
-import type { SnapshotSealer } from "./snapshot-seal.js";
-import { endSegment, limitsOf } from "./suspension.js";
-import { tenantOf } from "./cpu-budget.js";
+import type { CallRegistry } from "./exec/call-registry.js";
+import { checkExecInput } from "./program/exec-input.js";
+import { EMPTY_GUEST_CATALOG } from "./pool/task-protocol.js";
+import type { OrchestratorLink } from "./link/orchestrator-link.js";
+import type { SandboxPool } from "./pool/pool.js";
+import { serveWait } from "./suspend/resume.js";
+import type { ResolvedRun, RunResolver } from "./link/run-resolver.js";
+import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Answer, type Scope, type SegmentInit } from "./exec/segment.js";
+import type { SnapshotSealer } from "./suspend/snapshot-seal.js";
+import { endSegment, limitsOf } from "./suspend/suspension.js";
+import { tenantOf } from "./pool/cpu-budget.js";
 import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
 import { MAX_BRIDGE_BYTES, parseBridgeJson } from "./worker/json-bridge.js";
-import { answerBytes, STAGE_MIN } from "./answer-wire.js";
-import { withRetries } from "../shared/retry.js";
-import { DrainSignals } from "../shared/drain-signals.js";
+import { answerBytes, STAGE_MIN } from "./exec/answer-wire.js";
+import { withRetries } from "./link/retry.js";
+import { DrainSignals } from "./exec/drain-signals.js";
 
 /** What a new Exec on a draining sidecar is told (UNAVAILABLE: the gateway retries elsewhere). */
 export const DRAINING = "this sidecar is draining (shutting down); send the exec to another sidecar";
@@ -129,7 +129,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         // Code Mode for MCP: the program is a `codemode.run` script (ES module, @codemode/* imports).
         if (run?.surface === "mcp_run") {
           // Loaded on the first codemode.run exec (ajv, acorn: off the sidecar's start path).
-          const { execMcpRun } = await import("./mcp-run/run-service.js");
+          const { execMcpRun } = await import("./surfaces/mcp-run/run-service.js");
           return execMcpRun(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, [stream.signal, drainSignal]);
         }
         const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
@@ -196,7 +196,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if (!runId) {
           return segment(runConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
         }
-        // A pool that cannot run code (./unavailable-pool.ts) must not claim the run: it stays for a sidecar that can resume it.
+        // A pool that cannot run code (./pool/unavailable-pool.ts) must not claim the run: it stays for a sidecar that can resume it.
         const health = link.poolHealth;
         if (!health.canRunCode) {
           return segment(runConfig(run.configLayer)).finish({ status: "failed", error: `this sidecar cannot resume code mode runs (${health.reason}); the run is kept for a sidecar that can.`, code: "runtime_unavailable" }, 0);
@@ -218,7 +218,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       let withdraw: (() => void) | undefined;
       if (req.outcome.case === "resultJson") {
         // A large text goes to its VM first, which parses it while it is checked here
-        // (worker/staged-answers.ts); one that arrived as bytes (./answer-wire.ts) goes
+        // (worker/staged-answers.ts); one that arrived as bytes (./exec/answer-wire.ts) goes
         // before it is even decoded, which reading `value` does.
         const raw = answerBytes(req);
         if (raw && raw.byteLength <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, raw);

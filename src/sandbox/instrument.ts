@@ -28,8 +28,8 @@ import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { tracingEnabled } from "../shared/tracing.js";
 import type { SandboxMetrics, SegmentKind } from "./metrics.js";
-import { errorCodeName } from "./result.js";
-import type { ExecEventInit } from "./segment.js";
+import { errorCodeName } from "./exec/result.js";
+import type { ExecEventInit } from "./exec/segment.js";
 
 type Handlers = Partial<ServiceHandlers<typeof Sandbox.method>>;
 type Scope = { agentId?: string; agentRunId?: string } | undefined;

@@ -6,10 +6,10 @@
  * stream (nothing in the exec path itself changes); gauges are read at scrape time.
  */
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-import type { CallRegistry } from "./call-registry.js";
-import type { OrchestratorLink } from "./orchestrator-link.js";
-import type { SandboxPool } from "./pool.js";
-import type { RunResolver } from "./run-resolver.js";
+import type { CallRegistry } from "./exec/call-registry.js";
+import type { OrchestratorLink } from "./link/orchestrator-link.js";
+import type { SandboxPool } from "./pool/pool.js";
+import type { RunResolver } from "./link/run-resolver.js";
 
 export type SegmentKind = "exec" | "wait";
 

@@ -1,10 +1,10 @@
 /**
  * Starts a sandbox sidecar: the pool, the link to the orchestrator (which reports whether
  * the pool can run code: at start, and whenever its threads can no longer (re)start or can
- * again, ./pool-health.ts), the Sandbox gRPC service, gRPC health (SERVING while the
+ * again, ./pool/pool-health.ts), the Sandbox gRPC service, gRPC health (SERVING while the
  * orchestrator link is up and the sidecar is not draining) and server reflection.
  * Importable: returns {address, drain(), close()}. A pool that cannot start fails the
- * start, unless `serveWithoutPool` (./unavailable-pool.ts).
+ * start, unless `serveWithoutPool` (./pool/unavailable-pool.ts).
  *
  * Drain (SIGTERM/SIGINT): health goes NOT_SERVING at once and a new Exec is refused,
  * while Wait and BridgeCallback keep being served so runs in flight can finish; when
@@ -21,21 +21,26 @@ import { addReflection } from "../protocol/reflection.js";
 import { formatHostPort, type HostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
-import { ANSWER_DECODERS } from "./answer-wire.js";
-import { CallRegistry } from "./call-registry.js";
+import { ANSWER_DECODERS } from "./exec/answer-wire.js";
+import { CallRegistry } from "./exec/call-registry.js";
 import { createSandboxService } from "./exec-service.js";
-import { OrchestratorLink, POOL_STARTED } from "./orchestrator-link.js";
+import { OrchestratorLink } from "./link/orchestrator-link.js";
+import { POOL_STARTED } from "./pool/pool-health.js";
 import type { ColocatedOrchestrator } from "../shared/colocated.js";
-import type { SandboxPool } from "./pool.js";
-import { PoolStartError, startPool, warmOtherSurfaces } from "./pool-start.js";
-import { unavailablePool } from "./unavailable-pool.js";
-import { RunResolver } from "./run-resolver.js";
-import { prefetchRuns } from "./run-prefetch.js";
+import type { SandboxPool } from "./pool/pool.js";
+import { PoolStartError, startPool, warmOtherSurfaces, type SurfaceProbe } from "./pool/pool-start.js";
+import { MCP_RUN_PROBE } from "./surfaces/mcp-run/probe.js";
+import { unavailablePool } from "./pool/unavailable-pool.js";
+import { RunResolver } from "./link/run-resolver.js";
+import { prefetchRuns } from "./link/run-prefetch.js";
 import { execSessionHandler } from "./exec-session.js";
-import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./snapshot-seal.js";
+import { SnapshotSealer, SNAPSHOT_KEY_ENV } from "./suspend/snapshot-seal.js";
 import { tracingEnabled } from "../shared/tracing.js";
 import { scopeKeyOf } from "../shared/scope.js";
 import type { Registry } from "prom-client";
+
+/** The surfaces warmed after the start, besides code mode (which the pool's start proves). */
+const OTHER_SURFACE_PROBES: readonly SurfaceProbe[] = [{ surface: "tool_search" }, { surface: "mcp_run", task: MCP_RUN_PROBE }];
 
 export type SandboxOptions = {
   listen: HostPort;
@@ -55,7 +60,7 @@ export type SandboxOptions = {
   /** Where to register the sidecar's Prometheus metrics (`--metrics-address`); none when absent. */
   metrics?: Registry;
   /**
-   * The pool, already starting (./pool-start.ts `startPool`, with `threads` and
+   * The pool, already starting (./pool/pool-start.ts `startPool`, with `threads` and
    * `execsPerWorker`): `codemode start` starts it before loading the servers, so its
    * workers warm up meanwhile. Started here when absent.
    */
@@ -69,7 +74,7 @@ export type SandboxOptions = {
   awaitLinkMs?: number;
   /**
    * When the pool cannot start, serve anyway (`--serve-without-pool`): nothing runs code
-   * (./unavailable-pool.ts), Tool Search's structured tools are served, and the link
+   * (./pool/unavailable-pool.ts), Tool Search's structured tools are served, and the link
    * reports that this sidecar cannot run code. Without it, the start fails.
    */
   serveWithoutPool?: boolean;
@@ -103,7 +108,7 @@ const MCP_RUN_PREFETCH_MS = 1_000;
 
 export const VERSION = "0.1.0";
 
-export { PoolStartError } from "./pool-start.js";
+export { PoolStartError } from "./pool/pool-start.js";
 
 /** Resolves when the link is up, or after `budgetMs`. */
 function linkUp(link: OrchestratorLink, budgetMs: number): Promise<void> {
@@ -171,10 +176,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   // ExecSession runs the (instrumented) Exec, Wait and BridgeCallback handlers on one stream.
   const handlers = { ...instrumented, execSession: execSessionHandler(instrumented) };
   const token = options.security?.token;
-  // Large answers stay bytes until the handler has staged them to their VM (./answer-wire.ts).
+  // Large answers stay bytes until the handler has staged them to their VM (./exec/answer-wire.ts).
   addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined, { decoders: ANSWER_DECODERS });
   link.start(() => calls.liveCount);
-  // The orchestrator in this process tells of each run it opens: this sidecar resolves it ahead of its first exec (./run-prefetch.ts).
+  // The orchestrator in this process tells of each run it opens: this sidecar resolves it ahead of its first exec (./link/run-prefetch.ts).
   if (options.colocated) {
     const prefetch = prefetchRuns(resolver, log.child({ sidecarId }));
     options.colocated.onRunOpened((scope) => {
@@ -184,10 +189,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   if (options.awaitLinkMs) await linkUp(link, options.awaitLinkMs);
   // codemode.run's modules (ajv, acorn; ~35 ms) load on its first exec, off the start path;
   // fetched in the background a little after start, so that exec usually finds them. The
-  // other surfaces' preludes are warmed then too (./pool-start.ts).
+  // other surfaces' preludes are warmed then too (./pool/pool-start.ts).
   setTimeout(() => {
-    void import("./mcp-run/run-service.js").catch(() => undefined);
-    if (runtimeHealth && !drain.draining) void warmOtherSurfaces(pool, log);
+    void import("./surfaces/mcp-run/run-service.js").catch(() => undefined);
+    if (runtimeHealth && !drain.draining) void warmOtherSurfaces(pool, log, OTHER_SURFACE_PROBES);
   }, MCP_RUN_PREFETCH_MS).unref();
   const tls = options.security?.tls ? (options.security.tls.clientCa ? "mtls" : "tls") : "plaintext";
   const linkTls = options.linkSecurity?.tls ? (options.linkSecurity.tls.cert ? "mtls" : "tls") : "plaintext";

@@ -26,16 +26,16 @@ import type { ExecRequest, Sandbox, ToolEntrySchema } from "../gen/codemode/sand
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
-import { oneLine } from "../shared/search/tool-search-index.js";
+import { oneLine } from "./catalog/search/tool-search-index.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
 import { NO_OPEN_RUN, requireScope, scopeKeyOf, type Scope } from "../shared/scope.js";
-import type { CallRegistry, LiveCall } from "./call-registry.js";
+import type { CallRegistry, LiveCall } from "./exec/call-registry.js";
 import { sourceBreakdown, type CompactEntry } from "./catalog/run-catalog.js";
-import { checkExecInput } from "./guest/exec-input.js";
-import type { ResolvedRun, RunResolver } from "./run-resolver.js";
-import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type SegmentInit } from "./segment.js";
-import { limitsOf } from "./suspension.js";
+import { checkExecInput } from "./program/exec-input.js";
+import type { ResolvedRun, RunResolver } from "./link/run-resolver.js";
+import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type SegmentInit } from "./exec/segment.js";
+import { limitsOf } from "./suspend/suspension.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
 
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
@@ -244,7 +244,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
         const answered = new Promise<Answer | undefined>((resolve) => (settle = resolve));
         const call: LiveCall = { callId, scopeKey: scopeKeyOf(scope), toolId: e.id, toolName: e.name, parentCallId: req.callId, startedAtMs: Date.now(), deliver: (a) => settle(a) };
         const cancel = () => settle(undefined);
-        // Both listened to, not AbortSignal.any of them: the drain's signal is shared (../shared/drain-signals.ts).
+        // Both listened to, not AbortSignal.any of them: the drain's signal is shared (./exec/drain-signals.ts).
         stream.signal.addEventListener("abort", cancel, { once: true });
         drainSignal.addEventListener("abort", cancel, { once: true });
         calls.add(call);

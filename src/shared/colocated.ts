@@ -13,7 +13,7 @@
  * The orchestrator also tells such a sidecar of each run it opened, as OpenRun answers,
  * when its sidecars may cache resolved runs (the in-memory store): the sidecar is the one
  * that will run it, and resolves it while the gateway's first exec is on its way
- * (../sandbox/run-prefetch.ts). The resolve itself travels on the link as any other.
+ * (../sandbox/link/run-prefetch.ts). The resolve itself travels on the link as any other.
  */
 import type { RecordSegmentRequest } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { Scope } from "./scope.js";

@@ -4,7 +4,7 @@
  * canonical form (tools sorted by source, owner and name, servers by name, fields in a
  * fixed order), so the same catalog always gets the same id whatever order it was sent
  * in. A stored catalog never changes. Two stores: in memory (below, the default) and
- * Redis (../state/redis-catalogs.ts), shared by replicas.
+ * Redis (./redis-catalogs.ts), shared by replicas.
  */
 import { createHash } from "node:crypto";
 import { ToolOrigin, ToolSource, type McpServer, type Tool } from "../../gen/codemode/common/v1/common_pb.js";

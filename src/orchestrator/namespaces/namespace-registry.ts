@@ -4,7 +4,7 @@
  * the rule that decides which registrations a run sees: every required tool is in the
  * run's policy-filtered view, as a plugin tool owned by the registering plugin. Two
  * registries share the contract: in memory (below) and Redis
- * (../state/redis-namespaces.ts). A generation number changes with every change, so
+ * (./redis-namespaces.ts). A generation number changes with every change, so
  * resolving a run reads the registry only when it changed.
  */
 import { createHash } from "node:crypto";

@@ -4,7 +4,7 @@
  * per resolve because registrations change independently of runs; cached by registry
  * generation and view version, so an unchanged registry costs nothing per exec.
  */
-import type { RunSpec } from "../runs.js";
+import type { RunSpec } from "../runs/runs.js";
 import type { CheckedNamespace } from "./namespace-rules.js";
 import { namespacesDigest, visibleNamespaces, type NamespaceRegistry } from "./namespace-registry.js";
 

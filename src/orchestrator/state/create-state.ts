@@ -8,9 +8,9 @@
 import type { Logger } from "../../shared/logger.js";
 import { MemoryCatalogStore, type CatalogStore } from "../catalog/catalog-store.js";
 import { MemoryNamespaceRegistry, type NamespaceRegistry } from "../namespaces/namespace-registry.js";
-import { MemoryRunRegistry, type RunRegistry } from "../runs.js";
-import { checkRedis, redisUrlOf } from "../store/create-store.js";
-import { redactUrl } from "../store/redact-url.js";
+import { MemoryRunRegistry, type RunRegistry } from "../runs/runs.js";
+import { checkRedis, redisUrlOf } from "./create-store.js";
+import { redactUrl } from "./redact-url.js";
 
 export type OrchestratorState = { kind: "memory" | "redis"; catalogs: CatalogStore; runs: RunRegistry; namespaces: NamespaceRegistry; close(): Promise<void> };
 
@@ -20,10 +20,10 @@ export async function createOrchestratorState(spec: string | undefined, log: Log
     return { kind: "memory", catalogs: new MemoryCatalogStore(), runs: new MemoryRunRegistry(), namespaces: new MemoryNamespaceRegistry(), close: async () => {} };
   }
   const [{ connectRedis, quitRedis, REDIS_PREFIX }, { RedisCatalogStore }, { RedisNamespaceRegistry }, { RedisRunRegistry }] = await Promise.all([
-    import("../store/redis-store.js"),
-    import("./redis-catalogs.js"),
-    import("./redis-namespaces.js"),
-    import("./redis-runs.js"),
+    import("../suspended/redis-store.js"),
+    import("../catalog/redis-catalogs.js"),
+    import("../namespaces/redis-namespaces.js"),
+    import("../runs/redis-runs.js"),
   ]);
   const stateLog = log.child({ state: "redis", url: redactUrl(url) });
   const redis = connectRedis(url, stateLog);

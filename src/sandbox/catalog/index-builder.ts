@@ -1,6 +1,6 @@
 /**
  * Builds catalog versions' search indexes on one small dedicated worker thread
- * (../search-index-worker.ts), so the 50-130 ms build of a 2,000-tool index never stalls
+ * (./search-index-worker.ts), so the 50-130 ms build of a 2,000-tool index never stalls
  * the execs this sidecar's main thread is serving. The worker starts at the first build (of a
  * catalog larger than SMALL_CATALOG_DOCS: tiny ones are indexed in place)
  * and is reused; it is unref'd (never keeps the process alive). The index comes back as
@@ -10,10 +10,10 @@
  * build runs on the main thread instead, logged once.
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import { fromWire } from "../../shared/search/index-wire.js";
-import { ToolSearchIndex, type SearchDoc } from "../../shared/search/tool-search-index.js";
+import { fromWire } from "./search/index-wire.js";
+import { ToolSearchIndex, type SearchDoc } from "./search/tool-search-index.js";
 import type { Logger } from "../../shared/logger.js";
-import type { IndexRequest, IndexResult } from "../search-index-worker.js";
+import type { IndexRequest, IndexResult } from "./search-index-worker.js";
 
 export type BuiltIndex = {
   index: ToolSearchIndex;
@@ -24,7 +24,7 @@ export type BuiltIndex = {
   mainThreadMs: number;
 };
 
-const WORKER_FILE = new URL("../search-index-worker.js", import.meta.url);
+const WORKER_FILE = new URL("./search-index-worker.js", import.meta.url);
 /**
  * Catalogs this small are indexed on the main thread (under about 1 ms): starting the
  * index thread for them costs about 110 ms of CPU, which a sidecar's first exec competed

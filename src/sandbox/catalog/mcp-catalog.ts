@@ -7,7 +7,7 @@
  * declarations are rendered once per catalog version, on first use, never per exec.
  */
 import { assignIdentifiers, MCP_MEMBER_RESERVED, MCP_SERVER_RESERVED } from "../../shared/declarations/identifiers.js";
-import { renderIndexFile, renderServerFile, renderToolDeclarations, type McpServerDecl, type McpToolDecl } from "../../shared/declarations/mcp-api-files.js";
+import { renderIndexFile, renderServerFile, renderToolDeclarations, type McpServerDecl, type McpToolDecl } from "./mcp-api-files.js";
 import type { CatalogEntryData, McpServerData } from "./catalog-types.js";
 
 /** The MCP operations a server's `resources`/`prompts` members call, by guest member. */

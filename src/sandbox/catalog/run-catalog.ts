@@ -13,10 +13,10 @@
  * namespaces are in ./namespace-catalog.ts. Everything the guest prelude needs is
  * serialized once per version (`guest`), not per exec.
  */
-import { oneLine, ToolSearchIndex, type SearchDoc } from "../../shared/search/tool-search-index.js";
-import { queryWords } from "../../shared/search/tokenize.js";
+import { oneLine, ToolSearchIndex, type SearchDoc } from "./search/tool-search-index.js";
+import { queryWords } from "./search/tokenize.js";
 import type { Logger } from "../../shared/logger.js";
-import type { GuestCatalog } from "../task-protocol.js";
+import type { GuestCatalog } from "../pool/task-protocol.js";
 import type { CatalogEntryData, McpServerData, NamespaceData } from "./catalog-types.js";
 import { type BuiltIndex, sharedIndexBuilder, type SearchIndexBuilder } from "./index-builder.js";
 import { McpCatalog } from "./mcp-catalog.js";

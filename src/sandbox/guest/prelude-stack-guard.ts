@@ -20,7 +20,7 @@
  *
  * A source fragment spliced into the code-mode and Tool Search preludes after
  * prelude-marshal's. (The codemode.run prelude installs its own hook and refuses to let
- * the script set one: ../mcp-run/prelude-stack.ts.)
+ * the script set one: ../surfaces/mcp-run/prelude-stack.ts.)
  */
 export const STACK_GUARD_SOURCE = String.raw`
   {

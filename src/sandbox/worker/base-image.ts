@@ -12,9 +12,9 @@
  */
 import { createHash } from "node:crypto";
 import { QuickJS } from "quickjs-wasi";
-import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
+import { HOST_ASYNC, HOST_SYNC } from "../guest/bridge-names.js";
 import { LIMITS } from "../../shared/limits.js";
-import { EMPTY_BOOT_JSON } from "../task-protocol.js";
+import { EMPTY_BOOT_JSON } from "../pool/task-protocol.js";
 import { preludeBytecode } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 

@@ -1,9 +1,9 @@
 /**
  * Publishes, in memory shared with the pool, since when a VM has held this worker's
  * thread (0 while none runs): the pool sends new tasks to other threads while one guest
- * computes here for longer than a slice (../lanes.ts). A session takes the thread when its
+ * computes here for longer than a slice (../pool/lanes.ts). A session takes the thread when its
  * VM runs and releases it when it waits for the host or ends; what it held in all is its
- * CPU time, charged to its session's share of the pool (../cpu-budget.ts).
+ * CPU time, charged to its session's share of the pool (../pool/cpu-budget.ts).
  */
 import { workerData } from "node:worker_threads";
 

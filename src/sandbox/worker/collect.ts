@@ -11,7 +11,7 @@
  *
  * `gc` is not exposed to workers by default (and `--expose-gc` is not accepted in a
  * worker's execArgv). `codemode` sets the flag for the whole process as it starts
- * (../../shared/v8-flags.ts), so its workers find `gc` on their global object. A pool
+ * (../../cli/v8-flags.ts), so its workers find `gc` on their global object. A pool
  * started some other way (a program importing the sidecar) sets the flag here at run time
  * and takes the function from a new context, as the `expose-gc` package does; that
  * changes the process's V8 flags, which only matters to code caches (none are used then:

@@ -6,8 +6,9 @@
  * damaged is replaced before the next compile.
  */
 import { QuickJS, EvalFlags, type JSException } from "quickjs-wasi";
-import { CELL_FILENAME, wrapCell } from "../guest/prelude.js";
-import { precompiled, PRELUDES, type PreludeName } from "./precompiled-preludes.js";
+import { CELL_FILENAME, wrapCell } from "../guest/bridge-names.js";
+import { PRELUDES, type PreludeName } from "../surfaces/preludes.js";
+import { precompiled } from "./precompiled-preludes.js";
 import { cellPosition, formatLocation } from "./guest-errors.js";
 import { STACK_BYTES } from "./vm-options.js";
 import { collectSoon } from "./collect.js";

@@ -7,7 +7,7 @@
  *
  * Node 20's V8 compiles these modules only with extended constant expressions enabled
  * (`--experimental-wasm-extended-const`, on by default from Node 22). `codemode` sets it
- * for the whole process as it starts (../../shared/v8-flags.ts); setting it again here,
+ * for the whole process as it starts (../../cli/v8-flags.ts); setting it again here,
  * before the first compile, changes nothing then, and covers a pool started some other way.
  */
 import { readFile } from "node:fs/promises";

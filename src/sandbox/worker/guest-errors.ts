@@ -3,8 +3,8 @@
  * {name, message} with no host stack, and a guest's uncaught error leaves as one line
  * with its position in the model's own source.
  */
-import { CELL_FILENAME, CELL_PREFIX } from "../guest/prelude.js";
-import type { PlainError } from "../task-protocol.js";
+import { CELL_FILENAME, CELL_PREFIX } from "../guest/bridge-names.js";
+import type { PlainError } from "../pool/task-protocol.js";
 import { BridgeValueError } from "./json-bridge.js";
 
 /** An error for the guest: name and message only, no host stack. */

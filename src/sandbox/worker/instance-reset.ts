@@ -149,7 +149,7 @@ const ROOM_PROBE_BYTES = 65536;
  * Whether a run on a grown instance used memory past `offset` (the image's size): the page
  * there is no longer all zeros. A grown variant is the image followed by zeros, and its
  * allocator hands out the room above the image from the bottom up, so a run that needed
- * more than an image-sized instance has written that page (a hint for ../room-hints.ts,
+ * more than an image-sized instance has written that page (a hint for ../pool/room-hints.ts,
  * not a guarantee; compared natively, as ./zero-tail.ts does).
  */
 export function usedPast(vm: QuickJS, offset: number): boolean {

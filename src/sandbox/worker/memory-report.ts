@@ -5,7 +5,7 @@
  * visible before, so growth in the workers could not be told from the C allocator's.
  */
 import { getHeapStatistics } from "node:v8";
-import type { WorkerMemory } from "../task-protocol.js";
+import type { WorkerMemory } from "../pool/task-protocol.js";
 import { compilerMemoryBytes } from "./compiler.js";
 import type { WarmVms } from "./warm-vms.js";
 

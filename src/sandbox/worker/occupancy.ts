@@ -7,12 +7,12 @@
  *
  * The pool may also move a parked VM while a neighbour holds the thread (the VM could
  * not take an answer before the neighbour yields): the task's claim word decides who
- * owns the run, without a race (../task-protocol.ts, `claim`).
+ * owns the run, without a race (../pool/task-protocol.ts, `claim`).
  */
 import type { QuickJS } from "quickjs-wasi";
 import { liveState } from "./instance-reset.js";
 import { nonZeroEnd } from "./zero-tail.js";
-import { CLAIM_MOVED, CLAIM_PARKED, CLAIM_STARTED, parkedClaim, type ParkedVm } from "../task-protocol.js";
+import { CLAIM_MOVED, CLAIM_PARKED, CLAIM_STARTED, parkedClaim, type ParkedVm } from "../pool/task-protocol.js";
 
 export type Parkable = { parkIfIdle(): void };
 

@@ -5,7 +5,7 @@
  * session's state and drain loop.
  */
 import { JSException } from "quickjs-wasi";
-import type { ErrorCodeName, PendingRef, TaskOutcome } from "../task-protocol.js";
+import type { ErrorCodeName, PendingRef, TaskOutcome } from "../pool/task-protocol.js";
 import { ENCODING_DELTA, type encodeSnapshot } from "./snapshot-codec.js";
 import { guestErrorMessage } from "./guest-errors.js";
 import { parseBridgeJson } from "./json-bridge.js";

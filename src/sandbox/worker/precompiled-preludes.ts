@@ -5,31 +5,14 @@
  * over quickjs.wasm's sha256 and each prelude's source, file name and compile flags; a
  * worker takes them when the key matches its own (the pool passes the wasm digest in
  * workerData), else it compiles them as before. Either way the bytes are those this QuickJS
- * build compiles from this source (test/bundle.test.ts compares them), so the base image,
+ * build compiles from this source (test/integration/bundle.test.ts compares them), so the base image,
  * whose digest every snapshot carries, is the same.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { isMainThread, workerData } from "node:worker_threads";
-import { CompileFlags } from "quickjs-wasi";
-import { PRELUDE_FILENAME, PRELUDE_SOURCE } from "../guest/prelude.js";
-import { TOOL_SEARCH_PRELUDE_FILENAME, TOOL_SEARCH_PRELUDE_SOURCE } from "../guest/tool-search-prelude.js";
-import { MCP_RUN_PRELUDE_FILENAME, MCP_RUN_PRELUDE_SOURCE } from "../mcp-run/prelude.js";
-
-export type PreludeName = "code" | "tool_search" | "mcp_run";
-
-/**
- * Code mode's and codemode.run's preludes are stripped of source text and debug info: a
- * third of the size, about 0.2 ms less per VM to load, and the guest cannot read them
- * through Function.prototype.toString.
- */
-const STRIPPED = CompileFlags.STRIP_SOURCE | CompileFlags.STRIP_DEBUG;
-export const PRELUDES: Record<PreludeName, { source: string; filename: string; flags: number; what: string }> = {
-  code: { source: PRELUDE_SOURCE, filename: PRELUDE_FILENAME, flags: STRIPPED, what: "the guest prelude" },
-  tool_search: { source: TOOL_SEARCH_PRELUDE_SOURCE, filename: TOOL_SEARCH_PRELUDE_FILENAME, flags: 0, what: "the Tool Search prelude" },
-  mcp_run: { source: MCP_RUN_PRELUDE_SOURCE, filename: MCP_RUN_PRELUDE_FILENAME, flags: STRIPPED, what: "the codemode.run prelude" },
-};
+import { PRELUDES, type PreludeName } from "../surfaces/preludes.js";
 
 export const PRECOMPILED_FILE = fileURLToPath(new URL("../../bundle/preludes.json", import.meta.url));
 

@@ -1,6 +1,6 @@
 /**
  * Lowers this worker thread's OS scheduling priority when the pool asks (workerData.nice):
- * the pool runs the programs of sessions that compute (../scheduler.ts, *heavy*) on
+ * the pool runs the programs of sessions that compute (../pool/scheduler.ts, *heavy*) on
  * background lanes whose threads are niced, so on a busy machine the kernel gives the
  * cores to the other threads first (the lanes of light sessions, the sidecar's main thread
  * and anything else on the host) and a loop gets what is left. Niceness is per thread on

@@ -7,8 +7,8 @@
  * restored from the image it parked. All then run the same drain loop (./vm-session.ts).
  */
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
-import { EMPTY_BOOT_JSON, type ExecTask, type GuestCatalog, type ResumeTask, type TaskOutcome, type TaskSurface, type UnparkTask, type VmStart, type WorkerMessage } from "../task-protocol.js";
-import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/prelude.js";
+import { EMPTY_BOOT_JSON, type ExecTask, type GuestCatalog, type ResumeTask, type TaskOutcome, type TaskSurface, type UnparkTask, type VmStart, type WorkerMessage } from "../pool/task-protocol.js";
+import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/bridge-names.js";
 import { compileCell, preludeBytecodeOf } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { baseImage } from "./base-image.js";
@@ -73,7 +73,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
       const prepared = image;
       // Whether the run needed more than an image-sized instance (it grew its instance, or
       // used the room of the grown one it started on): the pool then gives its session's
-      // next execs room (../room-hints.ts). Without the second, a session of large answers
+      // next execs room (../pool/room-hints.ts). Without the second, a session of large answers
       // got an image-sized instance every ROOMY_EXECS + 1 execs, grew it, and the worker
       // dropped one of its two grown instances (with a full collection of its heap).
       const startBytes = memoryBytes(session.vm);

@@ -24,7 +24,7 @@
  * otherwise.
  */
 import { JSException, type JSValueHandle, type QuickJS } from "quickjs-wasi";
-import type { MainMessage, PendingKind } from "../task-protocol.js";
+import type { MainMessage, PendingKind } from "../pool/task-protocol.js";
 import { parseJsonBytes } from "./host-json.js";
 import { allocatedBy } from "./heap-size.js";
 

@@ -22,7 +22,7 @@
 import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomText, randomWords } from "../../shared/ids.js";
-import type { CancelFlag, ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../task-protocol.js";
+import type { CancelFlag, ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../pool/task-protocol.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
@@ -59,7 +59,7 @@ export class GuestSession {
   private wake: (() => void) | undefined;
   /** The sidecar drains: suspend at the next idle moment instead of waiting on. */
   private suspendRequested = false;
-  /** Answers received on the port so far (stamped on what the VM sends, ../task-protocol.ts). */
+  /** Answers received on the port so far (stamped on what the VM sends, ../pool/task-protocol.ts). */
   private received = 0;
   private readonly onMessage = (m: MainMessage) => {
     if (m.t === "cancel") this.cancelled = m.reason;
@@ -98,7 +98,7 @@ export class GuestSession {
   private healthy = true;
   /** Set by the main thread through shared memory when the task is cancelled. */
   cancelFlag: Int32Array | undefined;
-  /** Who owns the run (../task-protocol.ts, `claim`); images parked so far. */
+  /** Who owns the run (../pool/task-protocol.ts, `claim`); images parked so far. */
   private claim: Int32Array | undefined;
   private parkSeq = 0;
 

@@ -33,7 +33,7 @@
  */
 import { createHash } from "node:crypto";
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
-import { HOST_ASYNC, HOST_SYNC } from "../guest/prelude.js";
+import { HOST_ASYNC, HOST_SYNC } from "../guest/bridge-names.js";
 import { LIMITS } from "../../shared/limits.js";
 import { guestVmOptions, STACK_BYTES } from "./vm-options.js";
 import { GROWN_SIZES, grownSizeFor, prepareGrown, type GrownImage } from "./grown-images.js";
@@ -184,7 +184,7 @@ export class WarmVms {
    */
   async acquire(image: PreparedImage, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn, roomy = false): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
     const imageBytes = image.memory.byteLength;
-    // A run that asked for room (its session's recent exec grew: ../room-hints.ts) takes an
+    // A run that asked for room (its session's recent exec grew: ../pool/room-hints.ts) takes an
     // idle grown instance, reset to the image's variant of its size. Any other run takes an
     // image-sized one, a new one if none is idle: resetting a grown instance writes all of
     // its memory (8 MiB, about 0.25 ms against 0.05 ms), and a small run would keep it grown.

@@ -5,14 +5,14 @@
  * recompiled per run.
  */
 import { isMainThread, threadId, workerData } from "node:worker_threads";
-import { CLAIM_STARTED, type ExecTask, type Task, type TaskOutcome, type WorkerMessage } from "../task-protocol.js";
-import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../guest/module-check.js";
+import { CLAIM_STARTED, type ExecTask, type Task, type TaskOutcome, type WorkerMessage } from "../pool/task-protocol.js";
+import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../program/module-check.js";
 import { compileCell } from "./compiler.js";
 import { formatLocation } from "./guest-errors.js";
-import { transformTypeScript } from "../guest/ts-transform.js";
+import { transformTypeScript } from "../program/ts-transform.js";
 import { currentWarmVms, runExecSession, runResumeSession, runUnparkSession } from "./sessions.js";
 import { memoryReport } from "./memory-report.js";
-import { openCatalog } from "../shared-catalog.js";
+import { openCatalog } from "../pool/shared-catalog.js";
 // A background lane's thread lowers its OS priority before it runs anything (./priority.ts).
 import "./priority.js";
 

@@ -1,0 +1,237 @@
+/**
+ * The Redis RunStore: shared by orchestrator replicas and surviving an orchestrator
+ * restart. Every multi-key change is one Lua script, so replicas never see half a change;
+ * times come from the orchestrator's clock (Date.now()) so every check uses one clock,
+ * and PEXPIRE lets Redis drop what expired. Semantics match MemoryRunStore exactly.
+ *
+ * Keys, under a prefix (default `codemode:`):
+ *   runs            sorted set: run id → expiresAtMs (the cap and count())
+ *   run:<id>        hash: meta, pending, snap (binary), exp, scope, session, runid, token, lease
+ *   answers:<id>    hash: call id → stored answer JSON
+ *   calls:<id>      set: every call id the run has awaited
+ *   call:<callId>   hash: run, scope, state (pending | answered | ended); outlives its run
+ *                   by SETTLED_CALL_MEMORY_MS
+ *   scope:<scope>   set: run ids of one scope (deleteScope)
+ *   gen:<id>        string: the run's generation; outlives the run by
+ *                   GENERATION_MEMORY_MS past its last expiry
+ * Channel `<prefix>answers` carries the run id of every stored answer.
+ */
+import { randomUUID } from "node:crypto";
+import { Redis, type RedisOptions } from "ioredis";
+import type { Logger } from "../../shared/logger.js";
+import { scripts } from "./redis-scripts.js";
+import { redactUrl } from "../state/redact-url.js";
+import {
+  scopeKeyOf,
+  type AnswerResult,
+  type ClaimResult,
+  type PendingEntry,
+  type RunStore,
+  type StoreScope,
+  type StoredAnswer,
+  type SuspendedRecord,
+  type SuspendResult,
+} from "./run-store.js";
+
+export type RedisRunStoreOptions = { prefix?: string; log?: Logger };
+
+/** The key prefix of every store kept in Redis. */
+export const REDIS_PREFIX = "codemode:";
+
+/** Everything of a record that is neither bytes, a list the scripts read, nor expiry. */
+type Meta = Pick<SuspendedRecord, "scope" | "reason" | "configJson" | "outputBytes" | "catalogVersion" | "execCallId">;
+
+/** Fail fast while Redis is away: a call rejects within seconds instead of queueing forever. */
+const CONNECTION: RedisOptions = { maxRetriesPerRequest: 2, enableOfflineQueue: true, connectTimeout: 2_000, commandTimeout: 5_000 };
+
+/**
+ * A connection with the store's fail-fast options (shared with the orchestrator's other
+ * Redis state). It connects in the background; its connection errors are logged, never
+ * thrown: its calls reject instead.
+ */
+export function connectRedis(url: string, log: Logger | undefined): Redis {
+  return watchRedis(new Redis(url, CONNECTION), log);
+}
+
+function watchRedis(connection: Redis, log: Logger | undefined): Redis {
+  return connection.on("error", (err: unknown) => log?.warn({ err }, "redis connection error"));
+}
+
+/** Closes a connection politely, or drops it when Redis does not answer. */
+export async function quitRedis(connection: Redis): Promise<void> {
+  await connection.quit().catch(() => connection.disconnect());
+}
+
+export { redactUrl } from "../state/redact-url.js";
+
+/**
+ * addAnswer waits until this store's answer subscription is active (once a listener is
+ * registered), so a listener registered before an addAnswer on the same store sees it.
+ */
+export class RedisRunStore implements RunStore {
+  readonly kind = "redis";
+  private readonly redis: Redis;
+  private readonly prefix: string;
+  private readonly log: Logger | undefined;
+  private readonly listeners = new Set<(codeModeRunId: string) => void>();
+  private subscriber: Redis | undefined;
+  private subscribing: Promise<void> | undefined;
+
+  /** `url`: redis://host:port[/db] or rediss://…; connects in the background. */
+  constructor(url: string, options: RedisRunStoreOptions = {}) {
+    this.prefix = options.prefix ?? REDIS_PREFIX;
+    this.log = options.log?.child({ store: "redis", url: redactUrl(url) });
+    this.redis = connectRedis(url, this.log);
+  }
+
+  /** Resolves once Redis answers a PING. */
+  async ping(): Promise<void> {
+    await this.redis.ping();
+  }
+
+  async suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult> {
+    const { scope, pending, snapshot } = record;
+    const meta: Meta = {
+      scope,
+      reason: record.reason,
+      configJson: record.configJson,
+      outputBytes: record.outputBytes,
+      catalogVersion: record.catalogVersion,
+      execCallId: record.execCallId,
+    };
+    const [status, ...answered] = buffers(
+      await scripts.suspend.run(this.redis, [
+        this.prefix,
+        Date.now(),
+        record.codeModeRunId,
+        scopeKeyOf(scope),
+        sessionKeyOf(scope),
+        scope.agentRunId,
+        Math.ceil(record.expiresAtMs),
+        JSON.stringify(meta),
+        JSON.stringify(pending),
+        Buffer.from(snapshot.buffer, snapshot.byteOffset, snapshot.byteLength),
+        options.maxSuspendedRuns,
+        options.claimToken === undefined ? "new" : "replace",
+        options.claimToken ?? "",
+        record.generation,
+        pending.length,
+        ...pending.map((p) => p.callId),
+        ...record.answers.flatMap((a) => [a.callId, JSON.stringify(a)]),
+      ]),
+    );
+    const why = text(status);
+    if (why === "cap" || why === "claim_lost" || why === "stale") return { ok: false, why };
+    return { ok: true, answeredCallIds: answered.map(text) };
+  }
+
+  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID()): Promise<ClaimResult> {
+    const reply = buffers(
+      await scripts.claim.run(this.redis, [this.prefix, Date.now(), codeModeRunId, sessionKeyOf(scope), scope.agentRunId, Math.ceil(leaseMs), token]),
+    );
+    const [status, exp, generation, meta, pending, snapshot, ...answers] = reply;
+    const why = text(status);
+    if (why === "unavailable" || why === "session" || why === "run" || why === "busy") return { ok: false, why };
+    const entries = JSON.parse(text(pending)) as PendingEntry[];
+    const run: SuspendedRecord = {
+      ...(JSON.parse(text(meta)) as Meta),
+      codeModeRunId,
+      snapshot: new Uint8Array(bytes(snapshot)),
+      pending: entries,
+      answers: inPendingOrder(entries, answers),
+      expiresAtMs: Number(text(exp)),
+      generation: Number(text(generation)),
+    };
+    return { ok: true, run, token };
+  }
+
+  async release(codeModeRunId: string, token: string, keep: boolean): Promise<boolean> {
+    return (await scripts.release.run(this.redis, [this.prefix, Date.now(), codeModeRunId, token, keep ? "1" : "0"])) === 1;
+  }
+
+  async addAnswer(scope: StoreScope, answer: StoredAnswer): Promise<{ result: AnswerResult; codeModeRunId?: string }> {
+    if (this.listeners.size > 0) await this.subscribe();
+    const [result, codeModeRunId] = buffers(
+      await scripts.addAnswer.run(this.redis, [this.prefix, Date.now(), answer.callId, scopeKeyOf(scope), JSON.stringify(answer)]),
+    ).map(text);
+    if (result !== "stored" && result !== "unknown" && result !== "scope" && result !== "duplicate" && result !== "ended") {
+      throw new Error(`unexpected addAnswer reply ${result}`);
+    }
+    return codeModeRunId === undefined ? { result } : { result, codeModeRunId };
+  }
+
+  async answers(codeModeRunId: string, token: string, seen: ReadonlySet<string>): Promise<StoredAnswer[] | undefined> {
+    const reply = await scripts.answers.run(this.redis, [this.prefix, Date.now(), codeModeRunId, token]);
+    if (reply === null) return undefined;
+    const [pending, ...answers] = buffers(reply);
+    return inPendingOrder(JSON.parse(text(pending)) as PendingEntry[], answers).filter((a) => !seen.has(a.callId));
+  }
+
+  onAnswer(listener: (codeModeRunId: string) => void): () => void {
+    this.listeners.add(listener);
+    void this.subscribe();
+    return () => this.listeners.delete(listener);
+  }
+
+  async deleteScope(scope: StoreScope): Promise<number> {
+    return Number(await scripts.deleteScope.run(this.redis, [this.prefix, Date.now(), scopeKeyOf(scope)]));
+  }
+
+  async count(): Promise<number> {
+    return this.redis.zcount(`${this.prefix}runs`, `(${Date.now()}`, "+inf");
+  }
+
+  async close(): Promise<void> {
+    this.listeners.clear();
+    await Promise.all([quitRedis(this.redis), this.subscriber && quitRedis(this.subscriber)]);
+  }
+
+  /** Subscribes the answer channel once; a failed attempt is logged and retried on the next call. */
+  private subscribe(): Promise<void> {
+    this.subscribing ??= (async () => {
+      this.subscriber ??= watchRedis(this.redis.duplicate(), this.log).on("message", (_channel: string, id: string) => this.emit(id));
+      await this.subscriber.subscribe(`${this.prefix}answers`);
+    })().catch((err: unknown) => {
+      this.subscribing = undefined;
+      this.log?.warn({ err }, "could not subscribe to stored answers");
+    });
+    return this.subscribing;
+  }
+
+  private emit(codeModeRunId: string): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(codeModeRunId);
+      } catch (err) {
+        this.log?.error({ err, codeModeRunId }, "an onAnswer listener threw");
+      }
+    }
+  }
+}
+
+function sessionKeyOf(s: StoreScope): string {
+  return JSON.stringify([s.agentId, s.sessionId, s.sessionKey]);
+}
+
+/** Stored answers in the order the VM awaits their calls (the same order in every store). */
+function inPendingOrder(pending: PendingEntry[], answers: Buffer[]): StoredAnswer[] {
+  const byCall = new Map(answers.map((b) => JSON.parse(text(b)) as StoredAnswer).map((a) => [a.callId, a]));
+  return pending.flatMap((p) => {
+    const answer = byCall.get(p.callId);
+    return answer ? [answer] : [];
+  });
+}
+
+function buffers(reply: unknown): Buffer[] {
+  if (!Array.isArray(reply)) throw new Error("unexpected reply from Redis");
+  return reply.map(bytes);
+}
+
+function bytes(reply: unknown): Buffer {
+  if (!Buffer.isBuffer(reply)) throw new Error("unexpected reply from Redis");
+  return reply;
+}
+
+function text(reply: unknown): string {
+  return bytes(reply).toString("utf8");
+}

@@ -1,0 +1,362 @@
+/**
+ * One segment of a code-mode run on this sidecar: the `exec` that starts it, or a
+ * `wait` that resumes it. It submits the task to the pool and turns what the worker
+ * reports into the gateway's stream (output, nested tool calls), answers catalog
+ * requests itself, registers nested calls so BridgeCallback can reach the live VM, keeps
+ * every answer it handed to the VM (a suspension stores the ones the VM had not yet
+ * consumed), and ends with exactly one Result plus a trajectory record.
+ */
+import { createHash } from "node:crypto";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { ToolSource } from "../../gen/codemode/common/v1/common_pb.js";
+import type { ExecEventSchema } from "../../gen/codemode/sandbox/v1/sandbox_pb.js";
+import type { CodeModeConfig } from "../../shared/config.js";
+import type { AnswerValue } from "../../shared/link-wire.js";
+import type { Scope } from "../../shared/scope.js";
+import type { Logger } from "../../shared/logger.js";
+import type { CallRegistry, LiveCall } from "./call-registry.js";
+import { sourceBreakdown, type CatalogEntryData, type CatalogSurface, type RunCatalog } from "../catalog/run-catalog.js";
+import type { SandboxPool } from "../pool/pool.js";
+import type { ExecEvents, ExecHandle, Submission } from "../pool/pool-contract.js";
+import { buildResult, type OutputItem, type ResultInput } from "./result.js";
+import { tenantOf } from "../pool/cpu-budget.js";
+import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
+import type { NestedCallMessage, PendingKind, TaskOutcome } from "../pool/task-protocol.js";
+
+const MODEL_VISIBLE = ["exec", "wait"] as const;
+const TOOL_SEARCH_VISIBLE = ["tool_search_code"] as const;
+const MCP_RUN_VISIBLE = ["codemode.run"] as const;
+/** The error of a segment that cannot reach the orchestrator (to resolve, claim or store its run). */
+export const ORCHESTRATOR_UNREACHABLE = "code mode runtime is unavailable: the orchestrator cannot be reached.";
+/** Longest search query (characters) the catalog ranks; longer queries are cut. */
+const MAX_QUERY_CHARS = 256;
+const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
+
+export type { Scope };
+export type Answer = AnswerValue;
+/** A host request the VM made, as a suspended run lists it. */
+export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string; dueAtMs?: number };
+export type ExecEventInit = NonNullable<MessageInitShape<typeof ExecEventSchema>["event"]>;
+
+type RequestPayload = { query: string; limit: number | null; id: string; path: string; prefix: string; server: string; tool: string; schema: boolean };
+
+const NO_CATALOG = { ok: false as const, name: "ToolNotFound", message: "this run has no tool catalog." };
+
+/**
+ * The catalog entry and input of a nested call, however the guest made it. On the Tool
+ * Search surface (`tool_search_code`) a `tools` call reaches MCP entries by id too.
+ */
+function resolveCall(catalog: RunCatalog | undefined, m: NestedCallMessage, surface: CatalogSurface): { ok: true; entry: CatalogEntryData; inputJson: string } | { ok: false; name: string; message: string } {
+  if (!catalog) return { ok: false, name: "ToolNotFound", message: `unknown tool id ${JSON.stringify(m.target.slice(0, 200))}. This run has no tool catalog.` };
+  if (m.via === "ns") return catalog.namespaces.resolveCall(m.target, m.path, m.inputJson);
+  const r = m.via === "mcp" ? catalog.mcp.resolve(m.target) : catalog.resolve(m.target, surface);
+  return r.ok ? { ok: true, entry: r.entry, inputJson: m.inputJson } : r;
+}
+
+/** A guest request payload, read defensively: guest code can make it any JSON value. */
+function requestPayload(json: string): RequestPayload {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    raw = null;
+  }
+  const o = raw !== null && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
+  const str = (v: unknown) => (typeof v === "string" ? v : "");
+  return {
+    query: str(o.query),
+    limit: typeof o.limit === "number" ? o.limit : null,
+    id: str(o.id),
+    path: str(o.path),
+    prefix: str(o.prefix),
+    server: str(o.server),
+    tool: str(o.tool),
+    schema: o.schema === true,
+  };
+}
+
+export type SegmentInit = {
+  /**
+   * `tool_search_code`: a Tool Search program (openclaw.tools over every entry, never suspends).
+   * `codemode.run`: a Code Mode for MCP script (../surfaces/mcp-run/run-service.ts, never suspends).
+   */
+  kind: "exec" | "wait" | "tool_search_code" | "codemode.run";
+  scope: Scope;
+  scopeKey: string;
+  /** The model's exec or wait tool call id: the parent of nested calls made now. */
+  parentCallId: string;
+  codeModeRunId: string;
+  config: CodeModeConfig;
+  run: ResolvedRun | undefined;
+  send(event: ExecEventInit): void;
+  log: Logger;
+  pool: SandboxPool;
+  calls: CallRegistry;
+  resolver: RunResolver;
+  /** A surface's own check of a resolved nested call (`codemode.run`: input validation); a failure answers the guest instead. */
+  checkCall?: (entry: CatalogEntryData, inputJson: string) => { name: string; message: string } | undefined;
+  /** A surface's own answer to a guest catalog request (`codemode.run`: discovery); undefined leaves it to the default. */
+  answerRequest?: (op: string, payloadJson: string) => Answer | undefined;
+};
+
+/** Largest input or result kept whole in the trajectory; larger ones keep size and hash. */
+const MAX_REPLAY_BYTES = 64 * 1024;
+
+function replayText(text: string): { text: string; bytes: bigint; sha256: string } {
+  const bytes = Buffer.byteLength(text, "utf8");
+  return { text: bytes <= MAX_REPLAY_BYTES ? text : "", bytes: BigInt(bytes), sha256: createHash("sha256").update(text).digest("hex") };
+}
+
+export class Segment {
+  readonly outputs: OutputItem[] = [];
+  /** Every answer handed to the VM in this segment, by call id. */
+  readonly answers = new Map<string, Answer>();
+  /** Host requests the VM made in this segment. */
+  readonly made = new Map<string, PendingInfo>();
+  private readonly myCalls = new Set<LiveCall>();
+  /** Source and owner of each nested call's tool, for the trajectory. */
+  private readonly callSources = new Map<string, { source: ToolSource; sourceName: string }>();
+  private readonly counters = { search: 0, describe: 0, call: 0 };
+  private readonly startedAt = Date.now();
+  /** The model's input, for the trajectory's replay record. */
+  private inputJson = "";
+  /** Set when the gateway cancelled the call (or its deadline passed) while it ran. */
+  private cancelledBy: string | undefined;
+  /** Calls of earlier segments answered while the run was suspended, delivered here. */
+  private readonly resolved: Array<{ callId: string; outcome: string; errorMessage: string; deliveredAtMs: bigint }> = [];
+  private readonly t0 = performance.now();
+  private handle: ExecHandle | undefined;
+
+  constructor(private readonly init: SegmentInit) {}
+
+  get log(): Logger {
+    return this.init.log;
+  }
+
+  /** Hands an answer to the VM (if it still runs) and remembers it. */
+  answer(callId: string, answer: Answer): void {
+    this.answers.set(callId, answer);
+    this.handle?.answer(callId, answer);
+  }
+
+  /** Keeps the model's input (exec: code/command/language; wait: runId) for replay. */
+  recordInput(input: Record<string, unknown>): void {
+    this.inputJson = JSON.stringify(input);
+  }
+
+  /** An earlier segment's call whose answer (stored while suspended) this segment delivers. */
+  recordResolved(callId: string, answer: Answer): void {
+    this.resolved.push({ callId, outcome: answer.ok ? "ok" : "error", errorMessage: answer.ok ? "" : answer.error.message.slice(0, 2_000), deliveredAtMs: BigInt(Date.now()) });
+  }
+
+  /** Runs the task to its outcome; the first of `cancelSignals` to abort (the stream's, the drain's) cancels the VM. */
+  async run(submission: Submission, cancelSignals: readonly AbortSignal[], suspendSignal?: AbortSignal): Promise<TaskOutcome> {
+    const { config, run, calls, scopeKey, parentCallId, codeModeRunId } = this.init;
+    const catalog = run?.catalog;
+    const send = this.init.send;
+    const surface: CatalogSurface = this.init.kind === "tool_search_code" ? "tool_search" : config.searchIncludesMcp ? "code+mcp" : "code";
+    let events!: ExecEvents;
+    const handle = this.init.pool.exec(submission, events = {
+      onOutput: (kind, data) => {
+        this.outputs.push({ kind, data });
+        send({ case: "output", value: { kind: { case: kind, value: data } } });
+      },
+      onToolCall: (m) => {
+        const { callId } = m;
+        // An unknown id's "did you mean" reads the index, being built off the main thread (catalog/index-builder.ts).
+        const ready = m.via === "tools" ? catalog?.indexReadyFor(m.target) : undefined;
+        if (ready) {
+          this.made.set(callId, { callId, kind: "call", toolId: m.target.slice(0, 256), toolName: "" });
+          return void ready.then(() => events.onToolCall(m));
+        }
+        this.counters.call++;
+        const callsSoFar = (run?.counters.call ?? 0) + this.counters.call;
+        const resolved =
+          callsSoFar > config.maxToolCallsPerRun
+            ? { ok: false as const, name: "RangeError", message: `this run made ${config.maxToolCallsPerRun} tool calls, its limit (maxToolCallsPerRun).` }
+            : resolveCall(catalog, m, surface);
+        if (!resolved.ok) {
+          this.made.set(callId, { callId, kind: "call", toolId: m.via === "ns" ? "" : m.target.slice(0, 256), toolName: "" });
+          this.answer(callId, { ok: false, error: { name: resolved.name, message: resolved.message } });
+          return;
+        }
+        const { entry: e, inputJson } = resolved;
+        const refused = this.init.checkCall?.(e, inputJson);
+        if (refused) {
+          this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
+          this.answer(callId, { ok: false, error: refused });
+          return;
+        }
+        this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
+        const call: LiveCall = {
+          callId,
+          scopeKey,
+          toolId: e.id,
+          toolName: e.name,
+          parentCallId,
+          startedAtMs: Date.now(),
+          deliver: (answer) => this.answer(callId, answer),
+          stage: (text) => this.handle?.stage(callId, text),
+          unstage: () => this.handle?.unstage(callId),
+        };
+        this.myCalls.add(call);
+        this.callSources.set(callId, { source: SOURCE_ENUM[e.source], sourceName: e.sourceName });
+        calls.add(call);
+        send({
+          case: "toolCall",
+          value: { callId, toolId: e.id, toolName: e.name, source: SOURCE_ENUM[e.source], sourceName: e.sourceName, inputJson, parentCallId, codeModeRunId },
+        });
+      },
+      onRequest: (reqId, op, payloadJson) => {
+        this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
+        const payload = requestPayload(payloadJson);
+        // A search, or describing an unknown id ("did you mean"), waits for its version's index, being built off the main thread (catalog/index-builder.ts).
+        const ready = op === "search" ? catalog?.indexReady() : op === "describe" ? catalog?.indexReadyFor(payload.id) : undefined;
+        if (ready) return void ready.then(() => events.onRequest(reqId, op, payloadJson));
+        const base = run?.counters ?? { search: 0, describe: 0 };
+        if ((op === "search" || op === "describe") && base.search + base.describe + this.counters.search + this.counters.describe >= config.maxSearchesPerRun) {
+          this.answer(reqId, { ok: false, error: { name: "RangeError", message: `this run made ${config.maxSearchesPerRun} searches and describes, its limit (maxSearchesPerRun).` } });
+          return;
+        }
+        const own = this.init.answerRequest?.(op, payloadJson);
+        if (own) {
+          if (op === "search") this.counters.search++;
+          else if (op === "describe") this.counters.describe++;
+          this.answer(reqId, own);
+          return;
+        }
+        if (op === "search") {
+          this.counters.search++;
+          const requested = typeof payload.limit === "number" && Number.isFinite(payload.limit) ? Math.trunc(payload.limit) : config.searchDefaultLimit;
+          const limit = Math.min(config.maxSearchLimit, Math.max(1, requested));
+          this.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit, surface) : []) });
+        } else if (op === "describe") {
+          this.counters.describe++;
+          const d = catalog ? catalog.describe(payload.id, surface) : NO_CATALOG;
+          this.answer(reqId, d.ok ? { ok: true, json: JSON.stringify(d.value) } : { ok: false, error: { name: d.name, message: d.message } });
+        } else if (op === "api_list") {
+          const files = catalog ? catalog.mcp.list(payload.prefix) : [];
+          this.answer(reqId, Array.isArray(files) ? { ok: true, json: JSON.stringify(files) } : { ok: false, error: { name: files.name, message: files.message } });
+        } else if (op === "api_read") {
+          const file = catalog ? catalog.mcp.read(payload.path) : NO_CATALOG;
+          this.answer(reqId, file.ok ? { ok: true, json: JSON.stringify(file.text) } : { ok: false, error: { name: file.name, message: file.message } });
+        } else {
+          const header = catalog ? catalog.mcp.api(payload.server, payload.tool, payload.schema) : NO_CATALOG;
+          this.answer(reqId, header.ok ? { ok: true, json: JSON.stringify(header.value) } : { ok: false, error: { name: header.name, message: header.message } });
+        }
+      },
+      onYield: (callId) => {
+        // The worker suspends the run once the VM is idle; `wait` resolves the yield.
+        this.made.set(callId, { callId, kind: "yield", toolId: "", toolName: "" });
+      },
+    }, tenantOf(this.init.scope));
+    this.handle = handle;
+    const onAbort = () => {
+      // The first signal to abort says why; a later one (the drain's after the stream's) changes nothing.
+      if (this.cancelledBy !== undefined) return;
+      const reason: unknown = cancelSignals.find((s) => s.aborted)?.reason;
+      this.cancelledBy = typeof reason === "string" ? reason : `the gateway cancelled the ${this.init.kind}`;
+      handle.cancel(this.cancelledBy);
+    };
+    const onSuspend = () => handle.suspend();
+    suspendSignal?.addEventListener("abort", onSuspend, { once: true });
+    if (suspendSignal?.aborted) onSuspend();
+    for (const s of cancelSignals) s.addEventListener("abort", onAbort, { once: true });
+    if (cancelSignals.some((s) => s.aborted)) onAbort();
+    try {
+      const outcome = await handle.outcome;
+      this.placement = { queuedMs: outcome.queuedMs, moves: outcome.moves };
+      return outcome;
+    } finally {
+      suspendSignal?.removeEventListener("abort", onSuspend);
+      for (const s of cancelSignals) s.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** How the pool placed the segment's VM (for the log): time waiting for a thread, moves between threads. */
+  private placement: { queuedMs: number | undefined; moves: number | undefined } = { queuedMs: undefined, moves: undefined };
+
+  /** Nested calls made here can no longer reach a VM on this sidecar. */
+  endCalls(): void {
+    this.init.calls.endAll(this.myCalls);
+  }
+
+  /** Sends the segment's Result, logs it, and records its trajectory step. */
+  finish(r: ResultInput, outputBytes: number, snapshotBytes?: number): void {
+    void this.settle(r, outputBytes, snapshotBytes, false);
+  }
+
+  /**
+   * Like finish, but the trajectory is recorded before the result is sent, so what the
+   * orchestrator derives from the step (a Tool Search fallback) is in place when the
+   * gateway reads the result.
+   */
+  finishRecorded(r: ResultInput, outputBytes: number): Promise<void> {
+    return this.settle(r, outputBytes, undefined, true);
+  }
+
+  private async settle(r: ResultInput, outputBytes: number, snapshotBytes: number | undefined, recordFirst: boolean): Promise<void> {
+    const { run, config, scope, parentCallId, codeModeRunId, kind } = this.init;
+    this.endCalls();
+    const entries = run?.catalog?.entries ?? [];
+    const base = run?.counters ?? { search: 0, describe: 0, call: 0 };
+    const durationMs = performance.now() - this.t0;
+    const result = buildResult(r, this.outputs, {
+      catalogSize: entries.length,
+      sources: run?.catalog?.sources ?? sourceBreakdown(entries),
+      coreSourceName: config.coreSourceName,
+      searchCount: base.search + this.counters.search,
+      describeCount: base.describe + this.counters.describe,
+      callCount: base.call + this.counters.call,
+      modelVisibleTools: kind === "tool_search_code" ? TOOL_SEARCH_VISIBLE : kind === "codemode.run" ? MCP_RUN_VISIBLE : MODEL_VISIBLE,
+      durationMs,
+      outputBytes,
+      ...(snapshotBytes !== undefined ? { snapshotBytes } : {}),
+    });
+    // Every result names its code-mode run on the wire; the model sees it only when waiting.
+    result.codeModeRunId = codeModeRunId;
+    if (!recordFirst) this.init.send({ case: "result", value: result });
+    const nested = [...this.myCalls].map((c) => ({
+      callId: c.callId,
+      toolId: c.toolId,
+      toolName: c.toolName,
+      outcome: c.outcome ? (c.outcome.ok ? "ok" : "error") : r.status === "waiting" ? "pending" : this.cancelledBy !== undefined ? "cancelled" : "abandoned",
+      errorMessage: c.outcome?.errorMessage ?? "",
+      startedAtMs: BigInt(c.startedAtMs),
+      durationMs: c.outcome?.durationMs ?? 0,
+      parentCallId: c.parentCallId,
+      ...this.callSources.get(c.callId),
+    }));
+    this.log.info(
+      { status: r.status, code: r.status === "failed" ? r.code : undefined, reason: r.status === "waiting" ? r.reason : undefined, snapshotBytes, ms: Math.round(durationMs), calls: nested.length, ...this.placement },
+      `${kind} finished`,
+    );
+    const step = {
+      kind,
+      callId: parentCallId,
+      codeModeRunId,
+      // What the gateway saw: a cancelled call got no result, whatever the VM ended with.
+      status: this.cancelledBy !== undefined ? "cancelled" : r.status,
+      input: replayText(this.inputJson),
+      result: replayText(result.modelJson ?? ""),
+      errorCode: r.status === "failed" ? (r.code ?? "") : "",
+      errorMessage: r.status === "failed" ? r.error.slice(0, 2_000) : "",
+      startedAtMs: BigInt(this.startedAt),
+      durationMs,
+      nestedCalls: nested,
+    };
+    const record = () =>
+      this.init.resolver
+        .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved }, recordFirst)
+        .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
+    if (recordFirst) {
+      if (run?.found) await record();
+      this.init.send({ case: "result", value: result });
+    } else if (run?.found) {
+      // After the result's bytes left: the socket write is a native immediate, which runs
+      // before this one in the same check phase, so encoding and writing the record no
+      // longer delays the result. Nothing the gateway sends next is read before it runs.
+      setImmediate(record);
+    }
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * The sidecar's standing connection to the orchestrator: an Attach stream that
+ * announces this sidecar with its pool health (can its worker pool run guest code; sent
+ * again whenever it changes: the orchestrator offers Tool Search's mode code only while
+ * an attached sidecar can), exchanges heartbeats, carries the orchestrator's pushes (tool
+ * answers for live VMs, run cache invalidations), and is re-opened with backoff whenever
+ * it drops. Every state change is logged and reported to listeners (the sidecar's health
+ * follows it). The calls on a suspension's or a wait's path (ResolveRun, SuspendRun,
+ * ClaimRun, ReleaseRun, RouteToolResult: `rpc`) ride the open stream when the
+ * orchestrator takes them (./link-calls.ts), else they are unary calls over the same
+ * channel, as are RecordSegment and AwaitToolResults; it dials the orchestrator's link
+ * port with the link's own credentials (TLS or mTLS, and the link token as a bearer token).
+ * When the orchestrator that welcomed the link is in this process (`codemode start`),
+ * segment records are handed to it directly instead (../../shared/colocated.ts).
+ */
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { RecordSegmentRequestSchema, SidecarLink } from "../../gen/codemode/orchestrator/v1/link_pb.js";
+import type { ColocatedOrchestrator } from "../../shared/colocated.js";
+import type { ClientSecurity } from "../../protocol/credentials.js";
+import { createClient, type ServiceClient } from "../../protocol/grpc-client.js";
+import { answerFromWire, type AnswerValue } from "../../shared/link-wire.js";
+import { requireScope, type Scope } from "../../shared/scope.js";
+import type { Logger } from "../../shared/logger.js";
+import { linkRpc, StreamCalls, type LinkRpc } from "./link-calls.js";
+import { POOL_STARTED, type PoolHealth } from "../pool/pool-health.js";
+
+export type LinkState = "connecting" | "up" | "down" | "closed";
+
+
+const HEARTBEAT_MS = 5_000;
+const MAX_BACKOFF_MS = 5_000;
+
+/** What an operator should check when the link is refused for a reason of configuration. */
+function hintFor(err: unknown, tls: boolean): { hint?: string } {
+  const code = (err as { code?: string }).code;
+  if (code === "unavailable" && tls) return { hint: "if the orchestrator is up, check TLS: its link port's CA (--link-tls-ca), the name it is dialled by (--link-tls-server-name) and, with mutual TLS, this sidecar's client certificate" };
+  if (code === "unauthenticated") return { hint: "the orchestrator refused this sidecar's link token: set the same CODEMODE_LINK_TOKEN (or --link-token-file) on both" };
+  if (code === "unimplemented") return { hint: "this address does not serve SidecarLink: --orchestrator-address must be the orchestrator's link port (--link-address, default 7302), not its Control port" };
+  return {};
+}
+
+export class OrchestratorLink {
+  /**
+   * Delivers an answer the orchestrator forwarded (a gateway sent it to another sidecar)
+   * into a live VM here; true when one awaited the call. Set by the server.
+   */
+  onDeliver: ((scope: Scope, callId: string, answer: AnswerValue) => boolean) | undefined;
+  /** Drops cached resolved runs the orchestrator says changed (every one when `all`). Set by the run resolver. */
+  onInvalidate: ((scopes: Scope[], all: boolean) => void) | undefined;
+
+  get sidecarId(): string {
+    return this.identity.sidecarId;
+  }
+
+  readonly client: ServiceClient<typeof SidecarLink.method>;
+  /** The link calls: on the open stream when the orchestrator takes them, else unary on `client`. */
+  readonly rpc: LinkRpc;
+  /** Calls in flight on the open stream; set while the link is up to an orchestrator that takes them. */
+  private streamCalls: StreamCalls | undefined;
+  private state: LinkState = "connecting";
+  private closed = false;
+  private abort = new AbortController();
+  private liveExecs: () => number = () => 0;
+  private readonly listeners = new Set<(state: LinkState) => void>();
+  /** Sends a pool health change on the open Attach stream (undefined while none is open). */
+  private sendPool: ((pool: PoolHealth) => void) | undefined;
+  /** Sends a segment record on the open link; set while the link is up. */
+  private sendRecord: ((req: MessageInitShape<typeof RecordSegmentRequestSchema>) => void) | undefined;
+
+  constructor(
+    readonly address: string,
+    private readonly identity: { sidecarId: string; address: string; version: string },
+    private readonly log: Logger,
+    private readonly security: ClientSecurity = {},
+    private pool: PoolHealth = POOL_STARTED,
+    private readonly colocated?: ColocatedOrchestrator,
+  ) {
+    this.client = createClient(
+      SidecarLink,
+      address,
+      {
+        "grpc.keepalive_time_ms": 10_000,
+        "grpc.keepalive_timeout_ms": 5_000,
+        "grpc.max_receive_message_length": 64 * 1024 * 1024,
+      },
+      security,
+    );
+    this.rpc = linkRpc(this.client, () => (this.state === "up" ? this.streamCalls : undefined));
+  }
+
+  get linkState(): LinkState {
+    return this.state;
+  }
+
+  get poolHealth(): PoolHealth {
+    return this.pool;
+  }
+
+  /** Reports a change of the pool's health: at once on the open link, and in every hello from now on. */
+  setPoolHealth(pool: PoolHealth): void {
+    if (pool.canRunCode === this.pool.canRunCode && pool.reason === this.pool.reason) return;
+    this.pool = { ...pool };
+    if (pool.canRunCode) this.log.info({ canRunCode: true }, "sandbox pool can run code again; reporting it to the orchestrator");
+    else this.log.warn({ canRunCode: false, reason: pool.reason }, "sandbox pool cannot run code; reporting it to the orchestrator");
+    this.sendPool?.(this.pool);
+  }
+
+  /**
+   * Sends a finished segment's record on the open link (one stream message instead of a
+   * RecordSegment call). False when the link is not up: the caller makes the call.
+   */
+  recordOnLink(req: MessageInitShape<typeof RecordSegmentRequestSchema>): boolean {
+    if (this.state !== "up" || !this.sendRecord) return false;
+    this.sendRecord(req);
+    return true;
+  }
+
+  /** Calls `listener` with every state change from now on. */
+  onStateChange(listener: (state: LinkState) => void): void {
+    this.listeners.add(listener);
+  }
+
+  start(liveExecs: () => number): void {
+    this.liveExecs = liveExecs;
+    void this.loop();
+  }
+
+  private setState(next: LinkState, detail?: Record<string, unknown>): void {
+    if (next === this.state) return;
+    this.state = next;
+    const fields = { orchestrator: this.address, link: next, ...detail };
+    if (next === "down") this.log.warn(fields, "orchestrator link down");
+    else this.log.info(fields, `orchestrator link ${next}`);
+    for (const listener of this.listeners) listener(next);
+  }
+
+  private async loop(): Promise<void> {
+    let backoff = 100;
+    while (!this.closed) {
+      this.setState("connecting");
+      const started = Date.now();
+      try {
+        await this.attachOnce();
+        if (!this.closed) this.setState("down", { reason: "stream ended" });
+      } catch (err) {
+        if (this.closed) break;
+        this.setState("down", { reason: (err as Error).message, ...hintFor(err, this.security.tls !== undefined) });
+      }
+      if (this.closed) break;
+      if (Date.now() - started > 10_000) backoff = 100;
+      await new Promise((r) => setTimeout(r, backoff).unref());
+      backoff = Math.min(MAX_BACKOFF_MS, backoff * 2);
+    }
+  }
+
+  private async attachOnce(): Promise<void> {
+    const ac = new AbortController();
+    this.abort = ac;
+    const stream = this.client.attach({ signal: ac.signal });
+    stream.send({ message: { case: "hello", value: { ...this.identity, pool: this.pool } } });
+    const sendPool = (pool: PoolHealth) => stream.send({ message: { case: "poolHealth", value: pool } });
+    this.sendPool = sendPool;
+    const onWire = (req: MessageInitShape<typeof RecordSegmentRequestSchema>) => stream.send({ message: { case: "record", value: req } });
+    let sendRecord = onWire;
+    const beat = setInterval(() => {
+      stream.send({ message: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()), liveExecs: this.liveExecs() } } });
+    }, HEARTBEAT_MS);
+    beat.unref();
+    let calls: StreamCalls | undefined;
+    try {
+      for await (const msg of stream.messages) {
+        if (msg.message.case === "welcome") {
+          // The orchestrator that welcomed this link is in this process: records skip the wire.
+          const local = this.colocated?.orchestratorId === msg.message.value.orchestratorId ? this.colocated : undefined;
+          if (local) sendRecord = (req) => void (local.record(this.identity.sidecarId, create(RecordSegmentRequestSchema, req)) || onWire(req));
+          this.sendRecord = sendRecord;
+          if (msg.message.value.takesCalls) {
+            calls = new StreamCalls((call) => stream.send({ message: { case: "call", value: call } }));
+            this.streamCalls = calls;
+          }
+          this.setState("up", { orchestratorId: msg.message.value.orchestratorId, callsOnStream: calls !== undefined, recordsInProcess: local !== undefined });
+        } else if (msg.message.case === "reply") {
+          calls?.reply(msg.message.value);
+        } else if (msg.message.case === "deliver") {
+          // An answer a gateway sent to another sidecar, for a call one of our live VMs may await.
+          const d = msg.message.value;
+          let delivered = false;
+          try {
+            const answer = d.answer ? answerFromWire(d.answer) : undefined;
+            if (answer && d.answer && this.onDeliver) delivered = this.onDeliver(requireScope(d.scope), d.answer.callId, answer);
+          } catch {
+            delivered = false;
+          }
+          stream.send({ message: { case: "ack", value: { requestId: d.requestId, delivered } } });
+        } else if (msg.message.case === "invalidate") {
+          // Runs changed at the orchestrator: drop them from the run cache, then ack (the
+          // gateway's change is answered only after this ack).
+          const inv = msg.message.value;
+          const scopes: Scope[] = [];
+          for (const s of inv.scopes) {
+            try {
+              scopes.push(requireScope(s));
+            } catch {
+              // a malformed scope cannot name a cached run
+            }
+          }
+          this.onInvalidate?.(scopes, inv.all || scopes.length !== inv.scopes.length);
+          stream.send({ message: { case: "invalidated", value: { requestId: inv.requestId } } });
+        }
+      }
+    } finally {
+      clearInterval(beat);
+      // Calls still in flight fail as unavailable: their callers retry them (unary, or on the next link).
+      if (this.streamCalls === calls) this.streamCalls = undefined;
+      calls?.close();
+      if (this.sendPool === sendPool) this.sendPool = undefined;
+      if (this.sendRecord === sendRecord) this.sendRecord = undefined;
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    this.abort.abort();
+    this.setState("closed");
+    this.client.close();
+  }
+}

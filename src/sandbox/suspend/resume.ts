@@ -1,0 +1,269 @@
+/**
+ * `wait`: continues a suspended run on whichever sidecar the gateway called.
+ *
+ * It claims the run at the orchestrator (scope-checked; one wait at a time), waits up
+ * to `timeoutMs` for the first answer when none is there yet (none: `waiting` again,
+ * listing what is still unsettled, and the run stays as it was), checks the snapshot's
+ * seal, restores it in a fresh VM on the pool, delivers every answer, and keeps
+ * collecting answers from the orchestrator while the VM runs, so calls that settle in
+ * time are drained within this same `wait`. The segment ends like an exec: completed,
+ * failed (the run is deleted), or suspended again under the same runId. When the
+ * sidecar's drain budget runs out, a wait still waiting for its first answer returns
+ * `waiting` with the run left intact; one whose VM runs is cancelled.
+ */
+import { randomUUID } from "node:crypto";
+import { WaitReason } from "../../gen/codemode/common/v1/common_pb.js";
+import { ServiceError } from "../../protocol/service-error.js";
+import { configFromJson, LIMITS, runConfig, type CodeModeConfig } from "../../shared/config.js";
+import { answerFromWire, pendingKindFromWire, RUN_MESSAGES } from "../../shared/link-wire.js";
+import type { Logger } from "../../shared/logger.js";
+import type { OrchestratorLink } from "../link/orchestrator-link.js";
+import { withRetries } from "../link/retry.js";
+import { killGraceMs } from "../pool/pool-contract.js";
+import type { ResultInput } from "../exec/result.js";
+import type { ResolvedRun } from "../link/run-resolver.js";
+import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type PendingInfo, type SegmentInit } from "../exec/segment.js";
+import { SnapshotAuthError, SnapshotKeyUnavailableError, type SnapshotSealer } from "./snapshot-seal.js";
+import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
+import type { AnswerMessage } from "../pool/task-protocol.js";
+import { linkedSignal } from "../exec/drain-signals.js";
+
+const LINK_DEADLINE_MS = 10_000;
+/**
+ * How long a claim holds if this sidecar dies mid-wait: longer than any wait can take
+ * (waiting for a first answer, queueing for a worker, running, each bounded by the
+ * largest timeoutMs plus the kill grace, then storing), after which another wait may
+ * resume the run from its stored snapshot. A segment that learns its claim is gone
+ * anyway (expired, or the run was closed) is cancelled.
+ */
+const CLAIM_LEASE_MS = 3 * (LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.max)) + 30_000;
+/** Longest single AwaitToolResults long-poll. */
+const POLL_MS = 30_000;
+/**
+ * When every call the run awaited is answered, the long-poll can only learn that the
+ * claim was lost (the run was closed meanwhile): it starts this late, so a short segment
+ * costs no AwaitToolResults call and no cancelled call on either side.
+ */
+const LATE_POLL_MS = 25;
+
+const UNAVAILABLE = RUN_MESSAGES.unavailable;
+
+export type WaitDeps = {
+  link: OrchestratorLink;
+  sealer: SnapshotSealer;
+  log: Logger;
+  segment(config: CodeModeConfig): Segment;
+  init: Omit<SegmentInit, "config">;
+  run: ResolvedRun;
+  /** Aborted (with the reason as a string) when the sidecar's drain budget runs out. */
+  drainSignal: AbortSignal;
+  /** Aborted when the sidecar's drain budget ran out: the restored VM suspends again when idle. */
+  suspendSignal?: AbortSignal;
+};
+
+/**
+ * Long-polls the orchestrator for answers not in `seen`, until one arrives, the signal
+ * aborts, or `untilMs` passes. Returns false when the claim is no longer current.
+ */
+async function collect(link: OrchestratorLink, runId: string, token: string, seen: Set<string>, onAnswer: (id: string, a: Answer) => void, signal: AbortSignal, untilMs: number, once: boolean, log: Logger): Promise<boolean> {
+  while (!signal.aborted) {
+    const left = untilMs - Date.now();
+    if (left <= 0) return true;
+    try {
+      const res = await link.client.awaitToolResults(
+        { codeModeRunId: runId, claimToken: token, timeoutMs: Math.min(left, POLL_MS), seenCallIds: [...seen] },
+        { signal, deadlineMs: Math.min(left, POLL_MS) + LINK_DEADLINE_MS },
+      );
+      if (!res.claimCurrent) return false;
+      let got = false;
+      for (const w of res.answers) {
+        const a = answerFromWire(w);
+        if (!a || seen.has(w.callId)) continue;
+        seen.add(w.callId);
+        onAnswer(w.callId, a);
+        got = true;
+      }
+      if (got && once) return true;
+    } catch (err) {
+      if (signal.aborted) return true;
+      log.warn({ err, runId }, "waiting for tool answers at the orchestrator failed; retrying");
+      await new Promise((r) => setTimeout(r, 500).unref());
+    }
+  }
+  return true;
+}
+
+export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSignal): Promise<void> {
+  const { link, sealer, log, run, drainSignal } = deps;
+  const early = deps.segment(runConfig(run.configLayer));
+  early.recordInput({ runId });
+  const scope = deps.init.scope;
+  // The token is ours, so a claim whose reply was lost can be retried without "busy".
+  const token = randomUUID();
+  let claim;
+  try {
+    claim = await withRetries(
+      () => link.rpc.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS }),
+      (err) => err instanceof ServiceError && err.code === "unavailable" && !signal.aborted,
+    );
+  } catch (err) {
+    log.warn({ err }, "could not claim the suspended run");
+    return early.finish({ status: "failed", error: ORCHESTRATOR_UNREACHABLE, code: "runtime_unavailable" }, 0);
+  }
+  if (claim.refused || !claim.run) return early.finish({ status: "failed", error: claim.refused || UNAVAILABLE, code: "invalid_input" }, 0);
+  const rec = claim.run;
+  const release = (keep: boolean) => releaseClaim(link, runId, token, keep, log);
+
+  const outputBytesUsed = Number(rec.outputBytes);
+  const pending = new Map<string, PendingInfo>();
+  for (const p of rec.pending) {
+    const kind = pendingKindFromWire(p.kind);
+    pending.set(p.callId, kind === "timer" ? { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName, dueAtMs: Number(p.dueAtMs) } : { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName });
+  }
+
+  // The seal is checked first: nothing of a record that fails it is used. The store's
+  // generation must be the one the snapshot was sealed for: an older one put back is refused.
+  const generation = Number(rec.generation);
+  let envelope: Uint8Array;
+  try {
+    const meta = sealMeta({ configJson: rec.configJson, reason: rec.reason === WaitReason.YIELD ? "yield" : "pending_tools", pending: pending.values(), outputBytes: outputBytesUsed });
+    envelope = sealer.open(rec.snapshot, { codeModeRunId: runId, scopeKey: deps.init.scopeKey, meta, generation });
+  } catch (err) {
+    if (!(err instanceof SnapshotAuthError)) throw err;
+    if (err instanceof SnapshotKeyUnavailableError) {
+      // Sealed under a key this sidecar does not hold: another sidecar's per-process key, or
+      // a key not (or no longer) configured here. The run may well be intact: leave it.
+      await release(true);
+      if (!sealer.shared) {
+        log.warn({ runId, keyId: err.keyId }, "cannot resume a run sealed by another sidecar process (no shared CODEMODE_SNAPSHOT_KEYS)");
+        return early.finish(
+          { status: "failed", error: "this sidecar cannot resume code mode runs suspended by another sidecar process; configure the same CODEMODE_SNAPSHOT_KEY on every sidecar.", code: "runtime_unavailable" },
+          outputBytesUsed,
+        );
+      }
+      log.warn({ runId, keyId: err.keyId, keyIds: sealer.keyIds }, "cannot resume a run sealed under a snapshot key this sidecar does not have; leaving it");
+      return early.finish(
+        {
+          status: "failed",
+          error: `this sidecar cannot resume this code mode run: its snapshot was sealed under key id "${err.keyId}", which is not among this sidecar's snapshot keys (CODEMODE_SNAPSHOT_KEYS); the run is kept for a sidecar that has it.`,
+          code: "runtime_unavailable",
+        },
+        outputBytesUsed,
+      );
+    }
+    log.error({ runId, generation, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
+    await release(false);
+    return early.finish({ status: "failed", error: `code mode run's snapshot failed authentication and was discarded (${err.message}).`, code: "internal_error" }, outputBytesUsed);
+  }
+
+  let config: CodeModeConfig;
+  try {
+    config = configFromJson(rec.configJson);
+  } catch (err) {
+    await release(false);
+    return early.finish({ status: "failed", error: `code mode run has an unreadable config and was discarded: ${(err as Error).message}`, code: "internal_error" }, 0);
+  }
+  const seg = deps.segment(config);
+  seg.recordInput({ runId });
+  const answers = new Map<string, Answer>();
+  for (const w of rec.answers) {
+    const a = answerFromWire(w);
+    if (a && pending.has(w.callId)) answers.set(w.callId, a);
+  }
+  for (const p of pending.values()) {
+    if (answers.has(p.callId)) continue;
+    // A yield is over once the model called wait. A catalog request is answered within
+    // milliseconds, so one still open was cut by the suspension: the guest retries it.
+    if (p.kind === "yield") answers.set(p.callId, { ok: true, json: "" });
+    if (p.kind === "request") answers.set(p.callId, { ok: false, error: { name: "Error", message: "the catalog request was interrupted by a suspension; make it again." } });
+  }
+  const seen = new Set(rec.answers.map((a) => a.callId));
+  const onAnswer = (id: string, a: Answer) => {
+    if (pending.has(id)) answers.set(id, a);
+  };
+
+  // An armed guest timer is work the VM can do without any answer: restore when it is due.
+  let timerDue = Number.POSITIVE_INFINITY;
+  for (const p of pending.values()) if (p.kind === "timer") timerDue = Math.min(timerDue, p.dueAtMs ?? 0);
+  const timerReady = () => timerDue <= Date.now();
+  if (answers.size === 0 && !timerReady()) {
+    const until = Math.min(Date.now() + config.timeoutMs, timerDue);
+    // Not AbortSignal.any: the drain's signal is shared and would keep every one (../exec/drain-signals.ts).
+    const either = linkedSignal([signal, drainSignal]);
+    const current = await collect(link, runId, token, seen, onAnswer, either.signal, until, true, log).finally(either.done);
+    if (!current) return seg.finish({ status: "failed", error: UNAVAILABLE, code: "invalid_input" }, outputBytesUsed);
+    if (signal.aborted) {
+      await release(false);
+      return;
+    }
+    // Nothing came, or the sidecar stops before the VM was restored: the run stays as it was.
+    if ((answers.size === 0 && !timerReady()) || drainSignal.aborted) {
+      await release(true);
+      const still: ResultInput = { status: "waiting", runId, reason: "pending_tools", pending: unsettledCalls(pending.values(), (id) => answers.has(id)) };
+      return seg.finish(still, outputBytesUsed, rec.snapshot.byteLength);
+    }
+  }
+
+  const delivered: AnswerMessage[] = [];
+  for (const [callId, a] of answers) {
+    delivered.push(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error });
+    if (pending.get(callId)?.kind === "call") seg.recordResolved(callId, a);
+  }
+  const polling = new AbortController();
+  const running = new AbortController();
+  const onCancel = () => running.abort(`the gateway cancelled the wait`);
+  signal.addEventListener("abort", onCancel, { once: true });
+  if (signal.aborted) onCancel();
+  const onDrained = () => running.abort(drainSignal.reason);
+  drainSignal.addEventListener("abort", onDrained, { once: true });
+  if (drainSignal.aborted) onDrained();
+  const onLive = (id: string, a: Answer) => {
+    onAnswer(id, a);
+    if (pending.get(id)?.kind === "call") seg.recordResolved(id, a);
+    seg.answer(id, a);
+  };
+  let poller: Promise<void> = Promise.resolve();
+  const poll = () => {
+    poller = collect(link, runId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log).then((current) => {
+      if (!current) running.abort("the run's claim was lost (it expired or the run was closed)");
+    });
+  };
+  let unanswered = false;
+  for (const p of pending.values()) if (p.kind === "call" && !answers.has(p.callId)) unanswered = true;
+  const late = unanswered ? undefined : setTimeout(poll, LATE_POLL_MS);
+  if (unanswered) poll();
+  let outcome;
+  try {
+    outcome = await seg.run(
+      {
+        kind: "resume",
+        envelope,
+        pending: [...pending.values()].map((p) => (p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind })),
+        answers: delivered,
+        limits: limitsOf(config),
+        outputBytesUsed,
+        ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
+      },
+      [running.signal],
+      deps.suspendSignal,
+    );
+  } finally {
+    signal.removeEventListener("abort", onCancel);
+    drainSignal.removeEventListener("abort", onDrained);
+    clearTimeout(late);
+    polling.abort();
+    await poller;
+  }
+  await endSegment(seg, outcome, {
+    scope,
+    scopeKey: deps.init.scopeKey,
+    codeModeRunId: runId,
+    execCallId: rec.execCallId,
+    config,
+    catalogVersion: run.catalog?.version ?? rec.catalogVersion,
+    link,
+    sealer,
+    signal,
+    claim: { token, generation, pending, answers },
+  });
+}

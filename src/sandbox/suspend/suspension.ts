@@ -1,0 +1,207 @@
+/**
+ * Stores a suspended segment with the orchestrator and says what the model gets back.
+ *
+ * The worker hands over an idle VM's snapshot and everything the VM still awaits. Here
+ * the snapshot is sealed (AES-256-GCM, bound to the run, scope, metadata and the run's
+ * next generation in the store), checked against `maxSnapshotBytes`, and sent with the
+ * pending list and the answers the VM had not yet consumed (an answer can arrive after
+ * the snapshot was taken). Answers that arrive
+ * while the store call is in flight are routed to the orchestrator afterwards, so
+ * nothing a gateway sent is lost between "the VM stopped" and "the run is stored".
+ */
+import { WaitReason } from "../../gen/codemode/common/v1/common_pb.js";
+import type { CodeModeConfig } from "../../shared/config.js";
+import { answerToWire, pendingKindToWire } from "../../shared/link-wire.js";
+import type { Logger } from "../../shared/logger.js";
+import { withRetries } from "../link/retry.js";
+import { ServiceError } from "../../protocol/service-error.js";
+import type { OrchestratorLink } from "../link/orchestrator-link.js";
+import { errorCodeName, type ResultInput } from "../exec/result.js";
+import type { Answer, PendingInfo, Scope, Segment } from "../exec/segment.js";
+import type { SnapshotSealer } from "./snapshot-seal.js";
+import type { TaskLimits, TaskOutcome } from "../pool/task-protocol.js";
+
+export type SuspendedOutcome = Extract<TaskOutcome, { status: "suspended" }>;
+
+export type SuspendContext = {
+  scope: Scope;
+  scopeKey: string;
+  codeModeRunId: string;
+  execCallId: string;
+  config: CodeModeConfig;
+  catalogVersion: string;
+  link: OrchestratorLink;
+  sealer: SnapshotSealer;
+  /** The gateway's call: a suspension it cancelled is dropped, not stored. */
+  signal: AbortSignal;
+  /** For a resumed run: its claim (with the store's generation of the run), and what the stored run already knew. */
+  claim?: { token: string; generation: number; pending: Map<string, PendingInfo>; answers: Map<string, Answer> };
+};
+
+export type SuspendResult = { result: ResultInput; snapshotBytes?: number };
+
+/** Tool calls still without an answer: what the model sees as pendingToolCalls. */
+export function unsettledCalls(pending: Iterable<PendingInfo>, answered: (callId: string) => boolean) {
+  const out: Array<{ callId: string; toolId: string; toolName: string }> = [];
+  for (const p of pending) if (p.kind === "call" && !answered(p.callId)) out.push({ callId: p.callId, toolId: p.toolId, toolName: p.toolName });
+  return out;
+}
+
+/**
+ * The stored metadata a seal covers, canonically encoded: the sidecar that resumes the
+ * run rebuilds it from the stored record, so an edited record fails the seal.
+ */
+export function sealMeta(m: { configJson: string; reason: "pending_tools" | "yield"; pending: Iterable<PendingInfo>; outputBytes: number }): string {
+  return JSON.stringify([m.configJson, m.reason, [...m.pending].map((p) => [p.callId, p.kind, p.toolId, p.toolName, p.dueAtMs ?? 0]), m.outputBytes]);
+}
+
+/**
+ * The largest sealed snapshot the link carries: gRPC messages between sidecar and
+ * orchestrator are capped at 64 MiB, and a claimed run also carries its answers.
+ */
+export const MAX_STORED_SNAPSHOT_BYTES = 48 * 1024 * 1024;
+
+/** Hands an answer that came in late to the stored run; a few tries, then it stays unsettled. */
+async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Segment): Promise<boolean> {
+  try {
+    await withRetries(() => ctx.link.rpc.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 }), () => true);
+    return true;
+  } catch (err) {
+    seg.log.error({ err, callId }, "could not hand a late answer to the suspended run; the call is listed as unsettled");
+    return false;
+  }
+}
+
+export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, ctx: SuspendContext): Promise<SuspendResult> {
+  const pending: PendingInfo[] = outcome.pending.map(
+    (ref) =>
+      ref.kind === "timer"
+        ? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "", dueAtMs: ref.dueAtMs ?? Date.now() }
+        : (seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" }),
+  );
+  const configJson = JSON.stringify(ctx.config);
+  const meta = sealMeta({ configJson, reason: outcome.reason, pending, outputBytes: outcome.outputBytes });
+  const notAfterMs = Date.now() + ctx.config.snapshotTtlSeconds * 1000;
+  // The store takes exactly its generation plus one: 1 for a first suspension.
+  const generation = (ctx.claim?.generation ?? 0) + 1;
+  const sealed = ctx.sealer.seal(outcome.envelope, { codeModeRunId: ctx.codeModeRunId, scopeKey: ctx.scopeKey, meta, generation }, notAfterMs);
+  const limit = Math.min(ctx.config.maxSnapshotBytes, MAX_STORED_SNAPSHOT_BYTES);
+  if (sealed.byteLength > limit) {
+    const which = limit === ctx.config.maxSnapshotBytes ? "maxSnapshotBytes" : "the largest snapshot the store link carries";
+    return {
+      result: {
+        status: "failed",
+        error: `code mode snapshot is ${sealed.byteLength} bytes, over ${which} (${limit} bytes); the run cannot be suspended.`,
+        code: "snapshot_limit_exceeded",
+      },
+    };
+  }
+  const known = (id: string) => seg.answers.get(id) ?? ctx.claim?.answers.get(id);
+  const included = new Map<string, Answer>();
+  for (const p of pending) {
+    const a = known(p.callId);
+    if (a) included.set(p.callId, a);
+  }
+  const request = {
+    run: {
+      codeModeRunId: ctx.codeModeRunId,
+      scope: ctx.scope,
+      snapshot: sealed,
+      pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind), dueAtMs: BigInt(p.dueAtMs ?? 0) })),
+      answers: [...included].map(([id, a]) => answerToWire(id, a)),
+      reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
+      configJson,
+      outputBytes: BigInt(outcome.outputBytes),
+      catalogVersion: ctx.catalogVersion,
+      execCallId: ctx.execCallId,
+      generation: BigInt(generation),
+    },
+    reclaim: ctx.claim !== undefined,
+    claimToken: ctx.claim?.token ?? "",
+  };
+  // Retried while the orchestrator cannot be reached (the link's address may lead to another
+  // one): the store takes this same request again as already stored, so a reply lost with a
+  // dying orchestrator does not leave the run stored while the model is told it failed.
+  const res = await withRetries(
+    () => ctx.link.rpc.suspendRun(request, { deadlineMs: 10_000 }),
+    (err) => err instanceof ServiceError && err.code === "unavailable" && !ctx.signal.aborted,
+  );
+  if (res.refused) {
+    return { result: { status: "failed", error: res.refused, code: errorCodeName(res.refusedCode) ?? "invalid_input" } };
+  }
+  // From here on, answers for these calls are routed to the stored run. Those that
+  // reached this sidecar after the snapshot and after the request above was built are
+  // handed over now, so the stored run keeps them too.
+  seg.endCalls();
+  for (const p of pending) {
+    const a = seg.answers.get(p.callId);
+    if (!a || included.has(p.callId)) continue;
+    if (await routeLate(ctx, p.callId, a, seg)) included.set(p.callId, a);
+  }
+  const answered = new Set([...included.keys(), ...res.answeredCallIds]);
+  return {
+    result: { status: "waiting", runId: ctx.codeModeRunId, reason: outcome.reason, pending: unsettledCalls(pending, (id) => answered.has(id)) },
+    snapshotBytes: sealed.byteLength,
+  };
+}
+
+/** Ends a wait's claim: keep=false deletes the run (it settled), keep=true leaves it as it was. */
+export async function releaseClaim(link: OrchestratorLink, codeModeRunId: string, token: string, keep: boolean, log: Logger): Promise<void> {
+  try {
+    // Safe to repeat: a release that already happened is "no longer current". Without it a
+    // settled run would stay claimed, then be resumable again once the lease passed.
+    const r = await withRetries(() => link.rpc.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 }), (err) => err instanceof ServiceError && err.code === "unavailable");
+    // A settled run is deleted after its result went out: the gateway may have closed the
+    // run meanwhile, which is no surprise; a kept run whose claim lapsed is.
+    if (!r.released && keep) log.warn({ codeModeRunId, keep }, "the claim on the suspended run was no longer current at release");
+    else if (!r.released) log.info({ codeModeRunId, keep }, "the settled run was already gone at release (closed by its gateway, or its claim lapsed)");
+  } catch (err) {
+    log.warn({ err, codeModeRunId, keep }, "could not release the suspended run");
+  }
+}
+
+/** The limits a pool task runs under. */
+export function limitsOf(config: CodeModeConfig): TaskLimits {
+  return {
+    timeoutMs: config.timeoutMs,
+    memoryLimitBytes: config.memoryLimitBytes,
+    maxOutputBytes: config.maxOutputBytes,
+    maxPendingToolCalls: config.maxPendingToolCalls,
+    maxSnapshotBytes: config.maxSnapshotBytes,
+  };
+}
+
+/**
+ * Ends a segment from its worker outcome: a suspension is stored (and the model gets
+ * `waiting`); anything else is the final result, and a resumed run's claim is released
+ * with the run deleted.
+ */
+export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: SuspendContext): Promise<void> {
+  if (outcome.status === "suspended" && ctx.signal.aborted) {
+    outcome = { status: "failed", error: "code mode run was cancelled by the gateway.", code: "internal_error", outputBytes: outcome.outputBytes };
+  }
+  if (outcome.status === "suspended") {
+    seg.log.debug({ reason: outcome.reason, pending: outcome.pending.length, ...outcome.snapshot, envelopeBytes: outcome.envelope.byteLength }, "VM snapshotted");
+    let r: SuspendResult;
+    let unreachable = false;
+    try {
+      r = await storeSuspension(seg, outcome, ctx);
+    } catch (err) {
+      seg.log.warn({ err }, "could not store the suspended run");
+      unreachable = true;
+      r = { result: { status: "failed", error: "code mode could not store the suspended run: the orchestrator cannot be reached.", code: "runtime_unavailable" } };
+    }
+    // A resumed run whose new snapshot could not be stored keeps its previous one (a later
+    // wait resumes from there; calls made in this segment are asked again): not lost.
+    if (r.result.status === "failed" && ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, unreachable, seg.log);
+    seg.finish(r.result, outcome.outputBytes, r.snapshotBytes);
+    return;
+  }
+  if (outcome.status === "completed") seg.finish({ status: "completed", valueJson: outcome.valueJson }, outcome.outputBytes);
+  else seg.finish({ status: "failed", error: outcome.error, code: outcome.code }, outcome.outputBytes);
+  // A resumed run that settled is deleted after its result went out (one link round trip
+  // off the result's path), and before its stream ends: a stream that ends OK means the
+  // store no longer has the run; a sidecar that dies in between fails the stream after the
+  // result, and the run stays claimed until its lease passes, as for any wait it was serving.
+  if (ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, false, seg.log);
+}

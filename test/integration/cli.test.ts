@@ -1,0 +1,130 @@
+/**
+ * The `codemode` command as a user runs it: `exec` with --code, a file and stdin,
+ * `--tools` as a small gateway with `--allow`/`--deny`, exit statuses, and usage errors.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BIN, startStack, type Stack } from "../helpers/harness.js";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack();
+});
+afterAll(async () => {
+  expect(await stack.stop()).toBe(0);
+});
+
+function cli(args: string[], input?: string) {
+  const r = spawnSync(process.execPath, [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, ...args], { cwd: root, input, encoding: "utf8", timeout: 30_000 });
+  const lines = r.stdout.trim().split("\n").filter(Boolean);
+  return { status: r.status, stderr: r.stderr, results: lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+describe("codemode exec", () => {
+  it("--code prints one completed result with value 2 and exits 0", () => {
+    const r = cli(["--code", "return 1+1"]);
+    expect(r.status).toBe(0);
+    expect(r.results).toHaveLength(1);
+    expect(r.results[0]).toMatchObject({ status: "completed", value: 2 });
+  });
+  it("follows a waiting result with wait calls, printing each result, until the slow tool's answer completes the run", () => {
+    const r = cli(["--tools", "examples/tools.mjs", "--timeout-ms", "500", "examples/slow-tool.js"]);
+    expect(r.status).toBe(0);
+    expect(r.results.length).toBeGreaterThanOrEqual(2);
+    const [first, ...rest] = r.results;
+    expect(first).toMatchObject({ status: "waiting", reason: "pending_tools", output: [{ type: "text", text: "asking for the report" }] });
+    expect((first!.telemetry as { snapshotBytes: number }).snapshotBytes).toBeGreaterThan(0);
+    expect(rest.slice(0, -1).every((x) => x.status === "waiting" && x.runId === first!.runId)).toBe(true);
+    expect(rest.at(-1)).toMatchObject({ status: "completed", value: { topic: "code mode", pages: 3 }, output: [{ type: "text", text: "the report has 3 pages" }] });
+  });
+  it("exits 0 for a failed result too", () => {
+    const r = cli(["--timeout-ms", "300", "--code", "while(true){}"]);
+    expect(r.status).toBe(0);
+    expect(r.results[0]).toMatchObject({ status: "failed", code: "timeout" });
+  });
+  it("reads a file, and stdin with -", () => {
+    expect(cli(["examples/notes.ts", "--language", "typescript", "--tools", "examples/tools.mjs"]).results[0]).toMatchObject({
+      status: "completed",
+      value: [{ key: "welcome" }, { key: "todo", text: "ship code mode" }],
+      output: [{ type: "text", text: "skipped missing: no note named missing" }],
+    });
+    expect(cli(["-"], "return 'from stdin'").results[0]).toMatchObject({ value: "from stdin" });
+  });
+  it("--tools: search, describe and call complete in one exec", () => {
+    const r = cli(["--tools", "examples/tools.mjs", "examples/search-describe-call.js"]);
+    expect(r.results[0]).toMatchObject({ status: "completed", value: { city: "Lisbon" }, telemetry: { searchCount: 1, describeCount: 1, callCount: 1 } });
+  });
+  it("--tools: a module exporting mcpServers and namespaces runs examples/mcp-and-namespaces.js, each call reaching its backing tool", async () => {
+    // examples/tools.mjs as the gateway, each handler wrapped to log the call it answers.
+    const dir = mkdtempSync(join(tmpdir(), "cm-cli-ns-"));
+    const log = join(dir, "calls.jsonl");
+    const file = join(dir, "tools.mjs");
+    writeFileSync(
+      file,
+      `import { appendFileSync } from "node:fs";
+       import tools, { mcpServers, namespaces } from ${JSON.stringify(pathToFileURL(join(root, "examples/tools.mjs")).href)};
+       export { mcpServers, namespaces };
+       export default tools.map((t) => ({ ...t, handler: async (input) => {
+         appendFileSync(${JSON.stringify(log)}, JSON.stringify({ name: t.name, input }) + "\\n");
+         return t.handler(input);
+       } }));`,
+    );
+    writeFileSync(log, "");
+    const r = cli(["--tools", file, "examples/mcp-and-namespaces.js"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.results).toHaveLength(1);
+    expect(r.results[0]).toMatchObject({
+      status: "completed",
+      value: {
+        files: ["mcp/index.d.ts", "mcp/tracker.d.ts"],
+        declares: true,
+        ticket: "ticket #7: Login fails on Safari (high)",
+        triage: ["triage"],
+        session: true,
+      },
+      telemetry: { callCount: 3, sources: { openclaw: 8, mcp: 2, client: 1 } },
+    });
+    // MCP.tracker.createTicket reached create_issue's MCP tool; Notes.append(key, line) and
+    // Notes.list(prefix) reached the notes plugin's tools with their marker-mapped inputs.
+    const calls = readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l) as unknown);
+    expect(calls).toEqual([
+      { name: "create_ticket", input: { title: "Login fails on Safari", priority: "high" } },
+      { name: "note_append", input: { key: "triage", line: "opened ticket 7" } },
+      { name: "note_list", input: { prefix: "tri" } },
+    ]);
+    // The CLI registered the namespace on the orchestrator with its scope as wire JSON.
+    const registered = (await stack.control.listNamespaces({})).namespaces.find((n) => n.id === "notes-api");
+    expect(registered).toMatchObject({ pluginId: "notes", globalName: "Notes" });
+    expect([...registered!.requiredToolNames].sort()).toEqual(["note_append", "note_list"]);
+    expect(JSON.parse(registered!.scopeJson)).toEqual({ session: { $context: "sessionId" }, list: { $tool: "note_list", args: ["prefix"] }, append: { $tool: "note_append", args: ["key", "line"] } });
+  });
+  it("--tools: 16 parallel calls complete", () => {
+    const r = cli(["--tools", "examples/tools.mjs", "examples/parallel.js"]);
+    expect(r.results[0]).toMatchObject({ status: "completed", value: 1240 });
+  });
+  it("--deny: a denied tool cannot be found or called by id", () => {
+    const code = `const found = (await tools.search("dangerous delete everything")).map((t) => t.id);
+      try { await tools.call("openclaw:core:delete_everything", {}); return "called" } catch (e) { return { found, error: e.message } }`;
+    const r = cli(["--tools", "examples/tools.mjs", "--deny", "delete_*", "--code", code]);
+    expect(r.results[0]).toMatchObject({ status: "completed" });
+    const v = r.results[0]!.value as { found: string[]; error: string };
+    expect(v.found).not.toContain("openclaw:core:delete_everything");
+    expect(v.error).toMatch(/unknown tool id/);
+  });
+  it("usage errors exit 2 with a message", () => {
+    const r = cli([]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/usage: codemode exec/);
+    expect(cli(["--timeout-ms", "soon", "--code", "1"]).status).toBe(2);
+  });
+  it("an unreachable sandbox exits 1", () => {
+    const r = spawnSync(process.execPath, [BIN, "exec", "--sandbox", "127.0.0.1:1", "--code", "return 1"], { encoding: "utf8", timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/codemode:/);
+  });
+});
