@@ -18,7 +18,9 @@ import { startService, Gateway, mallocSettings } from "./lib/service.mjs";
 import { loadWasm, runFloor } from "./lib/floor.mjs";
 import { W1, W2, W3, W5, EXPECT, TWO_TOOLS } from "./lib/workloads.mjs";
 
-const { values } = parseArgs({ options: { n: { type: "string", default: "1000" }, concurrency: { type: "string", default: "1" }, only: { type: "string", default: "W1,W2,W3,W5" } } });
+const { values } = parseArgs({
+  options: { n: { type: "string", default: "1000" }, concurrency: { type: "string", default: "1" }, only: { type: "string", default: "W1,W2,W3,W5" } },
+});
 const N = Number(values.n);
 const C = Number(values.concurrency);
 const WORKLOADS = { W1, W2, W3, W5 };
@@ -71,7 +73,11 @@ for (const name of chosen) {
   const self0 = process.cpuUsage();
   const w0 = performance.now();
   let left = n;
-  await Promise.all(Array.from({ length: C }, async () => { while (left-- > 0) await run(name); }));
+  await Promise.all(
+    Array.from({ length: C }, async () => {
+      while (left-- > 0) await run(name);
+    }),
+  );
   const wall = performance.now() - w0;
   const self = process.cpuUsage(self0);
   const t1 = threadCpu(svc.child.pid);
@@ -98,12 +104,20 @@ gw.close();
 await svc.stop();
 
 const ms = (x) => `${x.toFixed(3)} ms`;
-console.log(`node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --concurrency ${C}; service ${mallocSettings()}\n`);
-console.log("| workload | execs | runs/s | sidecar main thread | sidecar workers | sidecar V8/libuv helpers | sidecar total | gateway (this process) | service total | floor (one fresh VM) | service / floor |");
+console.log(
+  `node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --concurrency ${C}; service ${mallocSettings()}\n`,
+);
+console.log(
+  "| workload | execs | runs/s | sidecar main thread | sidecar workers | sidecar V8/libuv helpers | sidecar total | gateway (this process) | service total | floor (one fresh VM) | service / floor |",
+);
 console.log("|---|---|---|---|---|---|---|---|---|---|---|");
 for (const r of rows) {
   const sidecar = r.main + r.workers + r.helpers;
   const total = sidecar + r.gateway;
-  console.log(`| ${r.name}${SESSION.has(r.name) ? " (ExecSession)" : ""} | ${r.n} | ${r.runsPerS.toFixed(0)} | ${ms(r.main)} | ${ms(r.workers)} | ${ms(r.helpers)} | ${ms(sidecar)} | ${ms(r.gateway)} | ${ms(total)} | ${ms(r.floor)} | ${(total / r.floor).toFixed(2)}x |`);
+  console.log(
+    `| ${r.name}${SESSION.has(r.name) ? " (ExecSession)" : ""} | ${r.n} | ${r.runsPerS.toFixed(0)} | ${ms(r.main)} | ${ms(r.workers)} | ${ms(r.helpers)} | ${ms(sidecar)} | ${ms(r.gateway)} | ${ms(total)} | ${ms(r.floor)} | ${(total / r.floor).toFixed(2)}x |`,
+  );
 }
-console.log("\nCPU per exec, from /proc/<pid>/task/*/stat (10 ms ticks: figures below 0.01 ms per exec are noise) and process.cpuUsage(). Workers: the pool's threads (named codemode-worker, or codemode-bg on a background lane); helpers: the rest (V8 compiler and GC threads, libuv). The floor's CPU is this process's while it ran the program in fresh VMs, tools as host functions.");
+console.log(
+  "\nCPU per exec, from /proc/<pid>/task/*/stat (10 ms ticks: figures below 0.01 ms per exec are noise) and process.cpuUsage(). Workers: the pool's threads (named codemode-worker, or codemode-bg on a background lane); helpers: the rest (V8 compiler and GC threads, libuv). The floor's CPU is this process's while it ran the program in fresh VMs, tools as host functions.",
+);

@@ -33,7 +33,14 @@ import { startService, Gateway, mallocSettings } from "./lib/service.mjs";
 import { largeCatalog } from "./lib/catalog.mjs";
 import { W1, W2, W3, W4, W5, TS, SUSPEND, EXPECT, TWO_TOOLS } from "./lib/workloads.mjs";
 
-const { values } = parseArgs({ options: { n: { type: "string", default: "200" }, cold: { type: "string", default: "5" }, warmup: { type: "string", default: "600" }, "cold-only": { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: {
+    n: { type: "string", default: "200" },
+    cold: { type: "string", default: "5" },
+    warmup: { type: "string", default: "600" },
+    "cold-only": { type: "boolean", default: false },
+  },
+});
 const N = Math.max(4, Number(values.n));
 const WARMUP = Math.max(0, Number(values.warmup));
 const COLD = Math.max(1, Number(values.cold));
@@ -94,13 +101,21 @@ for (let i = 0; i < COLD; i++) {
 
 if (values["cold-only"]) {
   const coldRows = [];
-  for (const [name, s, f, goal] of [["cold: spawn -> ready line (e)", coldReady, floorReady, 300], ["cold: ready -> first exec result (e)", coldFirst, floorFirst, 20]]) {
+  for (const [name, s, f, goal] of [
+    ["cold: spawn -> ready line (e)", coldReady, floorReady, 300],
+    ["cold: ready -> first exec result (e)", coldFirst, floorFirst, 20],
+  ]) {
     coldRows.push([name, ms(s.p50), ms(s.p99), ms(f.p50), ms(f.p99), `<= ${goal} ms`, Number.isFinite(s.p50) ? (s.p50 <= goal ? "met" : "NOT MET") : "n/a"]);
   }
-  console.log(`\n## Cold start only: node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --cold ${COLD}\n`);
+  console.log(
+    `\n## Cold start only: node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --cold ${COLD}\n`,
+  );
   printTable(["workload", "service p50", "service p99", "floor p50", "floor p99", "goal", "met?"], coldRows);
-  console.log(`\n- (e) as in the full run: connect+OpenRun p50 ${ms(pct(coldOpenRun, 50))}, the Exec alone p50 ${ms(pct(coldExecOnly, 50))} (max ${ms(pct(coldExecOnly, 100))}); ready samples ${coldReady.samples.map((v) => v.toFixed(0)).join(" ")}.`);
-  for (const [label, c] of Object.entries({ coldReady, floorReady })) if (c.errors > 0) console.log(`- FAILED samples (${label}): ${c.errors}, first: ${c.firstError}`);
+  console.log(
+    `\n- (e) as in the full run: connect+OpenRun p50 ${ms(pct(coldOpenRun, 50))}, the Exec alone p50 ${ms(pct(coldExecOnly, 50))} (max ${ms(pct(coldExecOnly, 100))}); ready samples ${coldReady.samples.map((v) => v.toFixed(0)).join(" ")}.`,
+  );
+  for (const [label, c] of Object.entries({ coldReady, floorReady }))
+    if (c.errors > 0) console.log(`- FAILED samples (${label}): ${c.errors}, first: ${c.firstError}`);
   process.exit(0);
 }
 
@@ -127,7 +142,13 @@ for (let i = 0; i < WARMUP; i++) {
       await gw.exec(small, TS, EXPECT.TS, "typescript");
       await gw.suspendResume(warmSus, SUSPEND, EXPECT.SUSPEND);
     }
-    if (i % 2 === 0) for (const [code, want] of [[W1, EXPECT.W1], [W2, EXPECT.W2], [W3, EXPECT.W3]]) await floorRun(code, want)();
+    if (i % 2 === 0)
+      for (const [code, want] of [
+        [W1, EXPECT.W1],
+        [W2, EXPECT.W2],
+        [W3, EXPECT.W3],
+      ])
+        await floorRun(code, want)();
   } catch (err) {
     warmup.fail(err);
   }
@@ -135,18 +156,54 @@ for (let i = 0; i < WARMUP; i++) {
 await gw.closeRun(warmSus);
 
 progress(`W1 x${N}`);
-const [w1s, w1f] = await interleave([["svc", () => gw.exec(small, W1, EXPECT.W1)], ["floor", floorRun(W1, EXPECT.W1)]], N, WARM);
+const [w1s, w1f] = await interleave(
+  [
+    ["svc", () => gw.exec(small, W1, EXPECT.W1)],
+    ["floor", floorRun(W1, EXPECT.W1)],
+  ],
+  N,
+  WARM,
+);
 progress(`W2 x${N}`);
-const [w2s, w2f] = await interleave([["svc", () => gw.exec(small, W2, EXPECT.W2)], ["floor", floorRun(W2, EXPECT.W2)]], N, WARM);
+const [w2s, w2f] = await interleave(
+  [
+    ["svc", () => gw.exec(small, W2, EXPECT.W2)],
+    ["floor", floorRun(W2, EXPECT.W2)],
+  ],
+  N,
+  WARM,
+);
 progress(`W3 x${N}`);
-const [w3s, w3f] = await interleave([["svc", () => gw.exec(small, W3, EXPECT.W3)], ["floor", floorRun(W3, EXPECT.W3)]], N, WARM);
+const [w3s, w3f] = await interleave(
+  [
+    ["svc", () => gw.exec(small, W3, EXPECT.W3)],
+    ["floor", floorRun(W3, EXPECT.W3)],
+  ],
+  N,
+  WARM,
+);
 progress(`W2, W3 over ExecSession x${N}`);
-const [w2x, w3x] = await interleave([["W2", () => gw.execSession(small, W2, EXPECT.W2)], ["W3", () => gw.execSession(small, W3, EXPECT.W3)]], N, WARM);
+const [w2x, w3x] = await interleave(
+  [
+    ["W2", () => gw.execSession(small, W2, EXPECT.W2)],
+    ["W3", () => gw.execSession(small, W3, EXPECT.W3)],
+  ],
+  N,
+  WARM,
+);
 progress(`W4 x${QUARTER}`);
 // A third side for reference only: the floor with an interrupt handler like the service's
 // (a deadline check on every call), to show what the service's timeout costs a hot loop.
 const deadlineFloor = floorRun(W4, EXPECT.W4, { interruptMs: 10_000 });
-const [w4s, w4f, w4fi] = await interleave([["svc", () => gw.exec(small, W4, EXPECT.W4)], ["floor", floorRun(W4, EXPECT.W4)], ["floor+interrupt", deadlineFloor]], QUARTER, Math.min(5, QUARTER));
+const [w4s, w4f, w4fi] = await interleave(
+  [
+    ["svc", () => gw.exec(small, W4, EXPECT.W4)],
+    ["floor", floorRun(W4, EXPECT.W4)],
+    ["floor+interrupt", deadlineFloor],
+  ],
+  QUARTER,
+  Math.min(5, QUARTER),
+);
 progress(`W5 x${HALF}`);
 // A third side: the same program with its answer sent on ExecSession instead of BridgeCallback.
 const [w5s, w5f, w5x] = await interleave(
@@ -202,7 +259,14 @@ const svcRate = thr.svcRuns / (thr.svcWall / 1000);
 const floorRate = thr.floorRuns / (thr.floorWall / 1000);
 
 progress(`W1 with 2,000 tools vs 2 tools x${N}`);
-const [bigS, smallS] = await interleave([["2000", () => gw.exec(big, W1, EXPECT.W1)], ["2", () => gw.exec(small, W1, EXPECT.W1)]], N, WARM);
+const [bigS, smallS] = await interleave(
+  [
+    ["2000", () => gw.exec(big, W1, EXPECT.W1)],
+    ["2", () => gw.exec(small, W1, EXPECT.W1)],
+  ],
+  N,
+  WARM,
+);
 
 progress(`suspend+resume x${HALF}`);
 const susScope = await gw.openRun({ tools: TWO_TOOLS }, "bench-suspend");
@@ -236,10 +300,7 @@ progress(`TypeScript cell x${N}`);
 const [tsS, tsF, tsJs] = await interleave(
   [
     ["svc ts", () => gw.exec(small, TS, EXPECT.TS, "typescript")],
-    [
-      "floor ts",
-      floorRun(TS, EXPECT.TS, { typescript: true }),
-    ],
+    ["floor ts", floorRun(TS, EXPECT.TS, { typescript: true })],
     ["svc js", () => gw.exec(small, W1, EXPECT.W1)],
   ],
   N,
@@ -259,7 +320,8 @@ const met = (value, ok) => (ok === undefined ? "–" : !Number.isFinite(value) ?
 const ratio = (a, b) => a / b;
 const x = (r) => (Number.isFinite(r) ? `${r.toFixed(2)}x` : "n/a");
 const rows = [];
-const latencyRow = (name, s, f, goalText, ok) => rows.push([name, ms(s.p50), ms(s.p99), ms(f.p50), ms(f.p99), x(ratio(s.p50, f.p50)), goalText, met(ok?.[0], ok?.[1])]);
+const latencyRow = (name, s, f, goalText, ok) =>
+  rows.push([name, ms(s.p50), ms(s.p99), ms(f.p50), ms(f.p99), x(ratio(s.p50, f.p50)), goalText, met(ok?.[0], ok?.[1])]);
 latencyRow("W1 `return 1 + 1`", w1s, w1f, "<= 2x floor", [ratio(w1s.p50, w1f.p50), (r) => r <= 2]);
 latencyRow("W2 10 sequential tool calls", w2s, w2f, "<= 6 ms", [w2s.p50, (v) => v <= 6]);
 latencyRow("W3 16 parallel tool calls", w3s, w3f, "<= 5 ms", [w3s.p50, (v) => v <= 5]);
@@ -268,9 +330,27 @@ latencyRow("W3 over ExecSession (answers on the stream)", w3x, w3f, "<= 5 ms", [
 latencyRow("W4 1e6-iteration loop", w4s, w4f, "<= 1.2x floor", [ratio(w4s.p50, w4f.p50), (r) => r <= 1.2]);
 latencyRow("W5 5,000 rows summed", w5s, w5f, "<= 1.2x floor", [ratio(w5s.p50, w5f.p50), (r) => r <= 1.2]);
 latencyRow("W5 over ExecSession", w5x, w5f, "<= 1.2x floor", [ratio(w5x.p50, w5f.p50), (r) => r <= 1.2]);
-rows.push(["W1 throughput, 2 concurrent (a)", perS(svcRate), "–", perS(floorRate), "–", x(ratio(svcRate, floorRate)), ">= 0.8x floor", met(ratio(svcRate, floorRate), (r) => r >= 0.8)]);
+rows.push([
+  "W1 throughput, 2 concurrent (a)",
+  perS(svcRate),
+  "–",
+  perS(floorRate),
+  "–",
+  x(ratio(svcRate, floorRate)),
+  ">= 0.8x floor",
+  met(ratio(svcRate, floorRate), (r) => r >= 0.8),
+]);
 latencyRow("W1, 2,000 tools (floor cols: 2 tools) (b)", bigS, smallS, "within 10% of 2 tools", [ratio(bigS.p50, smallS.p50), (r) => r <= 1.1]);
-rows.push(["suspend+resume (floor cols: two plain execs) (c)", ms(susS.p50), ms(susS.p99), ms(twoS.p50), ms(twoS.p99), `+${(susS.p50 - twoS.p50).toFixed(2)} ms`, "<= +5 ms", met(susS.p50 - twoS.p50, (d) => d <= 5)]);
+rows.push([
+  "suspend+resume (floor cols: two plain execs) (c)",
+  ms(susS.p50),
+  ms(susS.p99),
+  ms(twoS.p50),
+  ms(twoS.p99),
+  `+${(susS.p50 - twoS.p50).toFixed(2)} ms`,
+  "<= +5 ms",
+  met(susS.p50 - twoS.p50, (d) => d <= 5),
+]);
 rows.push(["stored snapshot of that run", bytes(snapshot.p50), bytes(snapshot.p99), "–", "–", "–", "<= 16 KiB", met(snapshot.p50, (b) => b <= 16 * 1024)]);
 latencyRow("TypeScript cell (floor: sucrase + VM) (d)", tsS, tsF, "– (none in issue)", undefined);
 latencyRow("cold: spawn -> ready line (e)", coldReady, floorReady, "<= 300 ms", [coldReady.p50, (v) => v <= 300]);
@@ -278,23 +358,66 @@ latencyRow("cold: ready -> first exec result (e)", coldFirst, floorFirst, "<= 20
 
 console.log("");
 console.log(`## Exec benchmark: service (gRPC end to end) vs in-process floor`);
-console.log(`node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --cold ${COLD} --warmup ${WARMUP}; service ${mallocSettings()}; ${wallS.toFixed(0)} s in all`);
+console.log(
+  `node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --cold ${COLD} --warmup ${WARMUP}; service ${mallocSettings()}; ${wallS.toFixed(0)} s in all`,
+);
 console.log("");
 printTable(["workload", "service p50", "service p99", "floor p50", "floor p99", "ratio (p50)", "goal", "met?"], rows);
 console.log("");
 console.log(`Sidecar RSS at the end: ${mem.rss.toFixed(0)} MiB (peak ${mem.hwm.toFixed(0)} MiB); it exited ${exitCode} on SIGTERM.`);
 console.log("");
 console.log("Notes:");
-console.log(`- Samples: W1, W2, W3, 2,000 tools, TypeScript ${N} each; W5, suspend+resume ${HALF} each; W4 ${QUARTER} (its p99 is about the max); cold ${COLD} starts. Goals judged on p50.`);
-console.log(`- Floor: fresh VM per program via QuickJS.create({ wasm }) with a precompiled module; tools are one synchronous host function returning JSON text behind async guest wrappers (bench/lib/floor.mjs). It runs on a thread of this process (bench/lib/floor-thread.mjs): in this thread its VMs' garbage was collected during the service's samples (W5 24 ms against 17 ms).`);
-console.log(`- (a) runs/s over 3 rounds of ${Math.max(CONC * 10, N * 5)} execs (a new session each). Service: 2 gateway loops running W1 execs back to back; latency p50 ${ms(thr.svcLat.p50)}, p99 ${ms(thr.svcLat.p99)}. Floor: 2 worker threads each running W1 VMs back to back; p50 ${ms(thr.floorLat.p50)}, p99 ${ms(thr.floorLat.p99)}. The gateway (this process) shares the 2 cores with the sidecar.`);
-console.log(`- (b) both sides on the service, alternating: a scope with 2,000 visible tools (bench/lib/catalog.mjs) vs one with 2; ratio ${x(ratio(bigS.p50, smallS.p50))}.`);
-console.log(`- (c) one sample = Exec of \`${SUSPEND}\` (-> waiting) then Wait (-> completed), vs two sequential Execs of \`return 1\` (both timed from the first send to the last Result); snapshot size from the waiting Result's telemetry.snapshotBytes.`);
-console.log(`- (d) \`${TS}\` with language "typescript": service p50 ${ms(tsS.p50)} vs the same service's JS W1 ${ms(tsJs.p50)} measured alongside (+${(tsS.p50 - tsJs.p50).toFixed(2)} ms); the floor transforms with sucrase (as the service does) then runs a fresh VM.`);
-console.log(`- (e) service: spawn of \`node bin/codemode.js start\` to its ready line; then connect, OpenRun (2 tools) and Exec W1 to its Result: of that, connect+OpenRun p50 ${ms(pct(coldOpenRun, 50))}, the Exec alone p50 ${ms(pct(coldExecOnly, 50))} (max ${ms(pct(coldExecOnly, 100))}). Floor: a node process (bench/lib/floor-cold.mjs) that imports quickjs-wasi and compiles its module, prints ready, runs one W1 VM.`);
-console.log(`- W4 floor with a deadline interruptHandler (like the service's): p50 ${ms(w4fi.p50)}, p99 ${ms(w4fi.p99)} (${x(ratio(w4s.p50, w4fi.p50))} service/that).`);
-const all = { warmup, w1s, w1f, w2s, w2f, w3s, w3f, w4s, w4f, w4fi, w5s, w5f, w5x, throughput: thr.svcLat, bigS, smallS, susS, twoS, tsS, tsF, tsJs, coldReady, floorReady };
-for (const [label, c] of Object.entries(all)) if (c.errors > 0) console.log(`- FAILED samples (${label}; s = service, f = floor): ${c.errors} (not timed), first: ${c.firstError}`);
+console.log(
+  `- Samples: W1, W2, W3, 2,000 tools, TypeScript ${N} each; W5, suspend+resume ${HALF} each; W4 ${QUARTER} (its p99 is about the max); cold ${COLD} starts. Goals judged on p50.`,
+);
+console.log(
+  `- Floor: fresh VM per program via QuickJS.create({ wasm }) with a precompiled module; tools are one synchronous host function returning JSON text behind async guest wrappers (bench/lib/floor.mjs). It runs on a thread of this process (bench/lib/floor-thread.mjs): in this thread its VMs' garbage was collected during the service's samples (W5 24 ms against 17 ms).`,
+);
+console.log(
+  `- (a) runs/s over 3 rounds of ${Math.max(CONC * 10, N * 5)} execs (a new session each). Service: 2 gateway loops running W1 execs back to back; latency p50 ${ms(thr.svcLat.p50)}, p99 ${ms(thr.svcLat.p99)}. Floor: 2 worker threads each running W1 VMs back to back; p50 ${ms(thr.floorLat.p50)}, p99 ${ms(thr.floorLat.p99)}. The gateway (this process) shares the 2 cores with the sidecar.`,
+);
+console.log(
+  `- (b) both sides on the service, alternating: a scope with 2,000 visible tools (bench/lib/catalog.mjs) vs one with 2; ratio ${x(ratio(bigS.p50, smallS.p50))}.`,
+);
+console.log(
+  `- (c) one sample = Exec of \`${SUSPEND}\` (-> waiting) then Wait (-> completed), vs two sequential Execs of \`return 1\` (both timed from the first send to the last Result); snapshot size from the waiting Result's telemetry.snapshotBytes.`,
+);
+console.log(
+  `- (d) \`${TS}\` with language "typescript": service p50 ${ms(tsS.p50)} vs the same service's JS W1 ${ms(tsJs.p50)} measured alongside (+${(tsS.p50 - tsJs.p50).toFixed(2)} ms); the floor transforms with sucrase (as the service does) then runs a fresh VM.`,
+);
+console.log(
+  `- (e) service: spawn of \`node bin/codemode.js start\` to its ready line; then connect, OpenRun (2 tools) and Exec W1 to its Result: of that, connect+OpenRun p50 ${ms(pct(coldOpenRun, 50))}, the Exec alone p50 ${ms(pct(coldExecOnly, 50))} (max ${ms(pct(coldExecOnly, 100))}). Floor: a node process (bench/lib/floor-cold.mjs) that imports quickjs-wasi and compiles its module, prints ready, runs one W1 VM.`,
+);
+console.log(
+  `- W4 floor with a deadline interruptHandler (like the service's): p50 ${ms(w4fi.p50)}, p99 ${ms(w4fi.p99)} (${x(ratio(w4s.p50, w4fi.p50))} service/that).`,
+);
+const all = {
+  warmup,
+  w1s,
+  w1f,
+  w2s,
+  w2f,
+  w3s,
+  w3f,
+  w4s,
+  w4f,
+  w4fi,
+  w5s,
+  w5f,
+  w5x,
+  throughput: thr.svcLat,
+  bigS,
+  smallS,
+  susS,
+  twoS,
+  tsS,
+  tsF,
+  tsJs,
+  coldReady,
+  floorReady,
+};
+for (const [label, c] of Object.entries(all))
+  if (c.errors > 0) console.log(`- FAILED samples (${label}; s = service, f = floor): ${c.errors} (not timed), first: ${c.firstError}`);
 if (bridge.errors > 0) console.log(`- BridgeCallback errors: ${bridge.errors}, first: ${bridge.first}`);
 const warnings = svc.stderr.filter((l) => l.trim() !== "");
 if (warnings.length > 0) console.log(`- The sidecar logged ${warnings.length} warn/error lines; first: ${warnings[0].slice(0, 300)}`);

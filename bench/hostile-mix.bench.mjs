@@ -50,7 +50,10 @@ const logs = { phase: "start-up", tally: new Map(), threads: undefined, file: va
 function startProcess(args, env = {}) {
   // CODEMODE_BENCH_SIDECAR_NODE_ARGS: node flags for the sidecar alone (e.g. --cpu-prof).
   const nodeArgs = args[0] === "sandbox" ? (process.env.CODEMODE_BENCH_SIDECAR_NODE_ARGS ?? "").split(" ").filter(Boolean) : [];
-  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...MALLOC_DEFAULTS, ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
+  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...MALLOC_DEFAULTS, ...process.env, CODEMODE_LOG_LEVEL: "info", ...env },
+  });
   const name = args[0];
   // Every log line but the per-exec "exec finished" is tallied per phase (the clues).
   createInterface({ input: child.stderr }).on("line", (line) => {
@@ -70,7 +73,19 @@ function startProcess(args, env = {}) {
     logs.tally.set(logs.phase, byPhase);
   });
   const ready = new Promise((resolve, reject) => {
-    createInterface({ input: child.stdout }).on("line", (l) => l.startsWith("ready ") && resolve(Object.fromEntries(l.slice(6).split(" ").map((kv) => kv.split("=")))));
+    createInterface({ input: child.stdout }).on(
+      "line",
+      (l) =>
+        l.startsWith("ready ") &&
+        resolve(
+          Object.fromEntries(
+            l
+              .slice(6)
+              .split(" ")
+              .map((kv) => kv.split("=")),
+          ),
+        ),
+    );
     child.once("exit", (code) => reject(new Error(`codemode ${name} exited ${code}`)));
   });
   return { child, ready };
@@ -79,7 +94,9 @@ function startProcess(args, env = {}) {
 const LINK_TOKEN = randomBytes(32).toString("base64url");
 // The orchestrator serves SidecarLink on a port of its own (`--link-address`); a build
 // without that flag serves it on the Control port.
-let orchestrator = startProcess(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"], { CODEMODE_LINK_TOKEN: LINK_TOKEN });
+let orchestrator = startProcess(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"], {
+  CODEMODE_LINK_TOKEN: LINK_TOKEN,
+});
 let orchestratorReady = await orchestrator.ready.catch(() => undefined);
 if (!orchestratorReady) {
   orchestrator = startProcess(["orchestrator", "--orchestrator-address", "127.0.0.1:0"], { CODEMODE_LINK_TOKEN: LINK_TOKEN });
@@ -87,7 +104,16 @@ if (!orchestratorReady) {
 }
 const orchestratorAt = orchestratorReady.orchestrator;
 const sidecar = startProcess(
-  ["sandbox", "--sandbox-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--orchestrator-address", orchestratorReady.link ?? orchestratorAt, ...(values.threads ? ["--threads", values.threads] : [])],
+  [
+    "sandbox",
+    "--sandbox-address",
+    "127.0.0.1:0",
+    "--metrics-address",
+    "127.0.0.1:0",
+    "--orchestrator-address",
+    orchestratorReady.link ?? orchestratorAt,
+    ...(values.threads ? ["--threads", values.threads] : []),
+  ],
   { CODEMODE_SNAPSHOT_KEY: randomBytes(36).toString("base64"), CODEMODE_LINK_TOKEN: LINK_TOKEN },
 );
 const sidecarReady = await sidecar.ready;
@@ -132,10 +158,26 @@ const rssMiB = (pid) => {
 // ---------------------------------------------------------------- the gateway's catalog and runs
 const TOOLS = [
   { name: "lookup", description: "Looks up an item by id.", parametersJson: JSON.stringify({ type: "object", properties: { id: { type: "number" } } }) },
-  { name: "weather", description: "Current weather and forecast for a city.", parametersJson: JSON.stringify({ type: "object", properties: { city: { type: "string" } } }) },
-  { name: "send_email", description: "Sends an email to a recipient.", parametersJson: JSON.stringify({ type: "object", properties: { to: { type: "string" }, body: { type: "string" } } }) },
-  { name: "store_blob", description: "Stores a blob of text and returns its size.", parametersJson: JSON.stringify({ type: "object", properties: { blob: { type: "string" } } }) },
-  { name: "fetch_blob", description: "Returns a large blob of text.", parametersJson: JSON.stringify({ type: "object", properties: { bytes: { type: "number" } } }) },
+  {
+    name: "weather",
+    description: "Current weather and forecast for a city.",
+    parametersJson: JSON.stringify({ type: "object", properties: { city: { type: "string" } } }),
+  },
+  {
+    name: "send_email",
+    description: "Sends an email to a recipient.",
+    parametersJson: JSON.stringify({ type: "object", properties: { to: { type: "string" }, body: { type: "string" } } }),
+  },
+  {
+    name: "store_blob",
+    description: "Stores a blob of text and returns its size.",
+    parametersJson: JSON.stringify({ type: "object", properties: { blob: { type: "string" } } }),
+  },
+  {
+    name: "fetch_blob",
+    description: "Returns a large blob of text.",
+    parametersJson: JSON.stringify({ type: "object", properties: { bytes: { type: "number" } } }),
+  },
 ];
 const { catalogId } = await control.putCatalog({ tools: TOOLS });
 let runSeq = 0;
@@ -218,12 +260,19 @@ async function runExec(scope, code, config, { answerDelay = () => 2 + Math.rando
   } catch (err) {
     for (const t of timers) clearTimeout(t);
     // grpc-js reports the gateway's own cancel as CANCELLED, which the client maps to "unavailable".
-    return { ms: performance.now() - t0, outcome: controller.signal.aborted ? "cancelled by gateway" : `rpc ${err?.code ?? "error"}`, error: String(err?.message ?? err) };
+    return {
+      ms: performance.now() - t0,
+      outcome: controller.signal.aborted ? "cancelled by gateway" : `rpc ${err?.code ?? "error"}`,
+      error: String(err?.message ?? err),
+    };
   }
   for (const t of timers) clearTimeout(t);
   const ms = performance.now() - t0;
   if (!model) return { ms, outcome: "no result" };
-  const error = model.status === "waiting" ? `${model.reason}, ${model.pendingToolCalls?.length ?? 0} pending: ${JSON.stringify(model.pendingToolCalls?.map((c) => c.name ?? c.toolName ?? c.id) ?? [])}` : model.error;
+  const error =
+    model.status === "waiting"
+      ? `${model.reason}, ${model.pendingToolCalls?.length ?? 0} pending: ${JSON.stringify(model.pendingToolCalls?.map((c) => c.name ?? c.toolName ?? c.id) ?? [])}`
+      : model.error;
   return { ms, outcome: model.status === "failed" ? `failed/${model.code ?? "uncaught"}` : model.status, value: model.value, error };
 }
 
@@ -239,7 +288,10 @@ const BENIGN = [
     expect: ["weather", "item2", true],
   },
   { code: `let s = 0;\nfor (let i = 0; i < 20000; i++) s = (s + i * i) % 1000003;\nreturn s`, expect: loopExpect },
-  { code: `console.log("step", 1, { a: [1, 2] });\nconsole.warn("careful");\ntext("halfway");\nconst r = await tools.lookup({ id: 3 });\nconsole.info("got", r.name);\nreturn "done"`, expect: "done" },
+  {
+    code: `console.log("step", 1, { a: [1, 2] });\nconsole.warn("careful");\ntext("halfway");\nconst r = await tools.lookup({ id: 3 });\nconsole.info("got", r.name);\nreturn "done"`,
+    expect: "done",
+  },
 ];
 const benignExpect = BENIGN.map((b) => JSON.stringify(b.expect));
 
@@ -274,11 +326,17 @@ const HOSTILE = {
   ],
   flood: [
     // Thousands of refused tool calls (unknown ids, then past maxToolCallsPerRun).
-    { code: `let refused = 0;\nfor (let i = 0; i < 3000; i++) { try { await tools.call("openclaw:core:nope_" + i, {}); } catch { refused++; } }\nreturn refused` },
+    {
+      code: `let refused = 0;\nfor (let i = 0; i < 3000; i++) { try { await tools.call("openclaw:core:nope_" + i, {}); } catch { refused++; } }\nreturn refused`,
+    },
     // Thousands of searches (past maxSearchesPerRun they are refused).
-    { code: `let n = 0;\nfor (let i = 0; i < 3000; i++) { try { n += (await tools.search("weather " + i, { limit: 50 })).length; } catch { n--; } }\nreturn n` },
+    {
+      code: `let n = 0;\nfor (let i = 0; i < 3000; i++) { try { n += (await tools.search("weather " + i, { limit: 50 })).length; } catch { n--; } }\nreturn n`,
+    },
     // A burst far past maxPendingToolCalls, and a huge sparse array as tool input and as the value.
-    { code: `const burst = await Promise.allSettled(Array.from({ length: 5000 }, (_, i) => tools.lookup({ id: i })));\n${sparse}\nlet refused = burst.filter((r) => r.status === "rejected").length;\ntry { await tools.lookup({ id: 1, items: a }); } catch { refused++; }\nreturn a` },
+    {
+      code: `const burst = await Promise.allSettled(Array.from({ length: 5000 }, (_, i) => tools.lookup({ id: i })));\n${sparse}\nlet refused = burst.filter((r) => r.status === "rejected").length;\ntry { await tools.lookup({ id: 1, items: a }); } catch { refused++; }\nreturn a`,
+    },
   ],
   oversized: [
     // A tool input just under the 3 MiB bridge limit, and one just over it.
@@ -347,9 +405,19 @@ async function phase(name, hostile, seconds, { record = true } = {}) {
     if (i % 10 === 9) {
       if (!hostile) continue;
       const category = hostile === "mix" ? ONLY[nextCat++ % ONLY.length] : hostile;
-      track(hostileExec(category).then((r) => stats.hostile.push({ ...r, category }), (err) => stats.hostile.push({ outcome: `bench error ${err?.code ?? err}`, ms: 0, category })));
+      track(
+        hostileExec(category).then(
+          (r) => stats.hostile.push({ ...r, category }),
+          (err) => stats.hostile.push({ outcome: `bench error ${err?.code ?? err}`, ms: 0, category }),
+        ),
+      );
     } else {
-      track(benignExec().then((r) => stats.benign.push(r), (err) => stats.benign.push({ outcome: `bench error ${err?.code ?? err}`, ms: 0, ok: false })));
+      track(
+        benignExec().then(
+          (r) => stats.benign.push(r),
+          (err) => stats.benign.push({ outcome: `bench error ${err?.code ?? err}`, ms: 0, ok: false }),
+        ),
+      );
     }
   }
   // Samples from here on are of the drain (no new traffic), not of the phase's load.
@@ -368,13 +436,20 @@ const tallyOf = (rows, why = false) => {
   const m = new Map();
   for (const r of rows) {
     // With `why`, outcomes are told apart by their message (its first words).
-    const key = why && r.error ? `${r.outcome}\u0000${String(r.error).replace(/[0-9]+/g, "N").slice(0, 60)}` : r.outcome;
+    const key =
+      why && r.error
+        ? `${r.outcome}\u0000${String(r.error)
+            .replace(/[0-9]+/g, "N")
+            .slice(0, 60)}`
+        : r.outcome;
     const e = m.get(key) ?? { n: 0, ms: [], error: r.error, outcome: r.outcome };
     e.n++;
     e.ms.push(r.ms);
     m.set(key, e);
   }
-  return [...m.values()].sort((a, b) => b.n - a.n).map((e) => `${e.outcome} ×${e.n} (p50 ${fmtMs(pct(e.ms, 50))}${why && e.error ? `: "${String(e.error).slice(0, 110)}"` : ""})`);
+  return [...m.values()]
+    .sort((a, b) => b.n - a.n)
+    .map((e) => `${e.outcome} ×${e.n} (p50 ${fmtMs(pct(e.ms, 50))}${why && e.error ? `: "${String(e.error).slice(0, 110)}"` : ""})`);
 };
 
 /** Least-squares slope of RSS over time, MiB per minute, and twice its standard error (about 95%). */
@@ -394,11 +469,20 @@ function slopePerMin(points) {
   return { slope: b * 60, ci: 2 * Math.sqrt(residual / den) * 60 };
 }
 
-console.error(`hostile-mix: sidecar pid ${sidecar.child.pid} on ${sandboxAt}, orchestrator pid ${orchestrator.child.pid}; ${RATE} benign execs/s; phases of ${SECONDS} s: baseline, ${ONLY.join(", ")}; soak ${MINUTES} min`);
+console.error(
+  `hostile-mix: sidecar pid ${sidecar.child.pid} on ${sandboxAt}, orchestrator pid ${orchestrator.child.pid}; ${RATE} benign execs/s; phases of ${SECONDS} s: baseline, ${ONLY.join(", ")}; soak ${MINUTES} min`,
+);
 await phase("warm-up", null, Math.min(10, SECONDS), { record: false });
 const progress = (s) => {
   const ok = s.benign.filter((r) => r.ok).length;
-  console.error(`  ${s.name}: benign ${ok}/${s.benign.length}, p99 ${fmtMs(pct(s.benign.map((r) => r.ms), 99))}, hostile ${s.hostile.length}, RSS ${s.rss.at(-1).mb.toFixed(0)} MiB, ${((performance.now() - bench0) / 60000).toFixed(1)} min elapsed`);
+  console.error(
+    `  ${s.name}: benign ${ok}/${s.benign.length}, p99 ${fmtMs(
+      pct(
+        s.benign.map((r) => r.ms),
+        99,
+      ),
+    )}, hostile ${s.hostile.length}, RSS ${s.rss.at(-1).mb.toFixed(0)} MiB, ${((performance.now() - bench0) / 60000).toFixed(1)} min elapsed`,
+  );
 };
 progress(await phase("baseline", null, SECONDS));
 for (const c of ONLY) progress(await phase(c, c, SECONDS));
@@ -410,14 +494,23 @@ const idleRss = rssMiB(sidecar.child.pid);
 
 // ---------------------------------------------------------------- report
 const base = results[0];
-const baseP99 = pct(base.benign.map((r) => r.ms), 99);
+const baseP99 = pct(
+  base.benign.map((r) => r.ms),
+  99,
+);
 const verdict = (ok) => (ok ? "pass" : "FAIL");
 const lines = [];
 const out = (s = "") => lines.push(s);
-out(`hostile-mix: ${RATE} benign execs/s offered (open loop), hostile = 10% of traffic in hostile phases, ${SECONDS} s per phase, soak ${MINUTES} min; node ${process.version}, ${cpus().length} cores, sidecar threads ${logs.threads ?? values.threads ?? "?"}, 8 execs per worker, ${mallocSettings()}`);
-out(`latency = Exec call to its Result as the gateway sees it, over every benign exec whatever its outcome; targets: success >= ${TARGET.success}%, p99 <= ${TARGET.p99Ratio}x baseline p99 (${fmtMs(baseP99)}), sidecar RSS growth <= ${TARGET.rssMiBPerMin} MiB/min`);
+out(
+  `hostile-mix: ${RATE} benign execs/s offered (open loop), hostile = 10% of traffic in hostile phases, ${SECONDS} s per phase, soak ${MINUTES} min; node ${process.version}, ${cpus().length} cores, sidecar threads ${logs.threads ?? values.threads ?? "?"}, 8 execs per worker, ${mallocSettings()}`,
+);
+out(
+  `latency = Exec call to its Result as the gateway sees it, over every benign exec whatever its outcome; targets: success >= ${TARGET.success}%, p99 <= ${TARGET.p99Ratio}x baseline p99 (${fmtMs(baseP99)}), sidecar RSS growth <= ${TARGET.rssMiBPerMin} MiB/min`,
+);
 out();
-out(`| phase | benign execs | success | target ≥${TARGET.success}% | benign not ok: refused at the edge / failed or waiting | p50 | p99 | p99 / baseline | target ≤${TARGET.p99Ratio}× | hostile execs | sidecar RSS MiB (start → max → end) |`);
+out(
+  `| phase | benign execs | success | target ≥${TARGET.success}% | benign not ok: refused at the edge / failed or waiting | p50 | p99 | p99 / baseline | target ≤${TARGET.p99Ratio}× | hostile execs | sidecar RSS MiB (start → max → end) |`,
+);
 out(`|---|---|---|---|---|---|---|---|---|---|---|`);
 for (const s of results) {
   const ms = s.benign.map((r) => r.ms);
@@ -435,12 +528,18 @@ out();
 for (const s of results) {
   out(`${s.name}:`);
   const bad = s.benign.filter((r) => !r.ok);
-  out(`  benign failures: ${bad.length ? tallyOf(bad, true).join("; ") : "none"}${s.leftInFlight ? `; ${s.leftInFlight} execs still unsettled 60 s after the phase` : ""}`);
+  out(
+    `  benign failures: ${bad.length ? tallyOf(bad, true).join("; ") : "none"}${s.leftInFlight ? `; ${s.leftInFlight} execs still unsettled 60 s after the phase` : ""}`,
+  );
   if (s.hostile.length) out(`  hostile outcomes: ${tallyOf(s.hostile).join("; ")}`);
-  out(`  sidecar RSS MiB every ${SAMPLE_MS / 1000} s: ${s.rss.map((p) => p.mb.toFixed(0)).join(" ")}  (orchestrator ${s.orchRss[0].toFixed(0)} → ${s.orchRss.at(-1).toFixed(0)}); execs waiting for a worker: ${s.queue.join(" ")}`);
+  out(
+    `  sidecar RSS MiB every ${SAMPLE_MS / 1000} s: ${s.rss.map((p) => p.mb.toFixed(0)).join(" ")}  (orchestrator ${s.orchRss[0].toFixed(0)} → ${s.orchRss.at(-1).toFixed(0)}); execs waiting for a worker: ${s.queue.join(" ")}`,
+  );
   out(`  sidecar main thread's V8 heap MiB, total/used: ${s.heap.map((h) => `${h.heapTotal.toFixed(0)}/${h.heapUsed.toFixed(0)}`).join(" ")}`);
   out(`  sidecar threads beyond --threads, surge+background: ${s.heap.map((h) => `${h.surge}+${h.background}`).join(" ")}`);
-  out(`  sidecar worker threads' memory MiB, V8 heaps/external/kept for reuse: ${s.heap.map((h) => `${h.workerHeap.toFixed(0)}/${h.workerExternal.toFixed(0)}/${h.workerKept.toFixed(0)}`).join(" ")}`);
+  out(
+    `  sidecar worker threads' memory MiB, V8 heaps/external/kept for reuse: ${s.heap.map((h) => `${h.workerHeap.toFixed(0)}/${h.workerExternal.toFixed(0)}/${h.workerKept.toFixed(0)}`).join(" ")}`,
+  );
   const ans = [...(answers.get(s.name) ?? new Map())].sort((a, b) => b[1].n - a[1].n);
   if (ans.length) out(`  tool answers (BridgeCallback): ${ans.map(([k, e]) => `${k} ×${e.n} (p99 ${fmtMs(pct(e.ms, 99))})`).join("; ")}`);
   const tally = [...(logs.tally.get(s.name) ?? new Map())].sort((a, b) => b[1] - a[1]).slice(0, 6);
@@ -465,9 +564,15 @@ if (MINUTES > 0) {
   const first = during[0].mb;
   const last = during.at(-1).mb;
   out();
-  out(`RSS soak (${MINUTES} min, benign + all hostile categories at 10%): sidecar ${first.toFixed(1)} → ${last.toFixed(1)} MiB (max ${Math.max(...during.map((p) => p.mb)).toFixed(1)}) while traffic was offered; least-squares growth ${all.slope.toFixed(2)} ± ${all.ci.toFixed(2)} MiB/min (±2 standard errors) over those ${during.length} samples: ${verdict(all.slope <= TARGET.rssMiBPerMin)} against ≤ ${TARGET.rssMiBPerMin} MiB/min over 10 min${all.slope - all.ci <= TARGET.rssMiBPerMin && all.slope + all.ci > TARGET.rssMiBPerMin ? " (the samples swing too much for this soak to resolve the target either way)" : ""}; ${half.slope.toFixed(2)} ± ${half.ci.toFixed(2)} MiB/min over its second half${drain.length ? `; then ${drain.length} samples while in-flight execs drained, ${drain[0].mb.toFixed(0)} → ${drain.at(-1).mb.toFixed(0)} MiB (not in the slope)` : ""}`);
-  out(`each minute's lowest sample: ${floors.map((p) => p.mb.toFixed(0)).join(" ")} MiB; their least-squares growth ${floorSlope.slope.toFixed(2)} ± ${floorSlope.ci.toFixed(2)} MiB/min`);
-  out(`whole run: sidecar RSS ${results[0].rss[0].mb.toFixed(1)} MiB at the baseline's start, ${last.toFixed(1)} MiB when the soak ended, ${idleRss.toFixed(1)} MiB after 30 s without traffic; ${((performance.now() - bench0) / 60000).toFixed(1)} min`);
+  out(
+    `RSS soak (${MINUTES} min, benign + all hostile categories at 10%): sidecar ${first.toFixed(1)} → ${last.toFixed(1)} MiB (max ${Math.max(...during.map((p) => p.mb)).toFixed(1)}) while traffic was offered; least-squares growth ${all.slope.toFixed(2)} ± ${all.ci.toFixed(2)} MiB/min (±2 standard errors) over those ${during.length} samples: ${verdict(all.slope <= TARGET.rssMiBPerMin)} against ≤ ${TARGET.rssMiBPerMin} MiB/min over 10 min${all.slope - all.ci <= TARGET.rssMiBPerMin && all.slope + all.ci > TARGET.rssMiBPerMin ? " (the samples swing too much for this soak to resolve the target either way)" : ""}; ${half.slope.toFixed(2)} ± ${half.ci.toFixed(2)} MiB/min over its second half${drain.length ? `; then ${drain.length} samples while in-flight execs drained, ${drain[0].mb.toFixed(0)} → ${drain.at(-1).mb.toFixed(0)} MiB (not in the slope)` : ""}`,
+  );
+  out(
+    `each minute's lowest sample: ${floors.map((p) => p.mb.toFixed(0)).join(" ")} MiB; their least-squares growth ${floorSlope.slope.toFixed(2)} ± ${floorSlope.ci.toFixed(2)} MiB/min`,
+  );
+  out(
+    `whole run: sidecar RSS ${results[0].rss[0].mb.toFixed(1)} MiB at the baseline's start, ${last.toFixed(1)} MiB when the soak ended, ${idleRss.toFixed(1)} MiB after 30 s without traffic; ${((performance.now() - bench0) / 60000).toFixed(1)} min`,
+  );
 }
 console.log(lines.join("\n"));
 

@@ -16,7 +16,9 @@ const def = {
 };
 const server = new grpc.Server();
 server.addService(def, { unary: (call, cb) => cb(null, call.request), bidi: (call) => call.on("data", (d) => call.write(d)).on("end", () => call.end()) });
-const port = await new Promise((resolve, reject) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+const port = await new Promise((resolve, reject) =>
+  server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+);
 const Client = grpc.makeGenericClientConstructor(def, "Rtt");
 const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
 const msg = Buffer.alloc(Number(values.bytes), 1);
@@ -29,7 +31,10 @@ const onStream = () => new Promise((resolve) => ((waiting = resolve), stream.wri
 
 const results = { unary: [], stream: [] };
 for (let round = 0; round < 2; round++) {
-  for (const [name, f] of [["unary", unary], ["stream", onStream]]) {
+  for (const [name, f] of [
+    ["unary", unary],
+    ["stream", onStream],
+  ]) {
     for (let i = 0; i < 300; i++) await f();
     const t = [];
     for (let i = 0; i < N; i++) {
@@ -44,7 +49,10 @@ const pct = (a, p) => a.sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor(
 console.log(`node ${process.version}, ${N} x 2 round trips each of ${msg.length} bytes, alternating rounds`);
 console.log("| round trip | p50 | p99 |");
 console.log("|---|---|---|");
-for (const name of ["unary", "stream"]) console.log(`| ${name === "unary" ? "unary call" : "message on an open stream"} | ${pct(results[name], 0.5).toFixed(0)} µs | ${pct(results[name], 0.99).toFixed(0)} µs |`);
+for (const name of ["unary", "stream"])
+  console.log(
+    `| ${name === "unary" ? "unary call" : "message on an open stream"} | ${pct(results[name], 0.5).toFixed(0)} µs | ${pct(results[name], 0.99).toFixed(0)} µs |`,
+  );
 stream.end();
 client.close();
 server.forceShutdown();

@@ -19,7 +19,19 @@ const SOURCES = { 1: "openclaw", 2: "mcp", 3: "client" };
 const entries = tools.map((t) => {
   const source = SOURCES[t.source] ?? "openclaw";
   const sourceName = t.sourceName ?? "core";
-  return { id: `${source}:${sourceName}:${t.name}`, name: t.name, label: t.label ?? "", description: t.description, source, sourceName, parametersJson: t.parametersJson, outputSchemaJson: "", annotations: {}, examplesJson: [], keywords: [] };
+  return {
+    id: `${source}:${sourceName}:${t.name}`,
+    name: t.name,
+    label: t.label ?? "",
+    description: t.description,
+    source,
+    sourceName,
+    parametersJson: t.parametersJson,
+    outputSchemaJson: "",
+    annotations: {},
+    examplesJson: [],
+    keywords: [],
+  };
 });
 const servers = mcpServers.map((s) => ({ ...s, instructions: "", resources: false, prompts: false, aliases: [] }));
 const QUERIES = ["create a github issue", "send a slack message", "list files in a directory", "search the web", "read a file", "query the database"];
@@ -79,7 +91,9 @@ console.log("| index built | thread | build ms | main-thread ms | longest main-t
 console.log("| --- | --- | --- | --- | --- |");
 for (const [name, rs] of Object.entries(rows)) {
   const col = (f) => `${fmt(f(rs[0]))} / ${fmt(median(rs.map(f)))}`;
-  console.log(`| ${name === "main" ? "in place, at the first search (before)" : "on the index worker, when the version arrives (after)"} | ${rs[0].info.thread} | ${col((x) => x.info.buildMs)} | ${col((x) => x.info.mainThreadMs)} | ${col((x) => x.stallMs)} |`);
+  console.log(
+    `| ${name === "main" ? "in place, at the first search (before)" : "on the index worker, when the version arrives (after)"} | ${rs[0].info.thread} | ${col((x) => x.info.buildMs)} | ${col((x) => x.info.mainThreadMs)} | ${col((x) => x.stallMs)} |`,
+  );
 }
 console.log(`Same results for ${QUERIES.length} queries: ${same ? "yes" : "NO"}`);
 await sharedIndexBuilder.close();

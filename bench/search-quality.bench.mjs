@@ -37,14 +37,29 @@ const gateway = fixture("gateway-tools.json");
 const { queries } = fixture("search-queries.json");
 const docs = [];
 for (const t of gateway.tools) {
-  docs.push({ id: `openclaw:core:${t.name}`, name: t.name, label: t.label, description: t.description, source: "openclaw", sourceName: "core", parametersJson: JSON.stringify(t.parameters) });
+  docs.push({
+    id: `openclaw:core:${t.name}`,
+    name: t.name,
+    label: t.label,
+    description: t.description,
+    source: "openclaw",
+    sourceName: "core",
+    parametersJson: JSON.stringify(t.parameters),
+  });
 }
 const serverDescriptions = new Map();
 for (const s of mcp.servers) {
   serverDescriptions.set(s.name, s.description ?? "");
   for (const t of s.tools) {
     const label = t.annotations?.title;
-    const d = { id: `mcp:${s.name}:${t.name}`, name: t.name, description: t.description ?? "", source: "mcp", sourceName: s.name, parametersJson: JSON.stringify(t.inputSchema ?? {}) };
+    const d = {
+      id: `mcp:${s.name}:${t.name}`,
+      name: t.name,
+      description: t.description ?? "",
+      source: "mcp",
+      sourceName: s.name,
+      parametersJson: JSON.stringify(t.inputSchema ?? {}),
+    };
     if (typeof label === "string") d.label = label;
     docs.push(d);
   }
@@ -60,7 +75,14 @@ for (let round = 2; docs.length < SIZE && round < 10; round++) {
     for (const t of s.tools) {
       if (docs.length >= SIZE) break;
       const server = `${s.name}-account${round}`;
-      docs.push({ id: `mcp:${server}:${t.name}`, name: t.name, description: t.description ?? "", source: "mcp", sourceName: server, parametersJson: JSON.stringify(t.inputSchema ?? {}) });
+      docs.push({
+        id: `mcp:${server}:${t.name}`,
+        name: t.name,
+        description: t.description ?? "",
+        source: "mcp",
+        sourceName: server,
+        parametersJson: JSON.stringify(t.inputSchema ?? {}),
+      });
       padded++;
     }
     if (docs.length >= SIZE) break;
@@ -94,7 +116,11 @@ function miniSearchRanker(catalog) {
     searchOptions: { boost: { name: 3, label: 2, params: 1.5, description: 1 }, prefix: true, fuzzy: 0.2, combineWith: "OR" },
   });
   idx.addAll(catalog.map((e) => ({ id: e.id, name: e.name, label: e.label ?? "", description: e.description, params: parameterNames(e.parametersJson) })));
-  return (q, limit) => idx.search(q).slice(0, limit).map((h) => String(h.id));
+  return (q, limit) =>
+    idx
+      .search(q)
+      .slice(0, limit)
+      .map((h) => String(h.id));
 }
 
 /** Plain Okapi BM25 (k1 1.2, b 0.75) over the same text concatenated, no stopwords or stemming. */
@@ -124,7 +150,10 @@ function okapiRanker(catalog) {
         scores.set(i, (scores.get(i) ?? 0) + s);
       }
     }
-    return [...scores].sort((x, y) => y[1] - x[1] || x[0] - y[0]).slice(0, limit).map(([i]) => catalog[i].id);
+    return [...scores]
+      .sort((x, y) => y[1] - x[1] || x[0] - y[0])
+      .slice(0, limit)
+      .map(([i]) => catalog[i].id);
   };
 }
 
@@ -136,7 +165,9 @@ function oursRanker(catalog) {
   const idx = new ToolSearchIndex(catalog, tuning);
   return (q, limit) => idx.search(q, limit);
 }
-const withServerDescriptions = docs.map((d) => (d.source === "mcp" && serverDescriptions.get(d.sourceName) ? { ...d, serverDescription: serverDescriptions.get(d.sourceName) } : d));
+const withServerDescriptions = docs.map((d) =>
+  d.source === "mcp" && serverDescriptions.get(d.sourceName) ? { ...d, serverDescription: serverDescriptions.get(d.sourceName) } : d,
+);
 const RANKERS = [
   { name: "MiniSearch (previous run-catalog.ts)", build: () => miniSearchRanker(docs) },
   { name: "Okapi BM25 (plain)", build: () => okapiRanker(docs) },
@@ -193,7 +224,9 @@ for (const r of RANKERS) {
     if (qs.length === 0) continue;
     const qy = quality(search, qs);
     const lat = latency(search, qs);
-    rows.push(`| ${r.name} | ${half} (${qs.length}) | ${pctf(qy.r1)} | ${pctf(qy.r5)} | ${qy.mrr.toFixed(3)} | ${ms(builds[0])} / ${ms(pct(builds, 50))} | ${ms(lat.p50)} | ${ms(lat.p99)} |`);
+    rows.push(
+      `| ${r.name} | ${half} (${qs.length}) | ${pctf(qy.r1)} | ${pctf(qy.r5)} | ${qy.mrr.toFixed(3)} | ${ms(builds[0])} / ${ms(pct(builds, 50))} | ${ms(lat.p50)} | ${ms(lat.p99)} |`,
+    );
     if (values.misses === half && r.misses === values["misses-of"]) {
       for (const m of qy.misses) console.log(`MISS ${JSON.stringify(m.q)}\n  want ${m.expect.join(" | ")}\n  got  ${m.got.join("  ")}`);
     }
@@ -201,8 +234,14 @@ for (const r of RANKERS) {
 }
 
 const servers = mcp.servers.length;
-console.log(`\nCatalog: ${docs.length} tools = ${gateway.tools.length} gateway tools + ${realCount - gateway.tools.length} real MCP tools from ${servers} npm server packages` + (padded ? ` + ${padded} padding tools (real tools of the largest servers copied under "<server>-accountN" names)` : "") + ".");
-console.log(`Queries: ${queries.length} (${halves.tune.length} tune, ${halves.heldout.length} held-out); latency over ${REPS} repetitions of each half, limit 5; build = median of 3.\n`);
+console.log(
+  `\nCatalog: ${docs.length} tools = ${gateway.tools.length} gateway tools + ${realCount - gateway.tools.length} real MCP tools from ${servers} npm server packages` +
+    (padded ? ` + ${padded} padding tools (real tools of the largest servers copied under "<server>-accountN" names)` : "") +
+    ".",
+);
+console.log(
+  `Queries: ${queries.length} (${halves.tune.length} tune, ${halves.heldout.length} held-out); latency over ${REPS} repetitions of each half, limit 5; build = median of 3.\n`,
+);
 console.log("| ranker | half | recall@1 | recall@5 | MRR@10 | build ms (first / median) | p50 ms | p99 ms |");
 console.log("| --- | --- | --- | --- | --- | --- | --- | --- |");
 for (const row of rows) console.log(row);

@@ -20,10 +20,14 @@ const pct = (xs, p) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, 
 const fmt = (x) => x.toFixed(2).padStart(9);
 const rows = [];
 
-const proc = spawn(process.execPath, ["bin/codemode.js", "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--max-suspended-runs", "1000"], {
-  stdio: ["ignore", "pipe", "ignore"],
-  env: { ...process.env, CODEMODE_LOG_LEVEL: "warn" },
-});
+const proc = spawn(
+  process.execPath,
+  ["bin/codemode.js", "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--max-suspended-runs", "1000"],
+  {
+    stdio: ["ignore", "pipe", "ignore"],
+    env: { ...process.env, CODEMODE_LOG_LEVEL: "warn" },
+  },
+);
 const ready = await new Promise((resolve) => createInterface({ input: proc.stdout }).on("line", (l) => l.startsWith("ready ") && resolve(l)));
 const sandbox = createClient(Sandbox, /sandbox=(\S+)/.exec(ready)[1]);
 const control = createClient(Control, /orchestrator=(\S+)/.exec(ready)[1]);
@@ -32,7 +36,8 @@ await control.openRun({ scope, catalog: { case: "tools", value: { tools: [{ name
 
 async function follow(stream) {
   for await (const ev of stream) {
-    if (ev.event.case === "toolCall") void sandbox.bridgeCallback({ scope, callId: ev.event.value.callId, outcome: { case: "resultJson", value: ev.event.value.inputJson } });
+    if (ev.event.case === "toolCall")
+      void sandbox.bridgeCallback({ scope, callId: ev.event.value.callId, outcome: { case: "resultJson", value: ev.event.value.inputJson } });
     if (ev.event.case === "result") return JSON.parse(ev.event.value.modelJson);
   }
   throw new Error("no result");
@@ -66,17 +71,25 @@ const HEAVY = `const rows = Array.from({ length: 2000 }, (_, i) => ({ id: i, nam
 await measure("baseline: exec return 1+1 (no suspension)", async () => expect(await exec("return 1 + 1"), "completed"), rss);
 await measure("baseline: exec with 1 nested tool call", async () => expect(await exec("return await tools.echo({ a: 1 })"), "completed"), rss);
 const sizes = { trivial: [], heavy: [] };
-await measure("exec → waiting (yield; snapshot+seal+store)", async () => sizes.trivial.push(expect(await exec(TRIVIAL), "waiting").telemetry.snapshotBytes), rss);
+await measure(
+  "exec → waiting (yield; snapshot+seal+store)",
+  async () => sizes.trivial.push(expect(await exec(TRIVIAL), "waiting").telemetry.snapshotBytes),
+  rss,
+);
 // Suspended runs to resume, made outside the timed loop.
 const pendingRuns = [];
 for (let i = 0; i < N + 10; i++) pendingRuns.push(expect(await exec(TRIVIAL), "waiting").runId);
 await measure("wait → completed (claim+restore+run)", async () => expect(await wait(pendingRuns.pop()), "completed"), rss);
 await measure("exec → waiting → wait → completed", async () => expect(await wait(expect(await exec(TRIVIAL), "waiting").runId), "completed"), rss);
-await measure("same, with ~100 KB of live guest data", async () => {
-  const w = expect(await exec(HEAVY), "waiting");
-  sizes.heavy.push(w.telemetry.snapshotBytes);
-  expect(await wait(w.runId), "completed");
-}, rss);
+await measure(
+  "same, with ~100 KB of live guest data",
+  async () => {
+    const w = expect(await exec(HEAVY), "waiting");
+    sizes.heavy.push(w.telemetry.snapshotBytes);
+    expect(await wait(w.runId), "completed");
+  },
+  rss,
+);
 
 // The same two programs' raw VM memory, in process: what the delta encoding saves.
 const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
@@ -96,8 +109,12 @@ for (const r of rows) console.log(r);
 console.log("");
 console.log("stored snapshot bytes (sealed delta+brotli) vs the raw VM memory and that memory brotli-compressed");
 console.log(`${"program".padEnd(28)} ${"stored p50".padStart(11)} ${"raw memory".padStart(11)} ${"raw brotli".padStart(11)}`);
-console.log(`${"trivial (yield, return 1+1)".padEnd(28)} ${String(pct(sizes.trivial, 50)).padStart(11)} ${String(rawTrivial.raw).padStart(11)} ${String(rawTrivial.brotli).padStart(11)}`);
-console.log(`${"~100 KB live data".padEnd(28)} ${String(pct(sizes.heavy, 50)).padStart(11)} ${String(rawHeavy.raw).padStart(11)} ${String(rawHeavy.brotli).padStart(11)}`);
+console.log(
+  `${"trivial (yield, return 1+1)".padEnd(28)} ${String(pct(sizes.trivial, 50)).padStart(11)} ${String(rawTrivial.raw).padStart(11)} ${String(rawTrivial.brotli).padStart(11)}`,
+);
+console.log(
+  `${"~100 KB live data".padEnd(28)} ${String(pct(sizes.heavy, 50)).padStart(11)} ${String(rawHeavy.raw).padStart(11)} ${String(rawHeavy.brotli).padStart(11)}`,
+);
 sandbox.close();
 control.close();
 proc.kill("SIGTERM");

@@ -76,8 +76,19 @@ const floorRate = rows.get("floor").reduce((a, r) => a + r.rate, 0) / ROUNDS;
 const table = [...rows].map(([name, rs]) => {
   const lat = rs.flatMap((r) => r.lat).sort((a, b) => a - b);
   const mean = rs.reduce((a, r) => a + r.rate, 0) / rs.length;
-  return [name, rs.map((r) => r.rate.toFixed(0)).join(" / "), mean.toFixed(0), `${pct(lat, 50).toFixed(2)} ms`, `${pct(lat, 99).toFixed(2)} ms`, name === "floor" ? "–" : `${(mean / floorRate).toFixed(2)}x`];
+  return [
+    name,
+    rs.map((r) => r.rate.toFixed(0)).join(" / "),
+    mean.toFixed(0),
+    `${pct(lat, 50).toFixed(2)} ms`,
+    `${pct(lat, 99).toFixed(2)} ms`,
+    name === "floor" ? "–" : `${(mean / floorRate).toFixed(2)}x`,
+  ];
 });
-console.log(`\n## W1 throughput at ${C} concurrent: node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --rounds ${ROUNDS} --warmup ${WARMUP}; service ${mallocSettings()}\n`);
+console.log(
+  `\n## W1 throughput at ${C} concurrent: node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --rounds ${ROUNDS} --warmup ${WARMUP}; service ${mallocSettings()}\n`,
+);
 printTable(["", "runs/s per round", "mean runs/s", "p50", "p99", "mean / floor"], table);
-console.log(`\n- Service: a fresh \`codemode start\` per round, ${WARMUP} execs of warm-up, then ${N} W1 execs over ${C} gateway loops in one session (this process is the gateway and shares the cores). Floor: ${C} worker threads in this process, each creating, running and disposing W1 VMs back to back (bench/lib/floor-worker.mjs). Rounds alternate in the order of the table.`);
+console.log(
+  `\n- Service: a fresh \`codemode start\` per round, ${WARMUP} execs of warm-up, then ${N} W1 execs over ${C} gateway loops in one session (this process is the gateway and shares the cores). Floor: ${C} worker threads in this process, each creating, running and disposing W1 VMs back to back (bench/lib/floor-worker.mjs). Rounds alternate in the order of the table.`,
+);

@@ -96,11 +96,10 @@ return { summary, label } as const;`;
 // amaro strip-only mode rejects enums; it is timed on the same cell with the
 // enum replaced by a same-length-in-lines const object (marked * in the table).
 const stripEnum = (code) =>
-  code
-    .replace(
-      "enum Priority { Low = 1, Medium, High }",
-      'const Priority = { Low: 1, Medium: 2, High: 3, 1: "Low", 2: "Medium", 3: "High" } as const; type Priority = 1 | 2 | 3;',
-    );
+  code.replace(
+    "enum Priority { Low = 1, Medium, High }",
+    'const Priority = { Low: 1, Medium: 2, High: 3, 1: "Low", 2: "Medium", 3: "High" } as const; type Priority = 1 | 2 | 3;',
+  );
 
 const EXPECTED_RESULT = JSON.stringify({
   summary: { total: 5, high: 2, unassigned: 2, topTitles: ["a", "d"] },
@@ -109,8 +108,20 @@ const EXPECTED_RESULT = JSON.stringify({
 
 function makeTools() {
   const pages = [
-    { items: [{ id: 1, title: "a", labels: [{ name: "p0" }], assignee: { login: "x" } }, { id: 2, title: "b" }], next: "c1" },
-    { items: [{ id: 3, title: "c", labels: [{ name: "p1" }], assignee: null }, { id: 4, title: "d", labels: [{ name: "p0" }], assignee: { login: "y" } }], next: "c2" },
+    {
+      items: [
+        { id: 1, title: "a", labels: [{ name: "p0" }], assignee: { login: "x" } },
+        { id: 2, title: "b" },
+      ],
+      next: "c1",
+    },
+    {
+      items: [
+        { id: 3, title: "c", labels: [{ name: "p1" }], assignee: null },
+        { id: 4, title: "d", labels: [{ name: "p0" }], assignee: { login: "y" } },
+      ],
+      next: "c2",
+    },
     { items: [{ id: 5, title: "e", labels: [], assignee: { login: "z" } }] },
   ];
   return {
@@ -451,12 +462,18 @@ async function checks(name, opt, mod) {
   // 3. import / export / await, at module top level and wrapped in the cell function
   for (const c of IMPORT_CASES) {
     const row = { case: c.name };
-    for (const [k, text] of [["topLevel", c.code], ["wrapped", wrap(c.code)]]) {
+    for (const [k, text] of [
+      ["topLevel", c.code],
+      ["wrapped", wrap(c.code)],
+    ]) {
       try {
         row[k] = opt.transform(mod, text).trim();
       } catch (e) {
         const l = opt.loc(e);
-        const msg = String(e?.message ?? e).split("\n").filter(Boolean)[0] ?? "";
+        const msg =
+          String(e?.message ?? e)
+            .split("\n")
+            .filter(Boolean)[0] ?? "";
         row[k] = `ERROR${l ? ` @${l.line}:${l.column}` : ""}: ${msg.trim()}`;
       }
     }
@@ -537,7 +554,21 @@ async function parentMain(argv) {
   console.log(`p50/p99/mean over the ${iterations} further transforms; RSS/heap deltas vs. just before the import`);
   console.log(`("end" = after all transforms + gc); "subproc RSS" = RSS of child processes (esbuild's Go service).\n`);
 
-  const header = ["option", "version", "import ms", "1st ms", "p50 ms", "p99 ms", "mean ms", "RSS Δ import MB", "RSS Δ 1st MB", "RSS Δ end MB", "heap Δ end MB", "subproc RSS MB", "output runs"];
+  const header = [
+    "option",
+    "version",
+    "import ms",
+    "1st ms",
+    "p50 ms",
+    "p99 ms",
+    "mean ms",
+    "RSS Δ import MB",
+    "RSS Δ 1st MB",
+    "RSS Δ end MB",
+    "heap Δ end MB",
+    "subproc RSS MB",
+    "output runs",
+  ];
   const rows = names
     .filter((n) => results[n].length)
     .map((n) => {
@@ -567,7 +598,9 @@ async function parentMain(argv) {
 
   const checksOf = (n) => results[n][0]?.checks;
 
-  console.log(`\n=== Syntax errors (exact shape for the raw input; location for the wrapped input, column on line 1 includes the ${PREFIX.length}-char prefix) ===`);
+  console.log(
+    `\n=== Syntax errors (exact shape for the raw input; location for the wrapped input, column on line 1 includes the ${PREFIX.length}-char prefix) ===`,
+  );
   for (const n of names) {
     const c = checksOf(n);
     if (!c) continue;
@@ -595,13 +628,11 @@ async function parentMain(argv) {
   console.log(
     table(
       ["option", "TS lines", "JS lines", "throw @12 ->", "throw @27 ->", "preserved"],
-      names
-        .filter(checksOf)
-        .map((n) => {
-          const c = checksOf(n);
-          if (c.lines[0]?.error) return [n, "-", "-", "transform error", c.lines[0].error.split("\n")[0].slice(0, 60), "n/a"];
-          return [n, c.lineCount.ts, c.lineCount.js, c.lines[0].got, c.lines[1].got, c.lines.every((l) => l.ok) ? "YES" : "NO"];
-        }),
+      names.filter(checksOf).map((n) => {
+        const c = checksOf(n);
+        if (c.lines[0]?.error) return [n, "-", "-", "transform error", c.lines[0].error.split("\n")[0].slice(0, 60), "n/a"];
+        return [n, c.lineCount.ts, c.lineCount.js, c.lines[0].got, c.lines[1].got, c.lines.every((l) => l.ok) ? "YES" : "NO"];
+      }),
     ),
   );
 

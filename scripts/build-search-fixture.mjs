@@ -38,35 +38,116 @@ mkdirSync(WORK, { recursive: true });
 writeFileSync(join(WORK, "notes.md"), "# notes\n\nA scratch file.\n");
 // Dummy OAuth client and token files for servers that refuse to start without them.
 const OAUTH_KEYS = join(WORK, "gcp-oauth.keys.json");
-writeFileSync(OAUTH_KEYS, JSON.stringify({ installed: { client_id: "x.apps.googleusercontent.com", client_secret: "x", redirect_uris: ["http://localhost"] } }));
+writeFileSync(
+  OAUTH_KEYS,
+  JSON.stringify({ installed: { client_id: "x.apps.googleusercontent.com", client_secret: "x", redirect_uris: ["http://localhost"] } }),
+);
 const TOKEN_FILE = join(WORK, "token.json");
 const KUBECONFIG = join(WORK, "kubeconfig.yaml");
-writeFileSync(KUBECONFIG, "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:9'}}]\nusers: [{name: x, user: {token: x}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n");
+writeFileSync(
+  KUBECONFIG,
+  "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:9'}}]\nusers: [{name: x, user: {token: x}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n",
+);
 const OAUTH_TOKEN = JSON.stringify({ access_token: "x", refresh_token: "x", scope: "x", token_type: "Bearer", expiry_date: 4102444800000 });
 writeFileSync(TOKEN_FILE, OAUTH_TOKEN);
 
 /** Dummy credentials: enough for most servers to start and list tools; none is real. */
 const DUMMY_ENV = {
-  GITHUB_PERSONAL_ACCESS_TOKEN: "x", GITHUB_TOKEN: "x", GITLAB_PERSONAL_ACCESS_TOKEN: "x", GITLAB_API_URL: "https://gitlab.invalid/api/v4",
-  SLACK_BOT_TOKEN: "xoxb-x", SLACK_TEAM_ID: "T0", GOOGLE_MAPS_API_KEY: "x", BRAVE_API_KEY: "x", EVERART_API_KEY: "x",
-  NOTION_TOKEN: "x", OPENAPI_MCP_HEADERS: "{}", FIRECRAWL_API_KEY: "fc-x", TAVILY_API_KEY: "tvly-x", EXA_API_KEY: "x",
-  SUPABASE_ACCESS_TOKEN: "x", STRIPE_SECRET_KEY: "sk_test_x", SENTRY_ACCESS_TOKEN: "x", SENTRY_AUTH_TOKEN: "x",
-  PRIVATE_APP_ACCESS_TOKEN: "x", HEROKU_API_KEY: "x", BROWSERBASE_API_KEY: "x", BROWSERBASE_PROJECT_ID: "x",
-  ES_URL: "http://127.0.0.1:9", ES_API_KEY: "x", AIRTABLE_API_KEY: "x", LINEAR_API_KEY: "x", LINEAR_ACCESS_TOKEN: "x", LINEAR_API_TOKEN: "x",
-  CIRCLECI_TOKEN: "x", DATADOG_API_KEY: "x", DATADOG_APP_KEY: "x", PERPLEXITY_API_KEY: "x", SHORTCUT_API_TOKEN: "x",
-  APIFY_TOKEN: "x", LAUNCHDARKLY_API_KEY: "x", FIGMA_API_KEY: "x", MAPBOX_ACCESS_TOKEN: "pk.x", POSTMAN_API_KEY: "x",
-  ASANA_ACCESS_TOKEN: "x", TODOIST_API_TOKEN: "x", TODOIST_API_KEY: "x", REPLICATE_API_TOKEN: "x", TRELLO_API_KEY: "x", TRELLO_TOKEN: "x",
-  TRELLO_BOARD_ID: "x", ATLASSIAN_SITE_NAME: "x", ATLASSIAN_USER_EMAIL: "x@example.com", ATLASSIAN_API_TOKEN: "x",
-  GRAFANA_URL: "http://127.0.0.1:9", GRAFANA_API_KEY: "x", GRAFANA_SERVICE_ACCOUNT_TOKEN: "x", SEARXNG_URL: "http://127.0.0.1:9",
-  CHANNEL_ACCESS_TOKEN: "x", DESTINATION_USER_ID: "x", PINECONE_API_KEY: "x", MONGODB_URI: "mongodb://127.0.0.1:9",
-  DISCOURSE_URL: "http://127.0.0.1:9", DIGITALOCEAN_API_TOKEN: "x", NETLIFY_PERSONAL_ACCESS_TOKEN: "x", AZURE_DEVOPS_ORG: "x",
-  ARGOCD_BASE_URL: "http://127.0.0.1:9", ARGOCD_API_TOKEN: "x", OBSIDIAN_API_KEY: "x",
-  RESEND_API_KEY: "re_x", TWILIO_ACCOUNT_SID: "ACx", TWILIO_API_KEY: "SKx", TWILIO_API_SECRET: "x", COINGECKO_PRO_API_KEY: "x",
-  CLOUDINARY_URL: "cloudinary://x:y@z", DATAFORSEO_USERNAME: "x", DATAFORSEO_PASSWORD: "x", BROWSERSTACK_USERNAME: "x", BROWSERSTACK_ACCESS_KEY: "x",
-  CODACY_ACCOUNT_TOKEN: "x", HOSTINGER_API_TOKEN: "x", DT_ENVIRONMENT: "https://x.invalid", N8N_API_URL: "http://127.0.0.1:9", N8N_API_KEY: "x",
-  JIRA_URL: "https://x.invalid", JIRA_API_TOKEN: "x", JIRA_EMAIL: "x@example.com", MS365_MCP_CLIENT_ID: "x", TELNYX_API_KEY: "x",
-  MYSQL_HOST: "127.0.0.1", MYSQL_PORT: "9", MYSQL_USER: "x", MYSQL_PASS: "x", MYSQL_DB: "x", PLANE_API_KEY: "x", PLANE_WORKSPACE_SLUG: "x",
-  SERVICE_ACCOUNT_PATH: "/nonexistent.json", GOOGLE_CLOUD_PROJECT: "x", AWS_REGION: "us-east-1", AWS_ACCESS_KEY_ID: "x", AWS_SECRET_ACCESS_KEY: "x",
+  GITHUB_PERSONAL_ACCESS_TOKEN: "x",
+  GITHUB_TOKEN: "x",
+  GITLAB_PERSONAL_ACCESS_TOKEN: "x",
+  GITLAB_API_URL: "https://gitlab.invalid/api/v4",
+  SLACK_BOT_TOKEN: "xoxb-x",
+  SLACK_TEAM_ID: "T0",
+  GOOGLE_MAPS_API_KEY: "x",
+  BRAVE_API_KEY: "x",
+  EVERART_API_KEY: "x",
+  NOTION_TOKEN: "x",
+  OPENAPI_MCP_HEADERS: "{}",
+  FIRECRAWL_API_KEY: "fc-x",
+  TAVILY_API_KEY: "tvly-x",
+  EXA_API_KEY: "x",
+  SUPABASE_ACCESS_TOKEN: "x",
+  STRIPE_SECRET_KEY: "sk_test_x",
+  SENTRY_ACCESS_TOKEN: "x",
+  SENTRY_AUTH_TOKEN: "x",
+  PRIVATE_APP_ACCESS_TOKEN: "x",
+  HEROKU_API_KEY: "x",
+  BROWSERBASE_API_KEY: "x",
+  BROWSERBASE_PROJECT_ID: "x",
+  ES_URL: "http://127.0.0.1:9",
+  ES_API_KEY: "x",
+  AIRTABLE_API_KEY: "x",
+  LINEAR_API_KEY: "x",
+  LINEAR_ACCESS_TOKEN: "x",
+  LINEAR_API_TOKEN: "x",
+  CIRCLECI_TOKEN: "x",
+  DATADOG_API_KEY: "x",
+  DATADOG_APP_KEY: "x",
+  PERPLEXITY_API_KEY: "x",
+  SHORTCUT_API_TOKEN: "x",
+  APIFY_TOKEN: "x",
+  LAUNCHDARKLY_API_KEY: "x",
+  FIGMA_API_KEY: "x",
+  MAPBOX_ACCESS_TOKEN: "pk.x",
+  POSTMAN_API_KEY: "x",
+  ASANA_ACCESS_TOKEN: "x",
+  TODOIST_API_TOKEN: "x",
+  TODOIST_API_KEY: "x",
+  REPLICATE_API_TOKEN: "x",
+  TRELLO_API_KEY: "x",
+  TRELLO_TOKEN: "x",
+  TRELLO_BOARD_ID: "x",
+  ATLASSIAN_SITE_NAME: "x",
+  ATLASSIAN_USER_EMAIL: "x@example.com",
+  ATLASSIAN_API_TOKEN: "x",
+  GRAFANA_URL: "http://127.0.0.1:9",
+  GRAFANA_API_KEY: "x",
+  GRAFANA_SERVICE_ACCOUNT_TOKEN: "x",
+  SEARXNG_URL: "http://127.0.0.1:9",
+  CHANNEL_ACCESS_TOKEN: "x",
+  DESTINATION_USER_ID: "x",
+  PINECONE_API_KEY: "x",
+  MONGODB_URI: "mongodb://127.0.0.1:9",
+  DISCOURSE_URL: "http://127.0.0.1:9",
+  DIGITALOCEAN_API_TOKEN: "x",
+  NETLIFY_PERSONAL_ACCESS_TOKEN: "x",
+  AZURE_DEVOPS_ORG: "x",
+  ARGOCD_BASE_URL: "http://127.0.0.1:9",
+  ARGOCD_API_TOKEN: "x",
+  OBSIDIAN_API_KEY: "x",
+  RESEND_API_KEY: "re_x",
+  TWILIO_ACCOUNT_SID: "ACx",
+  TWILIO_API_KEY: "SKx",
+  TWILIO_API_SECRET: "x",
+  COINGECKO_PRO_API_KEY: "x",
+  CLOUDINARY_URL: "cloudinary://x:y@z",
+  DATAFORSEO_USERNAME: "x",
+  DATAFORSEO_PASSWORD: "x",
+  BROWSERSTACK_USERNAME: "x",
+  BROWSERSTACK_ACCESS_KEY: "x",
+  CODACY_ACCOUNT_TOKEN: "x",
+  HOSTINGER_API_TOKEN: "x",
+  DT_ENVIRONMENT: "https://x.invalid",
+  N8N_API_URL: "http://127.0.0.1:9",
+  N8N_API_KEY: "x",
+  JIRA_URL: "https://x.invalid",
+  JIRA_API_TOKEN: "x",
+  JIRA_EMAIL: "x@example.com",
+  MS365_MCP_CLIENT_ID: "x",
+  TELNYX_API_KEY: "x",
+  MYSQL_HOST: "127.0.0.1",
+  MYSQL_PORT: "9",
+  MYSQL_USER: "x",
+  MYSQL_PASS: "x",
+  MYSQL_DB: "x",
+  PLANE_API_KEY: "x",
+  PLANE_WORKSPACE_SLUG: "x",
+  SERVICE_ACCOUNT_PATH: "/nonexistent.json",
+  GOOGLE_CLOUD_PROJECT: "x",
+  AWS_REGION: "us-east-1",
+  AWS_ACCESS_KEY_ID: "x",
+  AWS_SECRET_ACCESS_KEY: "x",
 };
 
 /** name: the server's id in the catalog; pkg: npm package; args: after the bin; bin: which bin when several. */
@@ -249,7 +330,13 @@ async function listTools(c, bin) {
     writeFileSync(join(home, rel), kind === "keys" ? readFileSync(OAUTH_KEYS, "utf8") : OAUTH_TOKEN);
   }
   const env = { ...DUMMY_ENV, PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home, NODE_NO_WARNINGS: "1", ...(c.env ?? {}) };
-  const transport = new StdioClientTransport({ command: process.execPath, args: [bin, ...(c.args ?? [])], env, stderr: values.stderr ? "inherit" : "ignore", cwd: WORK });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [bin, ...(c.args ?? [])],
+    env,
+    stderr: values.stderr ? "inherit" : "ignore",
+    cwd: WORK,
+  });
   const client = new Client({ name: "search-fixture-builder", version: "1.0.0" });
   let timer;
   const timeout = new Promise((_, rej) => (timer = setTimeout(() => rej(new Error("timeout")), TIMEOUT_MS)));
@@ -297,8 +384,7 @@ function pruneSchema(node, depth, lv) {
     if (!SCHEMA_KEEP.has(k)) continue;
     if (k === "description") {
       if (lv.desc > 0) out[k] = cap(v, lv.desc);
-    }
-    else if (k === "properties" && v && typeof v === "object") {
+    } else if (k === "properties" && v && typeof v === "object") {
       const keep = lv.props[Math.min(depth, 3)];
       if (keep === 0) continue;
       out.properties = {};
@@ -354,7 +440,7 @@ async function one(c) {
 }
 
 const only = values.only ? new Set(values.only.split(",")) : undefined;
-const todo = CANDIDATES.filter((c) => (!only || only.has(c.name)));
+const todo = CANDIDATES.filter((c) => !only || only.has(c.name));
 const results = new Map();
 const failures = [];
 let next = 0;

@@ -36,7 +36,8 @@ const { BUNDLE_DIR, BUILD_MARK, bundleFile, cacheFile, trainingFile } = await im
 /** Loaded only for optional features (MCP, tracing, metrics, a Redis store): not on the start path. */
 const EXTERNAL = ["@modelcontextprotocol/sdk", "@opentelemetry/*", "ioredis", "prom-client"];
 
-const isExternal = (specifier) => EXTERNAL.some((e) => (e.endsWith("/*") ? specifier.startsWith(e.slice(0, -1)) : specifier === e || specifier.startsWith(`${e}/`)));
+const isExternal = (specifier) =>
+  EXTERNAL.some((e) => (e.endsWith("/*") ? specifier.startsWith(e.slice(0, -1)) : specifier === e || specifier.startsWith(`${e}/`)));
 
 /**
  * Where `import(` starts in each dynamic import of `source` (an ES module) that stays a
@@ -80,7 +81,8 @@ const locations = (viaRunner) => ({
       const rel = (p) => JSON.stringify(relative(BUNDLE_DIR, p));
       contents = contents.replace(/\bimport\.meta\.url\b/g, `__cmUrl(${rel(args.path)})`).replace(/\bimport\.meta\.resolve\(/g, "__cmResolve(");
       // Only packages' CommonJS files have __dirname/__filename (our modules are ESM, where they do not exist).
-      if (!ours) contents = contents.replace(/\b__dirname\b/g, `__cmPath(${rel(dirname(args.path))})`).replace(/\b__filename\b/g, `__cmPath(${rel(args.path)})`);
+      if (!ours)
+        contents = contents.replace(/\b__dirname\b/g, `__cmPath(${rel(dirname(args.path))})`).replace(/\b__filename\b/g, `__cmPath(${rel(args.path)})`);
       return { contents, loader: "js", resolveDir: dirname(args.path) };
     });
   },
@@ -132,7 +134,9 @@ await train();
 for (const [name, id] of Object.entries(ids)) renameSync(trainingFile(name, id), cacheFile(name, id));
 const kib = (p) => `${(statSync(p).size / 1024).toFixed(0)} KiB`;
 const show = (name) => `${name}.cjs ${kib(bundleFile(name))}, cache ${kib(cacheFile(name, ids[name]))}`;
-console.log(`${relative(root, BUNDLE_DIR)}: ${show("codemode")}; ${show("worker")} (bundled in ${(bundled - started).toFixed(0)} ms, trained in ${(performance.now() - bundled).toFixed(0)} ms)`);
+console.log(
+  `${relative(root, BUNDLE_DIR)}: ${show("codemode")}; ${show("worker")} (bundled in ${(bundled - started).toFixed(0)} ms, trained in ${(performance.now() - bundled).toFixed(0)} ms)`,
+);
 
 /** Compiles the guest preludes into dist/bundle/preludes.json for this quickjs.wasm (dist/sandbox/worker/precompiled-preludes.js). */
 async function precompilePreludes() {
@@ -155,10 +159,14 @@ async function train() {
   const { createClient } = await import(join(dist, "protocol", "grpc-client.js"));
   const { Sandbox } = await import(join(dist, "gen", "codemode", "sandbox", "v1", "sandbox_pb.js"));
   const { Control } = await import(join(dist, "gen", "codemode", "orchestrator", "v1", "control_pb.js"));
-  const child = spawn(process.execPath, [join(root, "bin", "codemode.js"), "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--threads", "1"], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, CODEMODE_CODE_CACHE_TRAINING: "1", CODEMODE_BUNDLE: "1", CODEMODE_LOG_LEVEL: "warn" },
-  });
+  const child = spawn(
+    process.execPath,
+    [join(root, "bin", "codemode.js"), "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--threads", "1"],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, CODEMODE_CODE_CACHE_TRAINING: "1", CODEMODE_BUNDLE: "1", CODEMODE_LOG_LEVEL: "warn" },
+    },
+  );
   const stderr = [];
   createInterface({ input: child.stderr }).on("line", (l) => stderr.push(l));
   const exited = once(child, "exit");
@@ -170,7 +178,12 @@ async function train() {
   let ready;
   for await (const line of createInterface({ input: child.stdout })) {
     if (line.startsWith("ready ")) {
-      ready = Object.fromEntries(line.slice(6).split(" ").map((kv) => kv.split("=")));
+      ready = Object.fromEntries(
+        line
+          .slice(6)
+          .split(" ")
+          .map((kv) => kv.split("=")),
+      );
       break;
     }
   }
@@ -184,7 +197,8 @@ async function train() {
     const program = "const r = await tools.echo({ n: 1 }); return r.n + 1";
     let value;
     for await (const ev of sandbox.exec({ scope, code: program })) {
-      if (ev.event.case === "toolCall") await sandbox.bridgeCallback({ scope, callId: ev.event.value.callId, outcome: { case: "resultJson", value: ev.event.value.inputJson } });
+      if (ev.event.case === "toolCall")
+        await sandbox.bridgeCallback({ scope, callId: ev.event.value.callId, outcome: { case: "resultJson", value: ev.event.value.inputJson } });
       if (ev.event.case === "result") value = ev.event.value.valueJson;
     }
     if (value !== "2") fail(`the exec returned ${value}`);
@@ -192,7 +206,10 @@ async function train() {
     session.send({ message: { case: "exec", value: { scope, code: program } } });
     value = undefined;
     for await (const ev of session.messages) {
-      if (ev.event.case === "toolCall") session.send({ message: { case: "answer", value: { callId: ev.event.value.callId, outcome: { case: "resultJson", value: ev.event.value.inputJson } } } });
+      if (ev.event.case === "toolCall")
+        session.send({
+          message: { case: "answer", value: { callId: ev.event.value.callId, outcome: { case: "resultJson", value: ev.event.value.inputJson } } },
+        });
       if (ev.event.case === "result") {
         value = ev.event.value.valueJson;
         session.end();

@@ -16,14 +16,29 @@ export function largeCatalog(size = 2000) {
   for (const t of gateway.tools) {
     if (tools.length >= size) break;
     if (t.name === "echo" || t.name === "rows") continue;
-    tools.push({ name: t.name, label: t.label ?? "", description: t.description ?? "", parametersJson: JSON.stringify(t.parameters ?? { type: "object" }), source: 1, sourceName: "core", origin: 1 });
+    tools.push({
+      name: t.name,
+      label: t.label ?? "",
+      description: t.description ?? "",
+      parametersJson: JSON.stringify(t.parameters ?? { type: "object" }),
+      source: 1,
+      sourceName: "core",
+      origin: 1,
+    });
   }
   const addServer = (s, name) => {
-    if (!servers.has(name)) servers.set(name, { name, serverId: s.package ?? s.name, title: s.name, version: s.version ?? "", description: s.description ?? "" });
+    if (!servers.has(name))
+      servers.set(name, { name, serverId: s.package ?? s.name, title: s.name, version: s.version ?? "", description: s.description ?? "" });
   };
   const addMcp = (s, name, t) => {
     addServer(s, name);
-    const tool = { name: t.name, description: t.description ?? "", parametersJson: JSON.stringify(t.inputSchema ?? { type: "object" }), source: 2, sourceName: name };
+    const tool = {
+      name: t.name,
+      description: t.description ?? "",
+      parametersJson: JSON.stringify(t.inputSchema ?? { type: "object" }),
+      source: 2,
+      sourceName: name,
+    };
     if (typeof t.annotations?.title === "string") tool.label = t.annotations.title;
     tools.push(tool);
   };

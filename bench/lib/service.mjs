@@ -37,10 +37,14 @@ export async function startService(extraArgs = []) {
   const spawnedAt = performance.now();
   // CODEMODE_BENCH_SIDECAR_NODE_ARGS: node flags for the service alone (e.g. --cpu-prof).
   const nodeArgs = (process.env.CODEMODE_BENCH_SIDECAR_NODE_ARGS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, BIN, "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extraArgs], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...MALLOC_DEFAULTS, ...process.env, CODEMODE_LOG_LEVEL: "warn", CODEMODE_SNAPSHOT_KEY: SNAPSHOT_KEY },
-  });
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, BIN, "start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extraArgs],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...MALLOC_DEFAULTS, ...process.env, CODEMODE_LOG_LEVEL: "warn", CODEMODE_SNAPSHOT_KEY: SNAPSHOT_KEY },
+    },
+  );
   live.add(child);
   const stderr = [];
   createInterface({ input: child.stderr }).on("line", (l) => stderr.push(l));
@@ -49,9 +53,18 @@ export async function startService(extraArgs = []) {
     createInterface({ input: child.stdout }).on("line", (line) => {
       if (!line.startsWith("ready ")) return;
       clearTimeout(timer);
-      resolve(Object.fromEntries(line.slice(6).split(" ").map((kv) => kv.split("="))));
+      resolve(
+        Object.fromEntries(
+          line
+            .slice(6)
+            .split(" ")
+            .map((kv) => kv.split("=")),
+        ),
+      );
     });
-    child.once("exit", (code, signal) => reject(new Error(`codemode start exited ${signal ? `on ${signal}` : code} before its ready line\n${stderr.join("\n")}`)));
+    child.once("exit", (code, signal) =>
+      reject(new Error(`codemode start exited ${signal ? `on ${signal}` : code} before its ready line\n${stderr.join("\n")}`)),
+    );
   });
   const readyAt = performance.now();
   return {
@@ -126,7 +139,10 @@ export class Gateway {
   /** Runs one exec; checks it completed with `expect`; resolves to its latency in ms (send to Result). */
   async exec(scope, code, expect, language) {
     const t = performance.now();
-    const { result, at } = await this.follow(scope, this.sandbox.exec({ scope, code, ...(language ? { language } : {}) }, { signal: AbortSignal.timeout(60_000) }));
+    const { result, at } = await this.follow(
+      scope,
+      this.sandbox.exec({ scope, code, ...(language ? { language } : {}) }, { signal: AbortSignal.timeout(60_000) }),
+    );
     check(result, 1, expect);
     this.lastResultAt = at;
     return at - t;
@@ -163,7 +179,10 @@ export class Gateway {
     const first = await this.follow(scope, this.sandbox.exec({ scope, code }, { signal: AbortSignal.timeout(60_000) }));
     check(first.result, 2);
     const snapshotBytes = Number(first.result.telemetry?.snapshotBytes ?? NaN);
-    const second = await this.follow(scope, this.sandbox.wait({ scope, codeModeRunId: first.result.codeModeRunId, waitCallId: `wait-${seq}` }, { signal: AbortSignal.timeout(60_000) }));
+    const second = await this.follow(
+      scope,
+      this.sandbox.wait({ scope, codeModeRunId: first.result.codeModeRunId, waitCallId: `wait-${seq}` }, { signal: AbortSignal.timeout(60_000) }),
+    );
     check(second.result, 1, expect);
     return { ms: second.at - t, snapshotBytes };
   }

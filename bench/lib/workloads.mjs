@@ -61,7 +61,10 @@ export const TWO_TOOLS = [
     name: "rows",
     label: "List orders",
     description: "Lists recent orders with their customer, region, status, amount in cents and creation time.",
-    parametersJson: JSON.stringify({ type: "object", properties: { limit: { type: "integer", minimum: 1, maximum: 10000, description: "Most rows to return" } } }),
+    parametersJson: JSON.stringify({
+      type: "object",
+      properties: { limit: { type: "integer", minimum: 1, maximum: 10000, description: "Most rows to return" } },
+    }),
     source: 1,
     sourceName: "core",
     origin: 1,

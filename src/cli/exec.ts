@@ -40,7 +40,7 @@ async function readStdin(): Promise<string> {
 
 function errorOf(err: unknown): { name: string; message: string } {
   if (err instanceof Error) return { name: err.name || "Error", message: err.message };
-  return { name: "Error", message: typeof err === "string" ? err : JSON.stringify(err) ?? String(err) };
+  return { name: "Error", message: typeof err === "string" ? err : (JSON.stringify(err) ?? String(err)) };
 }
 
 export async function runExec(argv: string[]): Promise<number> {
@@ -84,19 +84,23 @@ export async function runExec(argv: string[]): Promise<number> {
   let timeoutMs: number | undefined;
   if (values["timeout-ms"] !== undefined) {
     timeoutMs = Number(values["timeout-ms"]);
-    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new UsageError(`--timeout-ms must be a positive integer, got ${JSON.stringify(values["timeout-ms"])}`);
+    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0)
+      throw new UsageError(`--timeout-ms must be a positive integer, got ${JSON.stringify(values["timeout-ms"])}`);
   }
 
   let maxWaits = DEFAULT_MAX_WAITS;
   if (values["max-waits"] !== undefined) {
     maxWaits = Number(values["max-waits"]);
-    if (!Number.isInteger(maxWaits) || maxWaits < 0) throw new UsageError(`--max-waits must be a non-negative integer, got ${JSON.stringify(values["max-waits"])}`);
+    if (!Number.isInteger(maxWaits) || maxWaits < 0)
+      throw new UsageError(`--max-waits must be a non-negative integer, got ${JSON.stringify(values["max-waits"])}`);
   }
 
   // --mode tool_search_code: the run's surface is Tool Search (the program sees openclaw.tools).
   const mode = values.mode;
-  if (mode !== "code" && mode !== "tool_search_code") throw new UsageError(`--mode must be "code" or "tool_search_code", got ${JSON.stringify(mode)}\n${USAGE}`);
-  const toolSearch = mode === "tool_search_code" ? { enabled: true, mode: "code", ...(timeoutMs !== undefined ? { codeTimeoutMs: timeoutMs } : {}) } : undefined;
+  if (mode !== "code" && mode !== "tool_search_code")
+    throw new UsageError(`--mode must be "code" or "tool_search_code", got ${JSON.stringify(mode)}\n${USAGE}`);
+  const toolSearch =
+    mode === "tool_search_code" ? { enabled: true, mode: "code", ...(timeoutMs !== undefined ? { codeTimeoutMs: timeoutMs } : {}) } : undefined;
 
   const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", agentRunId: newId("run", 8) };
   const module: ToolsModule = values.tools ? await loadToolsModule(values.tools) : { tools: [], mcpServers: [], namespaces: [] };

@@ -55,7 +55,8 @@ export async function runHealth(argv: string[]): Promise<number> {
     throw new UsageError(`${(err as Error).message}\n${USAGE}`);
   }
   const timeoutMs = Number(values["timeout-ms"]);
-  if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new UsageError(`--timeout-ms must be a positive integer, got ${JSON.stringify(values["timeout-ms"])}\n${USAGE}`);
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1)
+    throw new UsageError(`--timeout-ms must be a positive integer, got ${JSON.stringify(values["timeout-ms"])}\n${USAGE}`);
   const named = JSON.stringify(values.service);
   const tls = clientTls(values, "");
   try {

@@ -23,7 +23,8 @@ const USAGE = `usage: codemode mcp --config FILE [--http HOST:PORT] [--sandbox H
 function limitFlag(value: string | undefined, flag: string, range: { default: number; min: number; max: number }, fallback = range.default): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < range.min || n > range.max) throw new UsageError(`${flag} must be an integer from ${range.min} to ${range.max}, got ${JSON.stringify(value)}`);
+  if (!Number.isInteger(n) || n < range.min || n > range.max)
+    throw new UsageError(`${flag} must be an integer from ${range.min} to ${range.max}, got ${JSON.stringify(value)}`);
   return n;
 }
 
@@ -51,7 +52,8 @@ export async function runMcp(argv: string[]): Promise<void> {
     throw new UsageError(`${(err as Error).message}\n${USAGE}`);
   }
   if (!values.config) throw new UsageError(`--config is required\n${USAGE}`);
-  if ((values.sandbox === undefined) !== (values.orchestrator === undefined)) throw new UsageError(`give both --sandbox and --orchestrator (remote services), or neither (embedded)\n${USAGE}`);
+  if ((values.sandbox === undefined) !== (values.orchestrator === undefined))
+    throw new UsageError(`give both --sandbox and --orchestrator (remote services), or neither (embedded)\n${USAGE}`);
   const http = values.http !== undefined ? parseHostPort(values.http, "--http") : undefined;
   if (values.sandbox !== undefined) parseHostPort(values.sandbox, "--sandbox");
   if (values.orchestrator !== undefined) parseHostPort(values.orchestrator, "--orchestrator");
@@ -73,7 +75,9 @@ export async function runMcp(argv: string[]): Promise<void> {
     log,
     limits,
     ...(http ? { http } : {}),
-    ...(values.sandbox !== undefined && values.orchestrator !== undefined ? { remote: { sandbox: values.sandbox, orchestrator: values.orchestrator, security: clientSecurity(values) } } : {}),
+    ...(values.sandbox !== undefined && values.orchestrator !== undefined
+      ? { remote: { sandbox: values.sandbox, orchestrator: values.orchestrator, security: clientSecurity(values) } }
+      : {}),
     ...(threads !== undefined ? { threads } : {}),
     onStdioClosed: () => void stop().then(() => process.exit(0)),
   });

@@ -27,7 +27,13 @@ export const serverSecurityFlags = { "tls-cert": str, "tls-key": str, "tls-clien
 /** The orchestrator's link port. */
 export const linkServerSecurityFlags = { "link-tls-cert": str, "link-tls-key": str, "link-tls-client-ca": str, "link-token-file": str } as const;
 /** A sidecar dialling the link port. */
-export const linkClientSecurityFlags = { "link-tls-ca": str, "link-tls-client-cert": str, "link-tls-client-key": str, "link-tls-server-name": str, "link-token-file": str } as const;
+export const linkClientSecurityFlags = {
+  "link-tls-ca": str,
+  "link-tls-client-cert": str,
+  "link-tls-client-key": str,
+  "link-tls-server-name": str,
+  "link-token-file": str,
+} as const;
 /** A client of the Sandbox and Control ports (exec, surface; health takes the TLS ones). */
 export const clientTlsFlags = { "tls-ca": str, "tls-client-cert": str, "tls-client-key": str, "tls-server-name": str } as const;
 export const clientSecurityFlags = { ...clientTlsFlags, "auth-token-file": str } as const;
@@ -81,9 +87,14 @@ export function serverSecurity(values: Values, prefix: "" | "link-"): ServerSecu
   const clientCa = setting(values, `${prefix}tls-client-ca`);
   const out: ServerSecurity = {};
   if (cert || key) {
-    if (!cert || !key) throw new UsageError(`--${prefix}tls-cert and --${prefix}tls-key go together (or ${envName(`${prefix}tls-cert`)} and ${envName(`${prefix}tls-key`)})`);
+    if (!cert || !key)
+      throw new UsageError(`--${prefix}tls-cert and --${prefix}tls-key go together (or ${envName(`${prefix}tls-cert`)} and ${envName(`${prefix}tls-key`)})`);
     const tls: ServerTls = { cert: readSetting(cert), key: readSetting(key), ...(clientCa ? { clientCa: readSetting(clientCa) } : {}) };
-    checkTls(`${cert.source}, ${key.source}${clientCa ? `, ${clientCa.source}` : ""}`, { cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa } : {}) });
+    checkTls(`${cert.source}, ${key.source}${clientCa ? `, ${clientCa.source}` : ""}`, {
+      cert: tls.cert,
+      key: tls.key,
+      ...(tls.clientCa ? { ca: tls.clientCa } : {}),
+    });
     out.tls = tls;
   } else if (clientCa) {
     throw new UsageError(`${clientCa.source} needs --${prefix}tls-cert and --${prefix}tls-key: mutual TLS is TLS with client certificates`);
@@ -111,7 +122,13 @@ export function clientTls(values: Values, prefix: "" | "link-"): ClientTls | und
     tls.key = readSetting(key);
   }
   if (serverName) tls.serverName = serverName.value;
-  checkTls([ca, cert, key].filter((s) => s !== undefined).map((s) => s.source).join(", "), { ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}) });
+  checkTls(
+    [ca, cert, key]
+      .filter((s) => s !== undefined)
+      .map((s) => s.source)
+      .join(", "),
+    { ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}) },
+  );
   return tls;
 }
 

@@ -253,7 +253,15 @@ export async function runOrchestrator(argv: string[]): Promise<void> {
   const log = createLogger("codemode-orchestrator");
   const metrics = await metricsFor(values, log, security.tls);
   const { startOrchestrator } = await import("../orchestrator/server.js");
-  const orchestrator = await startOrchestrator({ listen, linkListen, security, linkSecurity, log, ...storeOptions(values), ...(metrics.registry ? { metrics: metrics.registry } : {}) });
+  const orchestrator = await startOrchestrator({
+    listen,
+    linkListen,
+    security,
+    linkSecurity,
+    log,
+    ...storeOptions(values),
+    ...(metrics.registry ? { metrics: metrics.registry } : {}),
+  });
   process.stdout.write(`ready orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   logStarted(log);
   onShutdown(log, async () => {

@@ -62,7 +62,10 @@ export async function startCheck(address: string, security: ServerSecurity, log:
     await control.closeRun({ scope }, { deadlineMs: CHECK_DEADLINE_MS });
     log.debug({ ms: Math.round(performance.now() - started) }, "start-up check: a run opened and closed through the Control port");
   } catch (err) {
-    log.warn({ err, ms: Math.round(performance.now() - started) }, "start-up check failed (a run could not be opened and closed through the Control port); starting anyway");
+    log.warn(
+      { err, ms: Math.round(performance.now() - started) },
+      "start-up check failed (a run could not be opened and closed through the Control port); starting anyway",
+    );
   } finally {
     control.close();
   }

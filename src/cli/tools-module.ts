@@ -20,7 +20,13 @@ const toolSchema = z.object({
   parameters: z.record(z.string(), z.unknown()).default({ type: "object" }),
   outputSchema: z.record(z.string(), z.unknown()).optional(),
   annotations: z
-    .object({ title: z.string().optional(), readOnlyHint: z.boolean().optional(), destructiveHint: z.boolean().optional(), idempotentHint: z.boolean().optional(), openWorldHint: z.boolean().optional() })
+    .object({
+      title: z.string().optional(),
+      readOnlyHint: z.boolean().optional(),
+      destructiveHint: z.boolean().optional(),
+      idempotentHint: z.boolean().optional(),
+      openWorldHint: z.boolean().optional(),
+    })
     .optional(),
   examples: z.array(z.unknown()).optional(),
   keywords: z.array(z.string()).optional(),

@@ -40,7 +40,7 @@ export function buildCatalog(upstreams: ReadonlyArray<{ catalogName: string; ups
   const mcpServers: WireCatalog["mcpServers"] = [];
   for (const { catalogName, upstream } of upstreams) {
     if (upstream.state !== "connected") continue;
-    const info = upstream.info as ({ name?: string; title?: string; version?: string; description?: string } | undefined);
+    const info = upstream.info as { name?: string; title?: string; version?: string; description?: string } | undefined;
     mcpServers.push(
       toWireMcpServer({
         name: catalogName,
@@ -57,12 +57,17 @@ export function buildCatalog(upstreams: ReadonlyArray<{ catalogName: string; ups
     for (const t of upstream.tools) {
       const name = catalogToolName(t.name);
       if (name === undefined || seen.has(name)) {
-        log.warn({ server: upstream.name, tool: t.name.slice(0, 200) }, "upstream tool left out: its name repeats, or is empty or too long for a catalog id even escaped (at most 128 characters)");
+        log.warn(
+          { server: upstream.name, tool: t.name.slice(0, 200) },
+          "upstream tool left out: its name repeats, or is empty or too long for a catalog id even escaped (at most 128 characters)",
+        );
         continue;
       }
       seen.add(name);
       const a = (t.annotations ?? {}) as Record<string, unknown>;
-      const annotations = Object.fromEntries(HINTS.filter((k) => a[k] !== undefined && typeof a[k] === (k === "title" ? "string" : "boolean")).map((k) => [k, a[k]]));
+      const annotations = Object.fromEntries(
+        HINTS.filter((k) => a[k] !== undefined && typeof a[k] === (k === "title" ? "string" : "boolean")).map((k) => [k, a[k]]),
+      );
       tools.push(
         toWireTool({
           name,

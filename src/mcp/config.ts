@@ -42,10 +42,11 @@ function expandAll(r: Record<string, string> | undefined, env: NodeJS.ProcessEnv
 
 /** Parses a config document (already JSON-parsed). */
 export function parseFrontConfig(doc: unknown, env: NodeJS.ProcessEnv = process.env): FrontConfig {
-  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new FrontConfigError("the config must be a JSON object with an \"mcpServers\" object");
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new FrontConfigError('the config must be a JSON object with an "mcpServers" object');
   const d = doc as Record<string, unknown>;
   const table = d.mcpServers ?? d.servers;
-  if (table === null || typeof table !== "object" || Array.isArray(table)) throw new FrontConfigError("the config needs an \"mcpServers\" object: {\"mcpServers\": {\"<name>\": {\"command\": ...} | {\"url\": ...}}}");
+  if (table === null || typeof table !== "object" || Array.isArray(table))
+    throw new FrontConfigError('the config needs an "mcpServers" object: {"mcpServers": {"<name>": {"command": ...} | {"url": ...}}}');
   const servers: FrontConfig["servers"] = [];
   for (const [name, raw] of Object.entries(table as Record<string, unknown>)) {
     if (name.trim() === "") throw new FrontConfigError("mcpServers has an entry with an empty name");
@@ -59,12 +60,18 @@ export function parseFrontConfig(doc: unknown, env: NodeJS.ProcessEnv = process.
     const wantsHttp = e.type !== undefined && e.type !== "stdio";
     if (e.command !== undefined && !wantsHttp) {
       if (e.url !== undefined) throw new FrontConfigError(`mcpServers.${name}: give "command" (stdio) or "url" (HTTP), not both`);
-      const spec: StdioUpstream = { kind: "stdio", command: expand(e.command, env), args: (e.args ?? []).map((a) => expand(a, env)), env: expandAll(e.env, env) };
+      const spec: StdioUpstream = {
+        kind: "stdio",
+        command: expand(e.command, env),
+        args: (e.args ?? []).map((a) => expand(a, env)),
+        env: expandAll(e.env, env),
+      };
       if (e.cwd !== undefined) spec.cwd = expand(e.cwd, env);
       servers.push({ name, spec });
     } else if (e.url !== undefined) {
       const url = expand(e.url, env);
-      if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) throw new FrontConfigError(`mcpServers.${name}.url must be an http(s) URL, got ${JSON.stringify(url)}`);
+      if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol))
+        throw new FrontConfigError(`mcpServers.${name}.url must be an http(s) URL, got ${JSON.stringify(url)}`);
       servers.push({ name, spec: { kind: e.type === "sse" ? "sse" : "http", url, headers: expandAll(e.headers, env) } });
     } else {
       throw new FrontConfigError(`mcpServers.${name}: needs "command" (a stdio server) or "url" (a streamable HTTP server)`);

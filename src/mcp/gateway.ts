@@ -55,7 +55,13 @@ export class FrontGateway {
   private openRunFields() {
     return {
       policy: { allow: [], deny: [], allowNone: false },
-      config: { timeoutMs: this.limits.timeoutMs, memoryLimitBytes: BigInt(this.limits.maxMemoryBytes), maxPendingToolCalls: this.limits.maxConcurrentCalls, maxToolCallsPerRun: 100_000, maxSearchesPerRun: 100_000 },
+      config: {
+        timeoutMs: this.limits.timeoutMs,
+        memoryLimitBytes: BigInt(this.limits.maxMemoryBytes),
+        maxPendingToolCalls: this.limits.maxConcurrentCalls,
+        maxToolCallsPerRun: 100_000,
+        maxSearchesPerRun: 100_000,
+      },
       mcpRun: { enabled: true, maxLogBytes: BigInt(this.limits.maxLogBytes), maxToolCalls: this.limits.maxToolCalls },
     };
   }
@@ -66,7 +72,10 @@ export class FrontGateway {
     this.registering = this.registering.then(async () => {
       if (!this.dirty) return;
       this.dirty = false;
-      const catalog: WireCatalog = buildCatalog(this.members.map((m) => ({ catalogName: m.catalogName, upstream: m.upstream })), this.log);
+      const catalog: WireCatalog = buildCatalog(
+        this.members.map((m) => ({ catalogName: m.catalogName, upstream: m.upstream })),
+        this.log,
+      );
       try {
         const put = await this.control.putCatalog(catalog);
         const scope = { agentId: AGENT_ID, sessionId: "describe", sessionKey: "describe", agentRunId: "describe" };
@@ -75,7 +84,12 @@ export class FrontGateway {
         if (!t) throw new Error(`the orchestrator gave no codemode.run tool (surface kind ${opened.surface?.kind})`);
         const changed = put.catalogId !== this.catalogId;
         this.catalogId = put.catalogId;
-        this.tool = { name: t.name, description: t.description, inputSchema: JSON.parse(t.inputSchemaJson) as Record<string, unknown>, outputSchema: RUN_OUTPUT_SCHEMA as unknown as Record<string, unknown> };
+        this.tool = {
+          name: t.name,
+          description: t.description,
+          inputSchema: JSON.parse(t.inputSchemaJson) as Record<string, unknown>,
+          outputSchema: RUN_OUTPUT_SCHEMA as unknown as Record<string, unknown>,
+        };
         this.log.info({ catalogId: put.catalogId, tools: catalog.tools.length, servers: catalog.mcpServers.length }, "catalog registered");
         if (changed && this.registeredOnce) this.onToolChanged();
         this.registeredOnce = true;
@@ -100,7 +114,10 @@ export class FrontGateway {
 
   /** One `codemode.run` invocation: always a structured response. */
   async run(args: unknown, signal: AbortSignal, sessionId: string): Promise<Record<string, unknown>> {
-    const caps = args !== null && typeof args === "object" && Array.isArray((args as { requestedCapabilities?: unknown }).requestedCapabilities) ? ((args as { requestedCapabilities: unknown[] }).requestedCapabilities.filter((c) => typeof c === "string") as string[]) : [];
+    const caps =
+      args !== null && typeof args === "object" && Array.isArray((args as { requestedCapabilities?: unknown }).requestedCapabilities)
+        ? ((args as { requestedCapabilities: unknown[] }).requestedCapabilities.filter((c) => typeof c === "string") as string[])
+        : [];
     const wanted = [...new Set(caps.map((c) => this.member(c)).filter((m): m is Member => m !== undefined && m.upstream.state !== "connected"))];
     if (wanted.length > 0) {
       const ok = await Promise.all(wanted.map((m) => m.upstream.ensureConnected(CAPABILITY_CONNECT_MS)));
@@ -137,7 +154,14 @@ export class FrontGateway {
   }
 
   /** Runs one nested call on its upstream server and answers the sidecar. */
-  private async answer(scope: { agentId: string; sessionId: string; sessionKey: string; agentRunId: string }, callId: string, catalogName: string, toolName: string, inputJson: string, signal: AbortSignal): Promise<void> {
+  private async answer(
+    scope: { agentId: string; sessionId: string; sessionKey: string; agentRunId: string },
+    callId: string,
+    catalogName: string,
+    toolName: string,
+    inputJson: string,
+    signal: AbortSignal,
+  ): Promise<void> {
     const m = this.members.find((x) => x.catalogName === catalogName);
     let outcome: { case: "resultJson"; value: string } | { case: "error"; value: { name: string; message: string } };
     try {

@@ -33,10 +33,15 @@ export class FrontServers {
     const server = new Server({ name: "codemode", version: this.version }, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS });
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       const t = await this.gateway.toolDefinition();
-      return { tools: [{ name: t.name, description: t.description, inputSchema: t.inputSchema as { type: "object" }, outputSchema: t.outputSchema as { type: "object" } }] };
+      return {
+        tools: [
+          { name: t.name, description: t.description, inputSchema: t.inputSchema as { type: "object" }, outputSchema: t.outputSchema as { type: "object" } },
+        ],
+      };
     });
     server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
-      if (req.params.name !== RUN_TOOL_NAME) throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(req.params.name)}: this server has one tool, ${RUN_TOOL_NAME}`);
+      if (req.params.name !== RUN_TOOL_NAME)
+        throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(req.params.name)}: this server has one tool, ${RUN_TOOL_NAME}`);
       const response = await this.gateway.run(req.params.arguments ?? {}, extra.signal, extra.sessionId ?? "stdio");
       return { content: [{ type: "text", text: JSON.stringify(response) }], structuredContent: response };
     });
@@ -110,7 +115,9 @@ export class FrontServers {
       try {
         body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
       } catch {
-        res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32700, message: "Parse error" }, id: null }));
+        res
+          .writeHead(400, { "content-type": "application/json" })
+          .end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32700, message: "Parse error" }, id: null }));
         return;
       }
     }
@@ -119,7 +126,9 @@ export class FrontServers {
       return;
     }
     if (typeof sid === "string") {
-      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "unknown session" }, id: null }));
+      res
+        .writeHead(404, { "content-type": "application/json" })
+        .end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "unknown session" }, id: null }));
       return;
     }
     const transport = new StreamableHTTPServerTransport({

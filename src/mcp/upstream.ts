@@ -13,7 +13,13 @@ import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ToolListChangedNotificationSchema, type CallToolResult, type Implementation, type ServerCapabilities, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type Implementation,
+  type ServerCapabilities,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../shared/logger.js";
 import type { UpstreamSpec } from "./config.js";
 
@@ -71,7 +77,13 @@ export class Upstream {
   private transport(): Transport {
     const s = this.spec;
     if (s.kind === "stdio") {
-      const t = new StdioClientTransport({ command: s.command, args: s.args, env: { ...getDefaultEnvironment(), ...s.env }, ...(s.cwd ? { cwd: s.cwd } : {}), stderr: "pipe" });
+      const t = new StdioClientTransport({
+        command: s.command,
+        args: s.args,
+        env: { ...getDefaultEnvironment(), ...s.env },
+        ...(s.cwd ? { cwd: s.cwd } : {}),
+        stderr: "pipe",
+      });
       t.stderr?.on("data", (chunk: Buffer) => this.log.debug({ server: this.name, stderr: chunk.toString("utf8").slice(0, 2000) }, "upstream stderr"));
       return t;
     }
@@ -212,13 +224,17 @@ export class Upstream {
     const client = this.client;
     if (!client || this.state !== "connected") {
       if (this.authFailed) throw new UpstreamCallError("AuthenticationError", `MCP server ${this.name} rejected the front's credentials: ${this.lastError}`);
-      throw new UpstreamCallError("ServerNotFoundError", `MCP server ${this.name} is not connected (${this.lastError || "connecting"}); the front keeps reconnecting.`);
+      throw new UpstreamCallError(
+        "ServerNotFoundError",
+        `MCP server ${this.name} is not connected (${this.lastError || "connecting"}); the front keeps reconnecting.`,
+      );
     }
     try {
       const res = await client.callTool({ name: toolName, arguments: args as Record<string, unknown> }, undefined, { signal, timeout: timeoutMs });
       return res as CallToolResult;
     } catch (err) {
-      if (isAuthFailure(err)) throw new UpstreamCallError("AuthenticationError", `MCP server ${this.name} rejected the call for its credentials: ${(err as Error).message}`);
+      if (isAuthFailure(err))
+        throw new UpstreamCallError("AuthenticationError", `MCP server ${this.name} rejected the call for its credentials: ${(err as Error).message}`);
       throw new UpstreamCallError("ToolCallError", (err as Error)?.message ?? String(err));
     }
   }

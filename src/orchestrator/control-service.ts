@@ -33,7 +33,6 @@ import { storeCall } from "./state/store-failure.js";
 import type { RunStore } from "./suspended/run-store.js";
 import type { RunCachePush } from "./link/run-cache-push.js";
 
-
 const KIND_ENUM = {
   code_mode: SurfaceKind.CODE_MODE,
   tool_search_code: SurfaceKind.TOOL_SEARCH_CODE,
@@ -116,7 +115,11 @@ export function controlHandlers(deps: {
     };
     const scope = run.scope;
     if (await runs.recordChange(scope, POOL_FALLBACK_STATE, fellBack ? "tools" : "", step)) {
-      if (fellBack) log.warn({ agentRunId: scope.agentRunId, reason: surface.fallbackReason }, "Tool Search falls back from mode code to mode tools for the run: no attached sidecar can run code");
+      if (fellBack)
+        log.warn(
+          { agentRunId: scope.agentRunId, reason: surface.fallbackReason },
+          "Tool Search falls back from mode code to mode tools for the run: no attached sidecar can run code",
+        );
       else log.info({ agentRunId: scope.agentRunId }, "Tool Search is back in mode code for the run: an attached sidecar can run code");
     }
     return surface;

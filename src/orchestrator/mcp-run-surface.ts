@@ -16,8 +16,20 @@ export type McpRunModelTool = { name: string; description: string; inputSchema: 
 const MAX_CACHED = 64;
 const cache = new Map<string, McpRunModelTool>();
 
-export function mcpRunModelTool(view: readonly ViewEntry[], servers: readonly ViewServer[], config: CodeModeConfig, mcpRun: McpRunConfig, viewVersion: string): McpRunModelTool {
-  const limits = { timeoutMs: config.timeoutMs, maxMemoryBytes: config.memoryLimitBytes, maxLogBytes: mcpRun.maxLogBytes, maxToolCalls: mcpRun.maxToolCalls, maxConcurrentCalls: config.maxPendingToolCalls };
+export function mcpRunModelTool(
+  view: readonly ViewEntry[],
+  servers: readonly ViewServer[],
+  config: CodeModeConfig,
+  mcpRun: McpRunConfig,
+  viewVersion: string,
+): McpRunModelTool {
+  const limits = {
+    timeoutMs: config.timeoutMs,
+    maxMemoryBytes: config.memoryLimitBytes,
+    maxLogBytes: mcpRun.maxLogBytes,
+    maxToolCalls: mcpRun.maxToolCalls,
+    maxConcurrentCalls: config.maxPendingToolCalls,
+  };
   const key = viewVersion ? `${viewVersion}\n${JSON.stringify(limits)}` : "";
   const hit = key ? cache.get(key) : undefined;
   if (hit) {

@@ -24,14 +24,24 @@ export class OrchestratorMetrics {
 
   constructor(registry: Registry, parts: { store: RunStore; sidecars: { size: number }; log: Logger }) {
     const registers = [registry];
-    this.requests = new Counter({ name: "codemode_orchestrator_requests_total", help: "Unary Control and SidecarLink calls served, by service, method and status (ok or the error code)", labelNames: ["service", "method", "code"], registers });
+    this.requests = new Counter({
+      name: "codemode_orchestrator_requests_total",
+      help: "Unary Control and SidecarLink calls served, by service, method and status (ok or the error code)",
+      labelNames: ["service", "method", "code"],
+      registers,
+    });
     this.operations = new Counter({
       name: "codemode_suspended_run_operations_total",
       help: "Suspended-run store operations by outcome: suspend (stored|cap|claim_lost|snapshot_limit), claim (claimed|unavailable|session|run|busy), release (settled|kept|stale), answer (stored|not_found|permission_denied|already_exists|failed_precondition|...)",
       labelNames: ["op", "outcome"],
       registers,
     });
-    this.snapshotBytes = new Histogram({ name: "codemode_store_snapshot_bytes", help: "Size of each sealed snapshot stored (suspend and re-suspend)", buckets: SNAPSHOT_BUCKETS, registers });
+    this.snapshotBytes = new Histogram({
+      name: "codemode_store_snapshot_bytes",
+      help: "Size of each sealed snapshot stored (suspend and re-suspend)",
+      buckets: SNAPSHOT_BUCKETS,
+      registers,
+    });
     const { store, sidecars, log } = parts;
     new Gauge({
       name: "codemode_suspended_runs",
@@ -45,7 +55,14 @@ export class OrchestratorMetrics {
         }
       },
     });
-    new Gauge({ name: "codemode_attached_sidecars", help: "Sidecars whose link is attached to this orchestrator", registers, collect() { this.set(sidecars.size); } });
+    new Gauge({
+      name: "codemode_attached_sidecars",
+      help: "Sidecars whose link is attached to this orchestrator",
+      registers,
+      collect() {
+        this.set(sidecars.size);
+      },
+    });
   }
 
   /** Counts every unary call of `service` by its outcome. */
@@ -95,8 +112,17 @@ export class OrchestratorMetrics {
       },
       "suspend",
     );
-    wrap("claimRun", (_req, res: { refused?: string }) => this.operations.inc({ op: "claim", outcome: res.refused ? (REFUSALS.get(res.refused) ?? "refused") : "claimed" }), "claim");
-    wrap("releaseRun", (req: { keep: boolean }, res: { released: boolean }) => this.operations.inc({ op: "release", outcome: !res.released ? "stale" : req.keep ? "kept" : "settled" }), "release");
+    wrap(
+      "claimRun",
+      (_req, res: { refused?: string }) => this.operations.inc({ op: "claim", outcome: res.refused ? (REFUSALS.get(res.refused) ?? "refused") : "claimed" }),
+      "claim",
+    );
+    wrap(
+      "releaseRun",
+      (req: { keep: boolean }, res: { released: boolean }) =>
+        this.operations.inc({ op: "release", outcome: !res.released ? "stale" : req.keep ? "kept" : "settled" }),
+      "release",
+    );
     wrap("routeToolResult", () => this.operations.inc({ op: "answer", outcome: "stored" }), "answer");
     return out as H;
   }

@@ -78,7 +78,8 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const log = options.log;
   const controlToken = options.security?.token;
   const linkToken = options.linkSecurity?.token;
-  if (controlToken !== undefined && controlToken === linkToken) throw new Error("the sidecar link token must differ from the gateways' bearer token: a gateway's credentials must not open the link");
+  if (controlToken !== undefined && controlToken === linkToken)
+    throw new Error("the sidecar link token must differ from the gateways' bearer token: a gateway's credentials must not open the link");
   const orchestratorId = newId("orch", 6);
   const sidecars = new Map<string, AttachedSidecar>();
   const localRecords = new Map<string, (req: RecordSegmentRequest) => void>();
@@ -130,7 +131,10 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const live = new LiveForwarder();
   // Calls a sidecar sends on its Attach stream go to the handlers as served (with metrics).
   let served: LinkCallHandlers = {};
-  const link = { ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools, calls: () => served, drain, localRecords }), ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }) };
+  const link = {
+    ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools, calls: () => served, drain, localRecords }),
+    ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }),
+  };
   const controlAuth = controlToken !== undefined ? bearerAuthorizer(controlToken, "gateway bearer token") : undefined;
   const linkAuth = linkToken !== undefined ? bearerAuthorizer(linkToken, "sidecar link token") : undefined;
   addService(server, Control, metrics ? metrics.countRequests(Control, control) : control, log, drain, controlAuth);
@@ -154,7 +158,10 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const linkAddress = formatHostPort({ host: options.linkListen.host, port: linkPort });
   health.set(true);
   const security = (s?: ServerSecurity) => ({ tls: s?.tls ? (s.tls.clientCa ? "mtls" : "tls") : "plaintext", token: s?.token !== undefined });
-  log.info({ address, linkAddress, orchestratorId, store: store.kind, maxSuspendedRuns, control: security(options.security), link: security(options.linkSecurity) }, "orchestrator listening");
+  log.info(
+    { address, linkAddress, orchestratorId, store: store.kind, maxSuspendedRuns, control: security(options.security), link: security(options.linkSecurity) },
+    "orchestrator listening",
+  );
   const startDrain = () => {
     if (!drain.begin()) return;
     health.set(false);
@@ -164,10 +171,18 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const stop = (budgetMs: number) =>
     (stopped ??= (async () => {
       startDrain();
-      if (!(await drain.idle(budgetMs))) log.warn({ orchestratorId, inFlight: drain.inFlight, budgetMs }, "drain budget ran out; stopping with calls in flight");
+      if (!(await drain.idle(budgetMs)))
+        log.warn({ orchestratorId, inFlight: drain.inFlight, budgetMs }, "drain budget ran out; stopping with calls in flight");
       await Promise.all([shutdownServer(server, FINAL_GRACE_MS), shutdownServer(linkServer, FINAL_GRACE_MS)]);
       await closeStores();
       log.info("orchestrator stopped");
     })());
-  return { address, linkAddress, startDrain, drain: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs), close: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs), colocated };
+  return {
+    address,
+    linkAddress,
+    startDrain,
+    drain: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs),
+    close: (budgetMs = DEFAULT_DRAIN_MS) => stop(budgetMs),
+    colocated,
+  };
 }

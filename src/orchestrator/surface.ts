@@ -55,7 +55,7 @@ function execDescription(config: CodeModeConfig, catalogSize: number, hasMcp: bo
     "- `tools.<name>(input)`: shortcut for tools whose name is unambiguous.",
     ...(hasMcp
       ? [
-          "- MCP tools are not in ALL_TOOLS or tools.*: `await API.list(\"mcp\")` lists declaration files, `await API.read(\"mcp/<server>.d.ts\")` returns one,",
+          '- MCP tools are not in ALL_TOOLS or tools.*: `await API.list("mcp")` lists declaration files, `await API.read("mcp/<server>.d.ts")` returns one,',
           "  then call `await MCP.<server>.<tool>({ ...input })` with one object argument (`await MCP.<server>.$api(tool)` gives one tool's declaration).",
         ]
       : []),
@@ -169,9 +169,7 @@ export function describeSurface(config: CodeModeConfig, view: readonly ViewEntry
     const code = ts.mode === "code" && !fallbackReason;
     kind = code ? "tool_search_code" : "tool_search";
     tools = code ? toolSearchCodeTools(ts, view.length) : toolSearchTools(ts, view.length);
-    inactiveReason = code
-      ? "Tool Search is the run's surface (tool_search_code)"
-      : "Tool Search is the run's surface (tool_search, tool_describe, tool_call)";
+    inactiveReason = code ? "Tool Search is the run's surface (tool_search_code)" : "Tool Search is the run's surface (tool_search, tool_describe, tool_call)";
   } else if (!config.enabled) {
     tools = directTools(view);
     kind = "direct";
@@ -217,7 +215,7 @@ export function toolSearchTools(ts: ToolSearchConfig, catalogSize: number): Mode
       inputSchema: {
         type: "object",
         properties: {
-          query: { type: "string", description: "The task, e.g. \"create a GitHub issue\"." },
+          query: { type: "string", description: 'The task, e.g. "create a GitHub issue".' },
           limit: { type: "integer", minimum: 1, maximum: ts.maxSearchLimit },
         },
         required: ["query"],

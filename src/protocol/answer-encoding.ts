@@ -19,7 +19,12 @@
  */
 import { toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { BridgeCallbackRequestSchema, ExecSessionRequestSchema, type BridgeCallbackRequest, type ExecSessionRequest } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
+import {
+  BridgeCallbackRequestSchema,
+  ExecSessionRequestSchema,
+  type BridgeCallbackRequest,
+  type ExecSessionRequest,
+} from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { RequestEncoders } from "./grpc-service.js";
 
 /** Answers at least this many characters long are encoded here; shorter ones by `toBinary`. */

@@ -53,6 +53,7 @@ export function raiseServerWindows(server: grpc.Server): boolean {
 /** A gRPC server with the larger receive windows (a warning when this grpc-js cannot take them). */
 export function windowedServer(options: grpc.ServerOptions, log: Logger): grpc.Server {
   const server = new grpc.Server(options);
-  if (!raiseServerWindows(server)) log.warn("this grpc-js build has no createHttp2Server: the server's HTTP/2 receive windows stay at 64 KiB (large messages arrive more slowly)");
+  if (!raiseServerWindows(server))
+    log.warn("this grpc-js build has no createHttp2Server: the server's HTTP/2 receive windows stay at 64 KiB (large messages arrive more slowly)");
   return server;
 }

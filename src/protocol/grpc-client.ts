@@ -18,8 +18,14 @@ import { fromGrpcStatus } from "./service-error.js";
 type OutDesc<M> = M extends { output: infer O extends DescMessage } ? O : never;
 type Out<M> = MessageShape<OutDesc<M>>;
 
-export type UnaryMethod<M> = (request: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>, options?: { signal?: AbortSignal; deadlineMs?: number }) => Promise<Out<M>>;
-export type ServerStreamMethod<M> = (request: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>, options?: { signal?: AbortSignal }) => AsyncIterable<Out<M>>;
+export type UnaryMethod<M> = (
+  request: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>,
+  options?: { signal?: AbortSignal; deadlineMs?: number },
+) => Promise<Out<M>>;
+export type ServerStreamMethod<M> = (
+  request: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>,
+  options?: { signal?: AbortSignal },
+) => AsyncIterable<Out<M>>;
 export type BidiMethod<M> = (options?: { signal?: AbortSignal }) => {
   send(message: MessageInitShape<M extends { input: infer I extends DescMessage } ? I : never>): void;
   end(): void;

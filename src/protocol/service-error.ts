@@ -7,12 +7,18 @@ import { status as GrpcStatus } from "@grpc/grpc-js";
 
 /** Codes a handler may answer with, and what each means in this product. */
 export const SERVICE_ERROR_CODES = {
-  invalid_argument: { status: GrpcStatus.INVALID_ARGUMENT, doc: "the request breaks the contract (missing scope, bytes that do not decode, an id over its limit, malformed JSON)" },
+  invalid_argument: {
+    status: GrpcStatus.INVALID_ARGUMENT,
+    doc: "the request breaks the contract (missing scope, bytes that do not decode, an id over its limit, malformed JSON)",
+  },
   not_found: { status: GrpcStatus.NOT_FOUND, doc: "no such call, run or catalog" },
   already_exists: { status: GrpcStatus.ALREADY_EXISTS, doc: "the call was already answered" },
   failed_precondition: { status: GrpcStatus.FAILED_PRECONDITION, doc: "the call's exec already ended, or no run is open for the scope (call OpenRun first)" },
   permission_denied: { status: GrpcStatus.PERMISSION_DENIED, doc: "the caller's scope does not own the call or run" },
-  unauthenticated: { status: GrpcStatus.UNAUTHENTICATED, doc: "the port requires a bearer token (authorization: Bearer <token> metadata) and the call carried none, or another one" },
+  unauthenticated: {
+    status: GrpcStatus.UNAUTHENTICATED,
+    doc: "the port requires a bearer token (authorization: Bearer <token> metadata) and the call carried none, or another one",
+  },
   resource_exhausted: { status: GrpcStatus.RESOURCE_EXHAUSTED, doc: "a store or queue limit was reached" },
   unavailable: { status: GrpcStatus.UNAVAILABLE, doc: "a dependency (orchestrator, store) cannot be reached, or this sidecar is draining" },
   unimplemented: { status: GrpcStatus.UNIMPLEMENTED, doc: "the method is part of the contract but not served yet" },

@@ -85,7 +85,10 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
   const resolve = async (scope: Scope, rlog: Logger): Promise<ResolvedRun | undefined> => {
     try {
       // A replica that just died: the retry reaches another one through the same address.
-      return await withRetries(() => resolver.resolve(scope), (err) => err instanceof ServiceError && err.code === "unavailable");
+      return await withRetries(
+        () => resolver.resolve(scope),
+        (err) => err instanceof ServiceError && err.code === "unavailable",
+      );
     } catch (err) {
       rlog.warn({ err }, "could not resolve run with the orchestrator");
       return undefined;
@@ -124,23 +127,40 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         }
         // Tool Search, mode code: the program runs on the reduced `openclaw.tools` surface.
         if (run?.surface === "tool_search_code") {
-          return execToolSearchCode(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, [stream.signal, drainSignal]);
+          return execToolSearchCode(
+            segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog),
+            config,
+            req,
+            [stream.signal, drainSignal],
+          );
         }
         // Code Mode for MCP: the program is a `codemode.run` script (ES module, @codemode/* imports).
         if (run?.surface === "mcp_run") {
           // Loaded on the first codemode.run exec (ajv, acorn: off the sidecar's start path).
           const { execMcpRun } = await import("./surfaces/mcp-run/run-service.js");
-          return execMcpRun(segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config, req, [stream.signal, drainSignal]);
+          return execMcpRun(
+            segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog),
+            config,
+            req,
+            [stream.signal, drainSignal],
+          );
         }
         const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
-        seg.recordInput({ ...(req.code !== undefined ? { code: req.code } : {}), ...(req.command !== undefined ? { command: req.command } : {}), ...(req.language !== undefined ? { language: req.language } : {}) });
+        seg.recordInput({
+          ...(req.code !== undefined ? { code: req.code } : {}),
+          ...(req.command !== undefined ? { command: req.command } : {}),
+          ...(req.language !== undefined ? { language: req.language } : {}),
+        });
         if (run === undefined) return seg.finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
         if (!config.enabled) return seg.finish({ status: "failed", error: RUN_MESSAGES.disabled, code: "invalid_input" }, 0);
         if (!run.active) return seg.finish({ status: "failed", error: `${INACTIVE_PREFIX}${run.inactiveReason}.`, code: "invalid_input" }, 0);
         const input = checkExecInput({ code: req.code, command: req.command, language: req.language }, config.languages);
         if (!input.ok) return seg.finish({ status: "failed", error: input.error, code: "invalid_input" }, 0);
         if ((perRun.get(scopeKey) ?? 0) >= maxPerRun) {
-          throw new ServiceError("resource_exhausted", `this agent run already has ${maxPerRun} execs in flight on this sidecar, its fair share; wait for one to finish`);
+          throw new ServiceError(
+            "resource_exhausted",
+            `this agent run already has ${maxPerRun} execs in flight on this sidecar, its fair share; wait for one to finish`,
+          );
         }
         // A full queue, or a session over its share of the queue or of the CPU, is refused at once.
         const refused = pool.refusal(tenantOf(scope));
@@ -175,7 +195,17 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           stream.signal.removeEventListener("abort", release);
           release();
         }
-        await endSegment(seg, outcome, { scope, scopeKey, codeModeRunId, execCallId, config, catalogVersion: run.catalog?.version ?? "", link, sealer, signal: stream.signal });
+        await endSegment(seg, outcome, {
+          scope,
+          scopeKey,
+          codeModeRunId,
+          execCallId,
+          config,
+          catalogVersion: run.catalog?.version ?? "",
+          link,
+          sealer,
+          signal: stream.signal,
+        });
       });
     },
 
@@ -199,7 +229,14 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         // A pool that cannot run code (./pool/unavailable-pool.ts) must not claim the run: it stays for a sidecar that can resume it.
         const health = link.poolHealth;
         if (!health.canRunCode) {
-          return segment(runConfig(run.configLayer)).finish({ status: "failed", error: `this sidecar cannot resume code mode runs (${health.reason}); the run is kept for a sidecar that can.`, code: "runtime_unavailable" }, 0);
+          return segment(runConfig(run.configLayer)).finish(
+            {
+              status: "failed",
+              error: `this sidecar cannot resume code mode runs (${health.reason}); the run is kept for a sidecar that can.`,
+              code: "runtime_unavailable",
+            },
+            0,
+          );
         }
         await serveWait(runId, { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal }, stream.signal);
       });

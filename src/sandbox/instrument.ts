@@ -20,7 +20,18 @@
  *
  * Loaded only when metrics or tracing are on (see server.ts).
  */
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type TextMapGetter } from "@opentelemetry/api";
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type TextMapGetter,
+} from "@opentelemetry/api";
 import type { Metadata } from "@grpc/grpc-js";
 import { ErrorCode, ResultStatus, ToolSource, WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import type { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
@@ -84,7 +95,10 @@ class SegmentWatch {
       const parent = contextFromMetadata(metadata);
       this.span = codemodeTracer(TRACER).startSpan(
         `codemode.${kind}`,
-        { kind: SpanKind.SERVER, attributes: { "rpc.system": "grpc", "rpc.service": "codemode.sandbox.v1.Sandbox", "rpc.method": RPC_METHOD[kind], ...attributes } },
+        {
+          kind: SpanKind.SERVER,
+          attributes: { "rpc.system": "grpc", "rpc.service": "codemode.sandbox.v1.Sandbox", "rpc.method": RPC_METHOD[kind], ...attributes },
+        },
         parent,
       );
     }
@@ -123,7 +137,8 @@ class SegmentWatch {
       );
       const headers = traceHeadersOf(span);
       // ToolCallRequested.trace_parent / trace_state: the nested span, handed back to the gateway.
-      if (headers.traceparent) out = { case: "toolCall", value: Object.assign({}, v, { traceParent: headers.traceparent, traceState: headers.tracestate ?? "" }) };
+      if (headers.traceparent)
+        out = { case: "toolCall", value: Object.assign({}, v, { traceParent: headers.traceparent, traceState: headers.tracestate ?? "" }) };
     }
     this.made++;
     const call: NestedCall = { callId, source, t0: performance.now(), span, segment: this };
@@ -135,7 +150,13 @@ class SegmentWatch {
   private resultSent(r: Extract<ExecEventInit, { case: "result" }>["value"]): void {
     const status = STATUSES[r.status ?? 0] ?? "unspecified";
     const code =
-      status === "failed" ? (errorCodeName(r.code ?? ErrorCode.UNSPECIFIED) ?? "uncaught") : status === "waiting" ? (r.reason === WaitReason.YIELD ? "yield" : "pending_tools") : "ok";
+      status === "failed"
+        ? (errorCodeName(r.code ?? ErrorCode.UNSPECIFIED) ?? "uncaught")
+        : status === "waiting"
+          ? r.reason === WaitReason.YIELD
+            ? "yield"
+            : "pending_tools"
+          : "ok";
     const snapshotBytes = Number(r.telemetry?.snapshotBytes ?? 0);
     this.result = { status, code, seconds: (performance.now() - this.t0) / 1000, snapshotBytes };
     if (r.codeModeRunId) this.span?.setAttribute("codemode.code_mode_run_id", r.codeModeRunId);
@@ -195,7 +216,13 @@ export function instrumentSandbox(handlers: Handlers, metrics: SandboxMetrics | 
   const { exec, wait, bridgeCallback } = handlers;
   const out: Handlers = { ...handlers };
 
-  const watched = <R>(kind: SegmentKind, attrs: Attributes, metadata: Metadata | undefined, stream: { send(m: { event?: ExecEventInit }): boolean; signal: AbortSignal }, run: (s: typeof stream) => Promise<R>) => {
+  const watched = <R>(
+    kind: SegmentKind,
+    attrs: Attributes,
+    metadata: Metadata | undefined,
+    stream: { send(m: { event?: ExecEventInit }): boolean; signal: AbortSignal },
+    run: (s: typeof stream) => Promise<R>,
+  ) => {
     const seg = new SegmentWatch(kind, shared, metadata, attrs);
     const send = (m: { event?: ExecEventInit }) => {
       const event = seg.sent(m.event);
@@ -219,7 +246,13 @@ export function instrumentSandbox(handlers: Handlers, metrics: SandboxMetrics | 
   }
   if (wait) {
     out.wait = (req, stream, ctx) =>
-      watched("wait", { ...scopeAttributes(req.scope), "codemode.wait_call_id": req.waitCallId, "codemode.code_mode_run_id": req.codeModeRunId }, ctx?.metadata, stream, (s) => wait(req, s, ctx));
+      watched(
+        "wait",
+        { ...scopeAttributes(req.scope), "codemode.wait_call_id": req.waitCallId, "codemode.code_mode_run_id": req.codeModeRunId },
+        ctx?.metadata,
+        stream,
+        (s) => wait(req, s, ctx),
+      );
   }
   if (bridgeCallback) {
     out.bridgeCallback = async (req, ctx) => {

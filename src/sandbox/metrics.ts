@@ -39,7 +39,13 @@ export class SandboxMetrics {
       });
     this.results = { exec: results("exec"), wait: results("wait") };
     const latency = (kind: SegmentKind) =>
-      new Histogram({ name: `codemode_${kind}_duration_seconds`, help: `Time from the ${kind} request to its result, by status`, labelNames: ["status"], buckets: LATENCY_BUCKETS, registers });
+      new Histogram({
+        name: `codemode_${kind}_duration_seconds`,
+        help: `Time from the ${kind} request to its result, by status`,
+        labelNames: ["status"],
+        buckets: LATENCY_BUCKETS,
+        registers,
+      });
     this.latency = { exec: latency("exec"), wait: latency("wait") };
     this.inFlight = new Gauge({ name: "codemode_segments_in_flight", help: "Execs and waits being served now", labelNames: ["kind"], registers });
     this.nested = new Counter({
@@ -48,22 +54,73 @@ export class SandboxMetrics {
       labelNames: ["source", "outcome"],
       registers,
     });
-    this.nestedLatency = new Histogram({ name: "codemode_nested_call_duration_seconds", help: "From a ToolCallRequested to the gateway's answer reaching this sidecar, by source", labelNames: ["source"], buckets: LATENCY_BUCKETS, registers });
+    this.nestedLatency = new Histogram({
+      name: "codemode_nested_call_duration_seconds",
+      help: "From a ToolCallRequested to the gateway's answer reaching this sidecar, by source",
+      labelNames: ["source"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
     this.answers = new Counter({
       name: "codemode_tool_answers_total",
       help: "BridgeCallback answers: delivery live (into a VM on this sidecar), routed (kept with a suspended run at the orchestrator), refused (a gRPC error)",
       labelNames: ["delivery"],
       registers,
     });
-    this.snapshotBytes = new Histogram({ name: "codemode_snapshot_bytes", help: "Sealed snapshot size of each exec or wait that ended waiting", buckets: SNAPSHOT_BUCKETS, registers });
-    this.rpcErrors = new Counter({ name: "codemode_sandbox_rpc_errors_total", help: "Sandbox calls answered with a gRPC error (contract violations, draining), by method and status", labelNames: ["method", "code"], registers });
+    this.snapshotBytes = new Histogram({
+      name: "codemode_snapshot_bytes",
+      help: "Sealed snapshot size of each exec or wait that ended waiting",
+      buckets: SNAPSHOT_BUCKETS,
+      registers,
+    });
+    this.rpcErrors = new Counter({
+      name: "codemode_sandbox_rpc_errors_total",
+      help: "Sandbox calls answered with a gRPC error (contract violations, draining), by method and status",
+      labelNames: ["method", "code"],
+      registers,
+    });
 
     const { pool, link, calls, resolver } = parts;
-    new Gauge({ name: "codemode_pool_utilization", help: "piscina's utilisation of the worker pool (0-1): share of worker time spent running tasks since start", registers, collect() { this.set(pool.utilization); } });
-    new Gauge({ name: "codemode_pool_queue_size", help: "Tasks waiting for a free slot on a pool worker", registers, collect() { this.set(pool.queueSize); } });
-    new Gauge({ name: "codemode_pool_threads", help: "Worker threads in the pool", registers, collect() { this.set(pool.threads); } });
-    new Gauge({ name: "codemode_pool_surge_threads", help: "Surge threads running beyond --threads while computing guests hold the others", registers, collect() { this.set(pool.extraThreads.surge); } });
-    new Gauge({ name: "codemode_pool_background_threads", help: "Background threads (lower OS priority) running heavy sessions' programs, beyond --threads", registers, collect() { this.set(pool.extraThreads.background); } });
+    new Gauge({
+      name: "codemode_pool_utilization",
+      help: "piscina's utilisation of the worker pool (0-1): share of worker time spent running tasks since start",
+      registers,
+      collect() {
+        this.set(pool.utilization);
+      },
+    });
+    new Gauge({
+      name: "codemode_pool_queue_size",
+      help: "Tasks waiting for a free slot on a pool worker",
+      registers,
+      collect() {
+        this.set(pool.queueSize);
+      },
+    });
+    new Gauge({
+      name: "codemode_pool_threads",
+      help: "Worker threads in the pool",
+      registers,
+      collect() {
+        this.set(pool.threads);
+      },
+    });
+    new Gauge({
+      name: "codemode_pool_surge_threads",
+      help: "Surge threads running beyond --threads while computing guests hold the others",
+      registers,
+      collect() {
+        this.set(pool.extraThreads.surge);
+      },
+    });
+    new Gauge({
+      name: "codemode_pool_background_threads",
+      help: "Background threads (lower OS priority) running heavy sessions' programs, beyond --threads",
+      registers,
+      collect() {
+        this.set(pool.extraThreads.background);
+      },
+    });
     new Gauge({
       name: "codemode_worker_memory_bytes",
       help: "The pool's worker threads' memory, summed over each thread's last report (at most a second old): heap_used and heap_total of their V8 heaps, external (array buffers and live QuickJS memories V8 is told of), spares (idle QuickJS instances kept for reuse), images (prepared images and grown variants), compiler (the VM that compiles programs)",
@@ -71,12 +128,41 @@ export class SandboxMetrics {
       registers,
       collect() {
         const m = pool.workerMemory;
-        for (const [part, bytes] of [["heap_used", m.heapUsed], ["heap_total", m.heapTotal], ["external", m.external], ["spares", m.spares], ["images", m.images], ["compiler", m.compiler]] as const) this.set({ part }, bytes);
+        for (const [part, bytes] of [
+          ["heap_used", m.heapUsed],
+          ["heap_total", m.heapTotal],
+          ["external", m.external],
+          ["spares", m.spares],
+          ["images", m.images],
+          ["compiler", m.compiler],
+        ] as const)
+          this.set({ part }, bytes);
       },
     });
-    new Gauge({ name: "codemode_live_tool_calls", help: "Nested calls whose VM is live on this sidecar, awaiting the gateway's answer", registers, collect() { this.set(calls.liveCount); } });
-    new Gauge({ name: "codemode_pool_can_run_code", help: "1 while the sidecar's pool can run code (what it reports to the orchestrator), 0 when it cannot: it could not start (--serve-without-pool) or no worker thread can (re)start now", registers, collect() { this.set(link.poolHealth.canRunCode ? 1 : 0); } });
-    new Gauge({ name: "codemode_orchestrator_link_up", help: "1 while the sidecar's link to its orchestrator is up, else 0", registers, collect() { this.set(link.linkState === "up" ? 1 : 0); } });
+    new Gauge({
+      name: "codemode_live_tool_calls",
+      help: "Nested calls whose VM is live on this sidecar, awaiting the gateway's answer",
+      registers,
+      collect() {
+        this.set(calls.liveCount);
+      },
+    });
+    new Gauge({
+      name: "codemode_pool_can_run_code",
+      help: "1 while the sidecar's pool can run code (what it reports to the orchestrator), 0 when it cannot: it could not start (--serve-without-pool) or no worker thread can (re)start now",
+      registers,
+      collect() {
+        this.set(link.poolHealth.canRunCode ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "codemode_orchestrator_link_up",
+      help: "1 while the sidecar's link to its orchestrator is up, else 0",
+      registers,
+      collect() {
+        this.set(link.linkState === "up" ? 1 : 0);
+      },
+    });
     new Counter({
       name: "codemode_vm_starts_total",
       help: "How task VMs started: reused (an idle instance overwritten with a prepared image, or with a resumed or moved run's state), restored (a new instance from a prepared image), fresh (created, prelude run: extensions or per-run context), snapshot (a new instance for a resumed or moved run)",
@@ -99,7 +185,12 @@ export class SandboxMetrics {
         this.inc({ result: "joined" }, resolver.stats.joined);
       },
     });
-    const changes = new Counter({ name: "codemode_orchestrator_link_changes_total", help: "Orchestrator link state changes, by the new state (connecting|up|down|closed)", labelNames: ["state"], registers });
+    const changes = new Counter({
+      name: "codemode_orchestrator_link_changes_total",
+      help: "Orchestrator link state changes, by the new state (connecting|up|down|closed)",
+      labelNames: ["state"],
+      registers,
+    });
     link.onStateChange((state) => changes.inc({ state }));
   }
 

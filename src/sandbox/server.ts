@@ -126,7 +126,11 @@ function linkUp(link: OrchestratorLink, budgetMs: number): Promise<void> {
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
   const log = options.log;
   const sidecarId = newId("sc", 6);
-  const poolOptions = { log, ...(options.threads !== undefined ? { threads: options.threads } : {}), ...(options.execsPerWorker !== undefined ? { execsPerWorker: options.execsPerWorker } : {}) };
+  const poolOptions = {
+    log,
+    ...(options.threads !== undefined ? { threads: options.threads } : {}),
+    ...(options.execsPerWorker !== undefined ? { execsPerWorker: options.execsPerWorker } : {}),
+  };
   let pool: SandboxPool;
   let poolHealth = POOL_STARTED;
   /** A pool that started reports at runtime when its threads can no longer run code, and when they can again. */
@@ -139,7 +143,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     if (!options.serveWithoutPool || !(err instanceof PoolStartError)) throw err;
     pool = unavailablePool(err.message);
     poolHealth = { canRunCode: false, reason: err.message };
-    log.warn({ reason: err.message }, "serving without a sandbox pool (--serve-without-pool): exec, wait, tool_search_code and codemode.run fail with runtime_unavailable; tool_search, tool_describe and tool_call are served");
+    log.warn(
+      { reason: err.message },
+      "serving without a sandbox pool (--serve-without-pool): exec, wait, tool_search_code and codemode.run fail with runtime_unavailable; tool_search, tool_describe and tool_call are served",
+    );
   }
   const server = windowedServer({ "grpc.max_receive_message_length": 16 * 1024 * 1024 }, log);
   const calls = new CallRegistry();
@@ -149,7 +156,14 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     throw err;
   });
   const address = formatHostPort({ host: options.listen.host, port });
-  const link = new OrchestratorLink(options.orchestrator, { sidecarId, address, version: VERSION }, log.child({ sidecarId }), options.linkSecurity, poolHealth, options.colocated);
+  const link = new OrchestratorLink(
+    options.orchestrator,
+    { sidecarId, address, version: VERSION },
+    log.child({ sidecarId }),
+    options.linkSecurity,
+    poolHealth,
+    options.colocated,
+  );
   runtimeHealth?.onChange((health) => link.setPoolHealth(health)); // now (it may have changed since), then each change
   link.onDeliver = (scope, callId, answer) => {
     try {
@@ -161,7 +175,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const resolver = new RunResolver(link, log.child({ sidecarId }));
   const sealer = options.sealer ?? SnapshotSealer.fromEnv();
   if (!sealer.shared && !options.singleSidecar) {
-    log.warn({ sidecarId }, `${SNAPSHOT_KEY_ENV} is not set: runs suspended here can be resumed only by this sidecar process; set the same key on every sidecar so any replica can serve wait`);
+    log.warn(
+      { sidecarId },
+      `${SNAPSHOT_KEY_ENV} is not set: runs suspended here can be resumed only by this sidecar process; set the same key on every sidecar so any replica can serve wait`,
+    );
   }
   const drain = new DrainTracker();
   const health = new ServingHealth([Sandbox.typeName]);
@@ -177,7 +194,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const handlers = { ...instrumented, execSession: execSessionHandler(instrumented) };
   const token = options.security?.token;
   // Large answers stay bytes until the handler has staged them to their VM (./exec/answer-wire.ts).
-  addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined, { decoders: ANSWER_DECODERS });
+  addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined, {
+    decoders: ANSWER_DECODERS,
+  });
   link.start(() => calls.liveCount);
   // The orchestrator in this process tells of each run it opens: this sidecar resolves it ahead of its first exec (./link/run-prefetch.ts).
   if (options.colocated) {
@@ -196,7 +215,19 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   }, MCP_RUN_PREFETCH_MS).unref();
   const tls = options.security?.tls ? (options.security.tls.clientCa ? "mtls" : "tls") : "plaintext";
   const linkTls = options.linkSecurity?.tls ? (options.linkSecurity.tls.cert ? "mtls" : "tls") : "plaintext";
-  log.info({ address, sidecarId, threads: pool.threads, orchestrator: options.orchestrator, tls, token: token !== undefined, link: { tls: linkTls, token: options.linkSecurity?.token !== undefined }, malloc: { arenaMax: process.env.MALLOC_ARENA_MAX ?? "unset", mmapThreshold: process.env.MALLOC_MMAP_THRESHOLD_ ?? "unset" } }, "sandbox listening");
+  log.info(
+    {
+      address,
+      sidecarId,
+      threads: pool.threads,
+      orchestrator: options.orchestrator,
+      tls,
+      token: token !== undefined,
+      link: { tls: linkTls, token: options.linkSecurity?.token !== undefined },
+      malloc: { arenaMax: process.env.MALLOC_ARENA_MAX ?? "unset", mmapThreshold: process.env.MALLOC_MMAP_THRESHOLD_ ?? "unset" },
+    },
+    "sandbox listening",
+  );
 
   /**
    * The drain budget ran out with execs or waits still running: they are cancelled (each

@@ -52,7 +52,12 @@ const TOOL_SEARCH_SURFACES = new Set(["tool_search", "tool_search_code"]);
  * code). `base` is what every segment of the sidecar shares; `config` the run's code-mode
  * config with the Exec's overrides, whose timeout and search limits Tool Search replaces.
  */
-export async function execToolSearchCode(base: Omit<SegmentInit, "config" | "kind">, config: CodeModeConfig, req: ExecRequest, cancelSignals: readonly AbortSignal[]): Promise<void> {
+export async function execToolSearchCode(
+  base: Omit<SegmentInit, "config" | "kind">,
+  config: CodeModeConfig,
+  req: ExecRequest,
+  cancelSignals: readonly AbortSignal[],
+): Promise<void> {
   const run = base.run!;
   const ts = run.toolSearch;
   const effective = parseCodeModeConfig(config, { timeoutMs: ts.codeTimeoutMs, searchDefaultLimit: ts.searchDefaultLimit, maxSearchLimit: ts.maxSearchLimit });
@@ -88,7 +93,13 @@ export async function execToolSearchCode(base: Omit<SegmentInit, "config" | "kin
     return seg.finishRecorded({ status: "failed", error, code: "runtime_unavailable" }, outcome.outputBytes);
   }
   // The worker's refusals speak of code mode's exec; name this surface's API instead.
-  const error = outcome.code === "invalid_input" ? outcome.error.replace(/^exec\b/, "tool_search_code").replace(" in code mode ", " in tool_search_code ").replace("Use tools.search/tools.call instead.", "Use openclaw.tools.search/openclaw.tools.call instead.") : outcome.error;
+  const error =
+    outcome.code === "invalid_input"
+      ? outcome.error
+          .replace(/^exec\b/, "tool_search_code")
+          .replace(" in code mode ", " in tool_search_code ")
+          .replace("Use tools.search/tools.call instead.", "Use openclaw.tools.search/openclaw.tools.call instead.")
+      : outcome.error;
   return seg.finish({ status: "failed", error, code: outcome.code }, outcome.outputBytes);
 }
 
@@ -101,7 +112,14 @@ export type ToolSearchDeps = {
 };
 
 function wireEntry(e: CompactEntry): MessageInitShape<typeof ToolEntrySchema> {
-  return { id: e.id, name: e.name, label: e.label ?? "", description: e.description, source: SOURCE_ENUM[e.source as keyof typeof SOURCE_ENUM] ?? ToolSource.OPENCLAW, sourceName: e.sourceName ?? "" };
+  return {
+    id: e.id,
+    name: e.name,
+    label: e.label ?? "",
+    description: e.description,
+    source: SOURCE_ENUM[e.source as keyof typeof SOURCE_ENUM] ?? ToolSource.OPENCLAW,
+    sourceName: e.sourceName ?? "",
+  };
 }
 
 type Deltas = { search: number; describe: number; call: number };
@@ -120,7 +138,10 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
     }
     if (!run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
     if (!TOOL_SEARCH_SURFACES.has(run.surface)) {
-      throw new ServiceError("failed_precondition", `Tool Search is not this run's surface (it is ${run.surface.replace("_", " ")}); open the run with tool_search.enabled`);
+      throw new ServiceError(
+        "failed_precondition",
+        `Tool Search is not this run's surface (it is ${run.surface.replace("_", " ")}); open the run with tool_search.enabled`,
+      );
     }
     return run;
   };
@@ -140,7 +161,21 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
   };
 
   /** Records the model's call as a trajectory step with its counter deltas (never fails the call). */
-  const record = (scope: Scope, step: { kind: string; callId: string; status: string; errorCode?: string; errorMessage?: string; startedAtMs: number; durationMs: number; nested?: LiveCall; nestedSource?: { source: ToolSource; sourceName: string } }, d: Deltas): Promise<void> => {
+  const record = (
+    scope: Scope,
+    step: {
+      kind: string;
+      callId: string;
+      status: string;
+      errorCode?: string;
+      errorMessage?: string;
+      startedAtMs: number;
+      durationMs: number;
+      nested?: LiveCall;
+      nestedSource?: { source: ToolSource; sourceName: string };
+    },
+    d: Deltas,
+  ): Promise<void> => {
     const c = step.nested;
     const nestedCalls = c
       ? [
@@ -159,7 +194,17 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       : [];
     return resolver
       .record(scope, {
-        step: { kind: step.kind, callId: step.callId, codeModeRunId: "", status: step.status, errorCode: step.errorCode ?? "", errorMessage: step.errorMessage ?? "", startedAtMs: BigInt(step.startedAtMs), durationMs: step.durationMs, nestedCalls },
+        step: {
+          kind: step.kind,
+          callId: step.callId,
+          codeModeRunId: "",
+          status: step.status,
+          errorCode: step.errorCode ?? "",
+          errorMessage: step.errorMessage ?? "",
+          startedAtMs: BigInt(step.startedAtMs),
+          durationMs: step.durationMs,
+          nestedCalls,
+        },
         searchDelta: d.search,
         describeDelta: d.describe,
         callDelta: d.call,
@@ -198,7 +243,11 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       const durationMs = performance.now() - t0;
       if (!described.ok) {
         await record(scope, { kind: "tool_describe", callId: req.callId, status: "failed", errorMessage: described.message, startedAtMs, durationMs }, d);
-        return { error: { name: described.name, message: described.message }, modelJson: JSON.stringify({ error: `${described.name}: ${described.message}` }), telemetry: telemetry(run, d, durationMs) };
+        return {
+          error: { name: described.name, message: described.message },
+          modelJson: JSON.stringify({ error: `${described.name}: ${described.message}` }),
+          telemetry: telemetry(run, d, durationMs),
+        };
       }
       await record(scope, { kind: "tool_describe", callId: req.callId, status: "completed", startedAtMs, durationMs }, d);
       const v = described.value;
@@ -224,13 +273,41 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       const t0 = performance.now();
       const run = await resolveRun(scope);
       const d = { search: 0, describe: 0, call: 1 };
-      const finish = async (r: { ok: true; valueJson: string } | { ok: false; error: string; code?: ErrorCode }, nested?: LiveCall, nestedSource?: { source: ToolSource; sourceName: string }) => {
+      const finish = async (
+        r: { ok: true; valueJson: string } | { ok: false; error: string; code?: ErrorCode },
+        nested?: LiveCall,
+        nestedSource?: { source: ToolSource; sourceName: string },
+      ) => {
         const durationMs = performance.now() - t0;
         const result: MessageInitShape<typeof ResultSchema> = r.ok
-          ? { status: ResultStatus.COMPLETED, valueJson: r.valueJson, modelJson: `{"status":"completed","value":${r.valueJson}}`, telemetry: telemetry(run, d, durationMs) }
-          : { status: ResultStatus.FAILED, error: r.error, code: r.code ?? ErrorCode.UNSPECIFIED, modelJson: JSON.stringify({ status: "failed", error: r.error }), telemetry: telemetry(run, d, durationMs) };
+          ? {
+              status: ResultStatus.COMPLETED,
+              valueJson: r.valueJson,
+              modelJson: `{"status":"completed","value":${r.valueJson}}`,
+              telemetry: telemetry(run, d, durationMs),
+            }
+          : {
+              status: ResultStatus.FAILED,
+              error: r.error,
+              code: r.code ?? ErrorCode.UNSPECIFIED,
+              modelJson: JSON.stringify({ status: "failed", error: r.error }),
+              telemetry: telemetry(run, d, durationMs),
+            };
         const status = r.ok ? "completed" : "failed";
-        await record(scope, { kind: "tool_call", callId: req.callId, status, errorMessage: r.ok ? "" : r.error, startedAtMs, durationMs, ...(nested ? { nested } : {}), ...(nestedSource ? { nestedSource } : {}) }, d);
+        await record(
+          scope,
+          {
+            kind: "tool_call",
+            callId: req.callId,
+            status,
+            errorMessage: r.ok ? "" : r.error,
+            startedAtMs,
+            durationMs,
+            ...(nested ? { nested } : {}),
+            ...(nestedSource ? { nestedSource } : {}),
+          },
+          d,
+        );
         stream.send({ event: { case: "result", value: result } });
       };
       const id = req.id.slice(0, 1_000);
@@ -242,7 +319,15 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
         const callId = `c_${randomText(9)}`;
         let settle!: (a: Answer | undefined) => void;
         const answered = new Promise<Answer | undefined>((resolve) => (settle = resolve));
-        const call: LiveCall = { callId, scopeKey: scopeKeyOf(scope), toolId: e.id, toolName: e.name, parentCallId: req.callId, startedAtMs: Date.now(), deliver: (a) => settle(a) };
+        const call: LiveCall = {
+          callId,
+          scopeKey: scopeKeyOf(scope),
+          toolId: e.id,
+          toolName: e.name,
+          parentCallId: req.callId,
+          startedAtMs: Date.now(),
+          deliver: (a) => settle(a),
+        };
         const cancel = () => settle(undefined);
         // Both listened to, not AbortSignal.any of them: the drain's signal is shared (./exec/drain-signals.ts).
         stream.signal.addEventListener("abort", cancel, { once: true });
@@ -250,9 +335,20 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
         calls.add(call);
         const source = { source: SOURCE_ENUM[e.source], sourceName: e.sourceName };
         try {
-          stream.send({ event: { case: "toolCall", value: { callId, toolId: e.id, toolName: e.name, ...source, inputJson, parentCallId: req.callId, codeModeRunId: "" } } });
+          stream.send({
+            event: { case: "toolCall", value: { callId, toolId: e.id, toolName: e.name, ...source, inputJson, parentCallId: req.callId, codeModeRunId: "" } },
+          });
           const answer = stream.signal.aborted || drainSignal.aborted ? undefined : await answered;
-          if (!answer) return finish({ ok: false, error: drainSignal.aborted ? "tool_call was cancelled: this sidecar is shutting down." : "tool_call was cancelled by the gateway.", code: ErrorCode.INTERNAL_ERROR }, call, source);
+          if (!answer)
+            return finish(
+              {
+                ok: false,
+                error: drainSignal.aborted ? "tool_call was cancelled: this sidecar is shutting down." : "tool_call was cancelled by the gateway.",
+                code: ErrorCode.INTERNAL_ERROR,
+              },
+              call,
+              source,
+            );
           if (answer.ok) return finish({ ok: true, valueJson: answer.json }, call, source);
           return finish({ ok: false, error: `${answer.error.name}: ${answer.error.message}` }, call, source);
         } finally {

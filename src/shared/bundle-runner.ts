@@ -96,7 +96,10 @@ export function runBundle(name: string, source: string | URL, flavour = codeCach
   // `import()` in code run by vm.Script needs a flag or an experimental loader option, so
   // scripts/bundle.mjs turns each one in our modules into a call of `__cmImport`, this
   // module's own import(): packages left outside the bundle, and files the CLI is given.
-  const script = new Script(`(function (exports, require, module, __filename, __dirname, __cmImport) {${code}\n})`, { filename: file, ...(cachedData ? { cachedData } : {}) });
+  const script = new Script(`(function (exports, require, module, __filename, __dirname, __cmImport) {${code}\n})`, {
+    filename: file,
+    ...(cachedData ? { cachedData } : {}),
+  });
   const module = { exports: {} as Record<string, unknown> };
   const load = (specifier: string) => import(specifier);
   (script.runInThisContext() as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, dirname(file), load);

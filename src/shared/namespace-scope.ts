@@ -73,7 +73,9 @@ export function serializeNamespaceScope(scope: unknown): string {
       const out: Record<string, unknown> = {};
       for (const key of Object.keys(obj)) {
         if (key === "" || UNSAFE_KEYS.has(key) || key.includes(PATH_SEPARATOR)) {
-          throw new NamespaceScopeError(`${pathOf(path)} has an unsafe key ${JSON.stringify(key)} (empty, __proto__, constructor, prototype, or containing "${PATH_SEPARATOR}")`);
+          throw new NamespaceScopeError(
+            `${pathOf(path)} has an unsafe key ${JSON.stringify(key)} (empty, __proto__, constructor, prototype, or containing "${PATH_SEPARATOR}")`,
+          );
         }
         const v = (obj as Record<string, unknown>)[key];
         if (v === undefined) continue;

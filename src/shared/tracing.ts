@@ -21,7 +21,10 @@ type Env = Readonly<Record<string, string | undefined>>;
 export function tracingConfig(env: Env = process.env): TracingConfig {
   if ((env.OTEL_SDK_DISABLED ?? "").trim().toLowerCase() === "true") return { enabled: false, why: "OTEL_SDK_DISABLED=true" };
   const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT || "";
-  const exporters = (env.OTEL_TRACES_EXPORTER ?? "").split(",").map((s) => s.trim().toLowerCase()).filter(Boolean);
+  const exporters = (env.OTEL_TRACES_EXPORTER ?? "")
+    .split(",")
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean);
   if (exporters.length > 0) {
     if (!exporters.includes("otlp")) return { enabled: false, why: `OTEL_TRACES_EXPORTER=${exporters.join(",")}` };
     return { enabled: true, endpoint: endpoint || "http://localhost:4318" };
@@ -52,17 +55,21 @@ export async function startTracing(defaultServiceName: string, version: string, 
       break;
     }
   }
-  for (const name of (env.OTEL_TRACES_EXPORTER ?? "").split(",").map((s) => s.trim()).filter((s) => s && s !== "otlp")) {
+  for (const name of (env.OTEL_TRACES_EXPORTER ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s && s !== "otlp")) {
     log.warn({ exporter: name }, "unsupported OTEL_TRACES_EXPORTER entry ignored (only otlp is built in)");
   }
-  const [{ propagation, trace }, { BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { W3CTraceContextPropagator }, resources, semconv] = await Promise.all([
-    import("@opentelemetry/api"),
-    import("@opentelemetry/sdk-trace-base"),
-    import("@opentelemetry/exporter-trace-otlp-http"),
-    import("@opentelemetry/core"),
-    import("@opentelemetry/resources"),
-    import("@opentelemetry/semantic-conventions"),
-  ]);
+  const [{ propagation, trace }, { BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { W3CTraceContextPropagator }, resources, semconv] =
+    await Promise.all([
+      import("@opentelemetry/api"),
+      import("@opentelemetry/sdk-trace-base"),
+      import("@opentelemetry/exporter-trace-otlp-http"),
+      import("@opentelemetry/core"),
+      import("@opentelemetry/resources"),
+      import("@opentelemetry/semantic-conventions"),
+    ]);
   // Defaults first; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override them.
   const resource = resources
     .resourceFromAttributes({ [semconv.ATTR_SERVICE_NAME]: defaultServiceName, [semconv.ATTR_SERVICE_VERSION]: version })

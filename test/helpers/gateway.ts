@@ -22,7 +22,12 @@ export type TestTool = {
   handler?: (input: unknown, call: ToolCallRequested) => unknown;
 };
 
-export async function openRun(stack: Pick<Stack, "control">, tools: TestTool[], policy: { allow?: string[]; deny?: string[]; allowNone?: boolean } = {}, extra: { disableTools?: boolean; config?: Record<string, unknown>; mcpServers?: GatewayMcpServer[] } = {}) {
+export async function openRun(
+  stack: Pick<Stack, "control">,
+  tools: TestTool[],
+  policy: { allow?: string[]; deny?: string[]; allowNone?: boolean } = {},
+  extra: { disableTools?: boolean; config?: Record<string, unknown>; mcpServers?: GatewayMcpServer[] } = {},
+) {
   const scope = newScope("gw");
   const res = await stack.control.openRun({
     scope,
@@ -42,13 +47,21 @@ export async function openRun(stack: Pick<Stack, "control">, tools: TestTool[], 
 
 export type Answered = { call: ToolCallRequested; input: unknown };
 
-export async function gatewayExec(stack: Stack, scope: RunScope | ReturnType<typeof newScope>, tools: TestTool[], code: string, config: Record<string, unknown> = {}): Promise<ExecOutcome & { answered: Answered[] }> {
+export async function gatewayExec(
+  stack: Stack,
+  scope: RunScope | ReturnType<typeof newScope>,
+  tools: TestTool[],
+  code: string,
+  config: Record<string, unknown> = {},
+): Promise<ExecOutcome & { answered: Answered[] }> {
   const answered: Answered[] = [];
   const inflight: Promise<void>[] = [];
   const out = await execute(stack, { scope, code, config }, (call) => {
     const input = JSON.parse(call.inputJson) as unknown;
     answered.push({ call, input });
-    const tool = tools.find((t) => t.name === call.toolName && (t.owner ?? (t.source === "openclaw" || !t.source ? "core" : "")) === call.sourceName) ?? tools.find((t) => t.name === call.toolName);
+    const tool =
+      tools.find((t) => t.name === call.toolName && (t.owner ?? (t.source === "openclaw" || !t.source ? "core" : "")) === call.sourceName) ??
+      tools.find((t) => t.name === call.toolName);
     inflight.push(
       (async () => {
         let outcome: { case: "resultJson"; value: string } | { case: "error"; value: { name: string; message: string } };

@@ -32,7 +32,14 @@ export async function spawnCodemode(args: string[], env: Record<string, string> 
     lines.on("line", (line) => {
       if (!line.startsWith("ready ")) return;
       clearTimeout(timer);
-      resolve(Object.fromEntries(line.slice(6).split(" ").map((kv) => kv.split("=") as [string, string])));
+      resolve(
+        Object.fromEntries(
+          line
+            .slice(6)
+            .split(" ")
+            .map((kv) => kv.split("=") as [string, string]),
+        ),
+      );
     });
     child.once("exit", (code) => reject(new Error(`codemode ${args.join(" ")} exited ${code}\n${stderr.join("\n")}`)));
   });
@@ -75,7 +82,11 @@ export type Stack = {
 
 /** `codemode start` on free ports, with clients; `bin` and `env` start another copy of the package, or with another environment. */
 export async function startStack(extra: string[] = [], options: { bin?: string; env?: Record<string, string> } = {}): Promise<Stack> {
-  const proc = await spawnCodemode(["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extra], options.env ?? {}, options.bin ?? BIN);
+  const proc = await spawnCodemode(
+    ["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", ...extra],
+    options.env ?? {},
+    options.bin ?? BIN,
+  );
   const sandboxAddress = proc.ready.sandbox!;
   const orchestratorAddress = proc.ready.orchestrator!;
   const sandbox = createClient(Sandbox, sandboxAddress);
@@ -100,7 +111,17 @@ export function scope(prefix = "t") {
   return { agentId: `${prefix}-agent`, sessionId: `${prefix}-session-${seq}`, sessionKey: `${prefix}-key`, agentRunId: `${prefix}-run-${seq}-${Date.now()}` };
 }
 
-export type Model = { status: string; value?: unknown; error?: string; code?: string; output?: unknown[]; telemetry: Record<string, unknown>; runId?: string; reason?: string; pendingToolCalls?: unknown[] };
+export type Model = {
+  status: string;
+  value?: unknown;
+  error?: string;
+  code?: string;
+  output?: unknown[];
+  telemetry: Record<string, unknown>;
+  runId?: string;
+  reason?: string;
+  pendingToolCalls?: unknown[];
+};
 
 export type ExecOutcome = { result: Result; model: Model; events: ExecEvent[] };
 

@@ -54,7 +54,10 @@ export type Front = {
 
 function front(client: Client, stderr: string[], close: () => Promise<void>): Front {
   const call = async (args: Record<string, unknown>, options: { signal?: AbortSignal; timeout?: number } = {}) =>
-    (await client.callTool({ name: "codemode.run", arguments: args }, undefined, { timeout: options.timeout ?? 60_000, ...(options.signal ? { signal: options.signal } : {}) })) as CallToolResult;
+    (await client.callTool({ name: "codemode.run", arguments: args }, undefined, {
+      timeout: options.timeout ?? 60_000,
+      ...(options.signal ? { signal: options.signal } : {}),
+    })) as CallToolResult;
   return {
     client,
     call,
@@ -79,7 +82,12 @@ function front(client: Client, stderr: string[], close: () => Promise<void>): Fr
 /** `codemode mcp --config FILE` over stdio, spawned by the SDK client. */
 export async function startStdioFront(servers: Record<string, unknown> = standardServers(), extraArgs: string[] = []): Promise<Front> {
   const config = writeConfig(servers);
-  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, "mcp", "--config", config, "--threads", "1", ...extraArgs], stderr: "pipe", env: { ...process.env, CODEMODE_LOG_LEVEL: "info" } as Record<string, string> });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [BIN, "mcp", "--config", config, "--threads", "1", ...extraArgs],
+    stderr: "pipe",
+    env: { ...process.env, CODEMODE_LOG_LEVEL: "info" } as Record<string, string>,
+  });
   const stderr: string[] = [];
   if (transport.stderr) createInterface({ input: transport.stderr as unknown as NodeJS.ReadableStream }).on("line", (l) => stderr.push(l));
   const client = new Client({ name: "conformance-test", version: "1.0.0" });
@@ -88,7 +96,11 @@ export async function startStdioFront(servers: Record<string, unknown> = standar
 }
 
 /** `codemode mcp --config FILE --http 127.0.0.1:0` as a child process, and an SDK client over streamable HTTP. */
-export async function startHttpFront(servers: Record<string, unknown> = standardServers(), extraArgs: string[] = [], env: Record<string, string> = {}): Promise<Front & { proc: Proc; url: string }> {
+export async function startHttpFront(
+  servers: Record<string, unknown> = standardServers(),
+  extraArgs: string[] = [],
+  env: Record<string, string> = {},
+): Promise<Front & { proc: Proc; url: string }> {
   const config = writeConfig(servers);
   const proc = await spawnCodemode(["mcp", "--config", config, "--http", "127.0.0.1:0", "--threads", "1", ...extraArgs], env);
   const url = proc.ready.mcp!;

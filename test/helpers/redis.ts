@@ -34,7 +34,13 @@ export async function startRedis(): Promise<RedisServer> {
       await stop(child);
       continue;
     }
-    return { url: `redis://127.0.0.1:${port}`, port, stop: () => stop(child), pause: () => void child.kill("SIGSTOP"), resume: () => void child.kill("SIGCONT") };
+    return {
+      url: `redis://127.0.0.1:${port}`,
+      port,
+      stop: () => stop(child),
+      pause: () => void child.kill("SIGSTOP"),
+      resume: () => void child.kill("SIGCONT"),
+    };
   }
   throw new Error(`redis-server did not start after ${ATTEMPTS} attempts`, { cause: lastError });
 }

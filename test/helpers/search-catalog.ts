@@ -18,12 +18,22 @@ export function largeCatalog(marker: string, size = 2000): { tools: GatewayTool[
       if (tools.length >= size) break;
       const name = round === 1 ? s.name : `${s.name}-account${round}`;
       servers.push({ name, ...(s.description ? { description: s.description } : {}) });
-      for (const t of s.tools) if (tools.length < size) tools.push({ name: t.name, description: t.description ?? "", parameters: t.inputSchema ?? { type: "object" }, source: "mcp", owner: name });
+      for (const t of s.tools)
+        if (tools.length < size)
+          tools.push({ name: t.name, description: t.description ?? "", parameters: t.inputSchema ?? { type: "object" }, source: "mcp", owner: name });
     }
   }
   return { tools, servers };
 }
 
 /** A "search index built" (or "catalog view cached") log line of the sidecar, parsed. */
-export type IndexLogLine = { msg: string; catalogVersion?: string; tools?: number; thread?: string; indexBuildMs?: number; mainThreadMs?: number; time: number };
+export type IndexLogLine = {
+  msg: string;
+  catalogVersion?: string;
+  tools?: number;
+  thread?: string;
+  indexBuildMs?: number;
+  mainThreadMs?: number;
+  time: number;
+};
 export const parseLogLine = (line: string) => JSON.parse(line) as IndexLogLine;

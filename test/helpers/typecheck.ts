@@ -42,7 +42,11 @@ export function typecheck(files: Readonly<Record<string, string>>, options: ts.C
   host.readFile = (fileName) => (fileName.startsWith(ROOT) ? virtual(fileName) : ts.sys.readFile(fileName));
   host.writeFile = () => undefined;
   host.getCurrentDirectory = () => ROOT;
-  const program = ts.createProgram(Object.keys(files).map((f) => ROOT + f), compilerOptions, host);
+  const program = ts.createProgram(
+    Object.keys(files).map((f) => ROOT + f),
+    compilerOptions,
+    host,
+  );
   return ts.getPreEmitDiagnostics(program).map((d) => {
     const message = ts.flattenDiagnosticMessageText(d.messageText, "\n");
     if (!d.file || d.start === undefined) return `TS${d.code}: ${message}`;

@@ -60,7 +60,8 @@ describe("the build's bundles", () => {
     for (const id of Object.values(ids)) expect(id).toMatch(/^[0-9a-f]{24}$/);
     for (const [name, id] of Object.entries(ids)) expect(existsSync(join(BUNDLE, `${name}.${id}.v8cache`)), name).toBe(true);
     // Besides the build's own, only caches a process wrote for its V8 flags (`<name>.<id>.<flavour>.v8cache`).
-    for (const f of readdirSync(BUNDLE).filter((n) => n.endsWith(".v8cache"))) expect(f).toMatch(new RegExp(`^(codemode\\.${ids.codemode}|worker\\.${ids.worker})(\\.[0-9a-f]{16})?\\.v8cache$`));
+    for (const f of readdirSync(BUNDLE).filter((n) => n.endsWith(".v8cache")))
+      expect(f).toMatch(new RegExp(`^(codemode\\.${ids.codemode}|worker\\.${ids.worker})(\\.[0-9a-f]{16})?\\.v8cache$`));
     expect(existsSync(join(BUNDLE, "worker-entry.cjs"))).toBe(true);
   });
 

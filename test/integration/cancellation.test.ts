@@ -17,7 +17,17 @@ let proc: Proc;
 let sandbox: ServiceClient<typeof Sandbox.method>;
 let control: ServiceClient<typeof Control.method>;
 beforeAll(async () => {
-  proc = await spawnCodemode(["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--threads", "1", "--execs-per-worker", "1"]);
+  proc = await spawnCodemode([
+    "start",
+    "--sandbox-address",
+    "127.0.0.1:0",
+    "--orchestrator-address",
+    "127.0.0.1:0",
+    "--threads",
+    "1",
+    "--execs-per-worker",
+    "1",
+  ]);
   sandbox = createClient(Sandbox, proc.ready.sandbox!);
   control = createClient(Control, proc.ready.orchestrator!);
 });
@@ -65,7 +75,11 @@ describe("cancellation reaches the engine", () => {
   });
 
   it("`codemode exec` killed mid-run frees its worker", async () => {
-    const child = spawn(process.execPath, [BIN, "exec", "--sandbox", proc.ready.sandbox!, "--orchestrator", proc.ready.orchestrator!, "--timeout-ms", "20000", "--code", "for (;;) {}"], { stdio: "ignore" });
+    const child = spawn(
+      process.execPath,
+      [BIN, "exec", "--sandbox", proc.ready.sandbox!, "--orchestrator", proc.ready.orchestrator!, "--timeout-ms", "20000", "--code", "for (;;) {}"],
+      { stdio: "ignore" },
+    );
     await new Promise((r) => setTimeout(r, 1_000));
     child.kill("SIGKILL");
     const scope = await openEmptyRun(control, "after-cli");
@@ -85,20 +99,27 @@ describe("cancellation reaches the engine", () => {
     // Each hostile exec in its own session: one run may hold only half the slots (its fair
     // share), and one session only half of the queue.
     const others = await Promise.all(Array.from({ length: 7 }, (_, i) => openEmptyRun(control, `busy${i}`)));
-    const loop = (s: (typeof others)[number]) => collectStream(sandbox.exec({ scope: s, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined);
+    const loop = (s: (typeof others)[number]) =>
+      collectStream(sandbox.exec({ scope: s, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined);
     // Five at once (the fifth finds four waiting and is refused), then, once the surge thread
     // took one of them, two more (one fills the queue again, one is refused).
     const busy = others.slice(0, 5).map(loop);
     await new Promise((r) => setTimeout(r, 500));
     busy.push(...others.slice(5).map(loop));
     await new Promise((r) => setTimeout(r, 300));
-    await expect(collectStream(sandbox.exec({ scope, code: "return 1" }))).rejects.toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/at capacity/) });
+    await expect(collectStream(sandbox.exec({ scope, code: "return 1" }))).rejects.toMatchObject({
+      code: "resource_exhausted",
+      message: expect.stringMatching(/at capacity/),
+    });
     controller.abort();
     await Promise.all(busy);
     // The cancelled execs leave the queue as the worker reaches them (each stops at once).
     let served: unknown;
     for (let i = 0; i < 50 && served === undefined; i++) {
-      served = await collectStream(sandbox.exec({ scope, code: "return 'served'" })).then((o) => o.model.value, () => undefined);
+      served = await collectStream(sandbox.exec({ scope, code: "return 'served'" })).then(
+        (o) => o.model.value,
+        () => undefined,
+      );
       if (served === undefined) await new Promise((r) => setTimeout(r, 100));
     }
     expect(served).toBe("served");
@@ -107,9 +128,14 @@ describe("cancellation reaches the engine", () => {
   it("one agent run gets a fair share of the slots: a second exec of a run whose exec computes is refused", async () => {
     const scope = await openEmptyRun(control, "greedy");
     const controller = new AbortController();
-    const busy = collectStream(sandbox.exec({ scope, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(() => undefined);
+    const busy = collectStream(sandbox.exec({ scope, code: "for (;;) {}", config: { timeoutMs: 10_000 } }, { signal: controller.signal })).catch(
+      () => undefined,
+    );
     await new Promise((r) => setTimeout(r, 300));
-    await expect(collectStream(sandbox.exec({ scope, code: "return 1" }))).rejects.toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/fair share/) });
+    await expect(collectStream(sandbox.exec({ scope, code: "return 1" }))).rejects.toMatchObject({
+      code: "resource_exhausted",
+      message: expect.stringMatching(/fair share/),
+    });
     controller.abort();
     await busy;
   });

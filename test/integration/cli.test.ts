@@ -20,7 +20,12 @@ afterAll(async () => {
 });
 
 function cli(args: string[], input?: string) {
-  const r = spawnSync(process.execPath, [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, ...args], { cwd: root, input, encoding: "utf8", timeout: 30_000 });
+  const r = spawnSync(process.execPath, [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, ...args], {
+    cwd: root,
+    input,
+    encoding: "utf8",
+    timeout: 30_000,
+  });
   const lines = r.stdout.trim().split("\n").filter(Boolean);
   return { status: r.status, stderr: r.stderr, results: lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
 }
@@ -40,7 +45,11 @@ describe("codemode exec", () => {
     expect(first).toMatchObject({ status: "waiting", reason: "pending_tools", output: [{ type: "text", text: "asking for the report" }] });
     expect((first!.telemetry as { snapshotBytes: number }).snapshotBytes).toBeGreaterThan(0);
     expect(rest.slice(0, -1).every((x) => x.status === "waiting" && x.runId === first!.runId)).toBe(true);
-    expect(rest.at(-1)).toMatchObject({ status: "completed", value: { topic: "code mode", pages: 3 }, output: [{ type: "text", text: "the report has 3 pages" }] });
+    expect(rest.at(-1)).toMatchObject({
+      status: "completed",
+      value: { topic: "code mode", pages: 3 },
+      output: [{ type: "text", text: "the report has 3 pages" }],
+    });
   });
   it("exits 0 for a failed result too", () => {
     const r = cli(["--timeout-ms", "300", "--code", "while(true){}"]);
@@ -91,7 +100,10 @@ describe("codemode exec", () => {
     });
     // MCP.tracker.createTicket reached create_issue's MCP tool; Notes.append(key, line) and
     // Notes.list(prefix) reached the notes plugin's tools with their marker-mapped inputs.
-    const calls = readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l) as unknown);
+    const calls = readFileSync(log, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as unknown);
     expect(calls).toEqual([
       { name: "create_ticket", input: { title: "Login fails on Safari", priority: "high" } },
       { name: "note_append", input: { key: "triage", line: "opened ticket 7" } },
@@ -101,7 +113,11 @@ describe("codemode exec", () => {
     const registered = (await stack.control.listNamespaces({})).namespaces.find((n) => n.id === "notes-api");
     expect(registered).toMatchObject({ pluginId: "notes", globalName: "Notes" });
     expect([...registered!.requiredToolNames].sort()).toEqual(["note_append", "note_list"]);
-    expect(JSON.parse(registered!.scopeJson)).toEqual({ session: { $context: "sessionId" }, list: { $tool: "note_list", args: ["prefix"] }, append: { $tool: "note_append", args: ["key", "line"] } });
+    expect(JSON.parse(registered!.scopeJson)).toEqual({
+      session: { $context: "sessionId" },
+      list: { $tool: "note_list", args: ["prefix"] },
+      append: { $tool: "note_append", args: ["key", "line"] },
+    });
   });
   it("--tools: 16 parallel calls complete", () => {
     const r = cli(["--tools", "examples/tools.mjs", "examples/parallel.js"]);

@@ -24,7 +24,17 @@ const hangs = (agentId: string | undefined, signal: AbortSignal) =>
 
 beforeAll(async () => {
   const log = silentLogger();
-  addService(server, Control, { async describeSurface(req, ctx) { await hangs(req.scope?.agentId, ctx.signal); return {}; } }, log);
+  addService(
+    server,
+    Control,
+    {
+      async describeSurface(req, ctx) {
+        await hangs(req.scope?.agentId, ctx.signal);
+        return {};
+      },
+    },
+    log,
+  );
   addService(
     server,
     Sandbox,
@@ -44,7 +54,9 @@ beforeAll(async () => {
     },
     log,
   );
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
   control = createClient(Control, `127.0.0.1:${port}`);
   sandbox = createClient(Sandbox, `127.0.0.1:${port}`);
 });
@@ -56,7 +68,11 @@ afterAll(() => {
 });
 
 /** The error a promise rejects with (or "resolved"). */
-const failure = (p: Promise<unknown>) => p.then(() => "resolved", (err: unknown) => err);
+const failure = (p: Promise<unknown>) =>
+  p.then(
+    () => "resolved",
+    (err: unknown) => err,
+  );
 async function drain(stream: AsyncIterable<unknown>): Promise<number> {
   let n = 0;
   for await (const _ of stream) n++;

@@ -21,18 +21,61 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const TOOLS: TestTool[] = [
-  { name: "message", description: "Send a chat message to a channel", parameters: { type: "object", properties: { channel: { type: "string" }, text: { type: "string" } } }, handler: (i) => ({ sent: i }) },
-  { name: "exec", description: "Run a shell command on the host", parameters: { type: "object", properties: { command: { type: "string" } } }, handler: (i) => ({ shell: (i as { command: string }).command }) },
-  { name: "web_search", description: "Search the web for pages", parameters: { type: "object", properties: { query: { type: "string" } } }, handler: (i) => ({ hits: [(i as { query: string }).query] }) },
-  { name: "browser_request", owner: "browser", origin: "bundled_plugin", description: "Fetch a page in the headless browser", parameters: { type: "object", properties: { url: { type: "string" } } }, handler: () => ({ html: "<p/>" }) },
-  { name: "calendar_create", owner: "calendar", origin: "external_plugin", description: "Create a calendar event", parameters: { type: "object", properties: { title: { type: "string" }, start: { type: "string" } } }, handler: (i) => ({ created: i }) },
+  {
+    name: "message",
+    description: "Send a chat message to a channel",
+    parameters: { type: "object", properties: { channel: { type: "string" }, text: { type: "string" } } },
+    handler: (i) => ({ sent: i }),
+  },
+  {
+    name: "exec",
+    description: "Run a shell command on the host",
+    parameters: { type: "object", properties: { command: { type: "string" } } },
+    handler: (i) => ({ shell: (i as { command: string }).command }),
+  },
+  {
+    name: "web_search",
+    description: "Search the web for pages",
+    parameters: { type: "object", properties: { query: { type: "string" } } },
+    handler: (i) => ({ hits: [(i as { query: string }).query] }),
+  },
+  {
+    name: "browser_request",
+    owner: "browser",
+    origin: "bundled_plugin",
+    description: "Fetch a page in the headless browser",
+    parameters: { type: "object", properties: { url: { type: "string" } } },
+    handler: () => ({ html: "<p/>" }),
+  },
+  {
+    name: "calendar_create",
+    owner: "calendar",
+    origin: "external_plugin",
+    description: "Create a calendar event",
+    parameters: { type: "object", properties: { title: { type: "string" }, start: { type: "string" } } },
+    handler: (i) => ({ created: i }),
+  },
   { name: "create_issue", source: "mcp", owner: "github", description: "Create a GitHub issue" },
   { name: "select_file", source: "client", owner: "app", description: "Ask the user to pick a file", handler: () => ({ path: "/tmp/a.txt" }) },
   { name: "secret_admin", description: "Rotate production secrets", handler: () => ({ rotated: true }) },
   { name: "wait", description: "a control tool that must never enter the catalog" },
   { name: "tool_search", description: "a control tool that must never enter the catalog" },
-  { name: "fail", description: "Always fails", handler: () => { throw new TypeError("disk on fire"); } },
-  { name: "slow_echo", description: "Echo after a delay", parameters: { type: "object", properties: { n: { type: "number" } } }, handler: async (i) => { await sleep(30); return i; } },
+  {
+    name: "fail",
+    description: "Always fails",
+    handler: () => {
+      throw new TypeError("disk on fire");
+    },
+  },
+  {
+    name: "slow_echo",
+    description: "Echo after a delay",
+    parameters: { type: "object", properties: { n: { type: "number" } } },
+    handler: async (i) => {
+      await sleep(30);
+      return i;
+    },
+  },
 ];
 
 describe("catalog (seed: tool catalog)", () => {
@@ -51,7 +94,13 @@ describe("catalog (seed: tool catalog)", () => {
       "client:app:select_file",
     ]);
     const entry = (model.value as Array<Record<string, unknown>>)[2];
-    expect(entry).toEqual({ id: "openclaw:core:message", name: "message", description: "Send a chat message to a channel", source: "openclaw", sourceName: "core" });
+    expect(entry).toEqual({
+      id: "openclaw:core:message",
+      name: "message",
+      description: "Send a chat message to a channel",
+      source: "openclaw",
+      sourceName: "core",
+    });
     expect(model.telemetry).toMatchObject({ catalogSize: 9, sources: { openclaw: 7, mcp: 1, client: 1 } });
   });
 
@@ -85,7 +134,12 @@ describe("catalog (seed: tool catalog)", () => {
   it("Tool Search control tools are hidden from the model surface and the hidden catalog", async () => {
     const { scope, response } = await openRun(stack, TOOLS);
     expect(response.surface?.tools.map((t) => t.name)).toEqual(["exec", "wait"]);
-    const { model } = await gatewayExec(stack, scope, TOOLS, "return ALL_TOOLS.map((t) => t.name).filter((n) => ['wait','tool_search','tool_search_code','tool_describe','tool_call'].includes(n))");
+    const { model } = await gatewayExec(
+      stack,
+      scope,
+      TOOLS,
+      "return ALL_TOOLS.map((t) => t.name).filter((n) => ['wait','tool_search','tool_search_code','tool_describe','tool_call'].includes(n))",
+    );
     expect(model.value).toEqual([]);
   });
 
@@ -96,8 +150,18 @@ describe("catalog (seed: tool catalog)", () => {
   });
 
   it("PutCatalog is content-addressed: the same tools in another order get the same id", async () => {
-    const a = await stack.control.putCatalog({ tools: [{ name: "a", description: "A" }, { name: "b", description: "B" }] });
-    const b = await stack.control.putCatalog({ tools: [{ name: "b", description: "B" }, { name: "a", description: "A" }] });
+    const a = await stack.control.putCatalog({
+      tools: [
+        { name: "a", description: "A" },
+        { name: "b", description: "B" },
+      ],
+    });
+    const b = await stack.control.putCatalog({
+      tools: [
+        { name: "b", description: "B" },
+        { name: "a", description: "A" },
+      ],
+    });
     expect(a.catalogId).toBe(b.catalogId);
     expect(a.catalogId).toMatch(/^sha256:[0-9a-f]{64}$/);
     await expect(stack.control.putCatalog({ tools: [{ name: "bad name!" }] })).rejects.toMatchObject({ code: "invalid_argument" });
@@ -114,7 +178,13 @@ describe("search, describe, call (seed: guest runtime API)", () => {
       const byParam = await tools.search("url");
       return { top: top[0].id, dflt: dflt.length, clamped: clamped.length <= 50, byParam: byParam[0].id, hasSchema: "parameters" in top[0] };`;
     const { model } = await gatewayExec(stack, scope, TOOLS, code);
-    expect(model.value).toEqual({ top: "openclaw:calendar:calendar_create", dflt: 2, clamped: true, byParam: "openclaw:browser:browser_request", hasSchema: false });
+    expect(model.value).toEqual({
+      top: "openclaw:calendar:calendar_create",
+      dflt: 2,
+      clamped: true,
+      byParam: "openclaw:browser:browser_request",
+      hasSchema: false,
+    });
     expect(model.telemetry).toMatchObject({ searchCount: 4 });
   });
 
@@ -126,7 +196,10 @@ describe("search, describe, call (seed: guest runtime API)", () => {
       const r = await tools.call(d.id, { channel: "#ops", text: "hi" });
       return { id: d.id, params: Object.keys(d.parameters.properties), r };`;
     const { model, answered } = await gatewayExec(stack, scope, TOOLS, code);
-    expect(model).toMatchObject({ status: "completed", value: { id: "openclaw:core:message", params: ["channel", "text"], r: { sent: { channel: "#ops", text: "hi" } } } });
+    expect(model).toMatchObject({
+      status: "completed",
+      value: { id: "openclaw:core:message", params: ["channel", "text"], r: { sent: { channel: "#ops", text: "hi" } } },
+    });
     expect(answered[0]?.call).toMatchObject({ toolId: "openclaw:core:message", toolName: "message", sourceName: "core" });
     expect(model.telemetry).toMatchObject({ searchCount: 1, describeCount: 1, callCount: 1 });
   });
@@ -252,23 +325,37 @@ describe("nested tool execution (seed: nested calls through the gateway)", () =>
 describe("BridgeCallback under misuse", () => {
   it("unknown call id, wrong scope, duplicate answer, answer after the exec ended: clear statuses, nothing crashes", async () => {
     const { scope } = await openRun(stack, TOOLS);
-    await expect(stack.sandbox.bridgeCallback({ scope, callId: "c_nope", outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "not_found" });
-    await expect(stack.sandbox.bridgeCallback({ scope, callId: "c_x", outcome: { case: "resultJson", value: "{not json" } })).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(stack.sandbox.bridgeCallback({ scope, callId: "c_nope", outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({
+      code: "not_found",
+    });
+    await expect(stack.sandbox.bridgeCallback({ scope, callId: "c_x", outcome: { case: "resultJson", value: "{not json" } })).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
     await expect(stack.sandbox.bridgeCallback({ scope, callId: "c_x" })).rejects.toMatchObject({ code: "invalid_argument" });
 
     let first: string | undefined;
     const stale: string[] = [];
     // The program fails while web_search is still pending, so its exec ends with the call open.
-    const answeredTwice = await execute(stack, { scope, code: `const a = await tools.message({}); tools.web_search({}).catch(() => 0); throw new Error(a)` }, (call) => {
-      if (call.toolName === "message") {
-        first = call.callId;
-        void stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: '"first"' } });
-      } else stale.push(call.callId);
-    });
+    const answeredTwice = await execute(
+      stack,
+      { scope, code: `const a = await tools.message({}); tools.web_search({}).catch(() => 0); throw new Error(a)` },
+      (call) => {
+        if (call.toolName === "message") {
+          first = call.callId;
+          void stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: '"first"' } });
+        } else stale.push(call.callId);
+      },
+    );
     expect(answeredTwice.model).toMatchObject({ status: "failed", error: expect.stringMatching(/^Error: first/) });
-    await expect(stack.sandbox.bridgeCallback({ scope, callId: first!, outcome: { case: "resultJson", value: '"again"' } })).rejects.toMatchObject({ code: "already_exists" });
-    await expect(stack.sandbox.bridgeCallback({ scope: { ...scope, agentRunId: "someone-else" }, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "permission_denied" });
-    await expect(stack.sandbox.bridgeCallback({ scope, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "failed_precondition" });
+    await expect(stack.sandbox.bridgeCallback({ scope, callId: first!, outcome: { case: "resultJson", value: '"again"' } })).rejects.toMatchObject({
+      code: "already_exists",
+    });
+    await expect(
+      stack.sandbox.bridgeCallback({ scope: { ...scope, agentRunId: "someone-else" }, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } }),
+    ).rejects.toMatchObject({ code: "permission_denied" });
+    await expect(stack.sandbox.bridgeCallback({ scope, callId: stale[0]!, outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({
+      code: "failed_precondition",
+    });
     const again = await execute(stack, { code: "return 'still serving'" });
     expect(again.model.value).toBe("still serving");
   });

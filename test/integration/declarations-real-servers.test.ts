@@ -19,7 +19,12 @@ import { typecheck } from "../helpers/typecheck.js";
 
 const PACKAGES = ["everything", "filesystem", "memory", "sequential-thinking", "github", "gitlab", "slack", "brave-search", "google-maps"];
 const DUMMY_ENV = {
-  GITHUB_PERSONAL_ACCESS_TOKEN: "x", SLACK_BOT_TOKEN: "x", SLACK_TEAM_ID: "x", GITLAB_PERSONAL_ACCESS_TOKEN: "x", BRAVE_API_KEY: "x", GOOGLE_MAPS_API_KEY: "x",
+  GITHUB_PERSONAL_ACCESS_TOKEN: "x",
+  SLACK_BOT_TOKEN: "x",
+  SLACK_TEAM_ID: "x",
+  GITLAB_PERSONAL_ACCESS_TOKEN: "x",
+  BRAVE_API_KEY: "x",
+  GOOGLE_MAPS_API_KEY: "x",
 };
 
 type Listed = { name: string; client: Client; tools: Tool[]; title?: string; version: string; instructions?: string; resources: boolean; prompts: boolean };
@@ -77,14 +82,28 @@ let files: Record<string, string> = {};
 beforeAll(async () => {
   // Sequential starts: gentler on a loaded 2-core machine than nine processes at once.
   for (const pkg of PACKAGES) listed.push(await start(pkg));
-  const keys = assignIdentifiers(listed.map((l) => l.name), "camel", MCP_SERVER_RESERVED);
+  const keys = assignIdentifiers(
+    listed.map((l) => l.name),
+    "camel",
+    MCP_SERVER_RESERVED,
+  );
   rendered = listed.map((l) => {
-    const fns = assignIdentifiers(l.tools.map((t) => t.name), "camel", MCP_MEMBER_RESERVED);
+    const fns = assignIdentifiers(
+      l.tools.map((t) => t.name),
+      "camel",
+      MCP_MEMBER_RESERVED,
+    );
     const server: McpServerDecl = { key: keys.get(l.name) ?? "", name: l.name, version: l.version, resources: l.resources, prompts: l.prompts };
     if (l.title) server.title = l.title;
     if (l.instructions) server.instructions = l.instructions;
     const tools = l.tools.map((t) => {
-      const decl: McpToolDecl = { id: `mcp:${l.name}:${t.name}`, name: t.name, functionName: fns.get(t.name) ?? "", description: t.description ?? "", inputSchema: t.inputSchema };
+      const decl: McpToolDecl = {
+        id: `mcp:${l.name}:${t.name}`,
+        name: t.name,
+        functionName: fns.get(t.name) ?? "",
+        description: t.description ?? "",
+        inputSchema: t.inputSchema,
+      };
       if (t.outputSchema) decl.outputSchema = t.outputSchema;
       const annotations = annotationsOf(t);
       if (annotations) decl.annotations = annotations;

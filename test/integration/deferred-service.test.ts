@@ -17,7 +17,9 @@ const open: { server: grpc.Server; clients: grpc.Client[] }[] = [];
 async function serve(add: (server: grpc.Server) => void): Promise<string> {
   const server = new grpc.Server();
   add(server);
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
   open.push({ server, clients: [] });
   return `127.0.0.1:${port}`;
 }
@@ -41,8 +43,24 @@ function unary(c: grpc.Client, path: string, body: Buffer): Promise<{ err?: grpc
 
 /** An echo service as a library would add it: unary Echo and server-streaming Repeat (its request's bytes, three times). */
 const echoDefinition: grpc.ServiceDefinition = {
-  Echo: { path: "/t.Echo/Echo", requestStream: false, responseStream: false, requestSerialize: raw, requestDeserialize: raw, responseSerialize: raw, responseDeserialize: raw },
-  Repeat: { path: "/t.Echo/Repeat", requestStream: false, responseStream: true, requestSerialize: raw, requestDeserialize: raw, responseSerialize: raw, responseDeserialize: raw },
+  Echo: {
+    path: "/t.Echo/Echo",
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: raw,
+    requestDeserialize: raw,
+    responseSerialize: raw,
+    responseDeserialize: raw,
+  },
+  Repeat: {
+    path: "/t.Echo/Repeat",
+    requestStream: false,
+    responseStream: true,
+    requestSerialize: raw,
+    requestDeserialize: raw,
+    responseSerialize: raw,
+    responseDeserialize: raw,
+  },
 };
 const echoImplementation: grpc.UntypedServiceImplementation = {
   Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request),
@@ -110,7 +128,11 @@ describe("addDeferred", () => {
 
   it("refuses a library that does not add a declared method, or adds it as another kind", async () => {
     const address = await serve((server) => {
-      addDeferred(server, { name: "missing", methods: { "/t.Echo/Echo": "unary", "/t.Echo/Gone": "unary" }, addTo: (t) => t.addService(echoDefinition, echoImplementation) });
+      addDeferred(server, {
+        name: "missing",
+        methods: { "/t.Echo/Echo": "unary", "/t.Echo/Gone": "unary" },
+        addTo: (t) => t.addService(echoDefinition, echoImplementation),
+      });
     });
     const { err } = await unary(client(address), "/t.Echo/Echo", Buffer.from("x"));
     expect(err?.code).toBe(grpc.status.INTERNAL);

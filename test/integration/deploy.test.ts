@@ -49,7 +49,15 @@ describe("Kubernetes manifests: schema", () => {
   it("has the objects an operator needs", () => {
     const kinds = manifests.map((m) => `${m.obj.kind}/${m.obj.metadata.name}`).sort();
     expect(kinds).toEqual(
-      expect.arrayContaining(["Deployment/agent-gateway", "Deployment/codemode-orchestrator", "Service/codemode-orchestrator", "StatefulSet/codemode-redis", "Service/codemode-redis", "Secret/codemode-snapshot-key", "Secret/codemode-link-token"]),
+      expect.arrayContaining([
+        "Deployment/agent-gateway",
+        "Deployment/codemode-orchestrator",
+        "Service/codemode-orchestrator",
+        "StatefulSet/codemode-redis",
+        "Service/codemode-redis",
+        "Secret/codemode-snapshot-key",
+        "Secret/codemode-link-token",
+      ]),
     );
   });
 
@@ -64,9 +72,16 @@ describe("Kubernetes manifests: schema", () => {
   it("every object type-checks as its API type: no unknown or misspelt field", async () => {
     const source = (docs: Array<{ obj: Obj }>) =>
       docs
-        .map(({ obj }, i) => `import type { I${obj.kind} as T${i} } from "kubernetes-models/${obj.apiVersion}/${obj.kind}";\nexport const doc${i}: T${i} = ${JSON.stringify(obj, null, 2)};`)
+        .map(
+          ({ obj }, i) =>
+            `import type { I${obj.kind} as T${i} } from "kubernetes-models/${obj.apiVersion}/${obj.kind}";\nexport const doc${i}: T${i} = ${JSON.stringify(obj, null, 2)};`,
+        )
         .join("\n");
-    const options = { moduleResolution: ts.ModuleResolutionKind.Bundler, module: ts.ModuleKind.ESNext, paths: { "kubernetes-models/*": [`${ROOT}node_modules/kubernetes-models/*`] } };
+    const options = {
+      moduleResolution: ts.ModuleResolutionKind.Bundler,
+      module: ts.ModuleKind.ESNext,
+      paths: { "kubernetes-models/*": [`${ROOT}node_modules/kubernetes-models/*`] },
+    };
     expect(typecheck({ "manifests.ts": source(manifests) }, options)).toEqual([]);
     // The checks are real: an unknown field and a wrong type are refused.
     const deployment = structuredClone(manifests.find((m) => m.obj.kind === "Deployment")!);
@@ -84,15 +99,24 @@ describe("Kubernetes manifests: consistent with each other and with the product"
 
   it("Services select a workload and target ports its containers name", () => {
     for (const svc of of("Service")) {
-      const targets = workloads().filter((w) => Object.entries(svc.spec.selector as Record<string, string>).every(([k, v]) => w.spec.template.metadata.labels[k] === v));
-      expect(targets.map((w) => w.metadata.name), svc.metadata.name).toHaveLength(1);
+      const targets = workloads().filter((w) =>
+        Object.entries(svc.spec.selector as Record<string, string>).every(([k, v]) => w.spec.template.metadata.labels[k] === v),
+      );
+      expect(
+        targets.map((w) => w.metadata.name),
+        svc.metadata.name,
+      ).toHaveLength(1);
       const names = (targets[0]!.spec.template.spec.containers as Obj[]).flatMap((c) => (c.ports ?? []).map((p: Obj) => p.name));
       for (const p of svc.spec.ports as Obj[]) expect(names, `${svc.metadata.name}:${p.port}`).toContain(p.targetPort);
     }
   });
 
   it("codemode containers: ports as listened, gRPC readiness and liveness probes on the health service, resources, drain time", () => {
-    expect(codemodeContainers().map(({ c }) => c.args[0]).sort()).toEqual(["orchestrator", "sandbox"]);
+    expect(
+      codemodeContainers()
+        .map(({ c }) => c.args[0])
+        .sort(),
+    ).toEqual(["orchestrator", "sandbox"]);
     for (const { w, c } of codemodeContainers()) {
       const args = c.args as string[];
       const ports = Object.fromEntries((c.ports as Obj[]).map((p) => [p.name, p.containerPort]));
@@ -108,7 +132,8 @@ describe("Kubernetes manifests: consistent with each other and with the product"
     }
     for (const w of workloads()) {
       for (const c of w.spec.template.spec.containers as Obj[]) {
-        for (const k of ["requests", "limits"]) expect(Object.keys(c.resources?.[k] ?? {}).sort(), `${w.metadata.name}/${c.name} ${k}`).toEqual(["cpu", "memory"]);
+        for (const k of ["requests", "limits"])
+          expect(Object.keys(c.resources?.[k] ?? {}).sort(), `${w.metadata.name}/${c.name} ${k}`).toEqual(["cpu", "memory"]);
       }
     }
   });
@@ -121,7 +146,9 @@ describe("Kubernetes manifests: consistent with each other and with the product"
     const orchAddr = flag(sandbox.c.args, "--orchestrator-address")!;
     expect(servicePort(orchAddr)).toContain(portOf(orchAddr));
     expect(portOf(orchAddr)).toBe(portOf(flag(orchestrator.c.args, "--link-address")!));
-    expect(byName("Service", hostOf(orchAddr))!.spec.selector["app.kubernetes.io/name"]).toBe(orchestrator.w.spec.template.metadata.labels["app.kubernetes.io/name"]);
+    expect(byName("Service", hostOf(orchAddr))!.spec.selector["app.kubernetes.io/name"]).toBe(
+      orchestrator.w.spec.template.metadata.labels["app.kubernetes.io/name"],
+    );
     const redis = new URL(flag(orchestrator.c.args, "--store")!);
     expect(servicePort(`${redis.hostname}:${redis.port}`)).toContain(Number(redis.port));
     expect(orchestrator.w.spec.replicas).toBeGreaterThanOrEqual(2);
@@ -141,11 +168,20 @@ describe("Kubernetes manifests: consistent with each other and with the product"
     expect(String(byName("Secret", linkRef(sandbox.c).name)!.stringData[linkRef(sandbox.c).key])).toMatch(/^[\x21-\x7e]{32,}$/);
     // Network policies select real pods; the orchestrator's admits the gateway pods.
     for (const np of of("NetworkPolicy")) {
-      expect(workloads().some((w) => Object.entries(np.spec.podSelector.matchLabels as Record<string, string>).every(([k, v]) => w.spec.template.metadata.labels[k] === v)), np.metadata.name).toBe(true);
+      expect(
+        workloads().some((w) =>
+          Object.entries(np.spec.podSelector.matchLabels as Record<string, string>).every(([k, v]) => w.spec.template.metadata.labels[k] === v),
+        ),
+        np.metadata.name,
+      ).toBe(true);
     }
     const admit = byName("NetworkPolicy", "codemode-orchestrator")!.spec.ingress[0].from[0].podSelector.matchLabels as Record<string, string>;
     expect(Object.entries(admit).every(([k, v]) => sandbox.w.spec.template.metadata.labels[k] === v)).toBe(true);
-    expect(byName("NetworkPolicy", "codemode-orchestrator")!.spec.ingress[0].ports.map((p: Obj) => p.port).sort()).toEqual([portOf(flag(orchestrator.c.args, "--orchestrator-address")!), portOf(orchAddr)].sort());
+    expect(
+      byName("NetworkPolicy", "codemode-orchestrator")!
+        .spec.ingress[0].ports.map((p: Obj) => p.port)
+        .sort(),
+    ).toEqual([portOf(flag(orchestrator.c.args, "--orchestrator-address")!), portOf(orchAddr)].sort());
   });
 });
 
@@ -210,7 +246,9 @@ describe("every codemode command line in deploy/ starts the product", () => {
   it("orchestrator and sandbox commands, from the manifests and from compose, print their ports and answer the probes' health checks", async () => {
     const lines = [
       ...workloads().flatMap((w) => (w.spec.template.spec.containers as Obj[]).filter(isCodemode).map((c) => c.args as string[])),
-      ...Object.values(compose.services as Record<string, Obj>).filter((s) => Array.isArray(s.command) && ["orchestrator", "sandbox"].includes(s.command[0])).map((s) => s.command as string[]),
+      ...Object.values(compose.services as Record<string, Obj>)
+        .filter((s) => Array.isArray(s.command) && ["orchestrator", "sandbox"].includes(s.command[0]))
+        .map((s) => s.command as string[]),
     ];
     const distinct = [...new Map(lines.map((l) => [JSON.stringify(localize(l)), localize(l)])).values()];
     expect(distinct.length).toBeGreaterThanOrEqual(2);
@@ -219,7 +257,8 @@ describe("every codemode command line in deploy/ starts the product", () => {
       try {
         expect(Object.keys(proc.ready).sort(), args.join(" ")).toEqual([args[0]!, "metrics", ...(args[0] === "orchestrator" ? ["link"] : [])].sort());
         const grpcAt = proc.ready[args[0]!]!;
-        const health = (service: string) => spawnSync(process.execPath, [BIN, "health", "--address", grpcAt, "--service", service], { encoding: "utf8" }).status;
+        const health = (service: string) =>
+          spawnSync(process.execPath, [BIN, "health", "--address", grpcAt, "--service", service], { encoding: "utf8" }).status;
         expect(health("liveness")).toBe(0);
         for (let i = 0; health("") !== 0; i++) {
           expect(i, `${args.join(" ")} never became ready`).toBeLessThan(50);

@@ -41,7 +41,10 @@ describe("SIGTERM drains", () => {
       expect(suspended.model.status).toBe("waiting");
       // Two runs in flight, each waiting on a tool the gateway answers only after the signal.
       const runs = await Promise.all([openRun(stack, TOOLS), openRun(stack, TOOLS)]);
-      const inflight = runs.map(({ scope }, i) => ({ scope, ...execWithPendingCall(stack, scope, `const r = await tools.slow_lookup({ i: ${i} }); return "run ${i} got " + r;`) }));
+      const inflight = runs.map(({ scope }, i) => ({
+        scope,
+        ...execWithPendingCall(stack, scope, `const r = await tools.slow_lookup({ i: ${i} }); return "run ${i} got " + r;`),
+      }));
       const calls = await Promise.all(inflight.map((r) => r.call));
 
       const signalledAt = Date.now();
@@ -55,14 +58,21 @@ describe("SIGTERM drains", () => {
 
       // A new exec is refused; Control still answers, so the gateway can tell what happened.
       const fresh = await openRun(stack, TOOLS);
-      await expect(collectStream(stack.sandbox.exec({ scope: fresh.scope, code: "return 1" }))).rejects.toMatchObject({ code: "unavailable", message: expect.stringContaining("this sidecar is draining") });
+      await expect(collectStream(stack.sandbox.exec({ scope: fresh.scope, code: "return 1" }))).rejects.toMatchObject({
+        code: "unavailable",
+        message: expect.stringContaining("this sidecar is draining"),
+      });
       expect((await stack.control.describeSurface({ scope: fresh.scope })).surface?.codeModeActive).toBe(true);
 
       // Waits and tool answers are accepted.
       const resumed = await waitFor(stack.sandbox, { scope: yielded.scope, runId: suspended.model.runId! });
       expect(resumed.model).toMatchObject({ status: "completed", value: "resumed during drain" });
       for (const [i, c] of calls.entries()) {
-        const res = await stack.sandbox.bridgeCallback({ scope: inflight[i]!.scope, callId: c.callId, outcome: { case: "resultJson", value: JSON.stringify(`answer ${i}`) } });
+        const res = await stack.sandbox.bridgeCallback({
+          scope: inflight[i]!.scope,
+          callId: c.callId,
+          outcome: { case: "resultJson", value: JSON.stringify(`answer ${i}`) },
+        });
         expect(res.deliveredLive).toBe(true);
       }
       const finished = await Promise.all(inflight.map((r) => r.done));
@@ -123,7 +133,10 @@ describe("SIGTERM drains", () => {
     try {
       const { scope } = await openRun({ control }, TOOLS);
       let callId = "";
-      const execP = collectStream(onA.exec({ scope, code: `text("before"); const r = await tools.slow_lookup({}); return "got " + r`, config: { timeoutMs: 30_000 } }), (c) => (callId = c.callId));
+      const execP = collectStream(
+        onA.exec({ scope, code: `text("before"); const r = await tools.slow_lookup({}); return "got " + r`, config: { timeoutMs: 30_000 } }),
+        (c) => (callId = c.callId),
+      );
       for (let i = 0; i < 100 && !callId; i++) await new Promise((r) => setTimeout(r, 50));
       const exited = once(a.child, "exit") as Promise<[number | null]>;
       a.child.kill("SIGTERM");

@@ -15,7 +15,10 @@ let raw: { sandbox: grpc.Client; orchestrator: grpc.Client };
 
 beforeAll(async () => {
   stack = await startStack();
-  raw = { sandbox: new grpc.Client(stack.sandboxAddress, grpc.credentials.createInsecure()), orchestrator: new grpc.Client(stack.orchestratorAddress, grpc.credentials.createInsecure()) };
+  raw = {
+    sandbox: new grpc.Client(stack.sandboxAddress, grpc.credentials.createInsecure()),
+    orchestrator: new grpc.Client(stack.orchestratorAddress, grpc.credentials.createInsecure()),
+  };
 });
 
 afterAll(async () => {
@@ -29,7 +32,9 @@ type Status = { code: number; details: string };
 
 function unaryRaw(client: grpc.Client, path: string, bytes: Buffer): Promise<Status> {
   return new Promise((resolve) => {
-    client.makeUnaryRequest(path, identity, identity, bytes, (err) => resolve(err ? { code: err.code, details: err.details } : { code: grpc.status.OK, details: "" }));
+    client.makeUnaryRequest(path, identity, identity, bytes, (err) =>
+      resolve(err ? { code: err.code, details: err.details } : { code: grpc.status.OK, details: "" }),
+    );
   });
 }
 
@@ -88,11 +93,26 @@ describe("id and scope fields over their limits are INVALID_ARGUMENT naming the 
 
   it("exec_call_id, wait_call_id, run_id, call_id and catalog_id", async () => {
     const s = await openEmptyRun(stack.control, "lim");
-    await expect(collectStream(stack.sandbox.exec({ scope: s, execCallId: over("exec_call_id"), code: "return 1" }))).rejects.toMatchObject({ code: "invalid_argument", message: message("exec_call_id", "exec_call_id") });
-    await expect(collectStream(stack.sandbox.wait({ scope: s, waitCallId: over("wait_call_id"), codeModeRunId: "cm_x" }))).rejects.toMatchObject({ code: "invalid_argument", message: message("wait_call_id", "wait_call_id") });
-    await expect(collectStream(stack.sandbox.wait({ scope: s, codeModeRunId: over("code_mode_run_id") }))).rejects.toMatchObject({ code: "invalid_argument", message: message("code_mode_run_id", "code_mode_run_id") });
-    await expect(stack.sandbox.bridgeCallback({ scope: s, callId: over("call_id"), outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "invalid_argument", message: message("call_id", "call_id") });
-    await expect(stack.control.openRun({ scope: newScope("lim"), catalog: { case: "catalogId", value: over("catalog_id") } })).rejects.toMatchObject({ code: "invalid_argument", message: message("catalog_id", "catalog_id") });
+    await expect(collectStream(stack.sandbox.exec({ scope: s, execCallId: over("exec_call_id"), code: "return 1" }))).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: message("exec_call_id", "exec_call_id"),
+    });
+    await expect(collectStream(stack.sandbox.wait({ scope: s, waitCallId: over("wait_call_id"), codeModeRunId: "cm_x" }))).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: message("wait_call_id", "wait_call_id"),
+    });
+    await expect(collectStream(stack.sandbox.wait({ scope: s, codeModeRunId: over("code_mode_run_id") }))).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: message("code_mode_run_id", "code_mode_run_id"),
+    });
+    await expect(stack.sandbox.bridgeCallback({ scope: s, callId: over("call_id"), outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: message("call_id", "call_id"),
+    });
+    await expect(stack.control.openRun({ scope: newScope("lim"), catalog: { case: "catalogId", value: over("catalog_id") } })).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: message("catalog_id", "catalog_id"),
+    });
   });
 
   it("limits count UTF-8 bytes, and a value exactly at the limit passes", async () => {
@@ -113,8 +133,14 @@ describe("a scope no gateway opened", () => {
     const s = newScope("unopened");
     const described = await stack.control.describeSurface({ scope: s }).catch((err: unknown) => err as { code: string; message: string });
     expect(described).toMatchObject({ message: NO_OPEN_RUN });
-    await expect(collectStream(stack.sandbox.exec({ scope: s, code: "return 1" }))).rejects.toMatchObject({ code: "failed_precondition", message: NO_OPEN_RUN });
-    await expect(collectStream(stack.sandbox.wait({ scope: s, codeModeRunId: "cm_never" }))).rejects.toMatchObject({ code: "failed_precondition", message: NO_OPEN_RUN });
+    await expect(collectStream(stack.sandbox.exec({ scope: s, code: "return 1" }))).rejects.toMatchObject({
+      code: "failed_precondition",
+      message: NO_OPEN_RUN,
+    });
+    await expect(collectStream(stack.sandbox.wait({ scope: s, codeModeRunId: "cm_never" }))).rejects.toMatchObject({
+      code: "failed_precondition",
+      message: NO_OPEN_RUN,
+    });
     // Once opened, the same scope runs.
     await stack.control.openRun({ scope: s, catalog: { case: "tools", value: { tools: [] } } });
     expect((await execute(stack, { scope: s, code: "return 'opened'" })).model.value).toBe("opened");
@@ -126,14 +152,25 @@ describe("per-run caps are refused inside the guest at once", () => {
     const { openRun, gatewayExec } = await import("../helpers/gateway.js");
     const tools = [{ name: "ping", description: "Ping.", handler: () => "pong" }];
     const { scope } = await openRun(stack, tools, {}, { config: { maxToolCallsPerRun: 3, maxSearchesPerRun: 2 } });
-    const out = await gatewayExec(stack, scope, tools, `
+    const out = await gatewayExec(
+      stack,
+      scope,
+      tools,
+      `
       const calls = [];
       for (let i = 0; i < 5; i++) { try { calls.push(await tools.ping({})); } catch (e) { calls.push(e.name + ": " + e.message); } }
       const searches = [];
       for (let i = 0; i < 3; i++) { try { searches.push((await tools.search("ping")).length); } catch (e) { searches.push(e.name); } }
-      return { calls, searches };`);
+      return { calls, searches };`,
+    );
     expect(out.model.value).toEqual({
-      calls: ["pong", "pong", "pong", "RangeError: this run made 3 tool calls, its limit (maxToolCallsPerRun).", "RangeError: this run made 3 tool calls, its limit (maxToolCallsPerRun)."],
+      calls: [
+        "pong",
+        "pong",
+        "pong",
+        "RangeError: this run made 3 tool calls, its limit (maxToolCallsPerRun).",
+        "RangeError: this run made 3 tool calls, its limit (maxToolCallsPerRun).",
+      ],
       searches: [1, 1, "RangeError"],
     });
     expect(out.answered).toHaveLength(3);

@@ -58,7 +58,17 @@ describe("results", () => {
       code: "const o = {n: 10n, f: function named() {}, u: undefined, d: new Date(0), e: new RangeError('r'), m: new Map([['k', 1]]), s: new Set([1]), inf: Infinity, sym: Symbol('x')}; o.self = o; return [o, undefined]",
     });
     expect(model.value).toEqual([
-      { n: "10", f: "[Function named]", d: "1970-01-01T00:00:00.000Z", e: { name: "RangeError", message: "r" }, m: [["k", 1]], s: [1], inf: "Infinity", sym: "Symbol(x)", self: "[Circular]" },
+      {
+        n: "10",
+        f: "[Function named]",
+        d: "1970-01-01T00:00:00.000Z",
+        e: { name: "RangeError", message: "r" },
+        m: [["k", 1]],
+        s: [1],
+        inf: "Infinity",
+        sym: "Symbol(x)",
+        self: "[Circular]",
+      },
       null,
     ]);
   });
@@ -97,7 +107,9 @@ describe("exec input", () => {
     expect(model.error).toMatch(/line 2, column 9/);
   });
   it("a scope without run_id is a contract violation (gRPC INVALID_ARGUMENT)", async () => {
-    await expect(execute(stack, { scope: { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "" }, code: "return 1" })).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(execute(stack, { scope: { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "" }, code: "return 1" })).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
   });
 });
 
@@ -158,9 +170,20 @@ describe("no eval, no host", () => {
     expect(model.value).toEqual(["TypeError", "TypeError", "TypeError", "TypeError", "TypeError"]);
   });
   it("has no process, require, filesystem, network or environment; time is UTC", async () => {
-    const code = "return [typeof process, typeof require, typeof fetch, typeof XMLHttpRequest, typeof std, typeof os, typeof Deno, new Date(0).getTimezoneOffset(), new Date(0).toString()]";
+    const code =
+      "return [typeof process, typeof require, typeof fetch, typeof XMLHttpRequest, typeof std, typeof os, typeof Deno, new Date(0).getTimezoneOffset(), new Date(0).toString()]";
     const { model } = await execute(stack, { code });
-    expect(model.value).toEqual(["undefined", "undefined", "undefined", "undefined", "undefined", "undefined", "undefined", 0, "Thu Jan 01 1970 00:00:00 GMT+0000"]);
+    expect(model.value).toEqual([
+      "undefined",
+      "undefined",
+      "undefined",
+      "undefined",
+      "undefined",
+      "undefined",
+      "undefined",
+      0,
+      "Thu Jan 01 1970 00:00:00 GMT+0000",
+    ]);
   });
 });
 
@@ -183,7 +206,10 @@ describe("limits", () => {
     const others = Promise.all([1, 2, 3].map((i) => execute(stack, { code: `let s = 0; for (let i = 0; i < 1000; i++) s += i; return ${i} + s` })));
     const [bad, good] = await Promise.all([runaway, others]);
     expect(bad.model).toMatchObject({ status: "failed", code: "timeout" });
-    expect(good.map((g) => g.model.value), JSON.stringify(good.map((g) => g.model))).toEqual([499501, 499502, 499503]);
+    expect(
+      good.map((g) => g.model.value),
+      JSON.stringify(good.map((g) => g.model)),
+    ).toEqual([499501, 499502, 499503]);
     await stillServing();
   });
 
@@ -226,7 +252,10 @@ describe("limits", () => {
   });
 
   it("the memory limit holds", async () => {
-    const { model } = await execute(stack, { code: "const a = []; for (;;) a.push('z'.repeat(65536) + a.length); ", config: { memoryLimitBytes: 4n * 1024n * 1024n } });
+    const { model } = await execute(stack, {
+      code: "const a = []; for (;;) a.push('z'.repeat(65536) + a.length); ",
+      config: { memoryLimitBytes: 4n * 1024n * 1024n },
+    });
     expect(model.status).toBe("failed");
     expect(model.error).toMatch(/out of memory/);
     await stillServing();
@@ -247,13 +276,17 @@ describe("limits", () => {
 /** Reproductions from the red-team review, one per defended weakness. */
 describe("security regressions", () => {
   it("an inherited toJSON that nulls request payloads fails nothing but the guest's own calls", async () => {
-    const { model } = await execute(stack, { code: "Object.prototype.toJSON = function () { return null }; const r = await tools.search('x'); let d = ''; try { await tools.describe('x') } catch (e) { d = e.name } return [r, d]" });
+    const { model } = await execute(stack, {
+      code: "Object.prototype.toJSON = function () { return null }; const r = await tools.search('x'); let d = ''; try { await tools.describe('x') } catch (e) { d = e.name } return [r, d]",
+    });
     expect(model.status).toBe("completed");
     await stillServing();
   });
 
   it("dynamic import() after a context the tokenizer misreads is still refused", async () => {
-    const { model } = await execute(stack, { code: 'const o = {}; const p = o?.return / 2;\nreturn await import("x").then(() => "loaded", (e) => "err " + e)' });
+    const { model } = await execute(stack, {
+      code: 'const o = {}; const p = o?.return / 2;\nreturn await import("x").then(() => "loaded", (e) => "err " + e)',
+    });
     expect(model).toMatchObject({ status: "failed", code: "invalid_input" });
     expect(model.error).toMatch(/could not verify/);
   });
@@ -264,7 +297,7 @@ describe("security regressions", () => {
     expect((model.output as unknown[]).length).toBeLessThanOrEqual(65536 / 32);
   });
 
-  it("a returned value's getter is never run by the host: it crosses as \"[Getter]\"", async () => {
+  it('a returned value\'s getter is never run by the host: it crosses as "[Getter]"', async () => {
     const { model } = await execute(stack, { code: "let ran = false; return { get x() { ran = true; throw new Error('getter') }, y: 1 }" });
     expect(model).toMatchObject({ status: "completed", value: { x: "[Getter]", y: 1 } });
   });

@@ -42,26 +42,50 @@ async function session(first: Init, answer: (call: ToolCallEvent) => Init[]): Pr
   return { model, events };
 }
 
-const echo = (scope?: Scope) => (call: ToolCallEvent): Init[] => [{ message: { case: "answer", value: { ...(scope ? { scope } : {}), callId: call.callId, outcome: { case: "resultJson", value: call.inputJson } } } }];
-const TOOLS = [{ name: "echo", description: "returns its input", parameters: { type: "object" } }, { name: "slow", description: "answered later", parameters: { type: "object" } }];
+const echo =
+  (scope?: Scope) =>
+  (call: ToolCallEvent): Init[] => [
+    { message: { case: "answer", value: { ...(scope ? { scope } : {}), callId: call.callId, outcome: { case: "resultJson", value: call.inputJson } } } },
+  ];
+const TOOLS = [
+  { name: "echo", description: "returns its input", parameters: { type: "object" } },
+  { name: "slow", description: "answered later", parameters: { type: "object" } },
+];
 
 describe("ExecSession", () => {
   it("answers sequential and parallel nested calls on the exec's stream", async () => {
     const { scope } = await openRun(stack, TOOLS);
-    const seq = await session({ message: { case: "exec", value: { scope, code: "let s = 0; for (let i = 0; i < 10; i++) s += (await tools.echo({ i })).i; return s" } } }, echo());
+    const seq = await session(
+      { message: { case: "exec", value: { scope, code: "let s = 0; for (let i = 0; i < 10; i++) s += (await tools.echo({ i })).i; return s" } } },
+      echo(),
+    );
     expect(seq.model).toMatchObject({ status: "completed", value: 45 });
-    const par = await session({ message: { case: "exec", value: { scope, code: "const xs = await Promise.all(Array.from({ length: 16 }, (_, i) => tools.echo({ i }))); return xs.reduce((a, x) => a + x.i, 0)" } } }, echo(scope));
+    const par = await session(
+      {
+        message: {
+          case: "exec",
+          value: {
+            scope,
+            code: "const xs = await Promise.all(Array.from({ length: 16 }, (_, i) => tools.echo({ i }))); return xs.reduce((a, x) => a + x.i, 0)",
+          },
+        },
+      },
+      echo(scope),
+    );
     expect(par.model).toMatchObject({ status: "completed", value: 120 });
     expect(par.events.filter((e) => e.event.case === "toolCall")).toHaveLength(16);
   });
 
   it("delivers tool errors, and refuses bad answers with AnswerRefused while the exec goes on", async () => {
     const { scope } = await openRun(stack, TOOLS);
-    const out = await session({ message: { case: "exec", value: { scope, code: "try { await tools.echo({}); } catch (e) { return e.name + ': ' + e.message; }" } } }, (call) => [
-      { message: { case: "answer", value: { callId: "c_no_such_call", outcome: { case: "resultJson", value: "1" } } } },
-      { message: { case: "answer", value: { callId: call.callId, outcome: { case: "resultJson", value: "{not json" } } } },
-      { message: { case: "answer", value: { callId: call.callId, outcome: { case: "error", value: { name: "ToolFailed", message: "the tool broke" } } } } },
-    ]);
+    const out = await session(
+      { message: { case: "exec", value: { scope, code: "try { await tools.echo({}); } catch (e) { return e.name + ': ' + e.message; }" } } },
+      (call) => [
+        { message: { case: "answer", value: { callId: "c_no_such_call", outcome: { case: "resultJson", value: "1" } } } },
+        { message: { case: "answer", value: { callId: call.callId, outcome: { case: "resultJson", value: "{not json" } } } },
+        { message: { case: "answer", value: { callId: call.callId, outcome: { case: "error", value: { name: "ToolFailed", message: "the tool broke" } } } } },
+      ],
+    );
     expect(out.model).toMatchObject({ status: "completed", value: "ToolFailed: the tool broke" });
     const refused = out.events.flatMap((e) => (e.event.case === "answerRefused" ? [e.event.value] : []));
     expect(refused.map((r) => [r.callId, r.code])).toEqual([
@@ -73,10 +97,18 @@ describe("ExecSession", () => {
   it("continues a suspended run with a wait session, and still takes BridgeCallback answers", async () => {
     const { scope } = await openRun(stack, TOOLS);
     let pending: ToolCallEvent | undefined;
-    const first = await session({ message: { case: "exec", value: { scope, code: "const r = await tools.slow({ n: 1 }); return await tools.echo({ got: r.n });", config: { timeoutMs: 300 } } } }, (call) => {
-      pending = call;
-      return [];
-    });
+    const first = await session(
+      {
+        message: {
+          case: "exec",
+          value: { scope, code: "const r = await tools.slow({ n: 1 }); return await tools.echo({ got: r.n });", config: { timeoutMs: 300 } },
+        },
+      },
+      (call) => {
+        pending = call;
+        return [];
+      },
+    );
     expect(first.model).toMatchObject({ status: "waiting", reason: "pending_tools" });
     // The slow tool's answer arrives while the run is suspended, through BridgeCallback.
     await stack.sandbox.bridgeCallback({ scope, callId: pending!.callId, outcome: { case: "resultJson", value: '{"n":7}' } });
@@ -99,11 +131,13 @@ describe("ExecSession", () => {
   it("refuses a session whose first message is an answer", async () => {
     const s = stack.sandbox.execSession();
     s.send({ message: { case: "answer", value: { callId: "c_x", outcome: { case: "resultJson", value: "1" } } } } satisfies Init);
-    await expect((async () => {
-      for await (const _ of s.messages) {
-        // nothing arrives before the error
-      }
-    })()).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(
+      (async () => {
+        for await (const _ of s.messages) {
+          // nothing arrives before the error
+        }
+      })(),
+    ).rejects.toMatchObject({ code: "invalid_argument" });
   });
 });
 

@@ -32,7 +32,12 @@ describe("a fair share of the pool per session", () => {
   it("keeps a looping session to one thread and serves the other session's programs meanwhile", async () => {
     const hog: Array<Promise<{ status: string; code?: string; at: number } | { refused: string; at: number }>> = [];
     for (let i = 0; i < 6; i++) {
-      hog.push(runIn("hog", "for (;;) {}", { timeoutMs: 2_000 }).catch((err: { code?: string; message?: string }) => ({ refused: `${err.code}: ${err.message}`, at: Date.now() })));
+      hog.push(
+        runIn("hog", "for (;;) {}", { timeoutMs: 2_000 }).catch((err: { code?: string; message?: string }) => ({
+          refused: `${err.code}: ${err.message}`,
+          at: Date.now(),
+        })),
+      );
       await new Promise((r) => setTimeout(r, 100));
     }
     const benign = [];
@@ -89,7 +94,10 @@ describe("a fair share of the pool per session", () => {
     for (let i = 0; i < 5; i++) await runIn("greedy", "for (;;) {}", { timeoutMs: 2_000 });
     const other = runIn("patient", "await new Promise((r) => setTimeout(r, 1_500)); return 'done'");
     await new Promise((r) => setTimeout(r, 200));
-    await expect(runIn("greedy", "return 1")).rejects.toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/more than its share \(8000 ms\) while other sessions wait/) });
+    await expect(runIn("greedy", "return 1")).rejects.toMatchObject({
+      code: "resource_exhausted",
+      message: expect.stringMatching(/more than its share \(8000 ms\) while other sessions wait/),
+    });
     expect((await other).value).toBe("done");
   }, 60_000);
 });

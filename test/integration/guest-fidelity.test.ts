@@ -72,7 +72,9 @@ describe("everyday globals", () => {
   });
 
   it("timers are bounded, refuse strings, and a throwing callback fails the run", async () => {
-    const bounded = await run(`const ids = []; try { for (let i = 0; i < 200; i++) ids.push(setTimeout(() => {}, 1)); } catch (e) { return [ids.length, e.name, e.message]; }`);
+    const bounded = await run(
+      `const ids = []; try { for (let i = 0; i < 200; i++) ids.push(setTimeout(() => {}, 1)); } catch (e) { return [ids.length, e.name, e.message]; }`,
+    );
     expect(bounded.model.value).toEqual([100, "RangeError", "too many timers (at most 100 may be armed at once)."]);
     const str = await run(`try { setTimeout("alert(1)", 1); } catch (e) { return e.message; }`);
     expect(str.model.value).toMatch(/needs a function/);
@@ -104,7 +106,20 @@ describe("everyday globals", () => {
       let fn; try { structuredClone({ f() {} }); } catch (e) { fn = e.name; }
       return [bytes.length, new TextDecoder().decode(bytes), streamed, fatal, btoa("hello"), atob(" aGVs bG8= "), badB64, latin,
         c !== o && c.self === c, c.a[1].d instanceof Date, c.m.get("k").has(1), fn];`);
-    expect(out.model.value).toEqual([13, "héllo€😀", "€", "TypeError", "aGVsbG8=", "hello", "InvalidCharacterError", "InvalidCharacterError", true, true, true, "DataCloneError"]);
+    expect(out.model.value).toEqual([
+      13,
+      "héllo€😀",
+      "€",
+      "TypeError",
+      "aGVsbG8=",
+      "hello",
+      "InvalidCharacterError",
+      "InvalidCharacterError",
+      true,
+      true,
+      true,
+      "DataCloneError",
+    ]);
   });
 
   it("console formats like a browser console and never throws on hostile values", async () => {
@@ -129,7 +144,7 @@ describe("everyday globals", () => {
       "[warn] w x=42%",
       "[error] bad",
       '{ "deep": { "deeper": { "deepest": 1 } } }',
-      "┌─────────┬───┬─────┐\n│ (index) │ a │ b   │\n├─────────┼───┼─────┤\n│ 0       │ 1 │ \"x\" │\n│ 1       │ 2 │     │\n└─────────┴───┴─────┘",
+      '┌─────────┬───┬─────┐\n│ (index) │ a │ b   │\n├─────────┼───┼─────┤\n│ 0       │ 1 │ "x" │\n│ 1       │ 2 │     │\n└─────────┴───┴─────┘',
       "[error] Assertion failed: not equal",
       "default: 1",
       "default: 2",
@@ -283,8 +298,16 @@ describe("TypeScript error positions: the model's own column, with annotations e
       "TypeError: cannot read property 'w' of undefined (line 1, column 65)",
     ],
     ["const x = <any>null; return x!.y", "const x =      null; return x .y", "TypeError: cannot read property 'y' of null (line 1, column 29)"],
-    ["const n: number = 1; throw new Error(`boom ${n as number}` as string)", "const n         = 1; throw new Error(`boom ${n          }`          )", "Error: boom 1 (line 1, column 46)"],
-    ["const s: string = 'a: b'; /* c: d */ const u: { k?: string } = {}; return u.k!.length", "const s         = 'a: b'; /* c: d */ const u                 = {}; return u.k .length", "TypeError: cannot read property 'length' of undefined (line 1, column 75)"],
+    [
+      "const n: number = 1; throw new Error(`boom ${n as number}` as string)",
+      "const n         = 1; throw new Error(`boom ${n          }`          )",
+      "Error: boom 1 (line 1, column 46)",
+    ],
+    [
+      "const s: string = 'a: b'; /* c: d */ const u: { k?: string } = {}; return u.k!.length",
+      "const s         = 'a: b'; /* c: d */ const u                 = {}; return u.k .length",
+      "TypeError: cannot read property 'length' of undefined (line 1, column 75)",
+    ],
   ];
   for (const [tsCode, jsCode, message] of CASES) {
     it(`${tsCode.split("\n")[0]!.slice(0, 60)}…`, async () => {
@@ -303,7 +326,9 @@ describe("TypeScript error positions: the model's own column, with annotations e
 
   it("a syntax error keeps the model's position", async () => {
     expect(await ts("const n: number = 1; const q: string = ; return 1")).toBe("TypeScript SyntaxError: Unexpected token (line 1, column 40)");
-    expect(await ts("const n: number = 1; let y: number = 1; let y: string = 'b'")).toBe(await js("const n         = 1; let y         = 1; let y         = 'b'"));
+    expect(await ts("const n: number = 1; let y: number = 1; let y: string = 'b'")).toBe(
+      await js("const n         = 1; let y         = 1; let y         = 'b'"),
+    );
   });
 });
 
@@ -325,9 +350,16 @@ describe("trajectory and telemetry that tell the truth", () => {
 
     // The gateway cancels an exec whose guest computes: the step says cancelled.
     const controller = new AbortController();
-    const stream = stack.sandbox.exec({ scope: opened.scope, execCallId: "cancelled-exec", code: "for (;;) {}", config: { timeoutMs: 1500 } }, { signal: controller.signal });
+    const stream = stack.sandbox.exec(
+      { scope: opened.scope, execCallId: "cancelled-exec", code: "for (;;) {}", config: { timeoutMs: 1500 } },
+      { signal: controller.signal },
+    );
     setTimeout(() => controller.abort(), 200);
-    await expect((async () => { for await (const _ of stream) void _; })()).rejects.toBeDefined();
+    await expect(
+      (async () => {
+        for await (const _ of stream) void _;
+      })(),
+    ).rejects.toBeDefined();
 
     let steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
     for (let i = 0; i < 100 && !steps.some((s) => s.callId === "cancelled-exec"); i++) {
@@ -373,7 +405,11 @@ describe("trajectory and telemetry that tell the truth", () => {
       await new Promise((r) => setTimeout(r, 100));
       steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
     }
-    expect(steps[0]!.result).toMatchObject({ text: "", bytes: BigInt(Buffer.byteLength(modelJson)), sha256: createHash("sha256").update(modelJson).digest("hex") });
+    expect(steps[0]!.result).toMatchObject({
+      text: "",
+      bytes: BigInt(Buffer.byteLength(modelJson)),
+      sha256: createHash("sha256").update(modelJson).digest("hex"),
+    });
     // The input is small and kept as it is.
     expect(JSON.parse(steps[0]!.input!.text)).toEqual({ code: `return "y".repeat(70000)` });
   });

@@ -14,7 +14,15 @@ import { scope as newScope, startStack, waitFor, type Stack } from "../helpers/h
 
 const TOOLS: TestTool[] = [
   { name: "echo", description: "Returns its input.", handler: (input) => ({ got: input }) },
-  { name: "fail", description: "Always fails.", handler: () => { const e = new Error("the tool refused"); e.name = "ToolRefused"; throw e; } },
+  {
+    name: "fail",
+    description: "Always fails.",
+    handler: () => {
+      const e = new Error("the tool refused");
+      e.name = "ToolRefused";
+      throw e;
+    },
+  },
   { name: "slow", description: "Answers after a while.", handler: async () => (await new Promise((r) => setTimeout(r, 700)), "slow done") },
 ];
 
@@ -62,7 +70,13 @@ describe("stack traces reveal no prelude function or receiver", () => {
       await null;
       return { fns: fns.length, receivers: receivers.length, sawPreludeFrames: names.has("run") || names.has("request"), toolError, captured: holder.stack };`);
     expect(out.model.status).toBe("completed");
-    expect(out.model.value).toEqual({ fns: 0, receivers: 0, sawPreludeFrames: true, toolError: ["ToolRefused", "the tool refused", "hooked"], captured: "hooked" });
+    expect(out.model.value).toEqual({
+      fns: 0,
+      receivers: 0,
+      sawPreludeFrames: true,
+      toolError: ["ToolRefused", "the tool refused", "hooked"],
+      captured: "hooked",
+    });
   });
 
   it("a result proxy whose trap calls what the call sites revealed cannot settle the exec with a forged value", async () => {
@@ -101,15 +115,25 @@ describe("stack traces reveal no prelude function or receiver", () => {
       let foreign;
       try { Object.getPrototypeOf((() => { let cs; Error.prepareStackTrace = (e, s) => (cs = s, ""); new Error(); Error.prepareStackTrace = undefined; return cs[0]; })()).getFileName.call({}); } catch (e) { foreign = e.name; }
       return { first: custom.split(";")[0], hook, plain: /^    at inner|^    at <anonymous> \\(cell\\.js:/.test(plain), redefine, deleted, foreign };`);
-    expect(out.model.value).toEqual({ first: "TypeError|cell.js:true:number:string:false::", hook: "function", plain: true, redefine: "TypeError", deleted: false, foreign: "TypeError" });
+    expect(out.model.value).toEqual({
+      first: "TypeError|cell.js:true:number:string:false::",
+      hook: "function",
+      plain: true,
+      redefine: "TypeError",
+      deleted: false,
+      foreign: "TypeError",
+    });
   });
 
   it("the guard survives a suspension: after wait, the hook still gets call sites without functions", async () => {
-    const first = await run(`${COLLECTING_HOOK}
+    const first = await run(
+      `${COLLECTING_HOOK}
       await tools.slow({});
       const stack = new Error("after resume").stack;
       text(new Proxy({}, { ownKeys() { new Error("trap while marshaling"); return []; } }));
-      return { stack, fns: fns.length, receivers: receivers.length };`, { timeoutMs: 200 });
+      return { stack, fns: fns.length, receivers: receivers.length };`,
+      { timeoutMs: 200 },
+    );
     expect(first.model.status).toBe("waiting");
     let resumed = await waitFor(stack.sandbox, { scope, runId: first.model.runId! });
     for (let i = 0; i < 10 && resumed.model.status === "waiting"; i++) resumed = await waitFor(stack.sandbox, { scope, runId: first.model.runId! });
@@ -128,12 +152,22 @@ describe("stack traces reveal no prelude function or receiver", () => {
 
   it("tool_search_code's prelude is guarded the same way", async () => {
     const s = newScope("rt");
-    await stack.control.openRun({ scope: s, catalog: { case: "tools", value: { tools: TOOLS.map(toWireTool) } }, policy: { allow: [], deny: [], allowNone: false }, toolSearch: { enabled: true } });
-    const out = await gatewayExec(stack, s, TOOLS, `${COLLECTING_HOOK}
+    await stack.control.openRun({
+      scope: s,
+      catalog: { case: "tools", value: { tools: TOOLS.map(toWireTool) } },
+      policy: { allow: [], deny: [], allowNone: false },
+      toolSearch: { enabled: true },
+    });
+    const out = await gatewayExec(
+      stack,
+      s,
+      TOOLS,
+      `${COLLECTING_HOOK}
       let err;
       try { await openclaw.tools.call("openclaw:core:fail", {}); } catch (e) { err = e.name; }
       await openclaw.tools.call("openclaw:core:echo", new Proxy({}, { ownKeys() { new Error("trap"); return []; } }));
-      return { fns: fns.length, receivers: receivers.length, err };`);
+      return { fns: fns.length, receivers: receivers.length, err };`,
+    );
     expect(out.model.value).toEqual({ fns: 0, receivers: 0, err: "ToolRefused" });
   });
 });

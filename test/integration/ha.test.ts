@@ -27,9 +27,20 @@ import { startRedis, type RedisServer } from "../helpers/redis.js";
 
 type Side = { proc: Proc; address: string; client: ServiceClient<typeof Sandbox.method>; dead: boolean };
 type RunScope = NonNullable<Parameters<ServiceClient<typeof Control.method>["openRun"]>[0]["scope"]>;
-type Fate = { run: number; scope: RunScope; status: "completed" | "failed"; suspended: boolean; how: string; waits: number; leaseMoved: boolean; rewaits?: number };
+type Fate = {
+  run: number;
+  scope: RunScope;
+  status: "completed" | "failed";
+  suspended: boolean;
+  how: string;
+  waits: number;
+  leaseMoved: boolean;
+  rewaits?: number;
+};
 
-const tools: TestTool[] = [{ name: "slow", description: "A tool slower than the exec's timeout, sometimes", parameters: { type: "object", properties: { i: { type: "number" } } } }];
+const tools: TestTool[] = [
+  { name: "slow", description: "A tool slower than the exec's timeout, sometimes", parameters: { type: "object", properties: { i: { type: "number" } } } },
+];
 const PROGRAM = `
   const a = await tools.slow({ i: 1 });
   yield_control("checkpoint");
@@ -50,11 +61,26 @@ let control: ServiceClient<typeof Control.method>;
 
 beforeAll(async () => {
   redis = await startRedis();
-  for (let i = 0; i < 2; i++) orchestrators.push(await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--store", redis.url, "--max-suspended-runs", "200"]));
+  for (let i = 0; i < 2; i++)
+    orchestrators.push(
+      await spawnCodemode([
+        "orchestrator",
+        "--orchestrator-address",
+        "127.0.0.1:0",
+        "--link-address",
+        "127.0.0.1:0",
+        "--store",
+        redis.url,
+        "--max-suspended-runs",
+        "200",
+      ]),
+    );
   balancer = await startBalancer(orchestrators.map((o) => o.ready.orchestrator!));
   linkBalancer = await startBalancer(orchestrators.map((o) => o.ready.link!));
   for (let i = 0; i < 2; i++) {
-    const proc = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", linkBalancer.address, "--threads", "1"], { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY });
+    const proc = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", linkBalancer.address, "--threads", "1"], {
+      CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY,
+    });
     sides.push({ proc, address: proc.ready.sandbox!, client: createClient(Sandbox, proc.ready.sandbox!), dead: false });
   }
   control = createClient(Control, balancer.address);
@@ -98,7 +124,9 @@ async function onSidecar<T>(first: Side, fn: (s: Side) => Promise<T>): Promise<T
 /** The gateway's answer to a nested call, later: on the sidecar that asked, or another when that one is gone. */
 function answerLater(run: { scope: Parameters<typeof control.openRun>[0]["scope"] }, asker: Side, call: ToolCallEvent, delayMs: number): Promise<void> {
   return sleep(delayMs).then(() =>
-    onSidecar(asker.dead ? pick(0) : asker, (s) => s.client.bridgeCallback({ scope: run.scope!, callId: call.callId, outcome: { case: "resultJson", value: String(JSON.parse(call.inputJson).i) } })).then(
+    onSidecar(asker.dead ? pick(0) : asker, (s) =>
+      s.client.bridgeCallback({ scope: run.scope!, callId: call.callId, outcome: { case: "resultJson", value: String(JSON.parse(call.inputJson).i) } }),
+    ).then(
       () => undefined,
       // The run's VM died with its sidecar, or the answer raced its run's end (nothing awaits it
       // any more), or a retry of an answer whose reply was lost (it was kept the first time).
@@ -120,7 +148,8 @@ async function drive(n: number, killed: () => boolean): Promise<Fate> {
   } catch (err) {
     await Promise.allSettled(answers);
     // The VM was live in a sidecar that died: the exec's stream fails, there is no run to wait for.
-    if (isUnavailable(err) && side.dead) return { run: n, scope, status: "failed", suspended: false, how: "exec stream cut by the killed sidecar", waits: 0, leaseMoved: false };
+    if (isUnavailable(err) && side.dead)
+      return { run: n, scope, status: "failed", suspended: false, how: "exec stream cut by the killed sidecar", waits: 0, leaseMoved: false };
     throw err;
   }
   let suspended = false;
@@ -190,7 +219,9 @@ describe("two orchestrators, two sidecars, one Redis: SIGKILL mid-traffic", () =
       }
     }
     const fates = await Promise.all(runs);
-    const summary = fates.map((f) => `${f.run}:${f.status}${f.suspended ? "+suspended" : ""}${f.leaseMoved ? "+lease" : ""}${f.rewaits ? `+rewait${f.rewaits}` : ""} ${f.how}`).join("\n");
+    const summary = fates
+      .map((f) => `${f.run}:${f.status}${f.suspended ? "+suspended" : ""}${f.leaseMoved ? "+lease" : ""}${f.rewaits ? `+rewait${f.rewaits}` : ""} ${f.how}`)
+      .join("\n");
     // Every run ended; every run that suspended completed.
     expect(fates).toHaveLength(RUNS);
     for (const f of fates) if (f.suspended) expect(f.status, summary).toBe("completed");
@@ -203,7 +234,10 @@ describe("two orchestrators, two sidecars, one Redis: SIGKILL mid-traffic", () =
     // The survivors: the sidecar's link went down with its orchestrator and came back up
     // through the same address, now attached to the surviving orchestrator.
     const linkLog = sides[1]!.proc.stderr.filter((l) => l.includes("orchestrator link"));
-    expect(linkLog.some((l) => l.includes("orchestrator link down")), linkLog.join("\n")).toBe(true);
+    expect(
+      linkLog.some((l) => l.includes("orchestrator link down")),
+      linkLog.join("\n"),
+    ).toBe(true);
     expect(linkLog.at(-1), linkLog.join("\n")).toContain("orchestrator link up");
     expect(survivor!.stderr.some((l) => l.includes("sidecar attached") && l.includes(`"address":"${sides[1]!.address}"`))).toBe(true);
     const after = await collectStream(sides[1]!.client.exec({ scope: (await openRun({ control }, tools)).scope, code: "return 'still here'" }));
@@ -222,6 +256,8 @@ describe("two orchestrators, two sidecars, one Redis: SIGKILL mid-traffic", () =
     } finally {
       store.disconnect();
     }
-    console.log(`ha: ${RUNS} runs, ${completed.length} completed, ${fates.filter((f) => f.suspended).length} suspended at least once, ${fates.filter((f) => f.leaseMoved).length} lease moved\n${summary}`);
+    console.log(
+      `ha: ${RUNS} runs, ${completed.length} completed, ${fates.filter((f) => f.suspended).length} suspended at least once, ${fates.filter((f) => f.leaseMoved).length} lease moved\n${summary}`,
+    );
   }, 180_000);
 });

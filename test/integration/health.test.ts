@@ -45,7 +45,11 @@ function cliHealth(args: string[], env: Record<string, string> = {}) {
 /** One ServerReflectionInfo exchange (grpc.reflection.v1 or v1alpha), encoded by hand: services listed and files for `symbols`. */
 async function reflect(address: string, symbols: string[], version = "v1") {
   const client = new grpc.Client(address, grpc.credentials.createInsecure());
-  const call = client.makeBidiStreamRequest(`/grpc.reflection.${version}.ServerReflection/ServerReflectionInfo`, (b: Buffer) => b, (b: Buffer) => b);
+  const call = client.makeBidiStreamRequest(
+    `/grpc.reflection.${version}.ServerReflection/ServerReflectionInfo`,
+    (b: Buffer) => b,
+    (b: Buffer) => b,
+  );
   const services: string[] = [];
   const files: FileDescriptorProto[] = [];
   const errors: string[] = [];
@@ -150,7 +154,9 @@ describe("server reflection", () => {
     expect(services).toEqual([SANDBOX]);
     expect(errors).toEqual([]);
     const file = files.find((f) => f.name === "codemode/sandbox/v1/sandbox.proto");
-    expect(file?.service.map((svc) => [svc.name, svc.method.map((m) => m.name)])).toEqual([["Sandbox", ["Exec", "Wait", "BridgeCallback", "ToolSearch", "ToolDescribe", "ToolCall", "ExecSession"]]]);
+    expect(file?.service.map((svc) => [svc.name, svc.method.map((m) => m.name)])).toEqual([
+      ["Sandbox", ["Exec", "Wait", "BridgeCallback", "ToolSearch", "ToolDescribe", "ToolCall", "ExecSession"]],
+    ]);
     // Its import comes along, so a client can resolve every message.
     expect(files.map((f) => f.name)).toContain("codemode/common/v1/common.proto");
     // v1alpha, which older grpcurl builds speak, answers the same.
@@ -162,7 +168,9 @@ describe("server reflection", () => {
     const { services, files, errors } = await reflect(orchAddress, [CONTROL, LINK]);
     expect(services).toEqual([CONTROL]);
     const control = files.find((f) => f.name === "codemode/orchestrator/v1/control.proto");
-    expect(control?.service[0]?.method.map((m) => m.name)).toEqual(expect.arrayContaining(["PutCatalog", "OpenRun", "DescribeSurface", "GetTrajectory", "CloseRun"]));
+    expect(control?.service[0]?.method.map((m) => m.name)).toEqual(
+      expect.arrayContaining(["PutCatalog", "OpenRun", "DescribeSurface", "GetTrajectory", "CloseRun"]),
+    );
     expect(errors).toEqual([expect.stringMatching(/not found/i)]);
   });
 });

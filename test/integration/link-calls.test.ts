@@ -63,7 +63,13 @@ describe("an orchestrator answering link calls on the Attach stream", () => {
     for (let i = 0; i < 5; i++) {
       const stream = link.attach();
       stream.send({ message: { case: "hello", value: { sidecarId: `sc_gone_${i}`, address: "127.0.0.1:1", version: "test" } } });
-      for (let c = 1n; c <= 20n; c++) stream.send({ message: { case: "call", value: { id: c, request: { case: "claimRun", value: { scope, codeModeRunId: `cm_${c}`, leaseMs: 1_000, claimToken: "t" } } } } });
+      for (let c = 1n; c <= 20n; c++)
+        stream.send({
+          message: {
+            case: "call",
+            value: { id: c, request: { case: "claimRun", value: { scope, codeModeRunId: `cm_${c}`, leaseMs: 1_000, claimToken: "t" } } },
+          },
+        });
       stream.end();
       for await (const _ of stream.messages) {
         // drained until the orchestrator ends its side
@@ -71,7 +77,9 @@ describe("an orchestrator answering link calls on the Attach stream", () => {
     }
     await new Promise((r) => setTimeout(r, 200));
     expect(orchestrator.child.exitCode).toBeNull();
-    expect((await link.claimRun({ scope, codeModeRunId: "cm_after", leaseMs: 1_000, claimToken: "t" })).refused).toBe("code mode run is unavailable or expired.");
+    expect((await link.claimRun({ scope, codeModeRunId: "cm_after", leaseMs: 1_000, claimToken: "t" })).refused).toBe(
+      "code mode run is unavailable or expired.",
+    );
   });
 });
 
@@ -82,7 +90,8 @@ describe("the sidecar's link calls", () => {
       const call = c as { id: bigint; request?: { case?: string } };
       sent.push({ id: call.id, method: call.request?.case });
     });
-  const reply = (id: bigint, response: MessageInitShape<typeof LinkReplySchema>["response"]) => create(LinkReplySchema, { id, response } as MessageInitShape<typeof LinkReplySchema>);
+  const reply = (id: bigint, response: MessageInitShape<typeof LinkReplySchema>["response"]) =>
+    create(LinkReplySchema, { id, response } as MessageInitShape<typeof LinkReplySchema>);
 
   it("matches replies to calls by id, and rebuilds the orchestrator's errors", async () => {
     sent.length = 0;

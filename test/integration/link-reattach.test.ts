@@ -68,7 +68,11 @@ it("keeps a sidecar attached when its earlier link ends after it attached again,
   await logged(orchestrator, new RegExp(`"sidecarId":"${sidecarA}".*"replacedLink":true.*"sidecar attached"`), 30_000);
   // Only now does the orchestrator see the old link end.
   balancer.cutFrozen();
-  const ended = await logged(orchestrator, new RegExp(`"sidecarId":"${sidecarA}".*"msg":"(an earlier link of a sidecar ended; its newer link stays attached|sidecar detached)"`), 10_000);
+  const ended = await logged(
+    orchestrator,
+    new RegExp(`"sidecarId":"${sidecarA}".*"msg":"(an earlier link of a sidecar ended; its newer link stays attached|sidecar detached)"`),
+    10_000,
+  );
   expect(ended).toContain("its newer link stays attached");
 
   expect(await answeredThroughB()).toEqual({ deliveredLive: true, value: 7 });

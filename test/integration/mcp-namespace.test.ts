@@ -23,11 +23,26 @@ const CATALOG: TestTool[] = [
     source: "mcp",
     owner: "github",
     description: "Create a GitHub issue.",
-    parameters: obj({ owner: { type: "string", description: "Repository owner" }, repo: { type: "string", description: "Repository name" }, title: { type: "string" }, body: { type: "string" } }, ["owner", "repo", "title"]),
+    parameters: obj(
+      {
+        owner: { type: "string", description: "Repository owner" },
+        repo: { type: "string", description: "Repository name" },
+        title: { type: "string" },
+        body: { type: "string" },
+      },
+      ["owner", "repo", "title"],
+    ),
     annotations: { destructiveHint: false, idempotentHint: false },
     handler: (input) => ({ content: [{ type: "text", text: `created ${(input as { title: string }).title}` }], structuredContent: { number: 42 } }),
   },
-  { name: "list_issues", source: "mcp", owner: "github", description: "List issues of a repository.", parameters: obj({ state: { enum: ["open", "closed", "all"] } }), annotations: { readOnlyHint: true } },
+  {
+    name: "list_issues",
+    source: "mcp",
+    owner: "github",
+    description: "List issues of a repository.",
+    parameters: obj({ state: { enum: ["open", "closed", "all"] } }),
+    annotations: { readOnlyHint: true },
+  },
   { name: "delete_repo", source: "mcp", owner: "github", description: "Delete a repository forever.", parameters: obj({ repo: { type: "string" } }, ["repo"]) },
   {
     name: "take_snapshot",
@@ -38,11 +53,25 @@ const CATALOG: TestTool[] = [
     outputSchema: obj({ text: { type: "string" }, nodes: { type: "integer" } }, ["text"]),
     examples: [{ output: "markdown" }],
   },
-  { name: "navigate_page", source: "mcp", owner: "chrome-devtools", description: "Go to a URL.", parameters: obj({ url: { type: "string", format: "uri" } }, ["url"]) },
+  {
+    name: "navigate_page",
+    source: "mcp",
+    owner: "chrome-devtools",
+    description: "Go to a URL.",
+    parameters: obj({ url: { type: "string", format: "uri" } }, ["url"]),
+  },
 ];
 
 const SERVERS = [
-  { name: "github", serverId: "github-mcp-server", version: "1.2.3", description: "GitHub repositories, issues and pull requests.", instructions: "Prefer list before create.", resources: true, prompts: true },
+  {
+    name: "github",
+    serverId: "github-mcp-server",
+    version: "1.2.3",
+    description: "GitHub repositories, issues and pull requests.",
+    instructions: "Prefer list before create.",
+    resources: true,
+    prompts: true,
+  },
   { name: "chrome-devtools", title: "Chrome DevTools", description: "Drive a Chrome browser." },
 ];
 
@@ -54,9 +83,19 @@ const OPS: TestTool[] = [
     owner: "github",
     handler: (input) => ({ resources: [{ uri: "memo://one", name: "One" }], nextCursor: `after-${(input as { cursor?: string }).cursor ?? "start"}` }),
   },
-  { name: "prompts/list", source: "mcp", owner: "github", handler: (input) => ({ prompts: [{ name: "brief", arguments: [{ name: "topic" }] }], echoed: input }) },
+  {
+    name: "prompts/list",
+    source: "mcp",
+    owner: "github",
+    handler: (input) => ({ prompts: [{ name: "brief", arguments: [{ name: "topic" }] }], echoed: input }),
+  },
   { name: "resources/read", source: "mcp", owner: "github", handler: (input) => ({ contents: [{ uri: (input as { uri: string }).uri, text: "memo" }] }) },
-  { name: "prompts/get", source: "mcp", owner: "github", handler: (input) => ({ messages: [{ role: "user", content: { type: "text", text: `brief on ${JSON.stringify(input)}` } }] }) },
+  {
+    name: "prompts/get",
+    source: "mcp",
+    owner: "github",
+    handler: (input) => ({ messages: [{ role: "user", content: { type: "text", text: `brief on ${JSON.stringify(input)}` } }] }),
+  },
 ];
 
 describe("MCP namespace and API files", () => {
@@ -76,7 +115,7 @@ describe("MCP namespace and API files", () => {
 
   const run = (code: string, config: Record<string, unknown> = {}) => gatewayExec(stack, scope, [...CATALOG, ...OPS], code, config);
 
-  it("API.list(\"mcp\") lists the index and one file per visible server, and every file type-checks under --strict", async () => {
+  it('API.list("mcp") lists the index and one file per visible server, and every file type-checks under --strict', async () => {
     const out = await run(`
       const files = await API.list("mcp");
       const texts = {};
@@ -302,7 +341,10 @@ describe("MCP namespace and API files", () => {
   it("the exec description teaches API/MCP only when MCP tools are visible", async () => {
     expect(surfaceDescription).toContain('API.list("mcp")');
     expect(surfaceDescription).toContain("MCP.<server>.<tool>");
-    const plain = await openRun(stack, CATALOG.filter((t) => t.source !== "mcp"));
+    const plain = await openRun(
+      stack,
+      CATALOG.filter((t) => t.source !== "mcp"),
+    );
     const text = plain.response.surface?.tools.find((t) => t.name === "exec")?.description ?? "";
     expect(text).not.toMatch(/MCP|API\./);
     const out = await gatewayExec(stack, plain.scope, CATALOG, `return { mcp: Object.keys(MCP), files: await API.list("mcp") }`);
@@ -312,7 +354,9 @@ describe("MCP namespace and API files", () => {
   it("a pending MCP call suspends at the timeout and resumes through wait", async () => {
     let release: () => void = () => {};
     const gate = new Promise<void>((r) => (release = r));
-    const slow: TestTool[] = CATALOG.map((t) => (t.name === "list_issues" ? { ...t, handler: async () => (await gate, { content: [{ type: "text", text: "3 open" }] }) } : t));
+    const slow: TestTool[] = CATALOG.map((t) =>
+      t.name === "list_issues" ? { ...t, handler: async () => (await gate, { content: [{ type: "text", text: "3 open" }] }) } : t,
+    );
     const execP = gatewayExec(
       stack,
       scope,

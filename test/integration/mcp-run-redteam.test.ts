@@ -104,7 +104,18 @@ describe("codemode.run: Object.prototype pollution and a Promise species change 
     expect(clean.result).toMatchObject({
       echo: "genuine",
       weather: { city: "Oslo", tempC: 4 },
-      fail: [true, "ToolCallError", "fixture.fail failed: it failed: disk full", expect.any(String), "fixture", "fail", "fail", { isError: true }, ["exportName", "hint", "result", "serverId", "toolName"], "string"],
+      fail: [
+        true,
+        "ToolCallError",
+        "fixture.fail failed: it failed: disk full",
+        expect.any(String),
+        "fixture",
+        "fail",
+        "fail",
+        { isError: true },
+        ["exportName", "hint", "result", "serverId", "toolName"],
+        "string",
+      ],
       throws: [true, "ToolCallError", true, expect.any(String), ["exportName", "hint", "serverId", "toolName"]],
       schema: [true, "SchemaValidationError", "/id", "string", "integer 7", { id: "<id>" }, expect.any(String)],
       mine: ["ToolCallError", "mine", "my hint", "fixture", ["hint", "serverId"], "my hint", true, true, true],
@@ -113,13 +124,24 @@ describe("codemode.run: Object.prototype pollution and a Promise species change 
       timer: "timer",
       micro: "micro",
     });
-    const res = clean.result as { servers: unknown[]; described: { description?: string; version?: string }; tools: Array<{ description?: string }>; tool: { inputSchema?: unknown } };
+    const res = clean.result as {
+      servers: unknown[];
+      described: { description?: string; version?: string };
+      tools: Array<{ description?: string }>;
+      tool: { inputSchema?: unknown };
+    };
     expect(res.servers).toHaveLength(2);
     expect(res.described).toMatchObject({ serverId: "fixture", description: expect.any(String), version: "3.1.4" });
     expect(res.tools.every((t) => typeof t.description === "string")).toBe(true);
     expect(res.tool.inputSchema).toBeDefined();
     expect(clean.logs.map((l) => l.level)).toEqual(["log", "warn", "error"]);
-    expect(clean.toolTrace?.map((t) => [t.toolName, t.ok])).toEqual([["echo.v2", true], ["weather", true], ["multi", true], ["fail", false], ["throws", false]]);
+    expect(clean.toolTrace?.map((t) => [t.toolName, t.ok])).toEqual([
+      ["echo.v2", true],
+      ["weather", true],
+      ["multi", true],
+      ["fail", false],
+      ["throws", false],
+    ]);
   });
 
   it("an uncaught typed error reports the same diagnostic (class, hint, no inherited path)", async () => {
@@ -178,6 +200,18 @@ describe("codemode.run: Object.prototype pollution and a Promise species change 
       delete Object.prototype.then;
       globalThis.__codemode_result__ = out;`);
     expect(r.diagnostics).toEqual([]);
-    expect(r.result).toEqual({ nativeObject: 1, nativeString: 0, echo: 0, weather: 1, fail: 0, listServers: 1, describeServer: 1, listTools: 1, listToolsFull: 1, getTool: 1, searchTools: 1 });
+    expect(r.result).toEqual({
+      nativeObject: 1,
+      nativeString: 0,
+      echo: 0,
+      weather: 1,
+      fail: 0,
+      listServers: 1,
+      describeServer: 1,
+      listTools: 1,
+      listToolsFull: 1,
+      getTool: 1,
+      searchTools: 1,
+    });
   });
 });

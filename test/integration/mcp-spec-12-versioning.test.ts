@@ -15,10 +15,11 @@ afterAll(async () => {
 });
 
 // semver.org's recommended regular expression.
-const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
+const SEMVER =
+  /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
 
 describe("spec 12: versioning", () => {
-  it("R12.1-1 the version is exposed inside the sandbox: import { specVersion } from \"@codemode/discovery\"", async () => {
+  it('R12.1-1 the version is exposed inside the sandbox: import { specVersion } from "@codemode/discovery"', async () => {
     const r = await front.run(`import { specVersion } from "@codemode/discovery"; globalThis.__codemode_result__ = specVersion;`);
     expect(typeof r.result).toBe("string");
   });

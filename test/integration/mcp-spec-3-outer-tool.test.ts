@@ -58,7 +58,9 @@ describe("spec 3.2: request", () => {
   });
 
   it("R3.2.1-2 module code is strict, top-level this is undefined and top-level return is a syntax error", async () => {
-    const r = await front.run(`let s; try { undeclared = 1; s = "sloppy"; } catch (e) { s = e.name; } globalThis.__codemode_result__ = [s, this === undefined];`);
+    const r = await front.run(
+      `let s; try { undeclared = 1; s = "sloppy"; } catch (e) { s = e.name; } globalThis.__codemode_result__ = [s, this === undefined];`,
+    );
     expect(r.result).toEqual(["ReferenceError", true]);
     const ret = await front.run(`return 1;`);
     expect(ret.diagnostics[0]!.code).toBe("SYNTAX_ERROR");
@@ -98,7 +100,9 @@ describe("spec 3.2: request", () => {
     const stat = await front.run(`import * as gh from "@codemode/servers/github";`, { requestedCapabilities: ["github"] });
     expect(stat.result).toBeNull();
     expect(stat.diagnostics.at(-1)).toMatchObject({ code: "IMPORT_FAILURE", errorClass: "ServerNotFoundError" });
-    const dyn = await front.run(`try { await import("@codemode/servers/github"); } catch (e) { globalThis.__codemode_result__ = [e.name, typeof e.hint]; }`, { requestedCapabilities: ["github"] });
+    const dyn = await front.run(`try { await import("@codemode/servers/github"); } catch (e) { globalThis.__codemode_result__ = [e.name, typeof e.hint]; }`, {
+      requestedCapabilities: ["github"],
+    });
     expect(dyn.result).toEqual(["ServerNotFoundError", "string"]);
   });
 
@@ -116,7 +120,10 @@ describe("spec 3.2: request", () => {
     const l = await front.run(`for (let i = 0; i < 100; i++) console.log("line " + i);`, { limits: { maxLogBytes: 1000 } });
     expect(l.logs.length).toBeLessThan(100);
     expect(l.logs.at(-1)).toMatchObject({ level: "warn" });
-    const c = await front.run(`import { get_sum } from "@codemode/servers/everything"; let n = 0; try { for (;;) { await get_sum({ a: 1, b: 1 }); n++; } } catch (e) { globalThis.__codemode_result__ = [n, e.name]; }`, { limits: { maxToolCalls: 3 } });
+    const c = await front.run(
+      `import { get_sum } from "@codemode/servers/everything"; let n = 0; try { for (;;) { await get_sum({ a: 1, b: 1 }); n++; } } catch (e) { globalThis.__codemode_result__ = [n, e.name]; }`,
+      { limits: { maxToolCalls: 3 } },
+    );
     expect(c.result).toEqual([3, "SandboxLimitError"]);
   });
 
@@ -140,7 +147,10 @@ describe("spec 3.3: response", () => {
 
   it("R3.3.1-1 each log entry has level, message and an integer timeMs", async () => {
     const r = await front.run(`console.log("a"); await new Promise((ok) => setTimeout(ok, 20)); console.error("b");`);
-    expect(r.logs.map((l) => [l.level, l.message])).toEqual([["log", "a"], ["error", "b"]]);
+    expect(r.logs.map((l) => [l.level, l.message])).toEqual([
+      ["log", "a"],
+      ["error", "b"],
+    ]);
     for (const l of r.logs) expect(Number.isInteger(l.timeMs) && l.timeMs >= 0).toBe(true);
     expect(r.logs[1]!.timeMs).toBeGreaterThanOrEqual(r.logs[0]!.timeMs + 15);
   });
@@ -246,13 +256,61 @@ describe("spec 3.3: response", () => {
 
 describe("spec 3.4 and 3.5: isolation and globals", () => {
   it("R3.4-1 no ambient network access from within the sandbox", async () => {
-    const r = await front.run(`globalThis.__codemode_result__ = [typeof fetch, typeof XMLHttpRequest, typeof WebSocket, typeof EventSource, typeof navigator];`);
+    const r = await front.run(
+      `globalThis.__codemode_result__ = [typeof fetch, typeof XMLHttpRequest, typeof WebSocket, typeof EventSource, typeof navigator];`,
+    );
     expect(r.result).toEqual(["undefined", "undefined", "undefined", "undefined", "undefined"]);
   });
 
   it("R3.5-1 the required globals are provided", async () => {
-    const names = ["JSON", "Math", "Date", "URL", "URLSearchParams", "Promise", "Map", "Set", "WeakMap", "WeakSet", "Symbol", "Proxy", "Reflect", "RegExp", "Error", "Array", "Object", "String", "Number", "Boolean", "BigInt", "parseInt", "parseFloat", "isNaN", "isFinite", "Infinity", "NaN", "undefined", "TextEncoder", "TextDecoder", "ArrayBuffer", "DataView", "Uint8Array", "Int8Array", "Uint16Array", "Int16Array", "Uint32Array", "Int32Array", "Float32Array", "Float64Array", "setTimeout", "clearTimeout", "console"];
-    const r = await front.run(`globalThis.__codemode_result__ = ${JSON.stringify(names)}.filter((n) => !(n in globalThis)).concat(["log", "debug", "warn", "error"].filter((m) => typeof console[m] !== "function"));`);
+    const names = [
+      "JSON",
+      "Math",
+      "Date",
+      "URL",
+      "URLSearchParams",
+      "Promise",
+      "Map",
+      "Set",
+      "WeakMap",
+      "WeakSet",
+      "Symbol",
+      "Proxy",
+      "Reflect",
+      "RegExp",
+      "Error",
+      "Array",
+      "Object",
+      "String",
+      "Number",
+      "Boolean",
+      "BigInt",
+      "parseInt",
+      "parseFloat",
+      "isNaN",
+      "isFinite",
+      "Infinity",
+      "NaN",
+      "undefined",
+      "TextEncoder",
+      "TextDecoder",
+      "ArrayBuffer",
+      "DataView",
+      "Uint8Array",
+      "Int8Array",
+      "Uint16Array",
+      "Int16Array",
+      "Uint32Array",
+      "Int32Array",
+      "Float32Array",
+      "Float64Array",
+      "setTimeout",
+      "clearTimeout",
+      "console",
+    ];
+    const r = await front.run(
+      `globalThis.__codemode_result__ = ${JSON.stringify(names)}.filter((n) => !(n in globalThis)).concat(["log", "debug", "warn", "error"].filter((m) => typeof console[m] !== "function"));`,
+    );
     expect(r.result).toEqual([]);
   });
 
@@ -272,9 +330,13 @@ describe("spec 3.4 and 3.5: isolation and globals", () => {
 describe("spec 3 over streamable HTTP", () => {
   it("R3.3-2 codemode.run answers the same over streamable HTTP, with an HTTP upstream named by url and headers", async () => {
     const fixture = await startHttpFixture("t0ken");
-    const http = await startHttpFront({ ...standardServers(), remote: { url: fixture.url, headers: { Authorization: "Bearer ${FIXTURE_TOKEN}" } } }, [], { FIXTURE_TOKEN: "t0ken" });
+    const http = await startHttpFront({ ...standardServers(), remote: { url: fixture.url, headers: { Authorization: "Bearer ${FIXTURE_TOKEN}" } } }, [], {
+      FIXTURE_TOKEN: "t0ken",
+    });
     try {
-      const r = await http.run(`import * as remote from "@codemode/servers/remote"; globalThis.__codemode_result__ = await remote.echo_v2({ text: "over http" });`);
+      const r = await http.run(
+        `import * as remote from "@codemode/servers/remote"; globalThis.__codemode_result__ = await remote.echo_v2({ text: "over http" });`,
+      );
       expect(r).toMatchObject({ result: "over http", diagnostics: [] });
     } finally {
       await http.close();
@@ -294,7 +356,9 @@ describe("spec 3 over streamable HTTP", () => {
     const { FIXTURE } = await import("../helpers/mcp-front.js");
     const child = spawn(process.execPath, [FIXTURE, "--http", String(port)], { stdio: "ignore" });
     try {
-      const r = await http.run(`import { echo_v2 } from "@codemode/servers/late"; globalThis.__codemode_result__ = await echo_v2({ text: "up" });`, { requestedCapabilities: ["late"] });
+      const r = await http.run(`import { echo_v2 } from "@codemode/servers/late"; globalThis.__codemode_result__ = await echo_v2({ text: "up" });`, {
+        requestedCapabilities: ["late"],
+      });
       expect(r).toMatchObject({ result: "up", diagnostics: [] });
     } finally {
       child.kill("SIGTERM");

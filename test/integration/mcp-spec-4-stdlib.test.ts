@@ -46,13 +46,26 @@ describe("spec 4: @codemode/* modules", () => {
 
   it("R4.2.2-1 describeServer returns ServerDescription with description and version", async () => {
     const r = await front.run(`import { describeServer } from "@codemode/discovery"; globalThis.__codemode_result__ = await describeServer("fixture");`);
-    expect(r.result).toMatchObject({ serverId: "fixture", serverName: "Fixture fixture-server", capabilities: ["tools"], version: "3.1.4", description: expect.stringContaining("fixture server") });
+    expect(r.result).toMatchObject({
+      serverId: "fixture",
+      serverName: "Fixture fixture-server",
+      capabilities: ["tools"],
+      version: "3.1.4",
+      description: expect.stringContaining("fixture server"),
+    });
   });
 
-  it("R4.2.3-1 R4.2.6-1 listTools defaults to detail \"description\": ToolSummary fields (toolName, exportName, description, annotations)", async () => {
-    const r = await front.run(`import { listTools } from "@codemode/discovery"; globalThis.__codemode_result__ = (await listTools("fixture")).filter((t) => ["delete", "get_item"].includes(t.toolName));`);
+  it('R4.2.3-1 R4.2.6-1 listTools defaults to detail "description": ToolSummary fields (toolName, exportName, description, annotations)', async () => {
+    const r = await front.run(
+      `import { listTools } from "@codemode/discovery"; globalThis.__codemode_result__ = (await listTools("fixture")).filter((t) => ["delete", "get_item"].includes(t.toolName));`,
+    );
     expect(r.result).toEqual([
-      { toolName: "delete", exportName: "delete_", description: "Delete an item.", annotations: { destructiveHint: true, readOnlyHint: false, idempotentHint: true } },
+      {
+        toolName: "delete",
+        exportName: "delete_",
+        description: "Delete an item.",
+        annotations: { destructiveHint: true, readOnlyHint: false, idempotentHint: true },
+      },
       { toolName: "get_item", exportName: "get_item__2", description: "Get the default item (underscore)." },
     ]);
   });
@@ -69,7 +82,9 @@ describe("spec 4: @codemode/* modules", () => {
   });
 
   it("R4.2.5-1 searchTools returns {query, results} whose results carry serverId", async () => {
-    const r = await front.run(`import { searchTools } from "@codemode/discovery"; globalThis.__codemode_result__ = await searchTools("weather city temperature");`);
+    const r = await front.run(
+      `import { searchTools } from "@codemode/discovery"; globalThis.__codemode_result__ = await searchTools("weather city temperature");`,
+    );
     const s = r.result as { query: string; results: Array<{ serverId: string; toolName: string }> };
     expect(s.query).toBe("weather city temperature");
     expect(s.results[0]).toMatchObject({ serverId: "fixture", toolName: "weather" });
@@ -85,7 +100,7 @@ describe("spec 4: @codemode/* modules", () => {
     expect(r.result).toEqual([3, ["everything"], 20]);
   });
 
-  it("R4.3-1 detail \"name\" returns only toolName and exportName (listTools and searchTools)", async () => {
+  it('R4.3-1 detail "name" returns only toolName and exportName (listTools and searchTools)', async () => {
     const r = await front.run(`
       import { listTools, searchTools } from "@codemode/discovery";
       const l = await listTools("fixture", { detail: "name" });
@@ -94,7 +109,7 @@ describe("spec 4: @codemode/* modules", () => {
     expect(r.result).toEqual(["toolName,exportName", "exportName,serverId,toolName"]);
   });
 
-  it("R4.3-2 detail \"description\" adds description and annotations, \"full\" adds inputSchema and outputSchema", async () => {
+  it('R4.3-2 detail "description" adds description and annotations, "full" adds inputSchema and outputSchema', async () => {
     const r = await front.run(`
       import { listTools, searchTools } from "@codemode/discovery";
       const desc = (await searchTools("echo", { serverId: "everything", limit: 1 })).results[0];
@@ -137,7 +152,15 @@ export async function main(): Promise<number> {
     const r = await front.run(`
       import * as errors from "@codemode/errors";
       globalThis.__codemode_result__ = Object.entries(errors).map(([k, C]) => [k, typeof C, new C("m").name]);`);
-    expect((r.result as unknown[][]).map((x) => x[0])).toEqual(["AuthenticationError", "CodemodeError", "SandboxLimitError", "SchemaValidationError", "ServerNotFoundError", "ToolCallError", "ToolNotFoundError"]);
+    expect((r.result as unknown[][]).map((x) => x[0])).toEqual([
+      "AuthenticationError",
+      "CodemodeError",
+      "SandboxLimitError",
+      "SchemaValidationError",
+      "ServerNotFoundError",
+      "ToolCallError",
+      "ToolNotFoundError",
+    ]);
     for (const [k, t, n] of r.result as string[][]) expect([t, n]).toEqual(["function", k]);
   });
 });

@@ -52,7 +52,11 @@ describe("spec 5: generated per-server modules", () => {
       import { __meta__ } from "@codemode/servers/fixture-server--2";
       const found = await searchTools("weather", { limit: 5 });
       globalThis.__codemode_result__ = [__meta__.serverId, (await listServers()).map((s) => s.serverId), [...new Set(found.results.map((x) => x.serverId))].sort()];`);
-    expect(r.result).toEqual(["fixture-server--2", ["everything", "fixture-server", "fixture-server--2", "fixture-server--3"], ["fixture-server", "fixture-server--2", "fixture-server--3"]]);
+    expect(r.result).toEqual([
+      "fixture-server--2",
+      ["everything", "fixture-server", "fixture-server--2", "fixture-server--3"],
+      ["fixture-server", "fixture-server--2", "fixture-server--3"],
+    ]);
   });
 
   it("R5.1-1 a server module exports one async function per MCP tool and __meta__", async () => {
@@ -67,7 +71,11 @@ describe("spec 5: generated per-server modules", () => {
     const r = await front.run(`import { __meta__ } from "@codemode/servers/fixture-server"; globalThis.__codemode_result__ = __meta__;`);
     const meta = r.result as { serverId: string; serverName: string; serverVersion: string; tools: Array<Record<string, string>> };
     expect(meta).toMatchObject({ serverId: "fixture-server", serverName: "Fixture dotted", serverVersion: "3.1.4" });
-    expect(meta.tools.find((t) => t.toolName === "echo.v2")).toEqual({ toolName: "echo.v2", exportName: "echo_v2", description: "Echo with a dot in the name." });
+    expect(meta.tools.find((t) => t.toolName === "echo.v2")).toEqual({
+      toolName: "echo.v2",
+      exportName: "echo_v2",
+      description: "Echo with a dot in the name.",
+    });
     for (const t of meta.tools) expect(Object.keys(t).every((k) => ["toolName", "exportName", "description"].includes(k))).toBe(true);
   });
 
@@ -90,7 +98,9 @@ describe("spec 5: generated per-server modules", () => {
   });
 
   it("R5.3.2-2 rule 2: a single text block is returned as its string", async () => {
-    const r = await front.run(`import * as fx from "@codemode/servers/fixture-server"; const t = await fx.json_text(); globalThis.__codemode_result__ = [typeof t, t];`);
+    const r = await front.run(
+      `import * as fx from "@codemode/servers/fixture-server"; const t = await fx.json_text(); globalThis.__codemode_result__ = [typeof t, t];`,
+    );
     expect(r.result).toEqual(["string", '{"a":1}']);
   });
 
@@ -105,7 +115,12 @@ describe("spec 5: generated per-server modules", () => {
 
   it("R5.3.2-4 rule 4: anything else returns the whole MCP result", async () => {
     const r = await front.run(`import * as fx from "@codemode/servers/fixture-server"; globalThis.__codemode_result__ = await fx.multi();`);
-    expect(r.result).toEqual({ content: [{ type: "text", text: "one" }, { type: "text", text: "two" }] });
+    expect(r.result).toEqual({
+      content: [
+        { type: "text", text: "one" },
+        { type: "text", text: "two" },
+      ],
+    });
   });
 
   it("R5.3.2-5 the unwrapping rules and the non-object input edge case are documented in the description", async () => {

@@ -18,7 +18,9 @@ const NAMES_SERVER = fileURLToPath(new URL("../fixtures/mcp-names-server.mjs", i
 beforeAll(async () => {
   front = await startStdioFront({ ...standardServers(), names: { command: process.execPath, args: [NAMES_SERVER] } });
   decl = declarationsOf((await front.tool()).description ?? "");
-  const r = await front.run(`import { __meta__ } from "@codemode/servers/fixture"; globalThis.__codemode_result__ = Object.fromEntries(__meta__.tools.map((t) => [t.toolName, t.exportName]));`);
+  const r = await front.run(
+    `import { __meta__ } from "@codemode/servers/fixture"; globalThis.__codemode_result__ = Object.fromEntries(__meta__.tools.map((t) => [t.toolName, t.exportName]));`,
+  );
   exportsOf = r.result as Record<string, string>;
 });
 afterAll(async () => {
@@ -56,7 +58,9 @@ describe("spec 6.1: identifier mapping", () => {
   });
 
   it("R6.1-5 collision order is deterministic: tools in alphabetical order of their canonical names, the same on every run", async () => {
-    const again = await front.run(`import { listTools } from "@codemode/discovery"; globalThis.__codemode_result__ = (await listTools("fixture", { detail: "name" }));`);
+    const again = await front.run(
+      `import { listTools } from "@codemode/discovery"; globalThis.__codemode_result__ = (await listTools("fixture", { detail: "name" }));`,
+    );
     const list = again.result as Array<{ toolName: string; exportName: string }>;
     const names = list.map((t) => t.toolName);
     expect(names).toEqual([...names].sort());
@@ -83,7 +87,7 @@ describe("spec 6.1: identifier mapping", () => {
       "files/read": ["files_read", "called files/read"],
       files_read: ["files_read__2", "called files_read"],
       "get weather": ["get_weather", "called get weather for Lima"],
-      "météo": ["météo", "called météo"],
+      météo: ["météo", "called météo"],
       "new!": ["new_", "called new!"],
       "ns:lookup": ["ns_lookup", "called ns:lookup"],
       "🚀 launch": ["__launch", "called 🚀 launch"],

@@ -90,11 +90,14 @@ describe("spec 7.1: error classes", () => {
   });
 
   it("R7.1-7 SandboxLimitError: a configured limit was exceeded", async () => {
-    const r = await front.run(`
+    const r = await front.run(
+      `
       import { echo_v2 } from "@codemode/servers/fixture";
       import { SandboxLimitError } from "@codemode/errors";
       await echo_v2({ text: "1" });
-      try { await echo_v2({ text: "2" }); } catch (e) { globalThis.__codemode_result__ = [e instanceof SandboxLimitError, e.limit]; }`, { limits: { maxToolCalls: 1 } });
+      try { await echo_v2({ text: "2" }); } catch (e) { globalThis.__codemode_result__ = [e instanceof SandboxLimitError, e.limit]; }`,
+      { limits: { maxToolCalls: 1 } },
+    );
     expect(r.result).toEqual([true, "maxToolCalls"]);
     expect(r.diagnostics).toContainEqual(expect.objectContaining({ code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError" }));
   });
@@ -131,7 +134,8 @@ describe("spec 7.2 and 7.3: validation details and hints", () => {
   });
 
   it("R7.3-1 every error includes a hint recommending a single corrective action", async () => {
-    const r = await front.run(`
+    const r = await front.run(
+      `
       import * as fx from "@codemode/servers/fixture";
       import * as E from "@codemode/errors";
       import { getTool, describeServer } from "@codemode/discovery";
@@ -145,9 +149,19 @@ describe("spec 7.2 and 7.3: validation details and hints", () => {
       await grab(() => remote.secret());
       await grab(async () => { for (;;) await fx.class_(); });
       hints.Base = new E.CodemodeError("made here").hint;
-      globalThis.__codemode_result__ = hints;`, { limits: { maxToolCalls: 5 } });
+      globalThis.__codemode_result__ = hints;`,
+      { limits: { maxToolCalls: 5 } },
+    );
     const hints = r.result as Record<string, string>;
-    expect(Object.keys(hints).sort()).toEqual(["AuthenticationError", "Base", "SandboxLimitError", "SchemaValidationError", "ServerNotFoundError", "ToolCallError", "ToolNotFoundError"]);
+    expect(Object.keys(hints).sort()).toEqual([
+      "AuthenticationError",
+      "Base",
+      "SandboxLimitError",
+      "SchemaValidationError",
+      "ServerNotFoundError",
+      "ToolCallError",
+      "ToolNotFoundError",
+    ]);
     for (const h of Object.values(hints)) expect(typeof h === "string" && h.length > 10).toBe(true);
   });
 });
@@ -163,7 +177,8 @@ describe("spec 7.4: limits, partial results and cancellation", () => {
   it("R7.4-4 exceeding maxMemoryBytes is a SandboxLimitError naming the limit, even when the script catches the engine's out-of-memory error; the logs before it are kept", async () => {
     const limits = { limits: { maxMemoryBytes: 8_388_608 } };
     // Filling the heap, and one allocation larger than the limit; each caught, then "recovered".
-    const fill = await front.run(`
+    const fill = await front.run(
+      `
       import { echo_v2 } from "@codemode/servers/fixture";
       console.log("start");
       const big = [];
@@ -172,11 +187,16 @@ describe("spec 7.4: limits, partial results and cancellation", () => {
         console.log("caught", String(e));
         await echo_v2({ text: "after the limit" });
         globalThis.__codemode_result__ = "recovered";
-      }`, limits);
-    const single = await front.run(`console.log("one");
+      }`,
+      limits,
+    );
+    const single = await front.run(
+      `console.log("one");
 let s;
 try { s = "y".repeat(100_000_000); } catch { s = "small"; }
-globalThis.__codemode_result__ = s;`, limits);
+globalThis.__codemode_result__ = s;`,
+      limits,
+    );
     for (const r of [fill, single]) {
       expect(r.result).toBeNull();
       const d = r.diagnostics.at(-1)!;
@@ -193,13 +213,16 @@ globalThis.__codemode_result__ = s;`, limits);
   });
 
   it("R7.4-5 the memory limit also holds in async code and timer callbacks, and the host keeps serving", async () => {
-    const r = await front.run(`
+    const r = await front.run(
+      `
       console.log("before");
       async function grow() { await null; const a = []; for (;;) a.push({ n: a.length }); }
       setTimeout(() => { try { "z".repeat(100_000_000); } catch {} }, 50);
       try { await grow(); } catch { console.log("swallowed"); }
       await new Promise((r) => setTimeout(r, 200));
-      globalThis.__codemode_result__ = "finished";`, { limits: { maxMemoryBytes: 8_388_608 } });
+      globalThis.__codemode_result__ = "finished";`,
+      { limits: { maxMemoryBytes: 8_388_608 } },
+    );
     expect(r.result).toBeNull();
     expect(r.logs.map((l) => l.message)).toEqual(["before"]);
     expect(r.diagnostics.at(-1)).toMatchObject({ code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError" });
@@ -209,7 +232,9 @@ globalThis.__codemode_result__ = s;`, limits);
 
   it("R7.4-2 a script that times out during a tool call is stopped and the in-flight MCP call is cancelled upstream", async () => {
     const before = (await stats()).cancelled;
-    const r = await front.run(`import { slow } from "@codemode/servers/fixture"; console.log("calling"); await slow({ ms: 5000 });`, { limits: { timeoutMs: 500 } });
+    const r = await front.run(`import { slow } from "@codemode/servers/fixture"; console.log("calling"); await slow({ ms: 5000 });`, {
+      limits: { timeoutMs: 500 },
+    });
     expect(r.diagnostics.at(-1)).toMatchObject({ code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError" });
     expect(r.logs.map((l) => l.message)).toEqual(["calling"]);
     await expect.poll(async () => (await stats()).cancelled, { timeout: 5_000 }).toBeGreaterThan(before);
@@ -218,7 +243,10 @@ globalThis.__codemode_result__ = s;`, limits);
   it("R7.4-3 cancelling codemode.run terminates the sandbox and cancels its in-flight MCP calls (notifications/cancelled)", async () => {
     const before = (await stats()).cancelled;
     const ctl = new AbortController();
-    const pending = front.call({ code: `import { slow } from "@codemode/servers/fixture"; await Promise.all([slow({ ms: 8000, tag: "a" }), slow({ ms: 8000, tag: "b" })]);` }, { signal: ctl.signal });
+    const pending = front.call(
+      { code: `import { slow } from "@codemode/servers/fixture"; await Promise.all([slow({ ms: 8000, tag: "a" }), slow({ ms: 8000, tag: "b" })]);` },
+      { signal: ctl.signal },
+    );
     await new Promise((r) => setTimeout(r, 600));
     ctl.abort();
     await expect(pending).rejects.toThrow();

@@ -26,7 +26,9 @@ describe("spec 8: tool list changes", () => {
     const caps = await front.run(`globalThis.__codemode_result__ = "ok";`);
     expect(caps.result).toBe("ok");
     await front.run(`import { add_tool } from "@codemode/servers/fixture"; await add_tool({ name: "fresh_tool" });`);
-    const r = await front.run(`import { listTools } from "@codemode/discovery"; globalThis.__codemode_result__ = (await listTools("fixture", { detail: "name" })).some((t) => t.toolName === "fresh_tool");`);
+    const r = await front.run(
+      `import { listTools } from "@codemode/discovery"; globalThis.__codemode_result__ = (await listTools("fixture", { detail: "name" })).some((t) => t.toolName === "fresh_tool");`,
+    );
     expect(r.result).toBe(true);
   });
 

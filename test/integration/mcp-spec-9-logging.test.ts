@@ -18,7 +18,13 @@ afterAll(async () => {
 describe("spec 9: logging conventions", () => {
   it("R9-1 console.log, console.debug, console.warn and console.error are supported, each with its level", async () => {
     const r = await front.run(`console.log("l"); console.debug("d"); console.warn("w"); console.error("e"); console.info("i");`);
-    expect(r.logs.map((l) => [l.level, l.message])).toEqual([["log", "l"], ["debug", "d"], ["warn", "w"], ["error", "e"], ["log", "i"]]);
+    expect(r.logs.map((l) => [l.level, l.message])).toEqual([
+      ["log", "l"],
+      ["debug", "d"],
+      ["warn", "w"],
+      ["error", "e"],
+      ["log", "i"],
+    ]);
   });
 
   it("R9-2 log times are integer milliseconds since the sandbox started, in order", async () => {
@@ -36,7 +42,9 @@ describe("spec 9: logging conventions", () => {
   });
 
   it("R9-4 truncation is signalled by a final warn entry that names the applied limit", async () => {
-    const r = await front.run(`for (let i = 0; i < 200; i++) console.log("entry " + i + " " + "x".repeat(20)); globalThis.__codemode_result__ = "done";`, { limits: { maxLogBytes: 2048 } });
+    const r = await front.run(`for (let i = 0; i < 200; i++) console.log("entry " + i + " " + "x".repeat(20)); globalThis.__codemode_result__ = "done";`, {
+      limits: { maxLogBytes: 2048 },
+    });
     const last = r.logs.at(-1)!;
     expect(last.level).toBe("warn");
     expect(last.message).toMatch(/truncated/);

@@ -32,9 +32,26 @@ describe("codemode start --metrics-address", () => {
 
   it("serves only /metrics, every product metric prefixed codemode_", async () => {
     const text = await scrape(metricsAt);
-    const names = new Set(text.split("\n").filter((l) => l.startsWith("# TYPE ")).map((l) => l.split(" ")[2]!));
+    const names = new Set(
+      text
+        .split("\n")
+        .filter((l) => l.startsWith("# TYPE "))
+        .map((l) => l.split(" ")[2]!),
+    );
     expect([...names].filter((n) => !n.startsWith("codemode_"))).toEqual([]);
-    for (const n of ["codemode_execs_total", "codemode_waits_total", "codemode_exec_duration_seconds", "codemode_wait_duration_seconds", "codemode_nested_calls_total", "codemode_pool_utilization", "codemode_pool_queue_size", "codemode_suspended_runs", "codemode_snapshot_bytes", "codemode_orchestrator_link_up", "codemode_process_cpu_seconds_total"]) {
+    for (const n of [
+      "codemode_execs_total",
+      "codemode_waits_total",
+      "codemode_exec_duration_seconds",
+      "codemode_wait_duration_seconds",
+      "codemode_nested_calls_total",
+      "codemode_pool_utilization",
+      "codemode_pool_queue_size",
+      "codemode_suspended_runs",
+      "codemode_snapshot_bytes",
+      "codemode_orchestrator_link_up",
+      "codemode_process_cpu_seconds_total",
+    ]) {
       expect(names.has(n), n).toBe(true);
     }
     expect(sample(text, "codemode_orchestrator_link_up")).toBe(1);
@@ -98,7 +115,10 @@ describe("codemode start --metrics-address", () => {
     const again = await waitFor(stack.sandbox, { scope, runId: yielded.model.runId! });
     expect(again.model).toMatchObject({ status: "failed", code: "invalid_input" });
     const last = await scrape(metricsAt);
-    expect(sample(last, "codemode_waits_total", { status: "failed", code: "invalid_input" }) - sample(after, "codemode_waits_total", { status: "failed", code: "invalid_input" })).toBe(1);
+    expect(
+      sample(last, "codemode_waits_total", { status: "failed", code: "invalid_input" }) -
+        sample(after, "codemode_waits_total", { status: "failed", code: "invalid_input" }),
+    ).toBe(1);
     expect(sample(last, "codemode_suspended_run_operations_total", { op: "claim", outcome: "unavailable" })).toBeGreaterThanOrEqual(1);
   });
 
@@ -120,10 +140,21 @@ describe("codemode start --metrics-address", () => {
 
   it("counts gRPC refusals apart from results", async () => {
     const before = await scrape(metricsAt);
-    await expect(stack.sandbox.bridgeCallback({ scope: { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "r" }, callId: "nope", outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({ code: "not_found" });
+    await expect(
+      stack.sandbox.bridgeCallback({
+        scope: { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "r" },
+        callId: "nope",
+        outcome: { case: "resultJson", value: "1" },
+      }),
+    ).rejects.toMatchObject({ code: "not_found" });
     const after = await scrape(metricsAt);
-    expect(sample(after, "codemode_sandbox_rpc_errors_total", { method: "BridgeCallback", code: "not_found" }) - sample(before, "codemode_sandbox_rpc_errors_total", { method: "BridgeCallback", code: "not_found" })).toBe(1);
-    expect(sample(after, "codemode_tool_answers_total", { delivery: "refused" }) - sample(before, "codemode_tool_answers_total", { delivery: "refused" })).toBe(1);
+    expect(
+      sample(after, "codemode_sandbox_rpc_errors_total", { method: "BridgeCallback", code: "not_found" }) -
+        sample(before, "codemode_sandbox_rpc_errors_total", { method: "BridgeCallback", code: "not_found" }),
+    ).toBe(1);
+    expect(sample(after, "codemode_tool_answers_total", { delivery: "refused" }) - sample(before, "codemode_tool_answers_total", { delivery: "refused" })).toBe(
+      1,
+    );
   });
 });
 
@@ -136,11 +167,29 @@ describe("codemode sandbox and orchestrator, each with --metrics-address", () =>
   });
 
   it("each process opens its own metrics port; the link gauge follows the orchestrator going away and coming back", async () => {
-    orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"]);
+    orchestrator = await spawnCodemode([
+      "orchestrator",
+      "--orchestrator-address",
+      "127.0.0.1:0",
+      "--link-address",
+      "127.0.0.1:0",
+      "--metrics-address",
+      "127.0.0.1:0",
+    ]);
     const orchestratorAt = orchestrator.ready.orchestrator!;
     const linkAt = orchestrator.ready.link!;
     expect(Object.keys(orchestrator.ready).sort()).toEqual(["link", "metrics", "orchestrator"]);
-    sidecar = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", linkAt, "--threads", "1", "--metrics-address", "127.0.0.1:0"]);
+    sidecar = await spawnCodemode([
+      "sandbox",
+      "--sandbox-address",
+      "127.0.0.1:0",
+      "--orchestrator-address",
+      linkAt,
+      "--threads",
+      "1",
+      "--metrics-address",
+      "127.0.0.1:0",
+    ]);
     expect(Object.keys(sidecar.ready).sort()).toEqual(["metrics", "sandbox"]);
     const sidecarMetrics = sidecar.ready.metrics!;
     const orchestratorMetrics = orchestrator.ready.metrics!;
@@ -178,7 +227,8 @@ describe("codemode sandbox and orchestrator, each with --metrics-address", () =>
     const down = await until((t) => sample(t, "codemode_orchestrator_link_up") === 0, sidecarMetrics);
     expect(sample(down, "codemode_orchestrator_link_changes_total", { state: "down" })).toBeGreaterThanOrEqual(1);
     // Readiness follows the link; liveness (what a kubelet restarts on) does not.
-    const health = (service: string) => spawnSync(process.execPath, [BIN, "health", "--address", sidecar.ready.sandbox!, "--service", service], { encoding: "utf8" }).status;
+    const health = (service: string) =>
+      spawnSync(process.execPath, [BIN, "health", "--address", sidecar.ready.sandbox!, "--service", service], { encoding: "utf8" }).status;
     expect(health("")).toBe(1);
     expect(health("liveness")).toBe(0);
 

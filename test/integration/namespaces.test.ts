@@ -34,7 +34,9 @@ const GITHUB: TestTool[] = [
   },
 ];
 
-function registration(extra: Partial<{ pluginId: string; id: string; globalName: string; description: string; prompt: string; requiredToolNames: string[]; scope: unknown }> = {}) {
+function registration(
+  extra: Partial<{ pluginId: string; id: string; globalName: string; description: string; prompt: string; requiredToolNames: string[]; scope: unknown }> = {},
+) {
   const scope = extra.scope ?? {
     repository: { owner: "openclaw", name: "openclaw" },
     list: namespaceTool("github_list_issues"),
@@ -75,7 +77,9 @@ describe("internal namespaces", () => {
   it("namespace prompt text appears only when backing tools are visible", async () => {
     await register();
     const visible = await openRun(stack, GITHUB);
-    expect(execDescription(visible)).toContain("`Issues`: GitHub issue helpers for the current repository. Use Issues.list(params) and Issues.update(number, patch).");
+    expect(execDescription(visible)).toContain(
+      "`Issues`: GitHub issue helpers for the current repository. Use Issues.list(params) and Issues.update(number, patch).",
+    );
     expect(visible.response.surface?.namespaces).toEqual(["Issues"]);
     const hidden = await openRun(stack, GITHUB, { deny: ["github_update_issue"] });
     expect(execDescription(hidden)).not.toContain("Issues");
@@ -89,7 +93,10 @@ describe("internal namespaces", () => {
     const impostors: TestTool[] = GITHUB.map((t) => ({ ...t, owner: "evil" }));
     const asPlugin = await openRun(stack, impostors);
     expect(asPlugin.response.surface?.namespaces).toEqual([]);
-    const asMcp = await openRun(stack, GITHUB.map((t) => ({ ...t, source: "mcp", owner: "github" })));
+    const asMcp = await openRun(
+      stack,
+      GITHUB.map((t) => ({ ...t, source: "mcp", owner: "github" })),
+    );
     expect(asMcp.response.surface?.namespaces).toEqual([]);
     const out = await gatewayExec(stack, asPlugin.scope, impostors, `return typeof Issues`);
     expect(out.model.value).toBe("undefined");
@@ -111,7 +118,11 @@ describe("internal namespaces", () => {
       `export default [{ name: "github_list_issues", owner: "github", handler: () => [] }];
        export const namespaces = [{ pluginId: "github", id: "gh", globalName: "Issues", requiredToolNames: ["github_list_issues"], scope: { list: async () => [] } }];`,
     );
-    const child = spawn(process.execPath, [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, "--tools", file, "--code", "return 1"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(
+      process.execPath,
+      [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, "--tools", file, "--code", "return 1"],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
@@ -126,7 +137,7 @@ describe("internal namespaces", () => {
     expect(() => serializeNamespaceScope({ repo })).toThrow(NamespaceScopeError);
     expect(() => serializeNamespaceScope({ repo })).toThrow(/^scope\.repo\.self is circular \(it contains itself\)$/);
     const root: Record<string, unknown> = { nested: { items: [1] } };
-    ((root.nested as { items: unknown[] }).items).push({ back: root });
+    (root.nested as { items: unknown[] }).items.push({ back: root });
     expect(() => serializeNamespaceScope(root)).toThrow(/^scope\.nested\.items\.1\.back is circular/);
     // A shared (non-circular) reference is not a cycle.
     const shared = { a: 1 };
@@ -143,7 +154,11 @@ describe("internal namespaces", () => {
        repository.links = { parent: repository };
        export const namespaces = [{ pluginId: "github", id: "gh-cycle", globalName: "Issues", requiredToolNames: ["github_list_issues"], scope: { repository } }];`,
     );
-    const child = spawn(process.execPath, [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, "--tools", file, "--code", "return typeof Issues"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(
+      process.execPath,
+      [BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, "--tools", file, "--code", "return typeof Issues"],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -169,13 +184,27 @@ describe("internal namespaces", () => {
       ['{"list": {"$tool": "github_list_issues", "run": "rm -rf"}}', /scope\.list is a tool marker with an unknown field "run"/],
       ['{"who": {"$context": "env"}}', /scope\.who is a context marker/],
     ] as const) {
-      await expect(stack.control.registerNamespace({ namespace: { ...registration(), id: "forged", globalName: "Forged", scopeJson } })).rejects.toThrow(message);
+      await expect(stack.control.registerNamespace({ namespace: { ...registration(), id: "forged", globalName: "Forged", scopeJson } })).rejects.toThrow(
+        message,
+      );
     }
     for (const globalName of ["tools", "MCP", "JSON", "__openclawSecret", "__cm_run", "1abc", "a-b", "eval"]) {
       await expect(register({ id: "g", globalName })).rejects.toSatisfy((e) => errorCode(e) === "invalid_argument");
     }
     // On the host: a call names its namespace by id and its member by path, both looked up in the host's copy.
-    const entries = GITHUB.map((t) => ({ id: `openclaw:github:${t.name}`, name: t.name, label: "", description: "", source: "openclaw" as const, sourceName: "github", parametersJson: "{}", outputSchemaJson: "", annotations: {}, examplesJson: [], keywords: [] }));
+    const entries = GITHUB.map((t) => ({
+      id: `openclaw:github:${t.name}`,
+      name: t.name,
+      label: "",
+      description: "",
+      source: "openclaw" as const,
+      sourceName: "github",
+      parametersJson: "{}",
+      outputSchemaJson: "",
+      annotations: {},
+      examplesJson: [],
+      keywords: [],
+    }));
     const reg = registration();
     const catalog = new NamespaceCatalog([{ id: reg.id, pluginId: "github", globalName: "Issues", scopeJson: reg.scopeJson }], entries);
     expect(catalog.resolveCall("github-issues", "list", "[]")).toMatchObject({ ok: true, inputJson: "{}" });
@@ -186,13 +215,18 @@ describe("internal namespaces", () => {
     expect(catalog.resolveCall("github-issues", "update", '[7, {"title": "x"}]')).toMatchObject({ ok: true, inputJson: '{"number":7,"patch":{"title":"x"}}' });
     // From the guest: the members are plain frozen functions; nothing reaches another tool.
     const run = await openRun(stack, [...GITHUB, { name: "admin_delete_all", owner: "github", handler: () => "deleted" }]);
-    const out = await gatewayExec(stack, run.scope, GITHUB, `
+    const out = await gatewayExec(
+      stack,
+      run.scope,
+      GITHUB,
+      `
       const original = Issues.list;
       try { Issues.list = () => tools.call("openclaw:github:admin_delete_all"); } catch (e) {}
       try { Issues.extra = 1; } catch (e) {}
       try { globalThis.Issues = { list: () => tools.call("openclaw:github:admin_delete_all") }; } catch (e) {}
       return { kept: Issues.list === original, frozen: Object.isFrozen(Issues), extra: typeof Issues.extra, listed: await Issues.list() };
-    `);
+    `,
+    );
     expect(out.model.value).toMatchObject({ kept: true, frozen: true, extra: "undefined", listed: [{ number: 1 }] });
     expect(out.answered.map((a) => a.call.toolId)).toEqual(["openclaw:github:github_list_issues"]);
   });
@@ -218,7 +252,11 @@ describe("internal namespaces", () => {
       },
     });
     const run = await openRun(stack, GITHUB);
-    const out = await gatewayExec(stack, run.scope, GITHUB, `
+    const out = await gatewayExec(
+      stack,
+      run.scope,
+      GITHUB,
+      `
       const listed = await Issues.nested.deeper.list({ state: "open" });
       const updated = await namespaces.Issues.nested.actions[0](5, { title: "t" });
       return {
@@ -227,7 +265,8 @@ describe("internal namespaces", () => {
         who: Issues.who, session: Issues.session, timeoutMs: Issues.limits.timeoutMs,
         listed, updated,
       };
-    `);
+    `,
+    );
     expect(out.model.status).toBe("completed");
     expect(out.model.value).toEqual({
       same: true,
@@ -245,12 +284,17 @@ describe("internal namespaces", () => {
   it("namespace calls execute through catalog tools and return JSON-safe details", async () => {
     await register();
     const run = await openRun(stack, GITHUB);
-    const out = await gatewayExec(stack, run.scope, GITHUB, `
+    const out = await gatewayExec(
+      stack,
+      run.scope,
+      GITHUB,
+      `
       const open = await Issues.list({ state: "open" });
       const none = await Issues.list();
       const updated = await Issues.update(12, { labels: ["bug"], when: new Date(0), big: 10n, fn() {} });
       return { open, none, updated };
-    `);
+    `,
+    );
     expect(out.model.status).toBe("completed");
     expect(out.answered.map((a) => [a.call.toolId, a.input])).toEqual([
       ["openclaw:github:github_list_issues", { state: "open" }],
@@ -269,9 +313,14 @@ describe("internal namespaces", () => {
   it("failures can be caught by guest code", async () => {
     await register();
     const run = await openRun(stack, GITHUB);
-    const out = await gatewayExec(stack, run.scope, GITHUB, `
+    const out = await gatewayExec(
+      stack,
+      run.scope,
+      GITHUB,
+      `
       try { await Issues.update(404, {}); return "no error"; } catch (e) { return { name: e.name, message: e.message, isError: e instanceof Error }; }
-    `);
+    `,
+    );
     expect(out.model.value).toEqual({ name: "NotFound", message: "issue 404 does not exist", isError: true });
   });
 
@@ -293,7 +342,15 @@ describe("internal namespaces", () => {
   it("plugin rollback clears the owning namespace registrations", async () => {
     await register();
     await stack.control.registerNamespace({
-      namespace: { ...registration({ pluginId: "calendar", id: "calendar", globalName: "Calendar", requiredToolNames: ["calendar_list"], scope: { list: namespaceTool("calendar_list") } }) },
+      namespace: {
+        ...registration({
+          pluginId: "calendar",
+          id: "calendar",
+          globalName: "Calendar",
+          requiredToolNames: ["calendar_list"],
+          scope: { list: namespaceTool("calendar_list") },
+        }),
+      },
     });
     const tools = [...GITHUB, { name: "calendar_list", owner: "calendar", handler: () => [] }];
     const before = await openRun(stack, tools);

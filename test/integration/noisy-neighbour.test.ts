@@ -16,7 +16,17 @@ let proc: Proc;
 let sandbox: ServiceClient<typeof Sandbox.method>;
 let control: ServiceClient<typeof Control.method>;
 beforeAll(async () => {
-  proc = await spawnCodemode(["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--threads", "1", "--execs-per-worker", "4"]);
+  proc = await spawnCodemode([
+    "start",
+    "--sandbox-address",
+    "127.0.0.1:0",
+    "--orchestrator-address",
+    "127.0.0.1:0",
+    "--threads",
+    "1",
+    "--execs-per-worker",
+    "4",
+  ]);
   sandbox = createClient(Sandbox, proc.ready.sandbox!);
   control = createClient(Control, proc.ready.orchestrator!);
 });
@@ -30,7 +40,11 @@ it("a run co-hosted with a native runaway loop survives the kill of their thread
   const { scope } = await openRun({ control }, [{ name: "slow", description: "Answers late." }]);
   const calls: string[] = [];
   const victim = collectStream(
-    sandbox.exec({ scope, code: `text("before"); const r = await tools.slow({}); text("after " + r); return { r, n: [1, 2, 3].map((x) => x * 2) };`, config: { timeoutMs: 15_000 } }),
+    sandbox.exec({
+      scope,
+      code: `text("before"); const r = await tools.slow({}); text("after " + r); return { r, n: [1, 2, 3].map((x) => x * 2) };`,
+      config: { timeoutMs: 15_000 },
+    }),
     (call) => {
       calls.push(call.callId);
       // Answer well after the neighbour's loop got the thread killed (about 1.75 s from its start).
@@ -50,5 +64,9 @@ it("a run co-hosted with a native runaway loop survives the kill of their thread
   expect(calls).toHaveLength(1);
   // Either the pool moved the idle run to a surge thread while the loop held theirs, or it
   // continued it there after the kill: from its parked image both ways.
-  expect(proc.stderr.some((l) => l.includes("continuing a run whose worker was killed for another run") || l.includes("moving an idle run off a lane another guest holds"))).toBe(true);
+  expect(
+    proc.stderr.some(
+      (l) => l.includes("continuing a run whose worker was killed for another run") || l.includes("moving an idle run off a lane another guest holds"),
+    ),
+  ).toBe(true);
 });

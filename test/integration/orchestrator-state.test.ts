@@ -68,7 +68,16 @@ function step(n: number) {
     startedAtMs: BigInt(1_700_000_000_000 + n),
     durationMs: 12.5,
     nestedCalls: [
-      { callId: `nested-${n}`, toolId: "openclaw:core:message", toolName: "message", outcome: "ok", errorMessage: "", startedAtMs: BigInt(1_700_000_000_001 + n), durationMs: 3.25, parentCallId: `call-${n}` },
+      {
+        callId: `nested-${n}`,
+        toolId: "openclaw:core:message",
+        toolName: "message",
+        outcome: "ok",
+        errorMessage: "",
+        startedAtMs: BigInt(1_700_000_000_001 + n),
+        durationMs: 3.25,
+        parentCallId: `call-${n}`,
+      },
     ],
   };
 }
@@ -88,7 +97,12 @@ it("a restarted orchestrator on the same Redis serves the runs and catalogs open
   const resolved = await first.link.resolveRun({ scope });
   const trajectory = await first.control.getTrajectory({ scope });
   expect(resolved).toMatchObject({ found: true, entriesIncluded: true, searchCount: 5, describeCount: 2, callCount: 4, codeModeActive: true });
-  expect(resolved.entries.map((e) => e.id)).toEqual(["openclaw:core:message", "openclaw:core:web_search", "openclaw:calendar:calendar_create", "mcp:github:create_issue"]);
+  expect(resolved.entries.map((e) => e.id)).toEqual([
+    "openclaw:core:message",
+    "openclaw:core:web_search",
+    "openclaw:calendar:calendar_create",
+    "mcp:github:create_issue",
+  ]);
   expect(resolved.config).toMatchObject(CONFIG);
   expect(trajectory.steps.map((s) => s.callId)).toEqual(["call-1", "call-2"]);
   expect(await first.stop()).toBe(0);
@@ -97,7 +111,12 @@ it("a restarted orchestrator on the same Redis serves the runs and catalogs open
   try {
     expect(second.address).toBe(first.address);
     expect(await second.link.resolveRun({ scope })).toEqual(resolved);
-    expect(await second.link.resolveRun({ scope, knownCatalogVersion: resolved.catalogVersion })).toMatchObject({ found: true, entriesIncluded: false, entries: [], searchCount: 5 });
+    expect(await second.link.resolveRun({ scope, knownCatalogVersion: resolved.catalogVersion })).toMatchObject({
+      found: true,
+      entriesIncluded: false,
+      entries: [],
+      searchCount: 5,
+    });
     expect(await second.control.getTrajectory({ scope })).toEqual(trajectory);
     expect((await second.control.describeSurface({ scope })).surface).toEqual(opened.surface);
 
@@ -106,7 +125,11 @@ it("a restarted orchestrator on the same Redis serves the runs and catalogs open
     expect(reopened.surface?.catalogSize).toBe(2);
 
     await record(second, scope, 3);
-    expect(await second.link.resolveRun({ scope, knownCatalogVersion: resolved.catalogVersion })).toMatchObject({ searchCount: 6, describeCount: 4, callCount: 7 });
+    expect(await second.link.resolveRun({ scope, knownCatalogVersion: resolved.catalogVersion })).toMatchObject({
+      searchCount: 6,
+      describeCount: 4,
+      callCount: 7,
+    });
     expect((await second.control.getTrajectory({ scope })).steps.map((s) => s.callId)).toEqual(["call-1", "call-2", "call-3"]);
 
     await second.control.closeRun({ scope });
@@ -127,7 +150,9 @@ it("two orchestrators on one Redis share runs, and concurrent segments from both
     expect(await b.link.resolveRun({ scope })).toEqual(onA);
 
     const stored = await b.control.putCatalog({ tools: TOOLS.map(toWireTool) });
-    expect((await a.control.openRun({ scope: newScope("byid"), catalog: { case: "catalogId", value: stored.catalogId }, config: {} })).catalogId).toBe(stored.catalogId);
+    expect((await a.control.openRun({ scope: newScope("byid"), catalog: { case: "catalogId", value: stored.catalogId }, config: {} })).catalogId).toBe(
+      stored.catalogId,
+    );
 
     const segments = 1010;
     await Promise.all(Array.from({ length: segments }, (_, i) => record(i % 2 === 0 ? a : b, scope, i)));
@@ -168,10 +193,14 @@ it("when Redis goes away, gateway and sidecar calls fail UNAVAILABLE and each fa
   try {
     const { scope } = await openRun(orch, TOOLS, POLICY);
     await own.stop();
-    await expect(orch.control.describeSurface({ scope })).rejects.toMatchObject({ code: "unavailable", message: expect.stringContaining("store is unavailable") });
+    await expect(orch.control.describeSurface({ scope })).rejects.toMatchObject({
+      code: "unavailable",
+      message: expect.stringContaining("store is unavailable"),
+    });
     await expect(orch.link.resolveRun({ scope })).rejects.toMatchObject({ code: "unavailable" });
     await expect(orch.control.closeRun({ scope })).rejects.toMatchObject({ code: "unavailable" });
-    const failures = () => orch.proc.stderr.map((l) => JSON.parse(l) as { msg: string; err?: unknown; op?: string }).filter((l) => l.msg === "store call failed");
+    const failures = () =>
+      orch.proc.stderr.map((l) => JSON.parse(l) as { msg: string; err?: unknown; op?: string }).filter((l) => l.msg === "store call failed");
     for (let tries = 0; failures().length < 3 && tries < 200; tries++) await new Promise((r) => setTimeout(r, 25));
     expect(failures().map((l) => l.op)).toEqual(["read the run", "read the run", "close the run"]);
     expect(failures().every((l) => l.err !== undefined)).toBe(true);
@@ -187,14 +216,36 @@ it("namespaces and MCP server metadata live in Redis: every replica installs the
   const b = await startOrchestrator(redis.url);
   try {
     const plugin: TestTool[] = [{ name: "calendar_list", owner: "calendar", origin: "external_plugin", description: "List events" }, ...TOOLS];
-    const ns = { pluginId: "calendar", id: "calendar-ns", globalName: "Calendar", description: "Events.", prompt: "", requiredToolNames: ["calendar_list"], scopeJson: '{"list":{"$tool":"calendar_list"}}' };
+    const ns = {
+      pluginId: "calendar",
+      id: "calendar-ns",
+      globalName: "Calendar",
+      description: "Events.",
+      prompt: "",
+      requiredToolNames: ["calendar_list"],
+      scopeJson: '{"list":{"$tool":"calendar_list"}}',
+    };
     expect(await a.control.registerNamespace({ namespace: ns })).toMatchObject({ callableCount: 1, replaced: false });
     await expect(b.control.registerNamespace({ namespace: { ...ns, id: "other", pluginId: "other" } })).rejects.toMatchObject({ code: "already_exists" });
     expect(await b.control.registerNamespace({ namespace: { ...ns, description: "Calendar events." } })).toMatchObject({ replaced: true });
-    const servers = [{ name: "github", serverId: "github-mcp", title: "GitHub", version: "2.0", description: "Issues", instructions: "Be brief.", resources: true, prompts: false, aliases: ["gh"] }];
+    const servers = [
+      {
+        name: "github",
+        serverId: "github-mcp",
+        title: "GitHub",
+        version: "2.0",
+        description: "Issues",
+        instructions: "Be brief.",
+        resources: true,
+        prompts: false,
+        aliases: ["gh"],
+      },
+    ];
     const { scope } = await openRun(a, plugin, POLICY, { mcpServers: servers });
     const onB = await b.link.resolveRun({ scope });
-    expect(onB.namespaces).toMatchObject([{ id: "calendar-ns", pluginId: "calendar", globalName: "Calendar", scopeJson: '{"list":{"$tool":"calendar_list"}}' }]);
+    expect(onB.namespaces).toMatchObject([
+      { id: "calendar-ns", pluginId: "calendar", globalName: "Calendar", scopeJson: '{"list":{"$tool":"calendar_list"}}' },
+    ]);
     expect(onB.mcpServers).toEqual([expect.objectContaining({ ...servers[0] })]);
     expect((await b.control.describeSurface({ scope })).surface?.tools[0]?.description).toContain("`Calendar`: Calendar events.");
 

@@ -27,7 +27,6 @@ const TOOLS = { case: "tools" as const, value: { tools: [toWireTool({ name: "mes
 /** A native loop: QuickJS's interrupt handler is never polled, so only the host's kill stops it. */
 const NATIVE_LOOP = 'new Array(2 ** 32 - 1).join("")';
 
-
 /** `codemode <args>` from the copy at `dir` (debug logs, to see the retries). */
 function spawnFrom(dir: string, args: string[]): Promise<Proc> {
   return spawnCodemode(args, { CODEMODE_LOG_LEVEL: "debug" }, join(dir, "bin", "codemode.js"));
@@ -79,7 +78,17 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
     workerFile = join(dir, "dist", "sandbox", "worker", "worker.js");
     orch = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"]);
     control = createClient(Control, orch.ready.orchestrator!);
-    sidecar = await spawnFrom(dir, ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orch.ready.link!, "--threads", "1", "--metrics-address", "127.0.0.1:0"]);
+    sidecar = await spawnFrom(dir, [
+      "sandbox",
+      "--sandbox-address",
+      "127.0.0.1:0",
+      "--orchestrator-address",
+      orch.ready.link!,
+      "--threads",
+      "1",
+      "--metrics-address",
+      "127.0.0.1:0",
+    ]);
     sandbox = createClient(Sandbox, sidecar.ready.sandbox!);
     sidecarId = (JSON.parse(await logged(sidecar, /"sandbox listening"/)) as { sidecarId: string }).sidecarId;
     await logged(orch, canRunCode("can"), 30_000);
@@ -95,7 +104,10 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
   });
 
   it("runs code from the copy, offers mode code, and its gauge says it can run code", async () => {
-    expect((await control.openRun({ scope: toolSearchRun, catalog: TOOLS, toolSearch: { enabled: true } })).surface).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_CODE, fallback: false });
+    expect((await control.openRun({ scope: toolSearchRun, catalog: TOOLS, toolSearch: { enabled: true } })).surface).toMatchObject({
+      kind: SurfaceKind.TOOL_SEARCH_CODE,
+      fallback: false,
+    });
     const ran = await collectStream(sandbox.exec({ scope: await openEmptyRun(control, "runtime-health-ok"), code: "return 1" }));
     expect(ran.model).toMatchObject({ status: "completed", value: 1 });
     expect(await gauge(sidecar.ready.metrics!, "codemode_pool_can_run_code")).toBe(1);
@@ -106,7 +118,9 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
     renameSync(workerFile, `${workerFile}.moved`);
     broken = true;
     // The running thread loaded the module before; the loop gets it killed at its deadline.
-    const looped = await collectStream(sandbox.exec({ scope: await openEmptyRun(control, "runtime-health-loop"), code: NATIVE_LOOP, config: { timeoutMs: 300 } }));
+    const looped = await collectStream(
+      sandbox.exec({ scope: await openEmptyRun(control, "runtime-health-loop"), code: NATIVE_LOOP, config: { timeoutMs: 300 } }),
+    );
     expect(looped.model).toMatchObject({ status: "failed", code: "timeout" });
 
     const down = JSON.parse(await loggedSince(sidecar, 0, /"sandbox pool cannot run code/)) as { reason: string };
@@ -128,13 +142,22 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
       expect(failed.model.error).toContain(down.reason);
     }
     const waited = await collectStream(sandbox.wait({ scope: code, codeModeRunId: "cm_unknown", waitCallId: "w1" }));
-    expect(waited.model).toMatchObject({ status: "failed", code: "runtime_unavailable", error: expect.stringContaining("this sidecar cannot resume code mode runs") });
+    expect(waited.model).toMatchObject({
+      status: "failed",
+      code: "runtime_unavailable",
+      error: expect.stringContaining("this sidecar cannot resume code mode runs"),
+    });
     expect(await gauge(sidecar.ready.metrics!, "codemode_pool_can_run_code")).toBe(0);
     // The sidecar retries its thread with a growing backoff, one thread start per retry
     // (no respawn loop), and reports the pool down once.
     await loggedSince(sidecar, 0, /"worker thread cannot run code: retrying it with a backoff"/);
-    await until(async () => sidecar.stderr.filter((l) => l.includes('"worker thread still cannot run code"')).length, (n) => n >= 2);
-    const retries = sidecar.stderr.filter((l) => l.includes('"worker thread still cannot run code"')).map((l) => (JSON.parse(l) as { retryInMs: number }).retryInMs);
+    await until(
+      async () => sidecar.stderr.filter((l) => l.includes('"worker thread still cannot run code"')).length,
+      (n) => n >= 2,
+    );
+    const retries = sidecar.stderr
+      .filter((l) => l.includes('"worker thread still cannot run code"'))
+      .map((l) => (JSON.parse(l) as { retryInMs: number }).retryInMs);
     expect(retries.length).toBeGreaterThanOrEqual(2);
     for (let i = 1; i < retries.length; i++) expect(retries[i]).toBeGreaterThanOrEqual(retries[i - 1]!);
     expect(retries[1]).toBeGreaterThan(retries[0]!);
@@ -161,7 +184,9 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
     expect(await gauge(sidecar.ready.metrics!, "codemode_pool_can_run_code")).toBe(1);
     // piscina starts no thread by itself on a lane whose thread once failed to load: the next
     // kill's replacement comes from the warm-up's task, and the pool goes on.
-    const looped = await collectStream(sandbox.exec({ scope: await openEmptyRun(control, "runtime-health-loop-2"), code: NATIVE_LOOP, config: { timeoutMs: 300 } }));
+    const looped = await collectStream(
+      sandbox.exec({ scope: await openEmptyRun(control, "runtime-health-loop-2"), code: NATIVE_LOOP, config: { timeoutMs: 300 } }),
+    );
     expect(looped.model).toMatchObject({ status: "failed", code: "timeout" });
     const again = await collectStream(sandbox.exec({ scope: await openEmptyRun(control, "runtime-health-again"), code: "return 'again'" }));
     expect(again.model).toMatchObject({ status: "completed", value: "again" });

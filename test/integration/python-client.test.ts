@@ -45,11 +45,16 @@ function fail(what: string, ran: Ran): never {
 
 describe("Python gateway client (clients/python)", () => {
   it("Debian's python3 has grpcio and protobuf, and generate.sh builds the stubs", async () => {
-    if (!existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: the Python client's tests need Debian's python3 with python3-grpcio and python3-protobuf; ${FIX}`);
+    if (!existsSync(PYTHON))
+      throw new Error(`${PYTHON} is missing: the Python client's tests need Debian's python3 with python3-grpcio and python3-protobuf; ${FIX}`);
     const imports = await run(PYTHON, ["-c", "import grpc, google.protobuf"], 30_000);
     if (imports.code !== 0) fail(`${PYTHON} cannot import grpc and google.protobuf (Debian: python3-grpcio, python3-protobuf); ${FIX}`, imports);
     const generated = await run("bash", ["clients/python/generate.sh"], 60_000);
-    if (generated.code !== 0) fail(`clients/python/generate.sh failed (it needs protoc and grpc_python_plugin: Debian's protobuf-compiler and protobuf-compiler-grpc); ${FIX}`, generated);
+    if (generated.code !== 0)
+      fail(
+        `clients/python/generate.sh failed (it needs protoc and grpc_python_plugin: Debian's protobuf-compiler and protobuf-compiler-grpc); ${FIX}`,
+        generated,
+      );
     expect(existsSync(`${ROOT}clients/python/codemode_client/_gen/codemode/sandbox/v1/sandbox_pb2_grpc.py`)).toBe(true);
   }, 120_000);
 

@@ -24,7 +24,17 @@ beforeAll(async () => {
   control = createClient(Control, orchestrator.ready.orchestrator!);
   sidecars = [];
   for (let i = 0; i < 2; i++) {
-    const proc = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestrator.ready.link!, "--threads", "1", "--metrics-address", "127.0.0.1:0"]);
+    const proc = await spawnCodemode([
+      "sandbox",
+      "--sandbox-address",
+      "127.0.0.1:0",
+      "--orchestrator-address",
+      orchestrator.ready.link!,
+      "--threads",
+      "1",
+      "--metrics-address",
+      "127.0.0.1:0",
+    ]);
     sidecars.push({ proc, sandbox: createClient(Sandbox, proc.ready.sandbox!) });
   }
 });
@@ -52,7 +62,10 @@ async function open(scope: ReturnType<typeof newScope>, names: string[], config:
 /** Runs `code` on sidecar `i`, answering every nested call with its input. */
 async function run(i: number, scope: ReturnType<typeof newScope>, code: string) {
   const s = sidecars[i]!.sandbox;
-  return collectStream(s.exec({ scope, code }), (call) => void s.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: call.inputJson } }));
+  return collectStream(
+    s.exec({ scope, code }),
+    (call) => void s.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: call.inputJson } }),
+  );
 }
 
 describe("the run cache", () => {
@@ -80,10 +93,26 @@ describe("the run cache", () => {
 
   it("sees a namespace registered after the run was cached", async () => {
     const scope = newScope("cache-ns");
-    await control.openRun({ scope, catalog: { case: "tools", value: { tools: [toWireTool({ name: "cache_lookup", owner: "cache-test", description: "looks up", parameters: { type: "object" } })] } } });
+    await control.openRun({
+      scope,
+      catalog: {
+        case: "tools",
+        value: { tools: [toWireTool({ name: "cache_lookup", owner: "cache-test", description: "looks up", parameters: { type: "object" } })] },
+      },
+    });
     const probe = `return typeof globalThis.CacheNs`;
     expect((await run(0, scope, probe)).model.value).toBe("undefined");
-    await control.registerNamespace({ namespace: { id: "cache-ns", pluginId: "cache-test", globalName: "CacheNs", description: "cache test", prompt: "CacheNs.answer", requiredToolNames: ["cache_lookup"], scopeJson: serializeNamespaceScope({ answer: 42 }) } });
+    await control.registerNamespace({
+      namespace: {
+        id: "cache-ns",
+        pluginId: "cache-test",
+        globalName: "CacheNs",
+        description: "cache test",
+        prompt: "CacheNs.answer",
+        requiredToolNames: ["cache_lookup"],
+        scopeJson: serializeNamespaceScope({ answer: 42 }),
+      },
+    });
     try {
       expect((await run(0, scope, `return CacheNs.answer`)).model.value).toBe(42);
     } finally {

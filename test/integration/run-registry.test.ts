@@ -23,7 +23,18 @@ afterAll(async () => {
 
 const scope = { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "r" };
 function spec(over: Partial<RunSpec> = {}): RunSpec {
-  return { scope, catalogId: "cat", rules: { allow: [], deny: [], allowNone: false }, config: { timeoutMs: 1000 }, disableTools: false, view: [], viewVersion: "v1", openedAtMs: 1, toolSearch: { enabled: true }, ...over };
+  return {
+    scope,
+    catalogId: "cat",
+    rules: { allow: [], deny: [], allowNone: false },
+    config: { timeoutMs: 1000 },
+    disableTools: false,
+    view: [],
+    viewVersion: "v1",
+    openedAtMs: 1,
+    toolSearch: { enabled: true },
+    ...over,
+  };
 }
 
 describe.each([

@@ -135,7 +135,10 @@ describe.each([
     expect(await store.claim("ls", SCOPE, LEASE)).toEqual({ ok: false, why: "busy" });
     expect(await store.release("ls", first.token, true)).toBe(false);
     expect(await store.answers("ls", first.token, new Set())).toBeUndefined();
-    expect(await store.suspend(record("ls", { generation: 2, snapshot: Uint8Array.from([2]) }), { maxSuspendedRuns: MAX, claimToken: first.token })).toEqual({ ok: false, why: "claim_lost" });
+    expect(await store.suspend(record("ls", { generation: 2, snapshot: Uint8Array.from([2]) }), { maxSuspendedRuns: MAX, claimToken: first.token })).toEqual({
+      ok: false,
+      why: "claim_lost",
+    });
     expect(await store.release("ls", second.token, true)).toBe(true);
   });
 
@@ -195,7 +198,10 @@ describe.each([
     expect(await store.suspend(other, { maxSuspendedRuns: MAX })).toEqual({ ok: false, why: "claim_lost" });
     expect(await store.suspend({ ...other, generation: 2 }, { maxSuspendedRuns: MAX, claimToken: "made-up" })).toEqual({ ok: false, why: "claim_lost" });
     const { token } = await claimed(store, "st");
-    expect(await store.suspend(record("st", { outputBytes: 1, generation: 2 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+    expect(await store.suspend(record("st", { outputBytes: 1, generation: 2 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({
+      ok: true,
+      answeredCallIds: [],
+    });
     // The re-suspension ended that claim.
     expect(await store.suspend(record("st", { generation: 3 }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
     expect((await claimed(store, "st")).run.outputBytes).toBe(1);
@@ -261,10 +267,15 @@ describe.each([
     expect(run.generation).toBe(1);
     // The same, an older, or a skipped generation is refused and changes nothing; the claim holds.
     for (const generation of [1, 0, 3]) {
-      expect(await store.suspend(record("g", { generation, outputBytes: 7, snapshot: Uint8Array.from([generation]) }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual(stale);
+      expect(
+        await store.suspend(record("g", { generation, outputBytes: 7, snapshot: Uint8Array.from([generation]) }), { maxSuspendedRuns: MAX, claimToken: token }),
+      ).toEqual(stale);
     }
     expect(await store.answers("g", token, new Set())).toEqual([]);
-    expect(await store.suspend(record("g", { generation: 2, snapshot: Uint8Array.from([2]) }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+    expect(await store.suspend(record("g", { generation: 2, snapshot: Uint8Array.from([2]) }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({
+      ok: true,
+      answeredCallIds: [],
+    });
     ({ run, token } = await claimed(store, "g"));
     expect([run.generation, [...run.snapshot], run.outputBytes]).toEqual([2, [2], 42]);
     // A wait that stored nothing leaves the generation as it was.
@@ -290,9 +301,17 @@ describe.each([
     expect(await store.suspend(second, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: ["rs:c1"] });
     // The claim ended with the first; the same replacement again is stored, another is not.
     expect(await store.suspend(second, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: ["rs:c1"] });
-    expect(await store.suspend({ ...second, snapshot: Uint8Array.from([2, 2, 3]) }, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: false, why: "claim_lost" });
+    expect(await store.suspend({ ...second, snapshot: Uint8Array.from([2, 2, 3]) }, { maxSuspendedRuns: MAX, claimToken: token })).toEqual({
+      ok: false,
+      why: "claim_lost",
+    });
     const again = await claimed(store, "rs");
-    expect([again.run.generation, [...again.run.snapshot], again.run.outputBytes, again.run.answers.map((a) => a.callId)]).toEqual([2, [2, 2, 2], 9, ["rs:c1"]]);
+    expect([again.run.generation, [...again.run.snapshot], again.run.outputBytes, again.run.answers.map((a) => a.callId)]).toEqual([
+      2,
+      [2, 2, 2],
+      9,
+      ["rs:c1"],
+    ]);
   });
 
   it("remembers a run's generation after it settled, was closed or expired: the run id never starts over", async () => {
@@ -378,7 +397,10 @@ describe("redis run store across orchestrators", () => {
       const expiresAtMs = start + 60_000;
       await store.suspend(record("gk", { expiresAtMs }), { maxSuspendedRuns: MAX });
       const { token } = await claimed(store, "gk", SCOPE, 1_000);
-      expect(await store.suspend(record("gk", { generation: 2, expiresAtMs }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({ ok: true, answeredCallIds: [] });
+      expect(await store.suspend(record("gk", { generation: 2, expiresAtMs }), { maxSuspendedRuns: MAX, claimToken: token })).toEqual({
+        ok: true,
+        answeredCallIds: [],
+      });
       expect(await raw.get(`${prefix}gen:gk`)).toBe("2");
       const settle = await claimed(store, "gk");
       expect(await store.release("gk", settle.token, false)).toBe(true);

@@ -32,7 +32,11 @@ describe("every reader of the search index waits for the worker-built index", ()
     const scope = newScope(marker);
     const c = largeCatalog(marker, size);
     expect(c.tools.length).toBe(size);
-    await stack.control.openRun({ scope, catalog: { case: "tools", value: { tools: c.tools.map(toWireTool), mcpServers: c.servers.map(toWireMcpServer) } }, ...surface });
+    await stack.control.openRun({
+      scope,
+      catalog: { case: "tools", value: { tools: c.tools.map(toWireTool), mcpServers: c.servers.map(toWireMcpServer) } },
+      ...surface,
+    });
     return scope;
   };
   /** The version of `size` tools had its index built once, on the worker thread. */
@@ -40,7 +44,9 @@ describe("every reader of the search index waits for the worker-built index", ()
     const built = parseLogLine(await logged(stack.proc, new RegExp(`^(?=.*"search index built")(?=.*"tools":${size}\\b)`)));
     expect(built).toMatchObject({ tools: size, thread: "worker" });
     expect(stack.proc.stderr.filter((l) => /"search index built"/.test(l) && l.includes(built.catalogVersion!))).toHaveLength(1);
-    expect(stack.proc.stderr.some((l) => /worker thread unavailable/.test(l) || (/building it on the main thread/.test(l) && l.includes(built.catalogVersion!)))).toBe(false);
+    expect(
+      stack.proc.stderr.some((l) => /worker thread unavailable/.test(l) || (/building it on the main thread/.test(l) && l.includes(built.catalogVersion!))),
+    ).toBe(false);
   };
   const run = async (scope: ReturnType<typeof newScope>, request: { code?: string; inputJson?: string }, onToolCall?: (c: ToolCallEvent) => void) => {
     const { result, model } = await collectStream(stack.sandbox.exec({ scope, ...request }), onToolCall);
@@ -60,21 +66,27 @@ describe("every reader of the search index waits for the worker-built index", ()
 
   it("code mode's tools.describe of an unknown id (did you mean)", async () => {
     const scope = await open("paths_describe_marker", 2002, {});
-    const { value } = await run(scope, { code: `try { await tools.describe("openclaw:core:paths_describe_markr"); return "found"; } catch (e) { return e.message; }` });
+    const { value } = await run(scope, {
+      code: `try { await tools.describe("openclaw:core:paths_describe_markr"); return "found"; } catch (e) { return e.message; }`,
+    });
     expect(value).toMatch(/^unknown tool id "openclaw:core:paths_describe_markr"\. Did you mean: openclaw:core:paths_describe_marker/);
     await builtOnWorker(2002);
   });
 
   it("code mode's tools.call of an unknown id (did you mean)", async () => {
     const scope = await open("paths_call_marker", 2003, {});
-    const { value } = await run(scope, { code: `try { await tools.call("openclaw:core:paths_call_markr", {}); return "called"; } catch (e) { return e.message; }` });
+    const { value } = await run(scope, {
+      code: `try { await tools.call("openclaw:core:paths_call_markr", {}); return "called"; } catch (e) { return e.message; }`,
+    });
     expect(value).toMatch(/^unknown tool id "openclaw:core:paths_call_markr"\. Did you mean: openclaw:core:paths_call_marker/);
     await builtOnWorker(2003);
   });
 
   it("tool_search_code's openclaw.tools.call of an unknown id (did you mean)", async () => {
     const scope = await open("paths_tsc_marker", 2004, { toolSearch: { enabled: true } });
-    const { value } = await run(scope, { code: `try { await openclaw.tools.call("mcp:github:create_issu", {}); return "called"; } catch (e) { return e.message; }` });
+    const { value } = await run(scope, {
+      code: `try { await openclaw.tools.call("mcp:github:create_issu", {}); return "called"; } catch (e) { return e.message; }`,
+    });
     expect(value).toMatch(/^unknown tool id "mcp:github:create_issu"\. Did you mean: mcp:github:create_issue\b/);
     await builtOnWorker(2004);
   });

@@ -27,7 +27,11 @@ describe("search index built off the main thread", () => {
     const scope = newScope(marker);
     const c = catalog(marker);
     expect(c.tools.length).toBe(2000);
-    await stack.control.openRun({ scope, catalog: { case: "tools", value: { tools: c.tools.map(toWireTool), mcpServers: c.servers.map(toWireMcpServer) } }, toolSearch: { enabled: true } });
+    await stack.control.openRun({
+      scope,
+      catalog: { case: "tools", value: { tools: c.tools.map(toWireTool), mcpServers: c.servers.map(toWireMcpServer) } },
+      toolSearch: { enabled: true },
+    });
     return scope;
   };
   const run = async (scope: ReturnType<typeof newScope>, code: string) => {
@@ -38,7 +42,8 @@ describe("search index built off the main thread", () => {
 
   it("answers a 2,000-tool catalog's first search correctly, with the index built on the worker thread", async () => {
     const scope = await open("first_search_marker");
-    const code = "return [await openclaw.tools.search('create a github issue', { limit: 5 }), await openclaw.tools.search('read a file from disk', { limit: 5 })]";
+    const code =
+      "return [await openclaw.tools.search('create a github issue', { limit: 5 }), await openclaw.tools.search('read a file from disk', { limit: 5 })]";
     const first = (await run(scope, code)) as Array<Array<{ id: string; name: string; sourceName?: string; description: string }>>;
     expect(first[0]![0]).toMatchObject({ id: "mcp:github:create_issue", name: "create_issue", sourceName: "github" });
     expect(first[0]).toHaveLength(5);

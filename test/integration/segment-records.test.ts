@@ -77,7 +77,14 @@ describe("a sidecar's link to an orchestrator in its process", () => {
 
   /** A link of a new sidecar through `colocated`, once it is up. */
   async function linkThrough(colocated: ColocatedOrchestrator): Promise<OrchestratorLink> {
-    const link = new OrchestratorLink(orch.linkAddress, { sidecarId: `sc-${links.length}`, address: "127.0.0.1:1", version: "test" }, silentLogger(), {}, undefined, colocated);
+    const link = new OrchestratorLink(
+      orch.linkAddress,
+      { sidecarId: `sc-${links.length}`, address: "127.0.0.1:1", version: "test" },
+      silentLogger(),
+      {},
+      undefined,
+      colocated,
+    );
     links.push(link);
     const up = new Promise<void>((resolve) => link.onStateChange((s) => s === "up" && resolve()));
     link.start(() => 0);

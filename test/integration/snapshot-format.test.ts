@@ -35,7 +35,10 @@ describe("snapshot envelope", () => {
     const decoded = decodeSnapshot(encoded.envelope, base);
     expect(Buffer.compare(Buffer.from(decoded.memory), Buffer.from(snap.memory))).toBe(0);
     expect([decoded.stackPointer, decoded.runtimePtr, decoded.contextPtr]).toEqual([snap.stackPointer, snap.runtimePtr, snap.contextPtr]);
-    const restored = await QuickJS.restore(decoded, guestVmOptions(wasm, 64 * 1024 * 1024, () => false));
+    const restored = await QuickJS.restore(
+      decoded,
+      guestVmOptions(wasm, 64 * 1024 * 1024, () => false),
+    );
     const rows = restored.global.getProp("state").getProp("rows");
     expect(rows.getProp("length").toNumber()).toBe(5000);
     expect(rows.getProp("4999").toNumber()).toBe(4999 * 3);
@@ -52,7 +55,10 @@ import { fileURLToPath } from "node:url";
       import { baseImage } from ${JSON.stringify(new URL("../../dist/sandbox/worker/base-image.js", import.meta.url).href)};
       const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
       process.stdout.write((await baseImage(wasm)).fingerprint.toString("hex"));`;
-    const there = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: fileURLToPath(new URL("../../", import.meta.url)), encoding: "utf8" });
+    const there = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      cwd: fileURLToPath(new URL("../../", import.meta.url)),
+      encoding: "utf8",
+    });
     expect(there.stderr).toBe("");
     expect(there.stdout).toBe(here);
   });
@@ -144,25 +150,103 @@ describe("snapshot seal", () => {
     expect(Buffer.from(sealed).toString("latin1", at.id, at.nonce)).toBe("ka");
     expect(Buffer.from(two.open(sealed, ctx, now)).toString()).toBe("an envelope");
     // Another configured key id: the AEAD check under that key fails.
-    expect(() => two.open(edit(sealed, (b) => b.write("kb", at.id, "latin1")), ctx, now)).toThrow(/seal does not match/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => b.write("kb", at.id, "latin1")),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal does not match/);
     // A key id nobody configured here, or one that is not a key id at all.
-    expect(() => two.open(edit(sealed, (b) => b.write("kc", at.id, "latin1")), ctx, now)).toThrow(SnapshotKeyUnavailableError);
-    expect(() => two.open(edit(sealed, (b) => b.write("k\n", at.id, "latin1")), ctx, now)).toThrow(/key id is malformed/);
-    expect(() => two.open(edit(sealed, (b) => (b[5] = 0)), ctx, now)).toThrow(/key id is malformed/);
-    expect(() => two.open(edit(sealed, (b) => flip(b, at.nonce, 1)), ctx, now)).toThrow(/seal does not match/);
-    expect(() => two.open(edit(sealed, (b) => flip(b, at.nonce + 11, 0x80)), ctx, now)).toThrow(/seal does not match/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => b.write("kc", at.id, "latin1")),
+        ctx,
+        now,
+      ),
+    ).toThrow(SnapshotKeyUnavailableError);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => b.write("k\n", at.id, "latin1")),
+        ctx,
+        now,
+      ),
+    ).toThrow(/key id is malformed/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => (b[5] = 0)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/key id is malformed/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => flip(b, at.nonce, 1)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal does not match/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => flip(b, at.nonce + 11, 0x80)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal does not match/);
     // The generation is refused as such; rewritten together with the store's, the AEAD check fails.
     const regenerated = edit(sealed, (b) => b.writeBigUInt64LE(4n, at.generation));
     expect(() => two.open(regenerated, ctx, now)).toThrow(/generation 4 of this run but the store is at generation 3/);
     expect(() => two.open(regenerated, { ...ctx, generation: 4 }, now)).toThrow(/seal does not match/);
     // A not-after pushed out (to replay past the TTL) fails the AEAD check.
-    expect(() => two.open(edit(sealed, (b) => b.writeBigUInt64LE(BigInt(now + 3_600_000), at.notAfter)), ctx, now)).toThrow(/seal does not match/);
-    expect(() => two.open(edit(sealed, (b) => flip(b, at.ciphertext, 1)), ctx, now)).toThrow(/seal does not match/);
-    expect(() => two.open(edit(sealed, (b) => flip(b, at.tag - 1, 1)), ctx, now)).toThrow(/seal does not match/);
-    expect(() => two.open(edit(sealed, (b) => flip(b, at.tag, 1)), ctx, now)).toThrow(/seal does not match/);
-    expect(() => two.open(edit(sealed, (b) => flip(b, sealed.byteLength - 1, 1)), ctx, now)).toThrow(/seal does not match/);
-    expect(() => two.open(edit(sealed, (b) => (b[4] = 1)), ctx, now)).toThrow(/seal version 1 is not supported/);
-    expect(() => two.open(edit(sealed, (b) => flip(b, 0, 1)), ctx, now)).toThrow(/not sealed in a format this build reads/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => b.writeBigUInt64LE(BigInt(now + 3_600_000), at.notAfter)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal does not match/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => flip(b, at.ciphertext, 1)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal does not match/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => flip(b, at.tag - 1, 1)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal does not match/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => flip(b, at.tag, 1)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal does not match/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => flip(b, sealed.byteLength - 1, 1)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal does not match/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => (b[4] = 1)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/seal version 1 is not supported/);
+    expect(() =>
+      two.open(
+        edit(sealed, (b) => flip(b, 0, 1)),
+        ctx,
+        now,
+      ),
+    ).toThrow(/not sealed in a format this build reads/);
   });
 
   it("rotates keys: the first listed key seals, every listed key opens, and a key no longer listed is refused by id", () => {

@@ -24,11 +24,28 @@ import { execute, scope as newScope, startStack, type Stack } from "../helpers/h
 import { openRun } from "../helpers/gateway.js";
 
 // The built pool, whose worker file is dist's (the sources' own would look for it beside them).
-const { startPool } = (await import(new URL("../../dist/sandbox/pool/pool-start.js", import.meta.url).href)) as typeof import("../../src/sandbox/pool/pool-start.js");
+const { startPool } = (await import(
+  new URL("../../dist/sandbox/pool/pool-start.js", import.meta.url).href
+)) as typeof import("../../src/sandbox/pool/pool-start.js");
 
-const limits = (memoryLimitBytes = 64 * 1024 * 1024) => ({ timeoutMs: 20_000, memoryLimitBytes, maxOutputBytes: 4 * 1024 * 1024, maxPendingToolCalls: 4, maxSnapshotBytes: 8 * 1024 * 1024 });
+const limits = (memoryLimitBytes = 64 * 1024 * 1024) => ({
+  timeoutMs: 20_000,
+  memoryLimitBytes,
+  maxOutputBytes: 4 * 1024 * 1024,
+  maxPendingToolCalls: 4,
+  maxSnapshotBytes: 8 * 1024 * 1024,
+});
 const task = (source: string, memoryLimitBytes?: number) =>
-  ({ kind: "exec", source, language: "javascript", limits: limits(memoryLimitBytes), catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface: "code" }) as const;
+  ({
+    kind: "exec",
+    source,
+    language: "javascript",
+    limits: limits(memoryLimitBytes),
+    catalog: EMPTY_GUEST_CATALOG,
+    contextJson: "null",
+    outputBytesUsed: 0,
+    surface: "code",
+  }) as const;
 
 /** `count` rows as JSON text: about 60 characters a row. */
 const rowsText = (count: number, tag: string) => JSON.stringify(Array.from({ length: count }, (_, i) => ({ id: i, tag, note: `row ${i} of ${tag}` })));
@@ -204,7 +221,14 @@ describe("a value parsed ahead is held after the program lets go of it (never fr
     if (first.outcome.status !== "suspended") return;
     const pool = await poolReady;
     const resumed = pool.exec(
-      { kind: "resume", envelope: first.outcome.envelope, pending: first.outcome.pending, answers: [{ t: "answer", callId: first.calls[1]!, ok: true, json: B }], limits: limits(), outputBytesUsed: 0 },
+      {
+        kind: "resume",
+        envelope: first.outcome.envelope,
+        pending: first.outcome.pending,
+        answers: [{ t: "answer", callId: first.calls[1]!, ok: true, json: B }],
+        limits: limits(),
+        outputBytesUsed: 0,
+      },
       { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} },
       "t",
     );
@@ -227,7 +251,11 @@ describe("large answers through a real sidecar", () => {
     const answered: Promise<unknown>[] = [];
     const out = await execute(stack, request, (call) => {
       const answer = (value: string) => stack.sandbox.bridgeCallback({ scope: request.scope, callId: call.callId, outcome: { case: "resultJson", value } });
-      answered.push(answer(refused).then(undefined, (err: Error) => refusals.push(err.message)).then(() => answer(good)));
+      answered.push(
+        answer(refused)
+          .then(undefined, (err: Error) => refusals.push(err.message))
+          .then(() => answer(good)),
+      );
     });
     await Promise.all(answered);
     return { out, refusals };
@@ -247,7 +275,13 @@ describe("large answers through a real sidecar", () => {
     const scope = newScope("staged-mcprun");
     await stack.control.openRun({
       scope,
-      catalog: { case: "tools", value: { tools: [toWireTool({ name: "lookup", source: "mcp", owner: "Docs", parameters: { type: "object" } })], mcpServers: [toWireMcpServer({ name: "Docs", title: "Docs", version: "1.0.0" })] } },
+      catalog: {
+        case: "tools",
+        value: {
+          tools: [toWireTool({ name: "lookup", source: "mcp", owner: "Docs", parameters: { type: "object" } })],
+          mcpServers: [toWireMcpServer({ name: "Docs", title: "Docs", version: "1.0.0" })],
+        },
+      },
       mcpRun: { enabled: true },
     });
     const deep = JSON.stringify({ structuredContent: { pad: "x".repeat(40_000), deep: JSON.parse("[".repeat(200) + "]".repeat(200)) } });
@@ -273,7 +307,8 @@ describe("large answers through a real sidecar", () => {
       for await (const ev of s.messages) {
         if (ev.event.case === "toolCall") {
           const callId = ev.event.value.callId;
-          for (const value of [deep, good]) s.send({ message: { case: "answer", value: { ...(withScope ? { scope } : {}), callId, outcome: { case: "resultJson", value } } } });
+          for (const value of [deep, good])
+            s.send({ message: { case: "answer", value: { ...(withScope ? { scope } : {}), callId, outcome: { case: "resultJson", value } } } });
         } else if (ev.event.case === "answerRefused") refusals.push(ev.event.value.message);
         else if (ev.event.case === "result") {
           result = ev.event.value;

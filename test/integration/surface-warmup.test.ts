@@ -22,7 +22,9 @@ it("warms Tool Search's and codemode.run's preludes after a guest that holds the
   const sentAt = Date.now();
   const { model } = await execute(stack, { code: "const t = Date.now(); while (Date.now() - t < 2500) {} return 'done'", config: { timeoutMs: 10_000 } });
   expect(model).toMatchObject({ status: "completed", value: "done" });
-  const warmed = await Promise.all(["tool_search", "mcp_run"].map((surface) => logged(stack.proc, new RegExp(`"surface":"${surface}".*"msg":"surface warmed"`), 5_000)));
+  const warmed = await Promise.all(
+    ["tool_search", "mcp_run"].map((surface) => logged(stack.proc, new RegExp(`"surface":"${surface}".*"msg":"surface warmed"`), 5_000)),
+  );
   // Each warm-up ran after the guest let go of the thread (the log's clock is this machine's).
   for (const line of warmed) expect((JSON.parse(line) as { time: number }).time).toBeGreaterThanOrEqual(sentAt + 2_500);
   expect(stack.proc.stderr.filter((l) => /adding a (surge|background) thread/.test(l))).toEqual([]);

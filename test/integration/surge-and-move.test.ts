@@ -16,7 +16,17 @@ let proc: Proc;
 let sandbox: ServiceClient<typeof Sandbox.method>;
 let control: ServiceClient<typeof Control.method>;
 beforeEach(async () => {
-  proc = await spawnCodemode(["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--threads", "1", "--execs-per-worker", "4"]);
+  proc = await spawnCodemode([
+    "start",
+    "--sandbox-address",
+    "127.0.0.1:0",
+    "--orchestrator-address",
+    "127.0.0.1:0",
+    "--threads",
+    "1",
+    "--execs-per-worker",
+    "4",
+  ]);
   sandbox = createClient(Sandbox, proc.ready.sandbox!);
   control = createClient(Control, proc.ready.orchestrator!);
 });
@@ -58,7 +68,11 @@ it("a run idle on a thread a neighbour's loop holds moves to another thread and 
   const calls: string[] = [];
   let hog: Promise<{ model: { status: string; code?: string }; at: number }> | undefined;
   const victim = collectStream(
-    sandbox.exec({ scope, code: `text("before"); const r = await tools.slow({}); text("after " + r); return { r, n: [1, 2, 3].map((x) => x * 2) };`, config: { timeoutMs: 15_000 } }),
+    sandbox.exec({
+      scope,
+      code: `text("before"); const r = await tools.slow({}); text("after " + r); return { r, n: [1, 2, 3].map((x) => x * 2) };`,
+      config: { timeoutMs: 15_000 },
+    }),
     (call) => {
       calls.push(call.callId);
       // The neighbour's loop starts on the victim's thread while the victim awaits this answer.

@@ -45,7 +45,11 @@ describe("suspended runs in Redis", () => {
   it("an orchestrator restart between exec and wait loses nothing", async () => {
     const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 1000 } });
     const calls: ToolCallEvent[] = [];
-    const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `text("before"); const r = await tools.slow_lookup({}); text("after " + r); return r + await tools.fast_add({});` }, (c) => calls.push(c));
+    const exec = await execute(
+      { sandbox: cluster.sidecars[0]!.sandbox },
+      { scope, code: `text("before"); const r = await tools.slow_lookup({}); text("after " + r); return r + await tools.fast_add({});` },
+      (c) => calls.push(c),
+    );
     expect(exec.model).toMatchObject({ status: "waiting", reason: "pending_tools" });
 
     await cluster.restartOrchestrator();
@@ -84,7 +88,10 @@ describe("suspended runs in Redis", () => {
 
   it("refuses and deletes an older snapshot of a run written back into Redis (a replay inside the TTL)", async () => {
     const { scope } = await openRun(cluster, tools);
-    const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `await yield_control(); text("second segment"); await yield_control(); return "end";` });
+    const exec = await execute(
+      { sandbox: cluster.sidecars[0]!.sandbox },
+      { scope, code: `await yield_control(); text("second segment"); await yield_control(); return "end";` },
+    );
     expect(exec.model.status).toBe("waiting");
     const runId = exec.model.runId!;
     const key = `codemode:run:${runId}`;
@@ -102,7 +109,9 @@ describe("suspended runs in Redis", () => {
     await inspect.hset(key, "snap", first.snap, "meta", first.meta, "pending", first.pending);
     const refused = await waitFor(cluster.sidecars[0]!.sandbox, { scope, runId });
     expect(refused.model).toMatchObject({ status: "failed", code: "internal_error" });
-    expect(refused.model.error).toMatch(/snapshot failed authentication and was discarded \(the snapshot was sealed for generation 1 of this run but the store is at generation 2/);
+    expect(refused.model.error).toMatch(
+      /snapshot failed authentication and was discarded \(the snapshot was sealed for generation 1 of this run but the store is at generation 2/,
+    );
     await logged(cluster.sidecars[0]!.proc, /refused a suspended run whose snapshot failed authentication; deleting it/);
     // Deleted: its stored bytes are no longer the run's state and can never become valid again.
     expect(await inspect.exists(key)).toBe(0);
@@ -113,7 +122,10 @@ describe("suspended runs in Redis", () => {
 
   it("what the generation does not stop: a writer of the whole store rolls a run back, counter included", async () => {
     const { scope } = await openRun(cluster, tools);
-    const exec = await execute({ sandbox: cluster.sidecars[0]!.sandbox }, { scope, code: `await yield_control(); text("second segment"); await yield_control(); return "end";` });
+    const exec = await execute(
+      { sandbox: cluster.sidecars[0]!.sandbox },
+      { scope, code: `await yield_control(); text("second segment"); await yield_control(); return "end";` },
+    );
     const runId = exec.model.runId!;
     const key = `codemode:run:${runId}`;
     const first = { snap: (await inspect.hgetBuffer(key, "snap"))!, meta: (await inspect.hget(key, "meta"))!, pending: (await inspect.hget(key, "pending"))! };

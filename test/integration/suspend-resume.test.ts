@@ -6,7 +6,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunScope } from "../../src/gen/codemode/common/v1/common_pb.js";
 import { Refusal, ResultStatus, WaitReason } from "../../src/gen/codemode/common/v1/common_pb.js";
 import { openRun, type TestTool } from "../helpers/gateway.js";
-import { execute, logged, scope as newScope, SHARED_SNAPSHOT_KEY, spawnCodemode, startCluster, waitFor, type Cluster, type ToolCallEvent } from "../helpers/harness.js";
+import {
+  execute,
+  logged,
+  scope as newScope,
+  SHARED_SNAPSHOT_KEY,
+  spawnCodemode,
+  startCluster,
+  waitFor,
+  type Cluster,
+  type ToolCallEvent,
+} from "../helpers/harness.js";
 
 const tools: TestTool[] = [
   { name: "slow_lookup", description: "Looks something up slowly", parameters: { type: "object", properties: { key: { type: "string" } } } },
@@ -136,11 +146,14 @@ describe("exec → waiting → wait on another sidecar (seed E2E 12–16)", () =
   });
 
   it("answers that arrive while the resumed VM runs are drained within the same wait", async () => {
-    const { scope, calls, model } = await suspendOnA(`
+    const { scope, calls, model } = await suspendOnA(
+      `
       const a = tools.slow_lookup({ key: "a" });
       const b = tools.slow_lookup({ key: "b" });
       return (await a) + (await b);
-    `, { timeoutMs: 2000 });
+    `,
+      { timeoutMs: 2000 },
+    );
     await answer(A(), scope, calls[0]!.callId, 1);
     setTimeout(() => void answer(B(), scope, calls[1]!.callId, 2), 100);
     const done = await waitFor(B(), { scope, runId: model.runId! });
@@ -160,7 +173,9 @@ describe("answers for live calls on another sidecar", () => {
     const out = await onA;
     expect(out.model).toMatchObject({ status: "completed", value: "live via B" });
     // Still precise: another scope's answer for it is not delivered, and the call is settled now.
-    expect(await errorCode(B().bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: '"again"' } }))).toMatch(/not_found|already_exists|failed_precondition/);
+    expect(await errorCode(B().bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: '"again"' } }))).toMatch(
+      /not_found|already_exists|failed_precondition/,
+    );
   });
 });
 
@@ -174,7 +189,14 @@ describe("many runs at once", () => {
           const { scope } = await openRun(big, tools, {}, { config: { timeoutMs: 3000 } });
           const calls: ToolCallEvent[] = [];
           const sidecar = big.sidecars[i % 2]!.sandbox;
-          const out = await execute({ sandbox: sidecar }, { scope, code: `const [a, b] = await Promise.all([tools.slow_lookup({ i: ${i} }), tools.slow_lookup({ i: ${i} })]); text("run ${i}"); return [a, b];` }, (c) => calls.push(c));
+          const out = await execute(
+            { sandbox: sidecar },
+            {
+              scope,
+              code: `const [a, b] = await Promise.all([tools.slow_lookup({ i: ${i} }), tools.slow_lookup({ i: ${i} })]); text("run ${i}"); return [a, b];`,
+            },
+            (c) => calls.push(c),
+          );
           return { i, scope, calls, model: out.model };
         }),
       );
@@ -185,7 +207,11 @@ describe("many runs at once", () => {
       await Promise.all(answers.map(({ r, c, value }, n) => answer(big.sidecars[n % 2]!.sandbox, r.scope, c.callId, value)));
       const done = await Promise.all(runs.map((r) => waitFor(big.sidecars[(r.i + 1) % 2]!.sandbox, { scope: r.scope, runId: r.model.runId! })));
       for (const [k, d] of done.entries()) {
-        expect(d.model).toMatchObject({ status: "completed", value: [`${runs[k]!.i}-0`, `${runs[k]!.i}-1`], output: [{ type: "text", text: `run ${runs[k]!.i}` }] });
+        expect(d.model).toMatchObject({
+          status: "completed",
+          value: [`${runs[k]!.i}-0`, `${runs[k]!.i}-1`],
+          output: [{ type: "text", text: `run ${runs[k]!.i}` }],
+        });
       }
     } finally {
       expect((await big.stop()).every((c) => c === 0)).toBe(true);
@@ -276,7 +302,10 @@ describe("wait refusals and cleanup", () => {
     const res = await cluster.control.closeRun({ scope: closed.scope });
     expect(res.suspendedRunsDeleted).toBe(1);
     // The scope has no open run any more: a wait on it is refused before any lookup.
-    await expect(waitFor(B(), { scope: closed.scope, runId: closed.model.runId! })).rejects.toMatchObject({ code: "failed_precondition", message: "no run is open for this scope; call OpenRun first" });
+    await expect(waitFor(B(), { scope: closed.scope, runId: closed.model.runId! })).rejects.toMatchObject({
+      code: "failed_precondition",
+      message: "no run is open for this scope; call OpenRun first",
+    });
   });
 
   it("enforces maxSnapshotBytes before storing", async () => {
@@ -297,10 +326,9 @@ describe("snapshot authentication and the suspended-run cap", () => {
   it("rotates snapshot keys: a sidecar listing the old key resumes old runs and seals under the new one; one without a run's key refuses it and leaves it", async () => {
     // The cluster's sidecars have the single CODEMODE_SNAPSHOT_KEY; this one seals under
     // k2 and still reads the cluster's key (listed bare: the same derived id).
-    const rotated = await spawnCodemode(
-      ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.linkAddress, "--threads", "1"],
-      { CODEMODE_SNAPSHOT_KEYS: `k2:rotated-snapshot-key-0123456789abcdef0123, ${SHARED_SNAPSHOT_KEY}` },
-    );
+    const rotated = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.linkAddress, "--threads", "1"], {
+      CODEMODE_SNAPSHOT_KEYS: `k2:rotated-snapshot-key-0123456789abcdef0123, ${SHARED_SNAPSHOT_KEY}`,
+    });
     const { createClient } = await import("../../src/protocol/grpc-client.js");
     const { Sandbox } = await import("../../src/gen/codemode/sandbox/v1/sandbox_pb.js");
     const R = createClient(Sandbox, rotated.ready.sandbox!);

@@ -27,7 +27,8 @@ let sidecar: Proc;
 
 beforeAll(async () => {
   redis = await startRedis();
-  for (let i = 0; i < 2; i++) orchestrators.push(await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--store", redis.url]));
+  for (let i = 0; i < 2; i++)
+    orchestrators.push(await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--store", redis.url]));
   links = await startBalancer(orchestrators.map((o) => o.ready.link!));
   controls = await startBalancer(orchestrators.map((o) => o.ready.orchestrator!));
   sidecar = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", links.address, "--threads", "1"], {
@@ -68,10 +69,13 @@ it("a suspension whose reply died with its orchestrator is sent again through th
 
     // Redis is paused once the VM runs (its tool call is out), then the call is answered:
     // the VM yields, and the sidecar's store request meets the paused Redis.
-    const exec = collectStream(client.exec({ scope, execCallId: "exec-1", code: 'const a = await tools.ping({}); yield_control("checkpoint"); return a;' }), (call) => {
-      redis.pause();
-      void client.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: "1" } });
-    });
+    const exec = collectStream(
+      client.exec({ scope, execCallId: "exec-1", code: 'const a = await tools.ping({}); yield_control("checkpoint"); return a;' }),
+      (call) => {
+        redis.pause();
+        void client.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: "1" } });
+      },
+    );
     await logged(sidecar, /"VM snapshotted"/);
     // Long enough for the store request to reach that orchestrator and its command Redis's socket.
     await sleep(300);

@@ -40,12 +40,44 @@ function openssl(args: string[]): void {
 
 /** A CA, and certificates it signs for 127.0.0.1/localhost (server and client use). */
 function makeCa(name: string): void {
-  openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", `${name}.key`, "-out", `${name}.crt`, "-days", "1", "-subj", `/CN=${name}`]);
+  openssl([
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.crt`,
+    "-days",
+    "1",
+    "-subj",
+    `/CN=${name}`,
+  ]);
 }
 function makeCert(name: string, ca: string): void {
   writeFileSync(file(`${name}.ext`), "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n");
   openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${name}`]);
-  openssl(["x509", "-req", "-in", `${name}.csr`, "-CA", `${ca}.crt`, "-CAkey", `${ca}.key`, "-CAcreateserial", "-out", `${name}.crt`, "-days", "1", "-extfile", `${name}.ext`]);
+  openssl([
+    "x509",
+    "-req",
+    "-in",
+    `${name}.csr`,
+    "-CA",
+    `${ca}.crt`,
+    "-CAkey",
+    `${ca}.key`,
+    "-CAcreateserial",
+    "-out",
+    `${name}.crt`,
+    "-days",
+    "1",
+    "-extfile",
+    `${name}.ext`,
+  ]);
 }
 
 let orch: Proc;
@@ -59,7 +91,14 @@ const gateway = (): ClientSecurity => ({ tls: { ca: pem("ca.crt"), cert: pem("ga
 /** A sidecar's link credentials. */
 const sidecarLink = (): ClientSecurity => ({ tls: { ca: pem("ca.crt"), cert: pem("sidecar.crt"), key: pem("sidecar.key") }, token: LINK_TOKEN });
 
-const linkClientArgs = (cert = "sidecar") => ["--link-tls-ca", file("ca.crt"), "--link-tls-client-cert", file(`${cert}.crt`), "--link-tls-client-key", file(`${cert}.key`)];
+const linkClientArgs = (cert = "sidecar") => [
+  "--link-tls-ca",
+  file("ca.crt"),
+  "--link-tls-client-cert",
+  file(`${cert}.crt`),
+  "--link-tls-client-key",
+  file(`${cert}.key`),
+];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "codemode-tls-"));
@@ -72,13 +111,26 @@ beforeAll(async () => {
   orch = await spawnCodemode(
     [
       "orchestrator",
-      "--orchestrator-address", "127.0.0.1:0",
-      "--link-address", "127.0.0.1:0",
-      "--metrics-address", "127.0.0.1:0",
+      "--orchestrator-address",
+      "127.0.0.1:0",
+      "--link-address",
+      "127.0.0.1:0",
+      "--metrics-address",
+      "127.0.0.1:0",
       // Control: TLS and the gateway token.
-      "--tls-cert", file("server.crt"), "--tls-key", file("server.key"), "--auth-token-file", file("gateway.token"),
+      "--tls-cert",
+      file("server.crt"),
+      "--tls-key",
+      file("server.key"),
+      "--auth-token-file",
+      file("gateway.token"),
       // SidecarLink: mutual TLS and the link token.
-      "--link-tls-cert", file("server.crt"), "--link-tls-key", file("server.key"), "--link-tls-client-ca", file("ca.crt"),
+      "--link-tls-cert",
+      file("server.crt"),
+      "--link-tls-key",
+      file("server.key"),
+      "--link-tls-client-ca",
+      file("ca.crt"),
     ],
     { CODEMODE_LINK_TOKEN: LINK_TOKEN },
   );
@@ -87,12 +139,20 @@ beforeAll(async () => {
   side = await spawnCodemode(
     [
       "sandbox",
-      "--sandbox-address", "127.0.0.1:0",
-      "--orchestrator-address", linkAt,
-      "--threads", "1",
+      "--sandbox-address",
+      "127.0.0.1:0",
+      "--orchestrator-address",
+      linkAt,
+      "--threads",
+      "1",
       ...linkClientArgs(),
       // Sandbox: mutual TLS and the gateway token (from the environment).
-      "--tls-cert", file("server.crt"), "--tls-key", file("server.key"), "--tls-client-ca", file("ca.crt"),
+      "--tls-cert",
+      file("server.crt"),
+      "--tls-key",
+      file("server.key"),
+      "--tls-client-ca",
+      file("ca.crt"),
     ],
     { CODEMODE_LINK_TOKEN: LINK_TOKEN, CODEMODE_AUTH_TOKEN: GATEWAY_TOKEN, CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY },
   );
@@ -110,7 +170,8 @@ afterAll(async () => {
 });
 
 /** `codemode health` against `address` with extra args; its exit status. */
-const cliHealth = (address: string, args: string[] = []) => spawnSync(process.execPath, [BIN, "health", "--address", address, "--timeout-ms", "3000", ...args], { encoding: "utf8" });
+const cliHealth = (address: string, args: string[] = []) =>
+  spawnSync(process.execPath, [BIN, "health", "--address", address, "--timeout-ms", "3000", ...args], { encoding: "utf8" });
 
 /** The ServiceError code a promise rejects with ("ok" when it resolves). */
 async function outcome(p: Promise<unknown>): Promise<string> {
@@ -127,13 +188,32 @@ describe("TLS end to end", () => {
     const r = spawnSync(
       process.execPath,
       [
-        BIN, "exec", "--sandbox", sandboxAt, "--orchestrator", controlAt, "--tools", "examples/tools.mjs",
-        "--tls-ca", file("ca.crt"), "--tls-client-cert", file("gateway.crt"), "--tls-client-key", file("gateway.key"),
+        BIN,
+        "exec",
+        "--sandbox",
+        sandboxAt,
+        "--orchestrator",
+        controlAt,
+        "--tools",
+        "examples/tools.mjs",
+        "--tls-ca",
+        file("ca.crt"),
+        "--tls-client-cert",
+        file("gateway.crt"),
+        "--tls-client-key",
+        file("gateway.key"),
         // The certificate's DNS name (dialling an IP with TLS, Node warns DEP0123 on stderr: grpc-js sends it as SNI).
-        "--tls-server-name", "localhost",
-        "--code", 'const w = await tools.weather({ city: "Oslo" }); return w.city;',
+        "--tls-server-name",
+        "localhost",
+        "--code",
+        'const w = await tools.weather({ city: "Oslo" }); return w.city;',
       ],
-      { encoding: "utf8", timeout: 30_000, env: { ...process.env, CODEMODE_AUTH_TOKEN: GATEWAY_TOKEN }, cwd: fileURLToPath(new URL("../../", import.meta.url)) },
+      {
+        encoding: "utf8",
+        timeout: 30_000,
+        env: { ...process.env, CODEMODE_AUTH_TOKEN: GATEWAY_TOKEN },
+        cwd: fileURLToPath(new URL("../../", import.meta.url)),
+      },
     );
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
@@ -147,7 +227,11 @@ describe("TLS end to end", () => {
       const scope = newScope("tls");
       await control.openRun({ scope, catalog: { case: "tools", value: { tools: [toWireTool({ name: "double", description: "Doubles n" })] } } });
       const out = await collectStream(sandbox.exec({ scope, execCallId: "c1", code: "return await tools.double({ n: 21 })" }), (call) => {
-        void sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: String((JSON.parse(call.inputJson) as { n: number }).n * 2) } });
+        void sandbox.bridgeCallback({
+          scope,
+          callId: call.callId,
+          outcome: { case: "resultJson", value: String((JSON.parse(call.inputJson) as { n: number }).n * 2) },
+        });
       });
       expect(out.model).toMatchObject({ status: "completed", value: 42 });
     } finally {
@@ -159,7 +243,9 @@ describe("TLS end to end", () => {
   it("health and the metrics port answer over TLS, without a token", async () => {
     expect(cliHealth(controlAt, ["--tls-ca", file("ca.crt")]).status).toBe(0);
     // The sidecar port is mTLS: health needs a client certificate there too.
-    expect(cliHealth(sandboxAt, ["--tls-ca", file("ca.crt"), "--tls-client-cert", file("gateway.crt"), "--tls-client-key", file("gateway.key")]).status).toBe(0);
+    expect(cliHealth(sandboxAt, ["--tls-ca", file("ca.crt"), "--tls-client-cert", file("gateway.crt"), "--tls-client-key", file("gateway.key")]).status).toBe(
+      0,
+    );
     const sandboxNoCert = cliHealth(sandboxAt, ["--tls-ca", file("ca.crt")]);
     expect(sandboxNoCert.status).toBe(1);
     const plain = cliHealth(controlAt);
@@ -183,7 +269,9 @@ describe("refusals", () => {
     expect(await outcome(control.closeRun({ scope: newScope("plain") }, { deadlineMs: 3_000 }))).toBe("unavailable");
     control.close();
     const sandbox = createClient(Sandbox, sandboxAt, {}, { token: GATEWAY_TOKEN });
-    expect(await outcome(sandbox.bridgeCallback({ scope: newScope("plain"), callId: "x", outcome: { case: "resultJson", value: "1" } }, { deadlineMs: 3_000 }))).toBe("unavailable");
+    expect(
+      await outcome(sandbox.bridgeCallback({ scope: newScope("plain"), callId: "x", outcome: { case: "resultJson", value: "1" } }, { deadlineMs: 3_000 })),
+    ).toBe("unavailable");
     sandbox.close();
     const link = createClient(SidecarLink, linkAt, {}, { token: LINK_TOKEN });
     expect(await outcome(link.resolveRun({}, { deadlineMs: 3_000 }))).toBe("unavailable");
@@ -211,14 +299,23 @@ describe("refusals", () => {
       const sandbox = createClient(Sandbox, sandboxAt, {}, security);
       expect(await outcome(control.openRun({ scope: newScope("tok"), catalog: { case: "tools", value: { tools: [] } } })), what).toBe("unauthenticated");
       expect(await outcome(collectStream(sandbox.exec({ scope: newScope("tok"), code: "return 1" }))), what).toBe("unauthenticated");
-      expect(await outcome(sandbox.bridgeCallback({ scope: newScope("tok"), callId: "x", outcome: { case: "resultJson", value: "1" } })), what).toBe("unauthenticated");
+      expect(await outcome(sandbox.bridgeCallback({ scope: newScope("tok"), callId: "x", outcome: { case: "resultJson", value: "1" } })), what).toBe(
+        "unauthenticated",
+      );
       control.close();
       sandbox.close();
     }
     // The refusal names no token, and is logged on the server.
     const raw = new grpc.Client(controlAt, grpc.credentials.createSsl(pem("ca.crt")));
     const details = await new Promise<string>((resolve) => {
-      raw.makeUnaryRequest("/codemode.orchestrator.v1.Control/CloseRun", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), new grpc.Metadata(), (err) => resolve(`${grpc.status[err!.code]}: ${err!.details}`));
+      raw.makeUnaryRequest(
+        "/codemode.orchestrator.v1.Control/CloseRun",
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        Buffer.alloc(0),
+        new grpc.Metadata(),
+        (err) => resolve(`${grpc.status[err!.code]}: ${err!.details}`),
+      );
     });
     raw.close();
     expect(details).toMatch(/^UNAUTHENTICATED: .*authorization: Bearer <token>/);
@@ -236,7 +333,9 @@ describe("the sidecar link has its own port and credentials", () => {
     expect(await outcome(linkOnControl.resolveRun({}, { deadlineMs: 5_000 }))).toBe("unimplemented");
     linkOnControl.close();
     const controlOnLink = createClient(Control, linkAt, {}, sidecarLink());
-    expect(await outcome(controlOnLink.openRun({ scope: newScope("x"), catalog: { case: "tools", value: { tools: [] } } }, { deadlineMs: 5_000 }))).toBe("unimplemented");
+    expect(await outcome(controlOnLink.openRun({ scope: newScope("x"), catalog: { case: "tools", value: { tools: [] } } }, { deadlineMs: 5_000 }))).toBe(
+      "unimplemented",
+    );
     controlOnLink.close();
   });
 
@@ -251,7 +350,18 @@ describe("the sidecar link has its own port and credentials", () => {
   });
 
   it("the sidecar with the link's credentials is attached and serving", async () => {
-    expect(cliHealth(sandboxAt, ["--tls-ca", file("ca.crt"), "--tls-client-cert", file("gateway.crt"), "--tls-client-key", file("gateway.key"), "--service", "codemode.sandbox.v1.Sandbox"]).status).toBe(0);
+    expect(
+      cliHealth(sandboxAt, [
+        "--tls-ca",
+        file("ca.crt"),
+        "--tls-client-cert",
+        file("gateway.crt"),
+        "--tls-client-key",
+        file("gateway.key"),
+        "--service",
+        "codemode.sandbox.v1.Sandbox",
+      ]).status,
+    ).toBe(0);
     expect(side.stderr.some((l) => l.includes('"msg":"orchestrator link up"'))).toBe(true);
   });
 
@@ -265,7 +375,13 @@ describe("the sidecar link has its own port and credentials", () => {
     ];
     const procs: Proc[] = [];
     try {
-      for (const w of wrong) procs.push(await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", w.at?.() ?? linkAt, "--threads", "1", ...w.args], w.env));
+      for (const w of wrong)
+        procs.push(
+          await spawnCodemode(
+            ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", w.at?.() ?? linkAt, "--threads", "1", ...w.args],
+            w.env,
+          ),
+        );
       const end = Date.now() + 3_000;
       while (Date.now() < end) {
         for (const p of procs) {
@@ -290,7 +406,19 @@ describe("the sidecar link has its own port and credentials", () => {
 describe("codemode start with TLS and a token", () => {
   it("serves exec over TLS; its embedded link is on its own loopback port with a per-process token", async () => {
     const start = await spawnCodemode(
-      ["start", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", "127.0.0.1:0", "--threads", "1", "--tls-cert", file("server.crt"), "--tls-key", file("server.key")],
+      [
+        "start",
+        "--sandbox-address",
+        "127.0.0.1:0",
+        "--orchestrator-address",
+        "127.0.0.1:0",
+        "--threads",
+        "1",
+        "--tls-cert",
+        file("server.crt"),
+        "--tls-key",
+        file("server.key"),
+      ],
       { CODEMODE_AUTH_TOKEN: GATEWAY_TOKEN },
     );
     try {
@@ -327,7 +455,11 @@ describe("codemode start with TLS and a token", () => {
 
 describe("configuration errors stop the process at start", () => {
   const run = (args: string[], env: Record<string, string> = {}) =>
-    spawnSync(process.execPath, [BIN, "orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", ...args], { encoding: "utf8", timeout: 20_000, env: { ...process.env, ...env } });
+    spawnSync(process.execPath, [BIN, "orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", ...args], {
+      encoding: "utf8",
+      timeout: 20_000,
+      env: { ...process.env, ...env },
+    });
 
   it("names the flag: a certificate without its key, a client CA without a certificate, a key that is not the certificate's, an unreadable file, equal tokens", () => {
     const cases: Array<[string[], Record<string, string>, number, RegExp]> = [

@@ -26,7 +26,8 @@ function realCatalog(): { tools: GatewayTool[]; servers: GatewayMcpServer[] } {
   for (const s of ordered) {
     if (tools.length >= 250) break;
     servers.push({ name: s.name, ...(s.description ? { description: s.description } : {}) });
-    for (const t of s.tools) tools.push({ name: t.name, description: t.description ?? "", parameters: t.inputSchema ?? { type: "object" }, source: "mcp", owner: s.name });
+    for (const t of s.tools)
+      tools.push({ name: t.name, description: t.description ?? "", parameters: t.inputSchema ?? { type: "object" }, source: "mcp", owner: s.name });
   }
   return { tools, servers };
 }
@@ -63,7 +64,11 @@ describe("payload: direct exposure vs Tool Search (seed E2E)", () => {
     };
     const answer = (scope: ReturnType<typeof newScope>, seen: ToolCallEvent[]) => (call: ToolCallEvent) => {
       seen.push(call);
-      void stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: JSON.stringify(createIssue(JSON.parse(call.inputJson))) } });
+      void stack.sandbox.bridgeCallback({
+        scope,
+        callId: call.callId,
+        outcome: { case: "resultJson", value: JSON.stringify(createIssue(JSON.parse(call.inputJson))) },
+      });
     };
 
     // Direct: the model sees every schema and calls the tool by name; the gateway runs it itself.
@@ -96,7 +101,10 @@ describe("payload: direct exposure vs Tool Search (seed E2E)", () => {
     const described = await stack.sandbox.toolDescribe({ scope: tools.scope, callId: "d1", id: found.tools[0]!.id });
     expect(JSON.parse(described.parametersJson)).toEqual(JSON.parse(directTool.inputSchemaJson));
     const seenTools: ToolCallEvent[] = [];
-    const called = await collectStream(stack.sandbox.toolCall({ scope: tools.scope, callId: "c1", id: TARGET.id, inputJson: JSON.stringify(INPUT) }), answer(tools.scope, seenTools));
+    const called = await collectStream(
+      stack.sandbox.toolCall({ scope: tools.scope, callId: "c1", id: TARGET.id, inputJson: JSON.stringify(INPUT) }),
+      answer(tools.scope, seenTools),
+    );
     expect(called.result.status).toBe(ResultStatus.COMPLETED);
 
     // The same tool, the same input, the same result on every surface.
@@ -162,7 +170,11 @@ describe("fallback: mode code becomes mode tools when a program cannot get a run
     expect(model.error).toMatch(/^tool_search_code could not start an isolated runtime \(no sandbox worker became free in time\.\); this run falls back/);
 
     const { surface } = await stack.control.describeSurface({ scope });
-    expect(surface).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_TOOLS, fallback: true, fallbackReason: expect.stringContaining("no sandbox worker became free") });
+    expect(surface).toMatchObject({
+      kind: SurfaceKind.TOOL_SEARCH_TOOLS,
+      fallback: true,
+      fallbackReason: expect.stringContaining("no sandbox worker became free"),
+    });
     expect(surface!.tools.map((t) => t.name)).toEqual(["tool_search", "tool_describe", "tool_call"]);
     const found = await stack.sandbox.toolSearch({ scope, query: "send a chat message" });
     expect(found.tools.map((t) => t.id)).toEqual(["openclaw:core:message"]);
@@ -178,7 +190,16 @@ describe("a pool that cannot start at all", () => {
   for (const command of ["start", "sandbox"]) {
     it(`codemode ${command} says why and exits non-zero, without a ready line`, async () => {
       // Node's permission model without --allow-worker denies worker threads: no surface can run.
-      const args = ["--experimental-permission", "--allow-fs-read=*", BIN, command, "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", command === "start" ? "127.0.0.1:0" : "127.0.0.1:1"];
+      const args = [
+        "--experimental-permission",
+        "--allow-fs-read=*",
+        BIN,
+        command,
+        "--sandbox-address",
+        "127.0.0.1:0",
+        "--orchestrator-address",
+        command === "start" ? "127.0.0.1:0" : "127.0.0.1:1",
+      ];
       const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
       let stdout = "";
       let stderr = "";

@@ -35,7 +35,16 @@ async function startOrchestrator(args: string[] = []) {
 
 /** A sidecar attached to `orch`, once the orchestrator has its pool report. */
 async function startSidecar(orch: Proc, link: string, withoutPool: boolean): Promise<Sidecar> {
-  const args = ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", link, "--threads", "1", ...(withoutPool ? ["--serve-without-pool"] : [])];
+  const args = [
+    "sandbox",
+    "--sandbox-address",
+    "127.0.0.1:0",
+    "--orchestrator-address",
+    link,
+    "--threads",
+    "1",
+    ...(withoutPool ? ["--serve-without-pool"] : []),
+  ];
   const proc = await spawnCodemode(args, withoutPool ? NO_WORKERS : {});
   const id = (JSON.parse(await logged(proc, /"sandbox listening"/)) as { sidecarId: string }).sidecarId;
   await logged(orch, new RegExp(`^(?=.*"sidecar pool ${withoutPool ? "cannot" : "can"} run code")(?=.*"sidecarId":"${id}")`));
@@ -104,21 +113,31 @@ describe("Tool Search mode code falls back to mode tools on the sidecars' pool h
     await logged(orch.proc, /"Tool Search falls back from mode code to mode tools: no attached sidecar can run code"/);
     const s = await surface();
     expect(s).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_TOOLS, fallback: true, codeModeActive: false });
-    expect(s.fallbackReason).toContain(`no sandbox sidecar attached to the orchestrator can run code (${poolless!.id}: the sandbox pool cannot start, so no code can run: worker threads are denied`);
+    expect(s.fallbackReason).toContain(
+      `no sandbox sidecar attached to the orchestrator can run code (${poolless!.id}: the sandbox pool cannot start, so no code can run: worker threads are denied`,
+    );
     expect(s.tools.map((t) => t.name)).toEqual(STRUCTURED);
     // Described again: noted once in the trajectory and the log.
     expect((await surface()).kind).toBe(SurfaceKind.TOOL_SEARCH_TOOLS);
     expect(await notes()).toEqual(["fallback"]);
     const step = (await orch.control.getTrajectory({ scope })).steps.find((x) => x.kind === "tool_search_fallback")!;
     expect(step).toMatchObject({ errorCode: "runtime_unavailable", errorMessage: s.fallbackReason });
-    await logged(orch.proc, new RegExp(`^(?=.*"Tool Search falls back from mode code to mode tools for the run: no attached sidecar can run code")(?=.*"agentRunId":"${scope.agentRunId}")`));
+    await logged(
+      orch.proc,
+      new RegExp(
+        `^(?=.*"Tool Search falls back from mode code to mode tools for the run: no attached sidecar can run code")(?=.*"agentRunId":"${scope.agentRunId}")`,
+      ),
+    );
     // A run opened now gets mode tools at once.
     const other = newScope("pool-health-open");
     const opened = await orch.control.openRun({ scope: other, catalog: TOOLS, toolSearch: { enabled: true } });
     expect(opened.surface).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_TOOLS, fallback: true });
     // A run in mode tools by config is not a fallback.
     const tools = newScope("pool-health-tools");
-    expect((await orch.control.openRun({ scope: tools, catalog: TOOLS, toolSearch: { enabled: true, mode: "tools" } })).surface).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_TOOLS, fallback: false });
+    expect((await orch.control.openRun({ scope: tools, catalog: TOOLS, toolSearch: { enabled: true, mode: "tools" } })).surface).toMatchObject({
+      kind: SurfaceKind.TOOL_SEARCH_TOOLS,
+      fallback: false,
+    });
   });
 
   it("the pool-less sidecar serves the structured tools, fails code with runtime_unavailable, and refuses a wait before claiming", async () => {
@@ -129,7 +148,11 @@ describe("Tool Search mode code falls back to mode tools on the sidecars' pool h
     const { model } = await collectStream(poolless!.sandbox.exec({ scope: codeScope, code: "return 1" }));
     expect(model).toMatchObject({ status: "failed", code: "runtime_unavailable", error: expect.stringContaining("the sandbox pool cannot start") });
     const waited = await collectStream(poolless!.sandbox.wait({ scope: codeScope, codeModeRunId: "cm_unknown", waitCallId: "w1" }));
-    expect(waited.model).toMatchObject({ status: "failed", code: "runtime_unavailable", error: expect.stringContaining("this sidecar cannot resume code mode runs") });
+    expect(waited.model).toMatchObject({
+      status: "failed",
+      code: "runtime_unavailable",
+      error: expect.stringContaining("this sidecar cannot resume code mode runs"),
+    });
   });
 
   it("a sidecar of an older build (no pool health in its hello) counts as able to run code", async () => {
@@ -189,9 +212,13 @@ describe("the pool-health fallback with the Redis run registry", () => {
     const scope = newScope("pool-health-redis");
     await orch.control.openRun({ scope, catalog: TOOLS, toolSearch: { enabled: true } });
     const poolless = await startSidecar(orch.proc, orch.link, true);
-    for (let i = 0; i < 2; i++) expect((await orch.control.describeSurface({ scope })).surface).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_TOOLS, fallback: true });
+    for (let i = 0; i < 2; i++)
+      expect((await orch.control.describeSurface({ scope })).surface).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_TOOLS, fallback: true });
     // Opening the run again keeps its trajectory and what it noted.
-    expect((await orch.control.openRun({ scope, catalog: TOOLS, toolSearch: { enabled: true } })).surface).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_TOOLS, fallback: true });
+    expect((await orch.control.openRun({ scope, catalog: TOOLS, toolSearch: { enabled: true } })).surface).toMatchObject({
+      kind: SurfaceKind.TOOL_SEARCH_TOOLS,
+      fallback: true,
+    });
     await stopSidecar(orch.proc, poolless);
     expect((await orch.control.describeSurface({ scope })).surface).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_CODE, fallback: false });
     const steps = (await orch.control.getTrajectory({ scope })).steps.filter((s) => s.kind === "tool_search_fallback");

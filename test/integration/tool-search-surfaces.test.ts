@@ -24,15 +24,47 @@ afterAll(async () => {
 
 type Tool = GatewayTool & { handler?: (input: unknown) => unknown };
 const TOOLS: Tool[] = [
-  { name: "message", description: "Send a chat message to a channel. Posts as the agent.", parameters: { type: "object", properties: { channel: { type: "string" }, text: { type: "string" } }, required: ["channel", "text"] }, handler: (i) => ({ sent: i }) },
-  { name: "web_search", description: "Search the web for pages", parameters: { type: "object", properties: { query: { type: "string" } } }, handler: (i) => ({ hits: [(i as { query: string }).query] }) },
-  { name: "calendar_create", owner: "calendar", origin: "external_plugin", description: "Create a calendar event", parameters: { type: "object", properties: { title: { type: "string" } } }, handler: (i) => ({ created: i }) },
+  {
+    name: "message",
+    description: "Send a chat message to a channel. Posts as the agent.",
+    parameters: { type: "object", properties: { channel: { type: "string" }, text: { type: "string" } }, required: ["channel", "text"] },
+    handler: (i) => ({ sent: i }),
+  },
+  {
+    name: "web_search",
+    description: "Search the web for pages",
+    parameters: { type: "object", properties: { query: { type: "string" } } },
+    handler: (i) => ({ hits: [(i as { query: string }).query] }),
+  },
+  {
+    name: "calendar_create",
+    owner: "calendar",
+    origin: "external_plugin",
+    description: "Create a calendar event",
+    parameters: { type: "object", properties: { title: { type: "string" } } },
+    handler: (i) => ({ created: i }),
+  },
   { name: "select_file", source: "client", owner: "app", description: "Ask the user to pick a file", handler: () => ({ path: "/tmp/a.txt" }) },
-  { name: "create_issue", source: "mcp", owner: "github", description: "Create a new issue in a GitHub repository", parameters: { type: "object", properties: { repo: { type: "string" }, title: { type: "string" } }, required: ["repo", "title"] }, handler: (i) => ({ number: 7, ...(i as object) }) },
+  {
+    name: "create_issue",
+    source: "mcp",
+    owner: "github",
+    description: "Create a new issue in a GitHub repository",
+    parameters: { type: "object", properties: { repo: { type: "string" }, title: { type: "string" } }, required: ["repo", "title"] },
+    handler: (i) => ({ number: 7, ...(i as object) }),
+  },
   { name: "list_issues", source: "mcp", owner: "github", description: "List issues of a GitHub repository", handler: () => [] },
   { name: "delete_repository", source: "mcp", owner: "github", description: "Delete a GitHub repository for good", handler: () => ({ deleted: true }) },
   { name: "secret_rotate", description: "Rotate production secrets", handler: () => ({ rotated: true }) },
-  { name: "guarded_deploy", description: "Deploy to production (needs approval)", handler: () => { const e = new Error("approval denied by the operator"); e.name = "PolicyDenied"; throw e; } },
+  {
+    name: "guarded_deploy",
+    description: "Deploy to production (needs approval)",
+    handler: () => {
+      const e = new Error("approval denied by the operator");
+      e.name = "PolicyDenied";
+      throw e;
+    },
+  },
 ];
 const SERVERS: GatewayMcpServer[] = [{ name: "github", title: "GitHub", description: "Issues, pull requests and repositories on GitHub", aliases: ["gh"] }];
 const DENY = ["mcp:github:delete_repository", "secret_*"];
@@ -75,7 +107,12 @@ describe("tool_search_code (mode code)", () => {
     expect(surface.kind).toBe(SurfaceKind.TOOL_SEARCH_CODE);
     expect(surface.codeModeActive).toBe(false);
     expect(surface.tools.map((t) => t.name)).toEqual(["tool_search_code"]);
-    expect(JSON.parse(surface.tools[0]!.inputSchemaJson)).toEqual({ type: "object", properties: { code: { type: "string", description: "The program: an async function body." } }, required: ["code"], additionalProperties: false });
+    expect(JSON.parse(surface.tools[0]!.inputSchemaJson)).toEqual({
+      type: "object",
+      properties: { code: { type: "string", description: "The program: an async function body." } },
+      required: ["code"],
+      additionalProperties: false,
+    });
     expect(surface.tools[0]!.description).toContain("openclaw.tools.search(query, { limit })");
     expect(surface.serializedBytes).toBe(Buffer.byteLength(surface.toolsJson));
     expect(surface.catalogSize).toBe(7);
@@ -96,7 +133,13 @@ describe("tool_search_code (mode code)", () => {
     );
     expect(model.status).toBe("completed");
     const v = model.value as { first: Record<string, unknown>; required: string[]; made: Record<string, unknown> };
-    expect(v.first).toEqual({ id: "mcp:github:create_issue", name: "create_issue", description: "Create a new issue in a GitHub repository", source: "mcp", sourceName: "github" });
+    expect(v.first).toEqual({
+      id: "mcp:github:create_issue",
+      name: "create_issue",
+      description: "Create a new issue in a GitHub repository",
+      source: "mcp",
+      sourceName: "github",
+    });
     expect(v.required).toEqual(["repo", "title"]);
     expect(v.made).toEqual({ number: 7, repo: "openclaw/openclaw", title: "Crash on startup" });
     expect(seen).toHaveLength(1);
@@ -114,12 +157,17 @@ describe("tool_search_code (mode code)", () => {
          .concat([typeof console.info, typeof openclaw.tools.call, Object.keys(openclaw.tools).join(",")]);`,
     );
     expect(model.value).toEqual([...Array(10).fill("undefined"), "undefined", "function", "search,describe,call"]);
-    expect(model.output).toEqual([{ type: "text", text: "[warn] w" }, { type: "text", text: "[error] e" }]);
+    expect(model.output).toEqual([
+      { type: "text", text: "[warn] w" },
+      { type: "text", text: "[error] e" },
+    ]);
   });
 
   it("never suspends: a call pending at codeTimeoutMs fails with timeout", async () => {
     const { scope } = await open({ enabled: true, codeTimeoutMs: 300 });
-    const { model, result } = await collectStream(stack.sandbox.exec({ scope, code: `return await openclaw.tools.call("openclaw:core:web_search", { query: "x" });` }));
+    const { model, result } = await collectStream(
+      stack.sandbox.exec({ scope, code: `return await openclaw.tools.call("openclaw:core:web_search", { query: "x" });` }),
+    );
     expect(model).toMatchObject({ status: "failed", code: "timeout" });
     expect(model.error).toMatch(/timed out after 300 ms with 1 tool call still pending/);
     expect(model.runId).toBeUndefined();
@@ -148,7 +196,9 @@ describe("tool_search_code (mode code)", () => {
     expect(model.error).toMatch(/^tool_search_code language "typescript" is disabled/);
     const mod = await collectStream(stack.sandbox.exec({ scope, code: 'const fs = require("fs"); return 1' }));
     expect(mod.model).toMatchObject({ status: "failed", code: "invalid_input" });
-    expect(mod.model.error).toMatch(/^tool_search_code rejects module access: `require.* is not available in tool_search_code .* Use openclaw\.tools\.search\/openclaw\.tools\.call instead\.$/);
+    expect(mod.model.error).toMatch(
+      /^tool_search_code rejects module access: `require.* is not available in tool_search_code .* Use openclaw\.tools\.search\/openclaw\.tools\.call instead\.$/,
+    );
   });
 });
 
@@ -158,9 +208,19 @@ describe("tool_search / tool_describe / tool_call (mode tools)", () => {
     expect(surface.kind).toBe(SurfaceKind.TOOL_SEARCH_TOOLS);
     expect(surface.tools.map((t) => t.name)).toEqual(["tool_search", "tool_describe", "tool_call"]);
     expect(surface.tools.map((t) => JSON.parse(t.inputSchemaJson))).toEqual([
-      { type: "object", properties: { query: { type: "string", description: 'The task, e.g. "create a GitHub issue".' }, limit: { type: "integer", minimum: 1, maximum: 20 } }, required: ["query"], additionalProperties: false },
+      {
+        type: "object",
+        properties: { query: { type: "string", description: 'The task, e.g. "create a GitHub issue".' }, limit: { type: "integer", minimum: 1, maximum: 20 } },
+        required: ["query"],
+        additionalProperties: false,
+      },
       { type: "object", properties: { id: { type: "string" } }, required: ["id"], additionalProperties: false },
-      { type: "object", properties: { id: { type: "string" }, args: { type: "object", description: "The tool's input." } }, required: ["id"], additionalProperties: false },
+      {
+        type: "object",
+        properties: { id: { type: "string" }, args: { type: "object", description: "The tool's input." } },
+        required: ["id"],
+        additionalProperties: false,
+      },
     ]);
     const { result } = await collectStream(stack.sandbox.exec({ scope, code: "return 1" }));
     expect(result.refusal).toBe(Refusal.CODE_MODE_INACTIVE);
@@ -171,22 +231,46 @@ describe("tool_search / tool_describe / tool_call (mode tools)", () => {
     const found = await stack.sandbox.toolSearch({ scope, callId: "m1", query: "gh issue create", limit: 3 });
     expect(found.tools[0]).toMatchObject({ id: "mcp:github:create_issue", source: ToolSource.MCP, sourceName: "github" });
     expect(found.tools.length).toBeLessThanOrEqual(3);
-    expect(JSON.parse(found.modelJson)[0]).toEqual({ id: "mcp:github:create_issue", name: "create_issue", description: "Create a new issue in a GitHub repository", source: "mcp", sourceName: "github" });
+    expect(JSON.parse(found.modelJson)[0]).toEqual({
+      id: "mcp:github:create_issue",
+      name: "create_issue",
+      description: "Create a new issue in a GitHub repository",
+      source: "mcp",
+      sourceName: "github",
+    });
     const described = await stack.sandbox.toolDescribe({ scope, callId: "m2", id: "openclaw:core:message" });
     expect(described.tool).toMatchObject({ id: "openclaw:core:message", description: "Send a chat message to a channel." });
     expect(described.fullDescription).toBe("Send a chat message to a channel. Posts as the agent.");
     expect(JSON.parse(described.parametersJson)).toMatchObject({ required: ["channel", "text"] });
     expect(JSON.parse(described.modelJson)).toMatchObject({ id: "openclaw:core:message", parameters: { required: ["channel", "text"] } });
     const seen: ToolCallEvent[] = [];
-    const called = await collectStream(stack.sandbox.toolCall({ scope, callId: "m3", id: "mcp:github:create_issue", inputJson: '{"repo":"a/b","title":"t"}' }), answering(scope, seen));
+    const called = await collectStream(
+      stack.sandbox.toolCall({ scope, callId: "m3", id: "mcp:github:create_issue", inputJson: '{"repo":"a/b","title":"t"}' }),
+      answering(scope, seen),
+    );
     expect(seen).toHaveLength(1);
     expect(seen[0]).toMatchObject({ toolId: "mcp:github:create_issue", source: ToolSource.MCP, parentCallId: "m3", inputJson: '{"repo":"a/b","title":"t"}' });
     expect(called.result.status).toBe(ResultStatus.COMPLETED);
     expect(JSON.parse(called.result.modelJson)).toEqual({ status: "completed", value: { number: 7, repo: "a/b", title: "t" } });
-    expect(called.result.telemetry).toMatchObject({ searchCount: 1, describeCount: 1, callCount: 1, modelVisibleTools: ["tool_search", "tool_describe", "tool_call"] });
+    expect(called.result.telemetry).toMatchObject({
+      searchCount: 1,
+      describeCount: 1,
+      callCount: 1,
+      modelVisibleTools: ["tool_search", "tool_describe", "tool_call"],
+    });
     const { steps } = await stack.control.getTrajectory({ scope });
-    expect(steps.map((s) => [s.kind, s.callId, s.status])).toEqual([["tool_search", "m1", "completed"], ["tool_describe", "m2", "completed"], ["tool_call", "m3", "completed"]]);
-    expect(steps[2]!.nestedCalls[0]).toMatchObject({ toolId: "mcp:github:create_issue", outcome: "ok", source: ToolSource.MCP, sourceName: "github", parentCallId: "m3" });
+    expect(steps.map((s) => [s.kind, s.callId, s.status])).toEqual([
+      ["tool_search", "m1", "completed"],
+      ["tool_describe", "m2", "completed"],
+      ["tool_call", "m3", "completed"],
+    ]);
+    expect(steps[2]!.nestedCalls[0]).toMatchObject({
+      toolId: "mcp:github:create_issue",
+      outcome: "ok",
+      source: ToolSource.MCP,
+      sourceName: "github",
+      parentCallId: "m3",
+    });
   });
 
   it("an unknown tool fails with suggestions and no nested call; a blocked call reports the block", async () => {
@@ -199,7 +283,10 @@ describe("tool_search / tool_describe / tool_call (mode tools)", () => {
     const unknown = await collectStream(stack.sandbox.toolCall({ scope, callId: "c1", id: "nope", inputJson: "{}" }), answering(scope, seen));
     expect(unknown.model).toMatchObject({ status: "failed" });
     expect(unknown.model.error).toMatch(/^ToolNotFound: unknown tool id "nope"/);
-    const blocked = await collectStream(stack.sandbox.toolCall({ scope, callId: "c2", id: "openclaw:core:guarded_deploy", inputJson: "" }), answering(scope, seen));
+    const blocked = await collectStream(
+      stack.sandbox.toolCall({ scope, callId: "c2", id: "openclaw:core:guarded_deploy", inputJson: "" }),
+      answering(scope, seen),
+    );
     expect(blocked.model).toEqual({ status: "failed", error: "PolicyDenied: approval denied by the operator" });
     expect(seen.map((c) => c.toolId)).toEqual(["openclaw:core:guarded_deploy"]);
   });
@@ -208,7 +295,9 @@ describe("tool_search / tool_describe / tool_call (mode tools)", () => {
     const code = await open(undefined);
     await expect(stack.sandbox.toolSearch({ scope: code.scope, query: "x" })).rejects.toMatchObject({ code: "failed_precondition" });
     const tools = await open({ enabled: true, mode: "tools" });
-    await expect(collectStream(stack.sandbox.toolCall({ scope: tools.scope, id: "openclaw:core:message", inputJson: "{nope" }))).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(collectStream(stack.sandbox.toolCall({ scope: tools.scope, id: "openclaw:core:message", inputJson: "{nope" }))).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
   });
 });
 
@@ -267,7 +356,10 @@ describe("config", () => {
     expect(surface.tools[0]!.description).toMatch(/\(default 50, at most 50\)/);
     const code = await open({ enabled: true, codeTimeoutMs: 999_999, maxSearchLimit: 0 });
     expect(code.surface.tools[0]!.description).toMatch(/\(default 1, at most 1\)[\s\S]*Limit: 60000 ms/);
-    await expect(open({ enabled: true, mode: "both" })).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/toolSearch\.mode must be "code" or "tools"/) });
+    await expect(open({ enabled: true, mode: "both" })).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringMatching(/toolSearch\.mode must be "code" or "tools"/),
+    });
   });
 
   it("code mode enabled explicitly supersedes Tool Search (the seed's rule); disabled code mode does not block it", async () => {
@@ -301,7 +393,9 @@ describe("CLI", () => {
   it("codemode surface prints the model-visible tools and their bytes for each mode", () => {
     const sizes: Record<string, number> = {};
     for (const mode of ["code", "tool_search_code", "tool_search", "direct"]) {
-      const r = spawnSync(process.execPath, [BIN, "surface", "--mode", mode, "--tools", tools, "--orchestrator", stack.orchestratorAddress], { encoding: "utf8" });
+      const r = spawnSync(process.execPath, [BIN, "surface", "--mode", mode, "--tools", tools, "--orchestrator", stack.orchestratorAddress], {
+        encoding: "utf8",
+      });
       expect(r.status, r.stderr).toBe(0);
       const out = JSON.parse(r.stdout) as { surface: string; serializedBytes: number; tools: Array<{ name: string }> };
       expect(out.serializedBytes).toBe(Buffer.byteLength(JSON.stringify(out.tools)));
@@ -317,7 +411,20 @@ describe("CLI", () => {
   it("codemode exec --mode tool_search_code runs a program on that surface", () => {
     const r = spawnSync(
       process.execPath,
-      [BIN, "exec", "--mode", "tool_search_code", "--tools", tools, "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress, "--code", 'const [w] = await openclaw.tools.search("weather in a city"); return [typeof tools, w.id, await openclaw.tools.call(w.id, { city: "Oslo" })];'],
+      [
+        BIN,
+        "exec",
+        "--mode",
+        "tool_search_code",
+        "--tools",
+        tools,
+        "--sandbox",
+        stack.sandboxAddress,
+        "--orchestrator",
+        stack.orchestratorAddress,
+        "--code",
+        'const [w] = await openclaw.tools.search("weather in a city"); return [typeof tools, w.id, await openclaw.tools.call(w.id, { city: "Oslo" })];',
+      ],
       { encoding: "utf8" },
     );
     expect(r.status, r.stderr).toBe(0);

@@ -17,7 +17,16 @@ import { openRun, type TestTool } from "../helpers/gateway.js";
 import { collectStream, spawnCodemode, type Proc } from "../helpers/harness.js";
 
 type OtlpValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
-type OtlpSpan = { traceId: string; spanId: string; parentSpanId?: string; traceState?: string; name: string; kind: number; attributes?: Array<{ key: string; value: OtlpValue }>; status?: { code?: number; message?: string } };
+type OtlpSpan = {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  traceState?: string;
+  name: string;
+  kind: number;
+  attributes?: Array<{ key: string; value: OtlpValue }>;
+  status?: { code?: number; message?: string };
+};
 type Span = OtlpSpan & { attrs: Record<string, string | number | boolean>; service: string };
 
 /** An OTLP/HTTP JSON receiver: collects every span POSTed to /v1/traces. */
@@ -35,7 +44,16 @@ async function startReceiver(): Promise<{ url: string; spans: Span[]; posts: num
       };
       for (const rs of body.resourceSpans) {
         const service = rs.resource.attributes.find((a) => a.key === "service.name")?.value.stringValue ?? "";
-        for (const ss of rs.scopeSpans) for (const s of ss.spans) state.spans.push({ ...s, traceId: hex(s.traceId), spanId: hex(s.spanId), parentSpanId: s.parentSpanId ? hex(s.parentSpanId) : "", attrs: attrsOf(s), service });
+        for (const ss of rs.scopeSpans)
+          for (const s of ss.spans)
+            state.spans.push({
+              ...s,
+              traceId: hex(s.traceId),
+              spanId: hex(s.spanId),
+              parentSpanId: s.parentSpanId ? hex(s.parentSpanId) : "",
+              attrs: attrsOf(s),
+              service,
+            });
       }
       res.writeHead(200, { "content-type": "application/json" }).end("{}");
     });
@@ -73,7 +91,8 @@ const tools: TestTool[] = [{ name: "lookup", description: "Looks something up", 
 /** A gateway's Sandbox client that can send metadata (the shared client does not). */
 function rawSandbox(address: string) {
   const Ctor = grpc.makeGenericClientConstructor(serviceDefinition(Sandbox), "Sandbox");
-  return new Ctor(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & Record<string, (req: unknown, md: grpc.Metadata) => AsyncIterable<ExecEvent>>;
+  return new Ctor(address, grpc.credentials.createInsecure()) as unknown as grpc.Client &
+    Record<string, (req: unknown, md: grpc.Metadata) => AsyncIterable<ExecEvent>>;
 }
 
 function traceMetadata(traceId: string, parentSpanId: string, tracestate?: string): grpc.Metadata {
@@ -132,17 +151,22 @@ describe("spans of exec, wait and nested calls, parented to the gateway's trace"
       const execCallId = `exec-${randomHex(4)}`;
       const code = `const r = await tools.lookup({ key: "${SECRET}" }); yield_control("later"); return r.v`;
       const calls: Array<Record<string, unknown>> = [];
-      const first = await collectStream(raw.exec!(create(ExecRequestSchema, { scope, execCallId, code }), traceMetadata(traceId, gatewayExecSpan, "vendor=gw")), (c) => {
-        calls.push(c as unknown as Record<string, unknown>);
-        void sandbox.bridgeCallback({ scope, callId: c.callId, outcome: { case: "resultJson", value: '{"v":5}' } });
-      });
+      const first = await collectStream(
+        raw.exec!(create(ExecRequestSchema, { scope, execCallId, code }), traceMetadata(traceId, gatewayExecSpan, "vendor=gw")),
+        (c) => {
+          calls.push(c as unknown as Record<string, unknown>);
+          void sandbox.bridgeCallback({ scope, callId: c.callId, outcome: { case: "resultJson", value: '{"v":5}' } });
+        },
+      );
       expect(first.model.status).toBe("waiting");
       const runId = first.model.runId!;
       expect(calls).toHaveLength(1);
 
       const gatewayWaitSpan = randomHex(8);
       const waitCallId = `wait-${randomHex(4)}`;
-      const second = await collectStream(raw.wait!(create(WaitRequestSchema, { scope, waitCallId, codeModeRunId: runId }), traceMetadata(traceId, gatewayWaitSpan)));
+      const second = await collectStream(
+        raw.wait!(create(WaitRequestSchema, { scope, waitCallId, codeModeRunId: runId }), traceMetadata(traceId, gatewayWaitSpan)),
+      );
       expect(second.model).toMatchObject({ status: "completed", value: 5 });
 
       const spans = await spansUntil((all) => all.some((s) => s.name === "codemode.wait" && s.attrs["codemode.wait_call_id"] === waitCallId));
@@ -180,7 +204,12 @@ describe("spans of exec, wait and nested calls, parented to the gateway's trace"
 
       // The wait is the child of the gateway's wait span, in the same trace.
       expect(wait).toMatchObject({ traceId, parentSpanId: gatewayWaitSpan, kind: 2 });
-      expect(wait.attrs).toMatchObject({ "rpc.method": "Wait", "codemode.code_mode_run_id": runId, "codemode.status": "completed", "codemode.agent_run_id": scope.agentRunId });
+      expect(wait.attrs).toMatchObject({
+        "rpc.method": "Wait",
+        "codemode.code_mode_run_id": runId,
+        "codemode.status": "completed",
+        "codemode.agent_run_id": scope.agentRunId,
+      });
 
       // Ids only: never the tool input, its answer, or the program text.
       const everything = JSON.stringify(spans);

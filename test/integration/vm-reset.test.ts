@@ -75,7 +75,13 @@ describe("resetting a reused instance (in process)", () => {
 
   it("leaves memory equal to the image byte for byte, the stack pointer and table as prepared, and no host-side state", async () => {
     let current: QuickJS | undefined;
-    const { vm } = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const { vm } = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     current = vm;
     await runIn(
       vm,
@@ -104,26 +110,58 @@ describe("resetting a reused instance (in process)", () => {
 
     // And the program after it sees a pristine realm (the instance is still the spare).
     let next: QuickJS | undefined;
-    const again = await warm.acquire(image, 64 << 20, () => false, sync(() => next!), sync(() => next!));
+    const again = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => next!),
+      sync(() => next!),
+    );
     next = again.vm;
     expect(again.how).toBe("reused");
     expect(again.vm).toBe(vm);
-    expect(await probe(again.vm, `[typeof globalThis.planted, ({}).planted, typeof globalThis.keep, JSON.parse("1"), [].push(1)].join(",")`)).toBe("undefined,,undefined,1,1");
+    expect(await probe(again.vm, `[typeof globalThis.planted, ({}).planted, typeof globalThis.keep, JSON.parse("1"), [].push(1)].join(",")`)).toBe(
+      "undefined,,undefined,1,1",
+    );
     warm.release(again.vm, true);
   });
 
   it("grows an instance of a smaller image to a larger image's exact size, and resets it byte for byte", async () => {
     // A catalog with many MCP servers makes a larger image than the empty one.
-    const servers = Array.from({ length: 400 }, (_, i) => [`srv${i}`, `srv${i}`, Array.from({ length: 8 }, (_, j) => [`fn${j}`, `mcp:srv${i}:fn${j}`]), false, false]);
+    const servers = Array.from({ length: 400 }, (_, i) => [
+      `srv${i}`,
+      `srv${i}`,
+      Array.from({ length: 8 }, (_, j) => [`fn${j}`, `mcp:srv${i}:fn${j}`]),
+      false,
+      false,
+    ]);
     const bigBoot = `{"catalog":${JSON.stringify({ mcp: servers, namespaces: [] })},"context":null}`;
     const big = (await warm.image(await preludeBytecode(wasm), bigBoot))!;
     expect(big.memory.byteLength).toBeGreaterThan(image.memory.byteLength);
     let current: QuickJS | undefined;
     // Hold the big image's own instance, so the only spare is a small one.
-    const held = await warm.acquire(big, 64 << 20, () => false, sync(() => current!), sync(() => current!));
-    const small = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const held = await warm.acquire(
+      big,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
+    const small = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     warm.release(small.vm, true);
-    const grown = await warm.acquire(big, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const grown = await warm.acquire(
+      big,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     expect(grown.how).toBe("reused");
     expect(grown.vm).toBe(small.vm);
     resetTo(grown.vm, big);
@@ -138,19 +176,37 @@ describe("resetting a reused instance (in process)", () => {
     const warm = new WarmVms(wasm);
     const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
     let current: QuickJS | undefined;
-    const first = await warm.acquire(image, 256 << 20, () => false, sync(() => current!), sync(() => current!));
+    const first = await warm.acquire(
+      image,
+      256 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     current = first.vm;
     await runIn(first.vm, `globalThis.big = new Uint8Array(32 * 1024 * 1024).fill(7); return 1;`);
     expect(inside(first.vm).exports.memory.buffer.byteLength).toBeGreaterThan(image.memory.byteLength);
     expect(reusableFor(first.vm, image)).toBe(false);
     warm.release(first.vm, true);
     expect(inside(first.vm).disposed).toBe(true);
-    const second = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const second = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     expect(second.vm).not.toBe(first.vm);
     expect(second.how).toBe("restored");
 
     warm.release(second.vm, false);
-    const third = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const third = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     expect(third.vm).not.toBe(second.vm);
     expect(third.how).toBe("restored");
     warm.release(third.vm, true);
@@ -161,7 +217,13 @@ describe("resetting a reused instance (in process)", () => {
     const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
     let current: QuickJS | undefined;
     const body = `globalThis.planted = "tok"; const rows = JSON.parse(JSON.stringify(Array.from({ length: 12000 }, (_, i) => ({ id: i, s: "row" + i })))); globalThis.rows = rows; return rows.length;`;
-    const first = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const first = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     current = first.vm;
     await runIn(first.vm, body);
     const grownBytes = inside(first.vm).exports.memory.buffer.byteLength;
@@ -171,7 +233,14 @@ describe("resetting a reused instance (in process)", () => {
     warm.release(first.vm, true);
 
     for (let round = 0; round < 3; round++) {
-      const again = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!), true);
+      const again = await warm.acquire(
+        image,
+        64 << 20,
+        () => false,
+        sync(() => current!),
+        sync(() => current!),
+        true,
+      );
       current = again.vm;
       expect(again.how).toBe("reused");
       expect(again.vm).toBe(first.vm);
@@ -214,7 +283,13 @@ describe("resetting a reused instance (in process)", () => {
     const warm = new WarmVms(wasm);
     const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
     let current: QuickJS | undefined;
-    const first = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const first = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     current = first.vm;
     await runIn(first.vm, `globalThis.rows = JSON.parse(JSON.stringify(Array.from({ length: 12000 }, (_, i) => ({ id: i, s: "row" + i })))); return 1;`);
     expect(inside(first.vm).exports.memory.buffer.byteLength).toBeGreaterThan(image.memory.byteLength);
@@ -222,7 +297,13 @@ describe("resetting a reused instance (in process)", () => {
 
     // Only the grown instance is idle: a small run gets a new image-sized one.
     const restoredBefore = warm.stats.restored;
-    const small = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const small = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     current = small.vm;
     expect(small.how).toBe("restored");
     expect(warm.stats.restored).toBe(restoredBefore + 1);
@@ -232,9 +313,22 @@ describe("resetting a reused instance (in process)", () => {
     warm.release(small.vm, true);
 
     // Both stay idle: the next small run reuses the image-sized one, a run asking for room the grown one.
-    const next = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const next = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     expect(next.vm).toBe(small.vm);
-    const roomy = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!), true);
+    const roomy = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+      true,
+    );
     expect(roomy.vm).toBe(first.vm);
     expect(inside(roomy.vm).exports.memory.buffer.byteLength).toBeGreaterThan(image.memory.byteLength);
     warm.release(next.vm, true);
@@ -248,7 +342,13 @@ describe("resetting a reused instance (in process)", () => {
     const image = (await warm.image(await preludeBytecode(wasm), BOOT))!;
     // The suspended run: its own marker, and a large array that makes its memory larger than the image's.
     let owner: QuickJS | undefined;
-    const made = await warm.acquire(image, 256 << 20, () => false, sync(() => owner!), sync(() => owner!));
+    const made = await warm.acquire(
+      image,
+      256 << 20,
+      () => false,
+      sync(() => owner!),
+      sync(() => owner!),
+    );
     owner = made.vm;
     await runIn(made.vm, `globalThis.mine = "own"; globalThis.rows = Array.from({ length: 60000 }, (_, i) => ({ i })); await new Promise(() => {});`);
     const deliverToken = image.deliverToken;
@@ -268,9 +368,18 @@ describe("resetting a reused instance (in process)", () => {
 
     // A spare dirtied by a writer, at the image's (smaller) size.
     let dirty: QuickJS | undefined;
-    const writerVm = await warm.acquire(image, 64 << 20, () => false, sync(() => dirty!), sync(() => dirty!));
+    const writerVm = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => dirty!),
+      sync(() => dirty!),
+    );
     dirty = writerVm.vm;
-    await runIn(writerVm.vm, `globalThis.planted = "tok"; Object.prototype.planted = "tok"; const k = []; for (let i = 0; i < 300; i++) k.push("tok" + i); globalThis.k = k; return 1;`);
+    await runIn(
+      writerVm.vm,
+      `globalThis.planted = "tok"; Object.prototype.planted = "tok"; const k = []; for (let i = 0; i < 300; i++) k.push("tok" + i); globalThis.k = k; return 1;`,
+    );
     void writerVm.vm.global;
     expect(inside(writerVm.vm).exports.memory.buffer.byteLength).toBe(image.memory.byteLength);
     warm.release(writerVm.vm, true);
@@ -278,7 +387,13 @@ describe("resetting a reused instance (in process)", () => {
     {
       const opened = openSnapshot(envelope, base);
       let current: QuickJS | undefined;
-      const got = await warm.acquireState({ ...opened, write: (t) => opened.writeMemory(t) }, 256 << 20, () => false, sync(() => current!), sync(() => current!))!;
+      const got = await warm.acquireState(
+        { ...opened, write: (t) => opened.writeMemory(t) },
+        256 << 20,
+        () => false,
+        sync(() => current!),
+        sync(() => current!),
+      )!;
       current = got.vm;
       expect(got.how).toBe("reused");
       expect(got.vm).toBe(writerVm.vm);
@@ -289,7 +404,9 @@ describe("resetting a reused instance (in process)", () => {
       expect(w.exports.__indirect_function_table.length).toBe(image.tableLength);
       expect(w._ownedHandles.size).toBe(0);
       expect(w._global).toBeNull();
-      expect(await probe(got.vm, `[globalThis.mine, globalThis.rows.length, typeof globalThis.planted, ({}).planted, typeof globalThis.k].join(",")`)).toBe("own,60000,undefined,,undefined");
+      expect(await probe(got.vm, `[globalThis.mine, globalThis.rows.length, typeof globalThis.planted, ({}).planted, typeof globalThis.k].join(",")`)).toBe(
+        "own,60000,undefined,,undefined",
+      );
       warm.release(got.vm, true);
     }
   });
@@ -297,7 +414,13 @@ describe("resetting a reused instance (in process)", () => {
   it("refuses a malformed snapshot before it touches the instance's memory", async () => {
     const base = await baseImage(wasm);
     let current: QuickJS | undefined;
-    const made = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const made = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     current = made.vm;
     await runIn(made.vm, `globalThis.mine = "own"; await new Promise(() => {});`);
     const envelope = Buffer.from(encodeSnapshot(made.vm.snapshot(), base, image.deliverToken).envelope);
@@ -312,7 +435,13 @@ describe("resetting a reused instance (in process)", () => {
   it("resets an idle instance ahead of its next run, which takes it equal to the image byte for byte", async () => {
     // A program that does not grow its instance (one that did is reset as it is next taken).
     let current: QuickJS | undefined;
-    const { vm } = await warm.acquire(image, 64 << 20, () => false, sync(() => current!), sync(() => current!));
+    const { vm } = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => current!),
+      sync(() => current!),
+    );
     current = vm;
     await runIn(vm, `globalThis.planted = "tok"; Object.prototype.planted = "tok"; globalThis.keep = ["tok".repeat(20)]; return "written";`);
     warm.release(vm, true);
@@ -326,7 +455,13 @@ describe("resetting a reused instance (in process)", () => {
     expect(w._ownedHandles.size).toBe(0);
 
     let next: QuickJS | undefined;
-    const again = await warm.acquire(image, 64 << 20, () => false, sync(() => next!), sync(() => next!));
+    const again = await warm.acquire(
+      image,
+      64 << 20,
+      () => false,
+      sync(() => next!),
+      sync(() => next!),
+    );
     next = again.vm;
     expect(again.vm).toBe(vm);
     expect(Buffer.compare(new Uint8Array(inside(again.vm).exports.memory.buffer), image.memory)).toBe(0);
@@ -426,7 +561,10 @@ describe("alternating hostile writers and readers on one reused thread", () => {
     for (let i = 0; i < ROUNDS; i++) {
       const tok = `tok${i.toString(36)}y${Math.random().toString(36).slice(2, 8)}`;
       // Suspended first, so the writer's instance is the idle one when the run resumes.
-      const r = await execute(stack, { scope, code: `globalThis.mine = "own${i}"; await yield_control(); ${READER.replace("return {", "return { mine: globalThis.mine,")}` });
+      const r = await execute(stack, {
+        scope,
+        code: `globalThis.mine = "own${i}"; await yield_control(); ${READER.replace("return {", "return { mine: globalThis.mine,")}`,
+      });
       expect(r.model.status).toBe("waiting");
       const w = await execute(stack, { scope, code: writer(tok, i % 5 === 2 || i % 5 === 3 ? 0 : i), config: { timeoutMs: 5_000 } });
       expect(["completed", "failed"]).toContain(w.model.status);

@@ -56,7 +56,9 @@ describe("large answers encoded by the client", () => {
 
   it("leaves small answers, errors and other requests to the generated encoder", () => {
     expect(encodeBridgeCallback(bridge("x".repeat(DIRECT_ANSWER_MIN - 1)))).toBeUndefined();
-    expect(encodeBridgeCallback(create(BridgeCallbackRequestSchema, { callId: "c", outcome: { case: "error", value: { name: "E", message: "m" } } }))).toBeUndefined();
+    expect(
+      encodeBridgeCallback(create(BridgeCallbackRequestSchema, { callId: "c", outcome: { case: "error", value: { name: "E", message: "m" } } })),
+    ).toBeUndefined();
     expect(encodeBridgeCallback(create(BridgeCallbackRequestSchema, { callId: "c" }))).toBeUndefined();
     expect(encodeExecSessionRequest(create(ExecSessionRequestSchema, { message: { case: "exec", value: { code: "return 1" } } }))).toBeUndefined();
     expect(encodeExecSessionRequest(session(bridge("[1]")))).toBeUndefined();

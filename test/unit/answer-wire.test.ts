@@ -14,8 +14,13 @@ import { BridgeCallbackRequestSchema, ExecSessionRequestSchema, type BridgeCallb
 import { answerBytes, decodeBridgeCallback, decodeExecSessionRequest, STAGE_MIN } from "../../src/sandbox/exec/answer-wire.js";
 
 const scope = { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "r" };
-const bridge = (value: string, callId = "call-1") => toBinary(BridgeCallbackRequestSchema, create(BridgeCallbackRequestSchema, { scope, callId, outcome: { case: "resultJson", value } }));
-const bridgeError = () => toBinary(BridgeCallbackRequestSchema, create(BridgeCallbackRequestSchema, { callId: "call-1", outcome: { case: "error", value: { name: "E", message: "failed" } } }));
+const bridge = (value: string, callId = "call-1") =>
+  toBinary(BridgeCallbackRequestSchema, create(BridgeCallbackRequestSchema, { scope, callId, outcome: { case: "resultJson", value } }));
+const bridgeError = () =>
+  toBinary(
+    BridgeCallbackRequestSchema,
+    create(BridgeCallbackRequestSchema, { callId: "call-1", outcome: { case: "error", value: { name: "E", message: "failed" } } }),
+  );
 const cat = (...parts: Uint8Array[]) => Buffer.concat(parts);
 const varint = (n: number) => {
   const out: number[] = [];
@@ -98,7 +103,10 @@ describe("decodeExecSessionRequest", () => {
   const exec = toBinary(ExecSessionRequestSchema, create(ExecSessionRequestSchema, { message: { case: "exec", value: { scope, code: "return 1" } } }));
 
   it("leaves a lone large answer's text as bytes, in a message equal to the generated one", () => {
-    const bytes = toBinary(ExecSessionRequestSchema, create(ExecSessionRequestSchema, { message: { case: "answer", value: { callId: "c", outcome: { case: "resultJson", value: LARGE } } } }));
+    const bytes = toBinary(
+      ExecSessionRequestSchema,
+      create(ExecSessionRequestSchema, { message: { case: "answer", value: { callId: "c", outcome: { case: "resultJson", value: LARGE } } } }),
+    );
     const req = decodeExecSessionRequest(bytes);
     expect(req.message.case).toBe("answer");
     const answer = req.message.value as BridgeCallbackRequest;

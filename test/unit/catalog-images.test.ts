@@ -52,7 +52,13 @@ const quiet = (vm: () => QuickJS) => (): JSValueHandle => vm().undefined;
 /** The survey in an instance acquired from the image. */
 async function surveyImage(warm: WarmVms, image: PreparedImage): Promise<string> {
   let current: QuickJS | undefined;
-  const { vm } = await warm.acquire(image, 64 << 20, () => false, quiet(() => current!), quiet(() => current!));
+  const { vm } = await warm.acquire(
+    image,
+    64 << 20,
+    () => false,
+    quiet(() => current!),
+    quiet(() => current!),
+  );
   current = vm;
   try {
     return await evaluate(vm, SURVEY);
@@ -88,7 +94,13 @@ describe("a new catalog's image, booted from the prelude's image before boot", (
 
     // A program on A's image plants marks, and its instance goes back idle.
     let current: QuickJS | undefined;
-    const held = await warm.acquire(a, 64 << 20, () => false, quiet(() => current!), quiet(() => current!));
+    const held = await warm.acquire(
+      a,
+      64 << 20,
+      () => false,
+      quiet(() => current!),
+      quiet(() => current!),
+    );
     current = held.vm;
     await evaluate(held.vm, `globalThis.planted = "tok"; Object.prototype.planted = "tok"; 1`);
     warm.release(held.vm, true);

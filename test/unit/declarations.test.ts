@@ -37,15 +37,27 @@ function shuffle<T>(items: readonly T[], seed: number): T[] {
 describe("assignIdentifiers (spec 6.1)", () => {
   it("camel style: splits on separators, lower-cases the first word, capitalises the rest", () => {
     const cases: Record<string, string> = {
-      create_issue: "createIssue", take_snapshot: "takeSnapshot", "chrome-devtools": "chromeDevtools", getFile: "getFile",
-      GetFile: "getFile", "list.items": "listItems", API_call: "apiCall", get_URL: "getUrl", echo: "echo",
-      "get file now": "getFileNow", "a/b:c": "aBC", "__secret__": "secret", "__private__": "private_", "x-2fa": "x2fa", "héllo_wörld": "hélloWörld",
+      create_issue: "createIssue",
+      take_snapshot: "takeSnapshot",
+      "chrome-devtools": "chromeDevtools",
+      getFile: "getFile",
+      GetFile: "getFile",
+      "list.items": "listItems",
+      API_call: "apiCall",
+      get_URL: "getUrl",
+      echo: "echo",
+      "get file now": "getFileNow",
+      "a/b:c": "aBC",
+      __secret__: "secret",
+      __private__: "private_",
+      "x-2fa": "x2fa",
+      héllo_wörld: "hélloWörld",
     };
     for (const [name, id] of Object.entries(cases)) expect(assignIdentifiers([name], "camel").get(name), name).toBe(id);
   });
 
   it("export style: illegal characters become _", () => {
-    const cases: Record<string, string> = { "get-file": "get_file", "a b.c": "a_b_c", create_issue: "create_issue", "$x": "$x", "a/b": "a_b", "!!": "__" };
+    const cases: Record<string, string> = { "get-file": "get_file", "a b.c": "a_b_c", create_issue: "create_issue", $x: "$x", "a/b": "a_b", "!!": "__" };
     for (const [name, id] of Object.entries(cases)) expect(assignIdentifiers([name], "export").get(name), name).toBe(id);
   });
 
@@ -58,7 +70,15 @@ describe("assignIdentifiers (spec 6.1)", () => {
     }
     expect(assignIdentifiers(["---"], "camel").get("---")).toBe("_");
     const members = assignIdentifiers(["$api", "resources", "prompts", "to_string", "constructor", "__proto__", "to-json"], "camel", MCP_MEMBER_RESERVED);
-    expect([...members]).toEqual([["$api", "$api_"], ["__proto__", "proto"], ["constructor", "constructor_"], ["prompts", "prompts_"], ["resources", "resources_"], ["to-json", "toJson"], ["to_string", "toString_"]]);
+    expect([...members]).toEqual([
+      ["$api", "$api_"],
+      ["__proto__", "proto"],
+      ["constructor", "constructor_"],
+      ["prompts", "prompts_"],
+      ["resources", "resources_"],
+      ["to-json", "toJson"],
+      ["to_string", "toString_"],
+    ]);
     expect(assignIdentifiers(["__proto__"], "export", MCP_SERVER_RESERVED).get("__proto__")).toBe("__proto___");
     expect(assignIdentifiers(["then", "value_of"], "camel", MCP_SERVER_RESERVED).get("value_of")).toBe("valueOf_");
   });
@@ -111,30 +131,75 @@ describe("schemaToType (spec 6.2)", () => {
 
   it("oneOf/anyOf as unions, allOf as intersections, OpenAPI nullable", () => {
     check({ oneOf: [{ type: "string" }, { type: "number" }] }, ['"a"', "1"], ["true"]);
-    check({ anyOf: [{ type: "object", properties: { a: { type: "string" } }, required: ["a"] }, { type: "array", items: { type: "string" } }] }, ['{ a: "x" }', '["x"]'], ["{ a: 1 }"]);
-    check({ allOf: [{ type: "object", properties: { a: { type: "string" } }, required: ["a"] }, { properties: { b: { type: "number" } }, required: ["b"] }] }, ['{ a: "x", b: 1 }'], ['{ a: "x" }']);
+    check(
+      {
+        anyOf: [
+          { type: "object", properties: { a: { type: "string" } }, required: ["a"] },
+          { type: "array", items: { type: "string" } },
+        ],
+      },
+      ['{ a: "x" }', '["x"]'],
+      ["{ a: 1 }"],
+    );
+    check(
+      {
+        allOf: [
+          { type: "object", properties: { a: { type: "string" } }, required: ["a"] },
+          { properties: { b: { type: "number" } }, required: ["b"] },
+        ],
+      },
+      ['{ a: "x", b: 1 }'],
+      ['{ a: "x" }'],
+    );
     check({ type: "string", nullable: true }, ["null", '"x"'], ["1"]);
     check({ type: "object", properties: { a: { type: "integer", nullable: true } }, required: ["a"] }, ["{ a: null }", "{ a: 1 }"], ['{ a: "1" }']);
     // A required-only branch tightens the base object.
-    check({ type: "object", properties: { a: { type: "string" }, b: { type: "string" } }, oneOf: [{ required: ["a"] }, { required: ["b"] }] }, ['{ a: "x" }', '{ b: "y" }'], ['{ a: 1 }']);
+    check(
+      { type: "object", properties: { a: { type: "string" }, b: { type: "string" } }, oneOf: [{ required: ["a"] }, { required: ["b"] }] },
+      ['{ a: "x" }', '{ b: "y" }'],
+      ["{ a: 1 }"],
+    );
   });
 
   it("$ref to $defs and definitions, recursive, with named aliases", () => {
     const tree = {
       $ref: "#/$defs/Node",
-      $defs: { Node: { type: "object", description: "A tree node", properties: { value: { type: "number" }, children: { type: "array", items: { $ref: "#/$defs/Node" } }, meta: { $ref: "#/definitions/Meta" } }, required: ["value"] } },
+      $defs: {
+        Node: {
+          type: "object",
+          description: "A tree node",
+          properties: { value: { type: "number" }, children: { type: "array", items: { $ref: "#/$defs/Node" } }, meta: { $ref: "#/definitions/Meta" } },
+          required: ["value"],
+        },
+      },
       definitions: { Meta: { type: "object", properties: { tag: { type: "string" } } } },
     };
-    const r = check(tree, ["{ value: 1, children: [{ value: 2, children: [] }] }", '{ value: 1, meta: { tag: "t" } }'], ['{ value: 1, children: [{ value: "2" }] }', "{ children: [] }"]);
+    const r = check(
+      tree,
+      ["{ value: 1, children: [{ value: 2, children: [] }] }", '{ value: 1, meta: { tag: "t" } }'],
+      ['{ value: 1, children: [{ value: "2" }] }', "{ children: [] }"],
+    );
     expect(r.type).toBe("T_Node");
     expect(r.aliases.join("\n")).toContain("type T_Node = ");
     expect(r.aliases.join("\n")).toContain("type T_Meta = ");
     expect(r.aliases.join("\n")).toContain("/** A tree node */");
     // Root recursion through "#", and mutual recursion.
-    check({ type: "object", properties: { name: { type: "string" }, next: { $ref: "#" } }, required: ["name"] }, ['{ name: "a", next: { name: "b" } }'], ['{ name: "a", next: { name: 1 } }']);
-    check({ $defs: { A: { type: "object", properties: { b: { $ref: "#/$defs/B" } } }, B: { type: "array", items: { $ref: "#/$defs/A" } } }, $ref: "#/$defs/A" }, ["{ b: [{ b: [] }] }"], ["{ b: [{ b: 1 }] }"]);
+    check(
+      { type: "object", properties: { name: { type: "string" }, next: { $ref: "#" } }, required: ["name"] },
+      ['{ name: "a", next: { name: "b" } }'],
+      ['{ name: "a", next: { name: 1 } }'],
+    );
+    check(
+      { $defs: { A: { type: "object", properties: { b: { $ref: "#/$defs/B" } } }, B: { type: "array", items: { $ref: "#/$defs/A" } } }, $ref: "#/$defs/A" },
+      ["{ b: [{ b: [] }] }"],
+      ["{ b: [{ b: 1 }] }"],
+    );
     // Escaped pointers and odd definition names.
-    const odd = check({ type: "object", properties: { x: { $ref: "#/$defs/a~1b%20c" } }, $defs: { "a/b c": { type: "string" } } }, ['{ x: "s" }'], ["{ x: 1 }"]);
+    const odd = check(
+      { type: "object", properties: { x: { $ref: "#/$defs/a~1b%20c" } }, $defs: { "a/b c": { type: "string" } } },
+      ['{ x: "s" }'],
+      ["{ x: 1 }"],
+    );
     expect(odd.aliases.join("\n")).toContain("type T_a_b_c = string;");
   });
 
@@ -147,7 +212,11 @@ describe("schemaToType (spec 6.2)", () => {
   it("additionalProperties false / true / schema, with and without declared properties", () => {
     check({ type: "object", properties: { a: { type: "string" } }, additionalProperties: false }, ['{ a: "x" }', "{}"], ['{ a: "x", b: 1 }']);
     check({ type: "object", properties: { a: { type: "string" } }, additionalProperties: true }, ['{ a: "x", b: 1 }'], ["{ a: 1 }"]);
-    const withSchema = check({ type: "object", properties: { a: { type: "string" }, n: { type: "boolean" } }, required: ["a"], additionalProperties: { type: "number" } }, ['{ a: "x", other: 1 }', '{ a: "x", n: true }'], ['{ a: 1 }', '{ other: 1 }']);
+    const withSchema = check(
+      { type: "object", properties: { a: { type: "string" }, n: { type: "boolean" } }, required: ["a"], additionalProperties: { type: "number" } },
+      ['{ a: "x", other: 1 }', '{ a: "x", n: true }'],
+      ["{ a: 1 }", "{ other: 1 }"],
+    );
     expect(withSchema.type).toContain("[key: string]: number | string | boolean | undefined;");
     expect(withSchema.type).toContain("Other keys hold number.");
     check({ type: "object", additionalProperties: { type: "number" } }, ["{ x: 1, y: 2 }", "{}"], ['{ x: "1" }']);
@@ -156,24 +225,50 @@ describe("schemaToType (spec 6.2)", () => {
   });
 
   it("patternProperties as an index signature (union of the patterns' schemas)", () => {
-    const r = check({ type: "object", patternProperties: { "^s_": { type: "string" }, "^n_": { type: "number" } }, additionalProperties: false }, ['{ s_a: "x", n_b: 1 }'], ["{ s_a: true }"]);
+    const r = check(
+      { type: "object", patternProperties: { "^s_": { type: "string" }, "^n_": { type: "number" } }, additionalProperties: false },
+      ['{ s_a: "x", n_b: 1 }'],
+      ["{ s_a: true }"],
+    );
     expect(r.type).toContain("Keys matching /^s_/ hold string.");
     expect(r.type).toContain("Keys matching /^n_/ hold number.");
-    check({ type: "object", properties: { id: { type: "string" } }, required: ["id"], patternProperties: { "^x-": { type: "number" } } }, ['{ id: "a", "x-rate": 2 }'], ['{ id: "a", "x-rate": true }']);
+    check(
+      { type: "object", properties: { id: { type: "string" } }, required: ["id"], patternProperties: { "^x-": { type: "number" } } },
+      ['{ id: "a", "x-rate": 2 }'],
+      ['{ id: "a", "x-rate": true }'],
+    );
   });
 
   it("tuples: prefixItems and draft-07 items arrays, closed or open, minItems", () => {
-    const closed = check({ type: "array", prefixItems: [{ type: "string" }, { type: "number" }], items: false, minItems: 2 }, ['["a", 1]'], ['["a"]', '["a", 1, 2]', '[1, "a"]']);
+    const closed = check(
+      { type: "array", prefixItems: [{ type: "string" }, { type: "number" }], items: false, minItems: 2 },
+      ['["a", 1]'],
+      ['["a"]', '["a", 1, 2]', '[1, "a"]'],
+    );
     expect(closed.type).toBe("[string, number]");
     check({ type: "array", prefixItems: [{ type: "string" }, { type: ["number", "null"] }] }, ["[]", '["a"]', '["a", null, "extra"]'], ["[1]"]);
-    check({ type: "array", items: [{ type: "string" }, { type: "boolean" }], additionalItems: false, minItems: 1 }, ['["a"]', '["a", true]'], ["[]", '["a", true, 1]']);
+    check(
+      { type: "array", items: [{ type: "string" }, { type: "boolean" }], additionalItems: false, minItems: 1 },
+      ['["a"]', '["a", true]'],
+      ["[]", '["a", true, 1]'],
+    );
     check({ type: "array", items: [{ type: "string" }], additionalItems: { type: "number" } }, ['["a", 1, 2]'], ['["a", "b"]']);
     check({ type: "array", items: [{ type: "string" }] }, ['["a", {}, 3]'], ["[1]"]);
   });
 
   it("items schemas as T[], required vs optional, names that are not identifiers", () => {
     const r = check(
-      { type: "object", properties: { tags: { type: "array", items: { anyOf: [{ type: "string" }, { type: "number" }] } }, "foo-bar": { type: "string" }, "with space": { type: "number" }, "0": { type: "boolean" }, __proto__x: { type: "string" } }, required: ["foo-bar", "missing"] },
+      {
+        type: "object",
+        properties: {
+          tags: { type: "array", items: { anyOf: [{ type: "string" }, { type: "number" }] } },
+          "foo-bar": { type: "string" },
+          "with space": { type: "number" },
+          "0": { type: "boolean" },
+          __proto__x: { type: "string" },
+        },
+        required: ["foo-bar", "missing"],
+      },
       ['{ "foo-bar": "a", missing: 1, tags: ["x", 1] }'],
       ['{ tags: ["x"], missing: 1 }', '{ "foo-bar": "a" }', '{ "foo-bar": "a", missing: 1, tags: [true] }'],
     );
@@ -182,20 +277,28 @@ describe("schemaToType (spec 6.2)", () => {
     expect(r.type).toContain("(string | number)[]");
     check({ type: "array" }, ["[1, 'a']"], ["{}"]);
     // Keys that are special on JavaScript objects stay plain properties.
-    const special = JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"},"constructor":{"type":"number"}},"required":["__proto__","toString"]}') as unknown;
-    expect(check(special, ['{ ["__proto__"]: "x", constructor: 1, toString: 1 }'], ['{ ["__proto__"]: 1, constructor: 1, toString: 1 }']).type).toBe("{ __proto__: string; constructor?: number; toString: unknown }");
+    const special = JSON.parse(
+      '{"type":"object","properties":{"__proto__":{"type":"string"},"constructor":{"type":"number"}},"required":["__proto__","toString"]}',
+    ) as unknown;
+    expect(check(special, ['{ ["__proto__"]: "x", constructor: 1, toString: 1 }'], ['{ ["__proto__"]: 1, constructor: 1, toString: 1 }']).type).toBe(
+      "{ __proto__: string; constructor?: number; toString: unknown }",
+    );
   });
 
   it("JSDoc from description, default, format, examples, deprecated; */ can never close a comment", () => {
-    const r = check({
-      type: "object",
-      properties: {
-        path: { type: "string", description: "Where */ it goes\nsecond line", default: "/tmp", format: "uri", examples: ["/a", "/b", "/c"] },
-        old: { type: "string", deprecated: true, description: "Use path. */ declare const injected: number; /*" },
+    const r = check(
+      {
+        type: "object",
+        properties: {
+          path: { type: "string", description: "Where */ it goes\nsecond line", default: "/tmp", format: "uri", examples: ["/a", "/b", "/c"] },
+          old: { type: "string", deprecated: true, description: "Use path. */ declare const injected: number; /*" },
+        },
       },
-    }, ['{ path: "x" }'], ['{ path: 1 }']);
+      ['{ path: "x" }'],
+      ["{ path: 1 }"],
+    );
     expect(r.type).toContain("Where *\\/ it goes");
-    expect(r.type).toContain("@default \"/tmp\"");
+    expect(r.type).toContain('@default "/tmp"');
     expect(r.type).toContain("@format uri");
     expect(r.type).toContain('@example "/b"');
     expect(r.type).not.toContain('"/c"');
@@ -216,7 +319,13 @@ describe("schemaToType (spec 6.2)", () => {
     const not = check({ not: { type: "string" } }, ["1", '"x"']);
     expect(not.type).toBe("/** Warning: not is not represented; typed as unknown. */ unknown");
     expect(not.warnings).toEqual(["#: not is not represented"]);
-    const inProp = check({ type: "object", properties: { a: { if: { type: "string" }, then: { minLength: 1 }, else: { type: "number" } }, b: { $ref: "other.json#/x" }, c: { type: "decimal" } } }, ["{ a: 1, b: 2, c: 3 }"]);
+    const inProp = check(
+      {
+        type: "object",
+        properties: { a: { if: { type: "string" }, then: { minLength: 1 }, else: { type: "number" } }, b: { $ref: "other.json#/x" }, c: { type: "decimal" } },
+      },
+      ["{ a: 1, b: 2, c: 3 }"],
+    );
     expect(inProp.type).toContain("Warning: if/then/else is not represented; typed as unknown.");
     expect(inProp.type).toContain("Warning: $ref to another document (other.json#/x) is not represented; typed as unknown.");
     expect(inProp.type).toContain('Warning: type "decimal" is not represented; typed as unknown.');
@@ -229,15 +338,27 @@ describe("schemaToType (spec 6.2)", () => {
 
   it("odd inputs stay valid TypeScript: line separators, huge enums, deep const, $ref with nullable", () => {
     const ls = "a\u2028b\u2029c";
-    const odd = check({ type: "object", properties: { [ls]: { enum: [ls, "x"], description: `doc ${ls} */ end` } } }, [`{ ${JSON.stringify(ls)}: "x" }`], [`{ ${JSON.stringify(ls)}: "y" }`]);
+    const odd = check(
+      { type: "object", properties: { [ls]: { enum: [ls, "x"], description: `doc ${ls} */ end` } } },
+      [`{ ${JSON.stringify(ls)}: "x" }`],
+      [`{ ${JSON.stringify(ls)}: "y" }`],
+    );
     expect(odd.type).toContain("*\\/ end");
-    const many = check({ type: "object", properties: { code: { enum: Array.from({ length: 500 }, (_, i) => `c${i}`) } } }, ['{ code: "c499" }'], ["{ code: 1 }"]);
+    const many = check(
+      { type: "object", properties: { code: { enum: Array.from({ length: 500 }, (_, i) => `c${i}`) } } },
+      ['{ code: "c499" }'],
+      ["{ code: 1 }"],
+    );
     expect(many.type).toContain("One of 500 allowed values");
     expect(many.type.length).toBeLessThan(200);
     let deep: unknown = 1;
     for (let i = 0; i < 100; i++) deep = [deep];
     check({ const: deep }, [`${"[".repeat(100)}1${"]".repeat(100)}`], ["[1]"]);
-    check({ type: "object", properties: { n: { $ref: "#/$defs/N", nullable: true } }, $defs: { N: { type: "number" } } }, ["{ n: null }", "{ n: 1 }"], ['{ n: "1" }']);
+    check(
+      { type: "object", properties: { n: { $ref: "#/$defs/N", nullable: true } }, $defs: { N: { type: "number" } } },
+      ["{ n: null }", "{ n: 1 }"],
+      ['{ n: "1" }'],
+    );
   });
 
   it("caps nesting depth", () => {
@@ -259,24 +380,61 @@ describe("schemaToType (spec 6.2)", () => {
 });
 
 const SERVER: McpServerDecl = {
-  key: "docs", name: "docs-server", title: "Docs", version: "1.2.3", description: "Project documentation. Search and read pages.",
-  instructions: `Prefer search before read. ${"x".repeat(3000)} */ declare const injected: 1; /*`, resources: true, prompts: true,
+  key: "docs",
+  name: "docs-server",
+  title: "Docs",
+  version: "1.2.3",
+  description: "Project documentation. Search and read pages.",
+  instructions: `Prefer search before read. ${"x".repeat(3000)} */ declare const injected: 1; /*`,
+  resources: true,
+  prompts: true,
 };
 
 const TOOLS: McpToolDecl[] = [
   {
-    id: "mcp:docs-server:search_pages", name: "search_pages", functionName: "searchPages", description: "Search pages by text.",
-    inputSchema: { type: "object", properties: { query: { type: "string", description: "Words to find" }, limit: { type: "integer", default: 10 }, "sort-by": { enum: ["score", "date"] } }, required: ["query"] },
-    outputSchema: { type: "object", properties: { hits: { type: "array", items: { $ref: "#/$defs/Hit" } } }, required: ["hits"], $defs: { Hit: { type: "object", properties: { id: { type: "string" }, score: { type: "number" } }, required: ["id", "score"] } } },
+    id: "mcp:docs-server:search_pages",
+    name: "search_pages",
+    functionName: "searchPages",
+    description: "Search pages by text.",
+    inputSchema: {
+      type: "object",
+      properties: { query: { type: "string", description: "Words to find" }, limit: { type: "integer", default: 10 }, "sort-by": { enum: ["score", "date"] } },
+      required: ["query"],
+    },
+    outputSchema: {
+      type: "object",
+      properties: { hits: { type: "array", items: { $ref: "#/$defs/Hit" } } },
+      required: ["hits"],
+      $defs: { Hit: { type: "object", properties: { id: { type: "string" }, score: { type: "number" } }, required: ["id", "score"] } },
+    },
     annotations: { title: "Search pages", readOnlyHint: true, destructiveHint: false, openWorldHint: false },
     examples: [{ query: "install" }, { query: "*/ tricky", limit: 2 }, { query: "third" }],
   },
   {
-    id: "mcp:docs-server:get_page", name: "get_page", functionName: "getPage", description: "Read one page (tree of sections).",
+    id: "mcp:docs-server:get_page",
+    name: "get_page",
+    functionName: "getPage",
+    description: "Read one page (tree of sections).",
     inputSchema: { type: "object", properties: { id: { type: "string" } }, required: ["id"] },
-    outputSchema: { $ref: "#/$defs/Section", $defs: { Section: { type: "object", properties: { title: { type: "string" }, sections: { type: "array", items: { $ref: "#/$defs/Section" } } }, required: ["title"] } } },
+    outputSchema: {
+      $ref: "#/$defs/Section",
+      $defs: {
+        Section: {
+          type: "object",
+          properties: { title: { type: "string" }, sections: { type: "array", items: { $ref: "#/$defs/Section" } } },
+          required: ["title"],
+        },
+      },
+    },
   },
-  { id: "mcp:docs-server:reindex", name: "reindex", functionName: "reindex", description: "Rebuild the index.", inputSchema: { type: "object", properties: {} }, annotations: { destructiveHint: true, idempotentHint: true } },
+  {
+    id: "mcp:docs-server:reindex",
+    name: "reindex",
+    functionName: "reindex",
+    description: "Rebuild the index.",
+    inputSchema: { type: "object", properties: {} },
+    annotations: { destructiveHint: true, idempotentHint: true },
+  },
   { id: "mcp:docs-server:weird", name: "weird", functionName: "weird", description: "", inputSchema: { not: {} } },
 ];
 
@@ -318,7 +476,8 @@ describe("mcp API files", () => {
   it("index file: how to call, shared types, one line per server, no server declarations", () => {
     expect(index).toContain("virtual, read-only");
     expect(index).toContain("await MCP.<server>.<fn>({ ...input })");
-    for (const t of ["McpToolResult<S = unknown>", "McpApiHeader", "McpResourceList", "McpResourceContents", "McpPromptList", "McpPrompt "]) expect(index).toContain(`type ${t}`);
+    for (const t of ["McpToolResult<S = unknown>", "McpApiHeader", "McpResourceList", "McpResourceContents", "McpPromptList", "McpPrompt "])
+      expect(index).toContain(`type ${t}`);
     expect(index).toContain('- MCP.docs (mcp/docs.d.ts, 4 tools + resources, prompts; MCP server "docs-server"): Project documentation.');
     expect(index).not.toContain("declare namespace");
     expect(renderIndexFile([])).toContain("(none)");

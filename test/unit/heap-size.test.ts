@@ -42,7 +42,11 @@ describe("the runtime's allocated bytes", () => {
       expect(vm.gcThreshold).toBe(threshold);
       // 10,000 empty objects: tens of bytes each, far more than their 30 KB of text.
       expect(bytes!).toBeGreaterThan(400_000);
-      expect(() => allocatedBy(vm, () => { throw new Error("trap"); })).toThrow("trap");
+      expect(() =>
+        allocatedBy(vm, () => {
+          throw new Error("trap");
+        }),
+      ).toThrow("trap");
     } finally {
       vm.dispose();
     }

@@ -22,7 +22,9 @@ import type { ExecEvents } from "../../src/sandbox/pool/pool-contract.js";
 const wasmModule = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const WORKER = fileURLToPath(new URL("../../dist/sandbox/worker/worker.js", import.meta.url));
 // The built pool, whose worker file is dist's (the sources' own would look for it beside them).
-const { startPool } = (await import(new URL("../../dist/sandbox/pool/pool-start.js", import.meta.url).href)) as typeof import("../../src/sandbox/pool/pool-start.js");
+const { startPool } = (await import(
+  new URL("../../dist/sandbox/pool/pool-start.js", import.meta.url).href
+)) as typeof import("../../src/sandbox/pool/pool-start.js");
 
 describe("where the fair queue puts a light task (real worker threads)", () => {
   const lanes = new Lanes(2, { filename: WORKER, execsPerWorker: 2, wasmModule, stackSizeMb: 16 });
@@ -33,7 +35,13 @@ describe("where the fair queue puts a light task (real worker threads)", () => {
   /** Where the scheduler starts one task of `tenant` (and whether it joined a busy lane). */
   function place(tenant: string, spread = false, avoid?: Lane): [Lane, boolean] {
     let placed: [Lane, boolean] | undefined;
-    scheduler.submit({ tenant, ...(spread ? { spread } : {}), ...(avoid ? { avoid } : {}), run: (lane, packed) => (placed = [lane, packed]), gone: () => placed !== undefined });
+    scheduler.submit({
+      tenant,
+      ...(spread ? { spread } : {}),
+      ...(avoid ? { avoid } : {}),
+      run: (lane, packed) => (placed = [lane, packed]),
+      gone: () => placed !== undefined,
+    });
     if (!placed) throw new Error("the task was not placed");
     return placed;
   }
@@ -91,7 +99,17 @@ describe("a task that joined a lane whose guest then computes (a real two-thread
   const poolReady = startPool({ threads: 2, execsPerWorker: 4, log });
   afterAll(async () => (await poolReady).close());
   const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
-  const task = (source: string) => ({ kind: "exec", source, language: "javascript", limits: { timeoutMs: 20_000, memoryLimitBytes: 32 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 }, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface: "code" }) as const;
+  const task = (source: string) =>
+    ({
+      kind: "exec",
+      source,
+      language: "javascript",
+      limits: { timeoutMs: 20_000, memoryLimitBytes: 32 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 1, maxSnapshotBytes: 1_024 },
+      catalog: EMPTY_GUEST_CATALOG,
+      contextJson: "null",
+      outputBytesUsed: 0,
+      surface: "code",
+    }) as const;
 
   it("places the sidecar's start-up probes (one per thread) without joining a lane", async () => {
     await poolReady;

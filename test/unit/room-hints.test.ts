@@ -15,10 +15,21 @@ import type { ExecEvents } from "../../src/sandbox/pool/pool-contract.js";
 import { silentLogger } from "../../src/shared/logger.js";
 
 // The built pool, whose worker file is dist's (the sources' own would look for it beside them).
-const { startPool } = (await import(new URL("../../dist/sandbox/pool/pool-start.js", import.meta.url).href)) as typeof import("../../src/sandbox/pool/pool-start.js");
+const { startPool } = (await import(
+  new URL("../../dist/sandbox/pool/pool-start.js", import.meta.url).href
+)) as typeof import("../../src/sandbox/pool/pool-start.js");
 
 const task = (source: string) =>
-  ({ kind: "exec", source, language: "javascript", limits: { timeoutMs: 20_000, memoryLimitBytes: 64 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 4, maxSnapshotBytes: 1_024 }, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface: "code" }) as const;
+  ({
+    kind: "exec",
+    source,
+    language: "javascript",
+    limits: { timeoutMs: 20_000, memoryLimitBytes: 64 * 1024 * 1024, maxOutputBytes: 1_024, maxPendingToolCalls: 4, maxSnapshotBytes: 1_024 },
+    catalog: EMPTY_GUEST_CATALOG,
+    contextJson: "null",
+    outputBytesUsed: 0,
+    surface: "code",
+  }) as const;
 const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
 /** Parses 12,000 rows: more heap than an image has, so the instance grows. */
 const GROWS = `const rows = JSON.parse(JSON.stringify(Array.from({ length: 12000 }, (_, i) => ({ id: i, s: "row" + i })))); return rows.length;`;

@@ -22,13 +22,30 @@ const { queries } = fixture<{ queries: Array<{ q: string }> }>("search-queries.j
 
 /** The search-quality bench's 2,000 tools (real MCP servers, padded with copies under other names). */
 function docs(size = 2000): SearchDoc[] {
-  const out: SearchDoc[] = gateway.tools.map((t) => ({ id: `openclaw:core:${t.name}`, name: t.name, ...(t.label ? { label: t.label } : {}), description: t.description, source: "openclaw" as const, sourceName: "core", parametersJson: JSON.stringify(t.parameters ?? {}) }));
+  const out: SearchDoc[] = gateway.tools.map((t) => ({
+    id: `openclaw:core:${t.name}`,
+    name: t.name,
+    ...(t.label ? { label: t.label } : {}),
+    description: t.description,
+    source: "openclaw" as const,
+    sourceName: "core",
+    parametersJson: JSON.stringify(t.parameters ?? {}),
+  }));
   for (let round = 1; out.length < size && round < 10; round++) {
     for (const s of mcp.servers) {
       const server = round === 1 ? s.name : `${s.name}-account${round}`;
       for (const t of s.tools) {
         if (out.length >= size) break;
-        out.push({ id: `mcp:${server}:${t.name}`, name: t.name, description: t.description ?? "", source: "mcp", sourceName: server, parametersJson: JSON.stringify(t.inputSchema ?? {}), ...(s.description ? { serverDescription: s.description } : {}), serverAliases: round === 1 ? [] : [s.name] });
+        out.push({
+          id: `mcp:${server}:${t.name}`,
+          name: t.name,
+          description: t.description ?? "",
+          source: "mcp",
+          sourceName: server,
+          parametersJson: JSON.stringify(t.inputSchema ?? {}),
+          ...(s.description ? { serverDescription: s.description } : {}),
+          serverAliases: round === 1 ? [] : [s.name],
+        });
       }
     }
   }
@@ -131,7 +148,19 @@ describe("SearchIndexBuilder", () => {
 });
 
 describe("RunCatalog.prepareIndex", () => {
-  const entries: CatalogEntryData[] = CATALOG.map((d) => ({ id: d.id, name: d.name, label: d.label ?? "", description: d.description, source: d.source, sourceName: d.sourceName, parametersJson: d.parametersJson, outputSchemaJson: "", annotations: {}, examplesJson: [], keywords: [] }));
+  const entries: CatalogEntryData[] = CATALOG.map((d) => ({
+    id: d.id,
+    name: d.name,
+    label: d.label ?? "",
+    description: d.description,
+    source: d.source,
+    sourceName: d.sourceName,
+    parametersJson: d.parametersJson,
+    outputSchemaJson: "",
+    annotations: {},
+    examplesJson: [],
+    keywords: [],
+  }));
   const builder = new SearchIndexBuilder(new URL("../../dist/sandbox/catalog/search-index-worker.js", import.meta.url));
   afterAll(() => builder.close());
 

@@ -20,7 +20,8 @@ describe("error catalogs", () => {
       expect(fromGrpcStatus(e.grpcStatus, "m").code).toBe(code);
     }
     expect(statuses.size).toBe(Object.keys(SERVICE_ERROR_CODES).length);
-    for (const s of ["INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED"]) expect(readme).toContain(s);
+    for (const s of ["INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED"])
+      expect(readme).toContain(s);
   });
   it("each seed error code exists on the wire and in the README", () => {
     for (const code of ["invalid_input", "runtime_unavailable", "timeout", "output_limit_exceeded", "snapshot_limit_exceeded", "internal_error"]) {

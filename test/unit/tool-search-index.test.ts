@@ -16,16 +16,25 @@ function core(name: string, description: string, extra: Partial<SearchDoc> = {})
 }
 
 const CATALOG: SearchDoc[] = [
-  mcp("github", "create_issue", "Create a new issue in a repository", { type: "object", properties: { owner: { type: "string" }, repo: { type: "string" }, title: { type: "string" } } }),
+  mcp("github", "create_issue", "Create a new issue in a repository", {
+    type: "object",
+    properties: { owner: { type: "string" }, repo: { type: "string" }, title: { type: "string" } },
+  }),
   mcp("github", "create_pull_request", "Open a pull request from a branch"),
   mcp("github", "list_commits", "List commits of a branch"),
   mcp("gitlab", "create_issue", "Create a new issue in a project"),
   mcp("linear", "createIssue", "Create a ticket in a team"),
-  mcp("slack", "slack_post_message", "Post a new message to a channel", { type: "object", properties: { channel_id: { type: "string", description: "The ID of the channel" } } }),
+  mcp("slack", "slack_post_message", "Post a new message to a channel", {
+    type: "object",
+    properties: { channel_id: { type: "string", description: "The ID of the channel" } },
+  }),
   mcp("postgres", "query", "Run a read-only SQL query", { type: "object", properties: { sql: { type: "string" } } }),
   mcp("kubernetes", "kubectl_get", "Get resources", {
     type: "object",
-    properties: { resourceType: { type: "string", enum: ["pods", "deployments", "services"] }, opts: { type: "object", properties: { selector: { type: "string", description: "Label selector for filtering" } } } },
+    properties: {
+      resourceType: { type: "string", enum: ["pods", "deployments", "services"] },
+      opts: { type: "object", properties: { selector: { type: "string", description: "Label selector for filtering" } } },
+    },
   }),
   core("cron_add", "Schedule a recurring job", { label: "Schedule job" }),
   core("weather_get", "Current conditions for a place"),
@@ -34,7 +43,26 @@ const CATALOG: SearchDoc[] = [
 ];
 const index = new ToolSearchIndex(CATALOG);
 /** Unrelated tools, so that word rarity (idf) in a small test catalog is as in a real one. */
-const FILLER = ["weather", "stock", "music", "recipe", "news", "photo", "package", "invoice", "ticket", "sprint", "commit", "bucket", "dashboard", "alert", "metric", "pipeline", "secret", "domain"].flatMap((w, i) => [
+const FILLER = [
+  "weather",
+  "stock",
+  "music",
+  "recipe",
+  "news",
+  "photo",
+  "package",
+  "invoice",
+  "ticket",
+  "sprint",
+  "commit",
+  "bucket",
+  "dashboard",
+  "alert",
+  "metric",
+  "pipeline",
+  "secret",
+  "domain",
+].flatMap((w, i) => [
   mcp(`filler${i}`, `get_${w}`, `Get a ${w} by id`),
   mcp(`filler${i}`, `list_${w}s`, `List ${w}s`),
   mcp(`filler${i}`, `delete_${w}`, `Delete a ${w}`),
@@ -249,14 +277,23 @@ describe("ToolSearchIndex.search", () => {
   it("indexes server titles, aliases and descriptions sent by the gateway", () => {
     const idx = new ToolSearchIndex([
       mcp("srv1", "list_items", "List items"),
-      mcp("srv2", "list_items", "List items", {}, { serverTitle: "Acme Inventory", serverAliases: ["warehouse"], serverDescription: "Stock levels of the shop" }),
+      mcp(
+        "srv2",
+        "list_items",
+        "List items",
+        {},
+        { serverTitle: "Acme Inventory", serverAliases: ["warehouse"], serverDescription: "Stock levels of the shop" },
+      ),
     ]);
     expect(idx.search("acme items", 2)[0]).toBe("mcp:srv2:list_items");
     expect(idx.search("warehouse items", 2)[0]).toBe("mcp:srv2:list_items");
     expect(idx.search("list stock levels", 2)[0]).toBe("mcp:srv2:list_items");
   });
   it("joins adjacent words the catalog knows as one ('argo cd' → argocd)", () => {
-    const idx = new ToolSearchIndex([mcp("argocd", "get_application", "Application by name"), mcp("other", "get_app", "Get an app from the cd pipeline of argo")]);
+    const idx = new ToolSearchIndex([
+      mcp("argocd", "get_application", "Application by name"),
+      mcp("other", "get_app", "Get an app from the cd pipeline of argo"),
+    ]);
     expect(idx.search("argo cd application", 2)[0]).toBe("mcp:argocd:get_application");
   });
   it("matches a query's verb through its synonyms, never above the word itself", () => {
@@ -315,7 +352,10 @@ describe("ToolSearchIndex.search", () => {
     expect(first(azure, "list my azure resource groups", { exactName: 0 })).toBe("mcp:azure:group_resource_list");
   });
   it("joins two stopwords into a word a tool's name has ('microsoft to do' → create-todo-task)", () => {
-    const docs = [mcp("todoist", "add-tasks", "Add one or more tasks to a project"), mcp("ms365", "create-todo-task", "Create a new task in a list of Microsoft's apps")];
+    const docs = [
+      mcp("todoist", "add-tasks", "Add one or more tasks to a project"),
+      mcp("ms365", "create-todo-task", "Create a new task in a list of Microsoft's apps"),
+    ];
     expect(first(docs, "add a task to microsoft to do")).toBe("mcp:ms365:create-todo-task");
     expect(first(docs, "add a task to microsoft")).toBe("mcp:todoist:add-tasks");
   });

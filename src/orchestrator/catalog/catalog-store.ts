@@ -72,20 +72,27 @@ function examplesOf(examples: readonly string[], where: string): string[] {
 }
 
 function keywordsOf(keywords: readonly string[], where: string): string[] {
-  if (keywords.length > MAX_KEYWORDS) throw new ServiceError("invalid_argument", `${where} has ${keywords.length} keywords; at most ${MAX_KEYWORDS} are allowed`);
+  if (keywords.length > MAX_KEYWORDS)
+    throw new ServiceError("invalid_argument", `${where} has ${keywords.length} keywords; at most ${MAX_KEYWORDS} are allowed`);
   return keywords.map((k) => k.trim().slice(0, MAX_KEYWORD_CHARS)).filter((k) => k.length > 0);
 }
 
 function normalize(t: Tool, index: number): StoredTool {
   const name = t.name.trim();
   if (!/^[A-Za-z0-9_.:-]{1,128}$/.test(name) || name.includes(":")) {
-    throw new ServiceError("invalid_argument", `tools[${index}].name must be 1-128 characters of letters, digits, '_', '-' or '.', got ${JSON.stringify(t.name)}`);
+    throw new ServiceError(
+      "invalid_argument",
+      `tools[${index}].name must be 1-128 characters of letters, digits, '_', '-' or '.', got ${JSON.stringify(t.name)}`,
+    );
   }
   const source = SOURCE[t.source];
   if (!source) throw new ServiceError("invalid_argument", `tools[${index}].source is not a known ToolSource (${t.source})`);
   const sourceName = t.sourceName.trim() || (source === "openclaw" ? "core" : "");
   if (!OWNER_RE.test(sourceName)) {
-    throw new ServiceError("invalid_argument", `tools[${index}].source_name must name the owner (letters, digits, '_', '-', '.'), got ${JSON.stringify(t.sourceName)}`);
+    throw new ServiceError(
+      "invalid_argument",
+      `tools[${index}].source_name must name the owner (letters, digits, '_', '-', '.'), got ${JSON.stringify(t.sourceName)}`,
+    );
   }
   const where = `tools[${index}] (${name})`;
   const parametersJson = schemaText(t.parametersJson, `${where}.parameters_json`, '{"type":"object"}');
@@ -118,7 +125,10 @@ function normalize(t: Tool, index: number): StoredTool {
 function normalizeServer(s: McpServer, index: number): StoredServer {
   const name = s.name.trim();
   if (!OWNER_RE.test(name)) {
-    throw new ServiceError("invalid_argument", `mcp_servers[${index}].name must be the server's name in catalog ids (letters, digits, '_', '-', '.'), got ${JSON.stringify(s.name)}`);
+    throw new ServiceError(
+      "invalid_argument",
+      `mcp_servers[${index}].name must be the server's name in catalog ids (letters, digits, '_', '-', '.'), got ${JSON.stringify(s.name)}`,
+    );
   }
   const text = (v: string) => v.slice(0, MAX_SERVER_TEXT_CHARS);
   return {
@@ -149,7 +159,8 @@ export function canonicalTools(tools: readonly Tool[]): StoredTool[] {
   const out = tools.map(normalize);
   out.sort((a, b) => (a.source + "\0" + a.sourceName + "\0" + a.name < b.source + "\0" + b.sourceName + "\0" + b.name ? -1 : 1));
   for (let i = 1; i < out.length; i++) {
-    const a = out[i - 1]!, b = out[i]!;
+    const a = out[i - 1]!,
+      b = out[i]!;
     if (a.source === b.source && a.sourceName === b.sourceName && a.name === b.name) {
       throw new ServiceError("invalid_argument", `two tools share source ${a.source}, owner ${a.sourceName} and name ${a.name}`);
     }

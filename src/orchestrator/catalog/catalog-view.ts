@@ -74,7 +74,10 @@ export function buildView(catalog: Pick<StoredCatalog, "tools" | "servers">, rul
 }
 
 export function viewVersion(catalogId: string, rules: PolicyRules, coreSourceName: string): string {
-  return createHash("sha256").update(`${catalogId}\n${policyDigest(rules)}\n${coreSourceName}`).digest("hex").slice(0, 32);
+  return createHash("sha256")
+    .update(`${catalogId}\n${policyDigest(rules)}\n${coreSourceName}`)
+    .digest("hex")
+    .slice(0, 32);
 }
 
 export function sourceCounts(view: readonly ViewEntry[]): { core: number; mcp: number; client: number } {

@@ -10,7 +10,12 @@ const cache = new Map<string, RegExp>();
 function matcher(pattern: string): RegExp {
   let re = cache.get(pattern);
   if (!re) {
-    re = new RegExp(`^${pattern.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`);
+    re = new RegExp(
+      `^${pattern
+        .split("*")
+        .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+        .join(".*")}$`,
+    );
     cache.set(pattern, re);
   }
   return re;

@@ -24,7 +24,9 @@ export class RedisCatalogStore implements CatalogStore {
 
   async put(tools: readonly Tool[], servers: readonly McpServer[] = []): Promise<StoredCatalog> {
     const catalog = canonicalCatalog(tools, servers);
-    await storeCall(this.log, "store the catalog", () => this.redis.set(this.key(catalog.id), JSON.stringify({ tools: catalog.tools, servers: catalog.servers }), "NX"));
+    await storeCall(this.log, "store the catalog", () =>
+      this.redis.set(this.key(catalog.id), JSON.stringify({ tools: catalog.tools, servers: catalog.servers }), "NX"),
+    );
     return catalog;
   }
 

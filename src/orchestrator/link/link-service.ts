@@ -56,7 +56,15 @@ export function linkHandlers(deps: {
    */
   localRecords?: Map<string, (req: RecordSegmentRequest) => void>;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
-  const derivedCache = new Map<string, { surface: ReturnType<typeof surfaceOf>; config: ReturnType<typeof configLayerToWire>; toolSearch: ReturnType<typeof parseToolSearchConfig>; mcpRun: ReturnType<typeof mcpRunToWire> }>();
+  const derivedCache = new Map<
+    string,
+    {
+      surface: ReturnType<typeof surfaceOf>;
+      config: ReturnType<typeof configLayerToWire>;
+      toolSearch: ReturnType<typeof parseToolSearchConfig>;
+      mcpRun: ReturnType<typeof mcpRunToWire>;
+    }
+  >();
   const { runs, log, sidecars, cache } = deps;
   /** Each attached sidecar's current link (its Attach stream's registration). */
   const links = new Map<string, object>();
@@ -99,7 +107,8 @@ export function linkHandlers(deps: {
     );
     // Other sidecars' cached counters of the run are now behind: they re-resolve it.
     void cache.invalidate(scope, { ...(req.sidecarId ? { exceptSidecar: req.sidecarId } : {}), awaitAcks: false });
-    if (s.kind === "tool_search_code" && s.errorCode === "runtime_unavailable") await fallBackToTools(scope, s.errorMessage || "the isolated runtime could not start");
+    if (s.kind === "tool_search_code" && s.errorCode === "runtime_unavailable")
+      await fallBackToTools(scope, s.errorMessage || "the isolated runtime could not start");
   };
   return {
     async attach(stream) {
@@ -119,7 +128,9 @@ export function linkHandlers(deps: {
       const enqueueRecord = (req: RecordSegmentRequest) => {
         // The link's own identity, whatever the message says.
         if (id) req.sidecarId = id;
-        records = records.then(() => applyRecord(req)).catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not record a segment sent on a sidecar's link"));
+        records = records
+          .then(() => applyRecord(req))
+          .catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not record a segment sent on a sidecar's link"));
       };
       const messages = stream.messages[Symbol.asyncIterator]();
       try {
@@ -201,10 +212,23 @@ export function linkHandlers(deps: {
       if (!run) return { found: false };
       const ns = await deps.namespaces.forRun(run);
       // Every exec resolves its run: what follows from the run's spec alone is computed once.
-      const key = JSON.stringify([ns.version, run.config, run.disableTools, run.toolSearch ?? null, run.fallbackReason ?? "", run.catalogToolCount ?? -1, run.mcpRun ?? null]);
+      const key = JSON.stringify([
+        ns.version,
+        run.config,
+        run.disableTools,
+        run.toolSearch ?? null,
+        run.fallbackReason ?? "",
+        run.catalogToolCount ?? -1,
+        run.mcpRun ?? null,
+      ]);
       let derived = derivedCache.get(key);
       if (!derived) {
-        derived = { surface: surfaceOf(run, ns), config: configLayerToWire(parseCodeModeConfig(run.config)), toolSearch: parseToolSearchConfig(run.toolSearch), mcpRun: mcpRunToWire(parseMcpRunConfig(run.mcpRun)) };
+        derived = {
+          surface: surfaceOf(run, ns),
+          config: configLayerToWire(parseCodeModeConfig(run.config)),
+          toolSearch: parseToolSearchConfig(run.toolSearch),
+          mcpRun: mcpRunToWire(parseMcpRunConfig(run.mcpRun)),
+        };
         derivedCache.set(key, derived);
         if (derivedCache.size > MAX_DERIVED) derivedCache.delete(derivedCache.keys().next().value!);
       }

@@ -58,9 +58,11 @@ function invalid(message: string): ServiceError {
 }
 
 function checkGlobalName(name: string): void {
-  if (!IDENT_RE.test(name)) throw invalid(`globalName must be a JavaScript identifier (letters, digits, '_', '$'; not starting with a digit; at most 64), got ${JSON.stringify(name)}`);
+  if (!IDENT_RE.test(name))
+    throw invalid(`globalName must be a JavaScript identifier (letters, digits, '_', '$'; not starting with a digit; at most 64), got ${JSON.stringify(name)}`);
   if (FORBIDDEN_GLOBALS.has(name)) throw invalid(`globalName ${name} collides with a built-in global of the code-mode runtime`);
-  if (INTERNAL_PREFIXES.some((p) => name.startsWith(p))) throw invalid(`globalName ${name} uses a prefix reserved for the runtime (${INTERNAL_PREFIXES.join(", ")})`);
+  if (INTERNAL_PREFIXES.some((p) => name.startsWith(p)))
+    throw invalid(`globalName ${name} uses a prefix reserved for the runtime (${INTERNAL_PREFIXES.join(", ")})`);
 }
 
 type Walk = { required: ReadonlySet<string>; callables: number };
@@ -77,7 +79,8 @@ function checkKey(key: string, path: readonly string[]): void {
 
 function checkToolMarker(marker: Record<string, unknown>, path: readonly string[], w: Walk): void {
   const where = location(path);
-  for (const k of Object.keys(marker)) if (k !== "$tool" && k !== "args") throw invalid(`${where} is a tool marker with an unknown field ${JSON.stringify(k)} (allowed: $tool, args)`);
+  for (const k of Object.keys(marker))
+    if (k !== "$tool" && k !== "args") throw invalid(`${where} is a tool marker with an unknown field ${JSON.stringify(k)} (allowed: $tool, args)`);
   const tool = marker.$tool;
   if (typeof tool !== "string" || !TOOL_NAME_RE.test(tool)) throw invalid(`${where}.$tool must name a catalog tool, got ${JSON.stringify(tool)}`);
   if (!w.required.has(tool)) throw invalid(`${where} targets tool ${tool}, which is not in requiredToolNames; callable paths may target only declared tools`);
@@ -86,7 +89,8 @@ function checkToolMarker(marker: Record<string, unknown>, path: readonly string[
     if (!Array.isArray(args) || args.length > MAX_ARGS) throw invalid(`${where}.args must be an array of at most ${MAX_ARGS} input field names`);
     const seen = new Set<string>();
     args.forEach((a, i) => {
-      if (typeof a !== "string" || a === "" || UNSAFE_KEYS.has(a)) throw invalid(`${where}.args[${i}] must be a non-empty input field name, got ${JSON.stringify(a)}`);
+      if (typeof a !== "string" || a === "" || UNSAFE_KEYS.has(a))
+        throw invalid(`${where}.args[${i}] must be a non-empty input field name, got ${JSON.stringify(a)}`);
       if (seen.has(a)) throw invalid(`${where}.args names ${a} twice`);
       seen.add(a);
     });
@@ -119,7 +123,8 @@ function checkValue(value: unknown, path: string[], depth: number, w: Walk): voi
 /** Checks a registration against every rule; throws INVALID_ARGUMENT naming what is wrong. */
 export function checkRegistration(reg: NamespaceRegistration | undefined): CheckedNamespace {
   if (!reg) throw invalid("the request must carry a namespace");
-  if (!OWNER_RE.test(reg.pluginId)) throw invalid(`pluginId must be the owning plugin's id (letters, digits, '_', '-', '.'), got ${JSON.stringify(reg.pluginId)}`);
+  if (!OWNER_RE.test(reg.pluginId))
+    throw invalid(`pluginId must be the owning plugin's id (letters, digits, '_', '-', '.'), got ${JSON.stringify(reg.pluginId)}`);
   if (!ID_RE.test(reg.id)) throw invalid(`id must be 1-128 letters, digits, '_', '-', '.', ':', got ${JSON.stringify(reg.id)}`);
   checkGlobalName(reg.globalName);
   if (reg.description.length > MAX_DESCRIPTION) throw invalid(`description is longer than ${MAX_DESCRIPTION} characters`);

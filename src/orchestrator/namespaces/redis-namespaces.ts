@@ -61,7 +61,9 @@ export class RedisNamespaceRegistry implements NamespaceRegistry {
       const snap = await this.snapshot();
       const refusal = collision(snap.namespaces, ns);
       if (refusal) throw refusal;
-      const r = (await storeCall(this.log, "register the namespace", () => this.redis.eval(REGISTER, 2, this.hashKey, this.genKey, ns.id, JSON.stringify(ns), snap.generation))) as number;
+      const r = (await storeCall(this.log, "register the namespace", () =>
+        this.redis.eval(REGISTER, 2, this.hashKey, this.genKey, ns.id, JSON.stringify(ns), snap.generation),
+      )) as number;
       if (r >= 0) return { replaced: r === 1 };
     }
     throw new ServiceError("unavailable", "the namespace registry kept changing; retry the registration");

@@ -25,7 +25,17 @@
 import type { Redis } from "ioredis";
 import type { Logger } from "../../shared/logger.js";
 import { scopeKeyOf } from "../../shared/scope.js";
-import { applyResolved, MAX_STEPS, type Counters, type OpenRun, type ResolvedCall, type RunRegistry, type RunSpec, type Scope, type TrajectoryStepRecord } from "./runs.js";
+import {
+  applyResolved,
+  MAX_STEPS,
+  type Counters,
+  type OpenRun,
+  type ResolvedCall,
+  type RunRegistry,
+  type RunSpec,
+  type Scope,
+  type TrajectoryStepRecord,
+} from "./runs.js";
 import { storeCall } from "../state/store-failure.js";
 
 /**
@@ -97,7 +107,10 @@ export class RedisRunRegistry implements RunRegistry {
     if (open !== 1) return undefined;
     const out = (steps as string[]).map((s) => JSON.parse(s) as TrajectoryStepRecord);
     const byCall = resolved as Record<string, string>;
-    applyResolved(out, Object.keys(byCall).map((callId) => ({ callId, ...(JSON.parse(byCall[callId]!) as Omit<ResolvedCall, "callId">) })));
+    applyResolved(
+      out,
+      Object.keys(byCall).map((callId) => ({ callId, ...(JSON.parse(byCall[callId]!) as Omit<ResolvedCall, "callId">) })),
+    );
     return out;
   }
 
@@ -111,7 +124,9 @@ export class RedisRunRegistry implements RunRegistry {
 
   async recordChange(scope: Scope, state: string, value: string, step: TrajectoryStepRecord): Promise<boolean> {
     const { run, trajectory } = this.keys(scope);
-    const changed = await storeCall(this.log, "record the run's state change", () => this.redis.eval(RECORD_CHANGE, 2, run, trajectory, `state:${state}`, value, JSON.stringify(step), MAX_STEPS));
+    const changed = await storeCall(this.log, "record the run's state change", () =>
+      this.redis.eval(RECORD_CHANGE, 2, run, trajectory, `state:${state}`, value, JSON.stringify(step), MAX_STEPS),
+    );
     return changed === 1;
   }
 

@@ -46,7 +46,12 @@ export function applyResolved(steps: TrajectoryStepRecord[], resolved: readonly 
       const n = steps[i]!.nestedCalls.find((c) => c.callId === r.callId);
       if (!n) continue;
       if (n.outcome === "pending") {
-        Object.assign(n, { outcome: r.outcome, errorMessage: r.errorMessage, durationMs: Math.max(0, r.deliveredAtMs - n.startedAtMs), answeredWhileSuspended: true });
+        Object.assign(n, {
+          outcome: r.outcome,
+          errorMessage: r.errorMessage,
+          durationMs: Math.max(0, r.deliveredAtMs - n.startedAtMs),
+          answeredWhileSuspended: true,
+        });
       }
       break;
     }
@@ -138,7 +143,12 @@ export class MemoryRunRegistry implements RunRegistry {
   async open(spec: RunSpec): Promise<void> {
     const key = scopeKeyOf(spec.scope);
     const previous = this.runs.get(key);
-    this.runs.set(key, { spec, counters: previous?.counters ?? { search: 0, describe: 0, call: 0 }, trajectory: previous?.trajectory ?? [], states: previous?.states ?? new Map() });
+    this.runs.set(key, {
+      spec,
+      counters: previous?.counters ?? { search: 0, describe: 0, call: 0 },
+      trajectory: previous?.trajectory ?? [],
+      states: previous?.states ?? new Map(),
+    });
   }
 
   async get(scope: Scope): Promise<OpenRun | undefined> {

@@ -17,7 +17,13 @@ export type OrchestratorState = { kind: "memory" | "redis"; catalogs: CatalogSto
 export async function createOrchestratorState(spec: string | undefined, log: Logger): Promise<OrchestratorState> {
   const url = redisUrlOf(spec);
   if (url === undefined) {
-    return { kind: "memory", catalogs: new MemoryCatalogStore(), runs: new MemoryRunRegistry(), namespaces: new MemoryNamespaceRegistry(), close: async () => {} };
+    return {
+      kind: "memory",
+      catalogs: new MemoryCatalogStore(),
+      runs: new MemoryRunRegistry(),
+      namespaces: new MemoryNamespaceRegistry(),
+      close: async () => {},
+    };
   }
   const [{ connectRedis, quitRedis, REDIS_PREFIX }, { RedisCatalogStore }, { RedisNamespaceRegistry }, { RedisRunRegistry }] = await Promise.all([
     import("../suspended/redis-store.js"),

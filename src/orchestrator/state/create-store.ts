@@ -34,6 +34,10 @@ export async function createRunStore(spec: string | undefined, log?: Logger): Pr
   if (url === undefined) return new MemoryRunStore(log);
   const { RedisRunStore } = await import("../suspended/redis-store.js");
   const store = new RedisRunStore(url, log ? { log } : {});
-  await checkRedis(url, () => store.ping(), () => store.close());
+  await checkRedis(
+    url,
+    () => store.ping(),
+    () => store.close(),
+  );
   return store;
 }

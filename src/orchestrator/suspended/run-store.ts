@@ -46,9 +46,7 @@ export type PendingEntry = {
   toolName: string;
 };
 
-export type StoredAnswer =
-  | { callId: string; ok: true; json: string }
-  | { callId: string; ok: false; error: { name: string; message: string } };
+export type StoredAnswer = { callId: string; ok: true; json: string } | { callId: string; ok: false; error: { name: string; message: string } };
 
 export type SuspendedRecord = {
   /** The code-mode runId the model passes to `wait`. */
@@ -78,9 +76,7 @@ export type SuspendedRecord = {
 /** stale: `record.generation` is not the stored generation plus one. */
 export type SuspendResult = { ok: true; answeredCallIds: string[] } | { ok: false; why: "cap" | "claim_lost" | "stale" };
 
-export type ClaimResult =
-  | { ok: true; run: SuspendedRecord; token: string }
-  | { ok: false; why: "unavailable" | "session" | "run" | "busy" };
+export type ClaimResult = { ok: true; run: SuspendedRecord; token: string } | { ok: false; why: "unavailable" | "session" | "run" | "busy" };
 
 /**
  * stored: kept with its run; unknown: no suspended run ever awaited this id (as far as

@@ -56,13 +56,15 @@ function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecor
   // A VM awaits at most maxPendingToolCalls host requests; answers only for those.
   if (run.pending.length > MAX_PENDING_ENTRIES) throw new ServiceError("invalid_argument", `run.pending lists more than ${MAX_PENDING_ENTRIES} entries`);
   const pendingIds = new Set(run.pending.map((p) => p.callId));
-  if (pendingIds.size !== run.pending.length || pendingIds.has("")) throw new ServiceError("invalid_argument", "run.pending call ids must be unique and non-empty");
+  if (pendingIds.size !== run.pending.length || pendingIds.has(""))
+    throw new ServiceError("invalid_argument", "run.pending call ids must be unique and non-empty");
   const answers = run.answers.map(storedAnswerFromWire);
   if (answers.some((a) => !pendingIds.has(a.callId)) || new Set(answers.map((a) => a.callId)).size !== answers.length) {
     throw new ServiceError("invalid_argument", "run.answers must answer distinct pending calls");
   }
   // A snapshot is sealed for one generation, exactly one more than the store's; the store checks.
-  if (run.generation < 1n || run.generation > BigInt(Number.MAX_SAFE_INTEGER)) throw new ServiceError("invalid_argument", "run.generation must be from 1 to 2^53 - 1");
+  if (run.generation < 1n || run.generation > BigInt(Number.MAX_SAFE_INTEGER))
+    throw new ServiceError("invalid_argument", "run.generation must be from 1 to 2^53 - 1");
   const config = configOf(run.configJson);
   const record: SuspendedRecord = {
     codeModeRunId: run.codeModeRunId,
@@ -70,7 +72,9 @@ function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecor
     snapshot: run.snapshot,
     pending: run.pending.map((p) => {
       const kind = pendingKindFromWire(p.kind);
-      return kind === "timer" ? { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName, dueAtMs: Number(p.dueAtMs) } : { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName };
+      return kind === "timer"
+        ? { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName, dueAtMs: Number(p.dueAtMs) }
+        : { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName };
     }),
     answers,
     reason: run.reason === WaitReason.YIELD ? "yield" : "pending_tools",
@@ -90,7 +94,13 @@ function recordToWire(r: SuspendedRecord) {
     codeModeRunId: r.codeModeRunId,
     scope: r.scope,
     snapshot: r.snapshot,
-    pending: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind), dueAtMs: BigInt(p.dueAtMs ?? 0) })),
+    pending: r.pending.map((p) => ({
+      callId: p.callId,
+      toolId: p.toolId,
+      toolName: p.toolName,
+      kind: pendingKindToWire(p.kind),
+      dueAtMs: BigInt(p.dueAtMs ?? 0),
+    })),
     answers: r.answers.map(storedAnswerToWire),
     reason: r.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
     configJson: r.configJson,
@@ -102,7 +112,10 @@ function recordToWire(r: SuspendedRecord) {
   };
 }
 
-export type SuspendedRunDeps = { store: RunStore; maxSuspendedRuns: number; log: Logger   /** Forwards answers no suspended run awaits to the sidecars' live VMs. */
+export type SuspendedRunDeps = {
+  store: RunStore;
+  maxSuspendedRuns: number;
+  log: Logger /** Forwards answers no suspended run awaits to the sidecars' live VMs. */;
   live: LiveForwarder;
 };
 
@@ -130,7 +143,10 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
       const { record, config } = recordFromWire(req.run);
       const limit = config.maxSnapshotBytes;
       if (record.snapshot.byteLength > limit) {
-        return { refused: `code mode snapshot is ${record.snapshot.byteLength} bytes, over maxSnapshotBytes (${limit} bytes).`, refusedCode: ErrorCode.SNAPSHOT_LIMIT_EXCEEDED };
+        return {
+          refused: `code mode snapshot is ${record.snapshot.byteLength} bytes, over maxSnapshotBytes (${limit} bytes).`,
+          refusedCode: ErrorCode.SNAPSHOT_LIMIT_EXCEEDED,
+        };
       }
       if (req.reclaim && !req.claimToken) throw new ServiceError("invalid_argument", "claim_token is required with reclaim");
       const res = await storeCall(log, "store a suspended run", () =>
@@ -139,12 +155,22 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
       if (!res.ok) {
         if (res.why === "stale") {
           // A sidecar always sends the next generation: anything else is an older snapshot sent again.
-          log.warn({ codeModeRunId: record.codeModeRunId, generation: record.generation }, "refused a suspended run whose generation is not the next one (a replayed or out-of-order snapshot)");
+          log.warn(
+            { codeModeRunId: record.codeModeRunId, generation: record.generation },
+            "refused a suspended run whose generation is not the next one (a replayed or out-of-order snapshot)",
+          );
         } else log.info({ codeModeRunId: record.codeModeRunId, why: res.why }, "refused to store a suspended run");
         return { refused: res.why === "cap" ? MESSAGES.cap : MESSAGES.unavailable, refusedCode: ErrorCode.INVALID_INPUT };
       }
       log.info(
-        { codeModeRunId: record.codeModeRunId, snapshotBytes: record.snapshot.byteLength, pending: record.pending.length, answers: record.answers.length, reason: record.reason, reclaim: req.reclaim },
+        {
+          codeModeRunId: record.codeModeRunId,
+          snapshotBytes: record.snapshot.byteLength,
+          pending: record.pending.length,
+          answers: record.answers.length,
+          reason: record.reason,
+          reclaim: req.reclaim,
+        },
         "suspended run stored",
       );
       return { answeredCallIds: res.answeredCallIds };

@@ -42,7 +42,16 @@ const IN = "  ";
 const MAX_TOOL_DESCRIPTION = 4000;
 const MAX_INSTRUCTIONS = 2000;
 /** Type names the index declares globally; aliases inside a namespace must not shadow them. */
-const GLOBAL_TYPES = ["McpToolResult", "McpToolAnnotations", "McpApiHeader", "McpResource", "McpResourceList", "McpResourceContents", "McpPromptList", "McpPrompt"];
+const GLOBAL_TYPES = [
+  "McpToolResult",
+  "McpToolAnnotations",
+  "McpApiHeader",
+  "McpResource",
+  "McpResourceList",
+  "McpResourceContents",
+  "McpPromptList",
+  "McpPrompt",
+];
 const MEMBER_NAMES = new Set(["$api", "resources", "prompts"]);
 
 const SHARED_TYPES = `/** What every MCP tool call resolves to; S types structuredContent when the tool declares an output schema. */
@@ -79,7 +88,9 @@ function checkTools(server: McpServerDecl, tools: readonly McpToolDecl[]): void 
   for (const t of tools) {
     const fn = t.functionName;
     if (!isSafeIdentifier(fn) || MEMBER_NAMES.has(fn) || seen.has(fn)) {
-      throw new TypeError(`MCP.${server.key}: function name ${JSON.stringify(fn)} for tool ${JSON.stringify(t.name)} is not a safe, unique identifier; use assignIdentifiers`);
+      throw new TypeError(
+        `MCP.${server.key}: function name ${JSON.stringify(fn)} for tool ${JSON.stringify(t.name)} is not a safe, unique identifier; use assignIdentifiers`,
+      );
     }
     seen.add(fn);
   }
@@ -94,11 +105,14 @@ function serverSummary(server: McpServerDecl): string {
 export function renderIndexFile(servers: ReadonlyArray<{ server: McpServerDecl; tools: readonly McpToolDecl[] }>): string {
   const sorted = [...servers].sort((a, b) => (a.server.key < b.server.key ? -1 : a.server.key > b.server.key ? 1 : 0));
   sorted.forEach((s) => checkServer(s.server));
-  const header = docBlock([
-    "MCP API declarations (virtual, read-only).",
-    "Call a tool with one object argument: const result = await MCP.<server>.<fn>({ ...input });",
-    "Read mcp/<server>.d.ts for a server's functions and input types; MCP.<server>.$api(toolName?) returns the same at run time.",
-  ], "");
+  const header = docBlock(
+    [
+      "MCP API declarations (virtual, read-only).",
+      "Call a tool with one object argument: const result = await MCP.<server>.<fn>({ ...input });",
+      "Read mcp/<server>.d.ts for a server's functions and input types; MCP.<server>.$api(toolName?) returns the same at run time.",
+    ],
+    "",
+  );
   const lines = sorted.map(({ server, tools }) => {
     const extras = [server.resources ? "resources" : "", server.prompts ? "prompts" : ""].filter(Boolean);
     const count = `${tools.length} tool${tools.length === 1 ? "" : "s"}${extras.length > 0 ? ` + ${extras.join(", ")}` : ""}`;
@@ -111,7 +125,10 @@ export function renderIndexFile(servers: ReadonlyArray<{ server: McpServerDecl; 
 
 /** The doc comment above `namespace MCP.<key>`: who the server is and its instructions. */
 function serverDoc(server: McpServerDecl): string {
-  const who = [server.title ? oneLine(server.title, 200) : "", `MCP server ${JSON.stringify(oneLine(server.name, 200))}${server.version ? ` version ${oneLine(server.version, 60)}` : ""}`]
+  const who = [
+    server.title ? oneLine(server.title, 200) : "",
+    `MCP server ${JSON.stringify(oneLine(server.name, 200))}${server.version ? ` version ${oneLine(server.version, 60)}` : ""}`,
+  ]
     .filter(Boolean)
     .join(" — ");
   const lines = [`${who}.`];
@@ -149,7 +166,12 @@ function paramLines(schema: unknown): string[] {
 
 function annotationLines(a: McpToolAnnotations | undefined): string[] {
   if (!a) return [];
-  const hints = [["readOnlyHint", "@readOnly"], ["destructiveHint", "@destructive"], ["idempotentHint", "@idempotent"], ["openWorldHint", "@openWorld"]] as const;
+  const hints = [
+    ["readOnlyHint", "@readOnly"],
+    ["destructiveHint", "@destructive"],
+    ["idempotentHint", "@idempotent"],
+    ["openWorldHint", "@openWorld"],
+  ] as const;
   const on = hints.filter(([k]) => a[k] === true).map(([, tag]) => tag);
   const off = hints.filter(([k]) => a[k] === false).map(([k]) => `${k}: false`);
   if (on.length === 0) return off.length > 0 ? [`Annotations: ${off.join(", ")}.`] : [];

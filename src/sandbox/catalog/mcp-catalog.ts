@@ -35,7 +35,13 @@ function parseJson(text: string): unknown {
 }
 
 function toolDecl(e: CatalogEntryData, functionName: string): McpToolDecl {
-  const decl: McpToolDecl = { id: e.id, name: e.name, functionName, description: e.description, inputSchema: parseJson(e.parametersJson) ?? { type: "object" } };
+  const decl: McpToolDecl = {
+    id: e.id,
+    name: e.name,
+    functionName,
+    description: e.description,
+    inputSchema: parseJson(e.parametersJson) ?? { type: "object" },
+  };
   const output = parseJson(e.outputSchemaJson);
   if (output !== undefined) decl.outputSchema = output;
   if (Object.keys(e.annotations).length > 0) decl.annotations = e.annotations;
@@ -55,9 +61,11 @@ function serverDecl(s: McpServerData, key: string): McpServerDecl {
 /** A path the guest asked for, checked: relative, no `.`/`..`/empty segments. */
 function checkPath(path: string, what: string): Failure | undefined {
   const shown = JSON.stringify(path.length > 200 ? `${path.slice(0, 200)}…` : path);
-  if (path.startsWith("/") || path.includes("\\") || /^[A-Za-z]:/.test(path)) return { ok: false, name: "TypeError", message: `${what} ${shown} must be a relative path such as "mcp/index.d.ts".` };
+  if (path.startsWith("/") || path.includes("\\") || /^[A-Za-z]:/.test(path))
+    return { ok: false, name: "TypeError", message: `${what} ${shown} must be a relative path such as "mcp/index.d.ts".` };
   const segments = path.split("/");
-  if (segments.some((s) => s === "." || s === "..")) return { ok: false, name: "TypeError", message: `${what} ${shown} must not contain "." or ".." segments.` };
+  if (segments.some((s) => s === "." || s === ".."))
+    return { ok: false, name: "TypeError", message: `${what} ${shown} must not contain "." or ".." segments.` };
   return undefined;
 }
 
@@ -80,7 +88,8 @@ export class McpCatalog {
     }
     const known = new Map(servers.map((s) => [s.name, s]));
     for (const name of toolsByServer.keys()) {
-      if (!known.has(name)) known.set(name, { name, serverId: "", title: "", version: "", description: "", instructions: "", resources: false, prompts: false, aliases: [] });
+      if (!known.has(name))
+        known.set(name, { name, serverId: "", title: "", version: "", description: "", instructions: "", resources: false, prompts: false, aliases: [] });
     }
     const names = [...known.keys()].sort();
     const keys = assignIdentifiers(names, "camel", MCP_SERVER_RESERVED);
@@ -88,16 +97,35 @@ export class McpCatalog {
       const server = known.get(name)!;
       const key = keys.get(name)!;
       const tools = (toolsByServer.get(name) ?? []).slice().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-      const fns = assignIdentifiers(tools.map((t) => t.name), "camel", MCP_MEMBER_RESERVED);
+      const fns = assignIdentifiers(
+        tools.map((t) => t.name),
+        "camel",
+        MCP_MEMBER_RESERVED,
+      );
       const table: ServerTable = { decl: serverDecl(server, key), tools: tools.map((t) => toolDecl(t, fns.get(t.name)!)) };
       this.servers.push(table);
       this.byServerName.set(name, table);
       this.guestTable.push([key, name, table.tools.map((t) => [t.functionName, t.id]), server.resources, server.prompts]);
-      for (const [ops, on] of [[RESOURCE_OPS, server.resources], [PROMPT_OPS, server.prompts]] as const) {
+      for (const [ops, on] of [
+        [RESOURCE_OPS, server.resources],
+        [PROMPT_OPS, server.prompts],
+      ] as const) {
         if (!on) continue;
         for (const op of Object.values(ops)) {
           const id = `mcp:${name}:${op}`;
-          this.byId.set(id, { id, name: op, label: "", description: OP_DESCRIPTIONS[op] ?? op, source: "mcp", sourceName: name, parametersJson: '{"type":"object"}', outputSchemaJson: "", annotations: {}, examplesJson: [], keywords: [] });
+          this.byId.set(id, {
+            id,
+            name: op,
+            label: "",
+            description: OP_DESCRIPTIONS[op] ?? op,
+            source: "mcp",
+            sourceName: name,
+            parametersJson: '{"type":"object"}',
+            outputSchemaJson: "",
+            annotations: {},
+            examplesJson: [],
+            keywords: [],
+          });
         }
       }
     }
@@ -154,7 +182,10 @@ export class McpCatalog {
     return {
       ok: false,
       name: "NotFound",
-      message: known.length > 0 ? `no API file ${shown}. Files: ${known.slice(0, 20).join(", ")}${known.length > 20 ? ", …" : ""}.` : `no API file ${shown}: this run has no visible MCP tools.`,
+      message:
+        known.length > 0
+          ? `no API file ${shown}. Files: ${known.slice(0, 20).join(", ")}${known.length > 20 ? ", …" : ""}.`
+          : `no API file ${shown}: this run has no visible MCP tools.`,
     };
   }
 
@@ -163,15 +194,37 @@ export class McpCatalog {
     const s = this.byServerName.get(serverName);
     if (!s) return { ok: false, name: "NotFound", message: `no visible MCP server ${JSON.stringify(serverName.slice(0, 200))}.` };
     const path = `mcp/${s.decl.key}.d.ts`;
-    const summary = (t: McpToolDecl) => ({ name: t.name, function: t.functionName, id: t.id, description: t.description, ...(t.annotations ? { annotations: t.annotations } : {}) });
+    const summary = (t: McpToolDecl) => ({
+      name: t.name,
+      function: t.functionName,
+      id: t.id,
+      description: t.description,
+      ...(t.annotations ? { annotations: t.annotations } : {}),
+    });
     if (!toolName) {
-      return { ok: true, value: { server: s.decl.name, namespace: `MCP.${s.decl.key}`, path, declarations: this.rendered().get(path) ?? "", tools: s.tools.map(summary) } };
+      return {
+        ok: true,
+        value: { server: s.decl.name, namespace: `MCP.${s.decl.key}`, path, declarations: this.rendered().get(path) ?? "", tools: s.tools.map(summary) },
+      };
     }
     const tool = s.tools.find((t) => t.name === toolName) ?? s.tools.find((t) => t.functionName === toolName);
     if (!tool) {
-      return { ok: false, name: "NotFound", message: `MCP.${s.decl.key} has no tool ${JSON.stringify(toolName.slice(0, 200))}. Tools: ${s.tools.map((t) => t.functionName).slice(0, 30).join(", ")}.` };
+      return {
+        ok: false,
+        name: "NotFound",
+        message: `MCP.${s.decl.key} has no tool ${JSON.stringify(toolName.slice(0, 200))}. Tools: ${s.tools
+          .map((t) => t.functionName)
+          .slice(0, 30)
+          .join(", ")}.`,
+      };
     }
-    const value: Record<string, unknown> = { server: s.decl.name, namespace: `MCP.${s.decl.key}`, path, declarations: renderToolDeclarations(s.decl, tool), tools: [summary(tool)] };
+    const value: Record<string, unknown> = {
+      server: s.decl.name,
+      namespace: `MCP.${s.decl.key}`,
+      path,
+      declarations: renderToolDeclarations(s.decl, tool),
+      tools: [summary(tool)],
+    };
     if (schema) value.schema = tool.outputSchema === undefined ? { input: tool.inputSchema } : { input: tool.inputSchema, output: tool.outputSchema };
     return { ok: true, value };
   }

@@ -48,7 +48,15 @@ export type CatalogSurface = "code" | "code+mcp" | "tool_search";
 export type CompactEntry = { id: string; name: string; label?: string; description: string; source: string; sourceName?: string; call?: string };
 
 function searchDoc(e: CatalogEntryData, server: McpServerData | undefined): SearchDoc {
-  const d: SearchDoc = { id: e.id, name: e.name, description: e.description, source: e.source, sourceName: e.sourceName, parametersJson: e.parametersJson, keywords: e.keywords };
+  const d: SearchDoc = {
+    id: e.id,
+    name: e.name,
+    description: e.description,
+    source: e.source,
+    sourceName: e.sourceName,
+    parametersJson: e.parametersJson,
+    keywords: e.keywords,
+  };
   if (e.label) d.label = e.label;
   if (server) {
     if (server.title) d.serverTitle = server.title;
@@ -132,12 +140,15 @@ export class RunCatalog {
     const t0 = performance.now();
     const docs = this.docs();
     const docsMs = performance.now() - t0;
-    this.building = builder.build(docs, log).then(
-      (b) => {
-        if (!this.built) this.adopt({ ...b, mainThreadMs: b.mainThreadMs + docsMs });
-      },
-      (err: unknown) => log?.warn({ err, catalogVersion: this.version }, "search index build failed; the first search builds it again"),
-    ).finally(() => (this.building = undefined));
+    this.building = builder
+      .build(docs, log)
+      .then(
+        (b) => {
+          if (!this.built) this.adopt({ ...b, mainThreadMs: b.mainThreadMs + docsMs });
+        },
+        (err: unknown) => log?.warn({ err, catalogVersion: this.version }, "search index build failed; the first search builds it again"),
+      )
+      .finally(() => (this.building = undefined));
   }
 
   /** A promise to await before searching while the index is being built; undefined when a search can run now. */
@@ -172,7 +183,11 @@ export class RunCatalog {
    */
   private get index(): ToolSearchIndex {
     if (!this.built) {
-      if (this.building) this.log?.warn({ catalogVersion: this.version }, "search index read before the worker thread built it (a reader did not await it); building it on the main thread");
+      if (this.building)
+        this.log?.warn(
+          { catalogVersion: this.version },
+          "search index read before the worker thread built it (a reader did not await it); building it on the main thread",
+        );
       const t0 = performance.now();
       const index = new ToolSearchIndex(this.docs());
       const ms = performance.now() - t0;
@@ -194,7 +209,11 @@ export class RunCatalog {
   search(query: string, limit: number, surface: CatalogSurface = "code", only?: (e: CatalogEntryData) => boolean): CompactEntry[] {
     const q = query.trim();
     const keep = (e: CatalogEntryData) => this.lists(e, surface) && (only === undefined || only(e));
-    if (queryWords(q).length === 0) return this.entries.filter(keep).slice(0, limit).map((e) => this.entry(e, surface, true));
+    if (queryWords(q).length === 0)
+      return this.entries
+        .filter(keep)
+        .slice(0, limit)
+        .map((e) => this.entry(e, surface, true));
     const filter = surface === "code" || only !== undefined ? (id: string) => keep(this.byId.get(id)!) : undefined;
     return this.index.search(q, limit, filter).map((id) => this.entry(this.byId.get(id)!, surface, true));
   }
@@ -240,7 +259,10 @@ export class RunCatalog {
   }
 
   /** One entry with its full description and exact input schema (`parameters`). */
-  describe(id: string, surface: CatalogSurface = "code"): { ok: true; value: CompactEntry & { parameters: unknown } } | { ok: false; name: string; message: string } {
+  describe(
+    id: string,
+    surface: CatalogSurface = "code",
+  ): { ok: true; value: CompactEntry & { parameters: unknown } } | { ok: false; name: string; message: string } {
     const listed = this.byId.get(id);
     const r = listed && surface === "code+mcp" ? { ok: true as const, entry: listed } : this.resolve(id, surface);
     if (!r.ok) return r;

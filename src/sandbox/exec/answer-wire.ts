@@ -20,7 +20,12 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { isUtf8 } from "node:buffer";
 import type { RequestDecoders } from "../../protocol/grpc-service.js";
-import { BridgeCallbackRequestSchema, ExecSessionRequestSchema, type BridgeCallbackRequest, type ExecSessionRequest } from "../../gen/codemode/sandbox/v1/sandbox_pb.js";
+import {
+  BridgeCallbackRequestSchema,
+  ExecSessionRequestSchema,
+  type BridgeCallbackRequest,
+  type ExecSessionRequest,
+} from "../../gen/codemode/sandbox/v1/sandbox_pb.js";
 
 /**
  * Answer texts at least this long (in UTF-8 bytes or in characters) are handed to their VM

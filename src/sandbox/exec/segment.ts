@@ -46,7 +46,11 @@ const NO_CATALOG = { ok: false as const, name: "ToolNotFound", message: "this ru
  * The catalog entry and input of a nested call, however the guest made it. On the Tool
  * Search surface (`tool_search_code`) a `tools` call reaches MCP entries by id too.
  */
-function resolveCall(catalog: RunCatalog | undefined, m: NestedCallMessage, surface: CatalogSurface): { ok: true; entry: CatalogEntryData; inputJson: string } | { ok: false; name: string; message: string } {
+function resolveCall(
+  catalog: RunCatalog | undefined,
+  m: NestedCallMessage,
+  surface: CatalogSurface,
+): { ok: true; entry: CatalogEntryData; inputJson: string } | { ok: false; name: string; message: string } {
   if (!catalog) return { ok: false, name: "ToolNotFound", message: `unknown tool id ${JSON.stringify(m.target.slice(0, 200))}. This run has no tool catalog.` };
   if (m.via === "ns") return catalog.namespaces.resolveCall(m.target, m.path, m.inputJson);
   const r = m.via === "mcp" ? catalog.mcp.resolve(m.target) : catalog.resolve(m.target, surface);
@@ -146,7 +150,12 @@ export class Segment {
 
   /** An earlier segment's call whose answer (stored while suspended) this segment delivers. */
   recordResolved(callId: string, answer: Answer): void {
-    this.resolved.push({ callId, outcome: answer.ok ? "ok" : "error", errorMessage: answer.ok ? "" : answer.error.message.slice(0, 2_000), deliveredAtMs: BigInt(Date.now()) });
+    this.resolved.push({
+      callId,
+      outcome: answer.ok ? "ok" : "error",
+      errorMessage: answer.ok ? "" : answer.error.message.slice(0, 2_000),
+      deliveredAtMs: BigInt(Date.now()),
+    });
   }
 
   /** Runs the task to its outcome; the first of `cancelSignals` to abort (the stream's, the drain's) cancels the VM. */
@@ -156,100 +165,116 @@ export class Segment {
     const send = this.init.send;
     const surface: CatalogSurface = this.init.kind === "tool_search_code" ? "tool_search" : config.searchIncludesMcp ? "code+mcp" : "code";
     let events!: ExecEvents;
-    const handle = this.init.pool.exec(submission, events = {
-      onOutput: (kind, data) => {
-        this.outputs.push({ kind, data });
-        send({ case: "output", value: { kind: { case: kind, value: data } } });
-      },
-      onToolCall: (m) => {
-        const { callId } = m;
-        // An unknown id's "did you mean" reads the index, being built off the main thread (catalog/index-builder.ts).
-        const ready = m.via === "tools" ? catalog?.indexReadyFor(m.target) : undefined;
-        if (ready) {
-          this.made.set(callId, { callId, kind: "call", toolId: m.target.slice(0, 256), toolName: "" });
-          return void ready.then(() => events.onToolCall(m));
-        }
-        this.counters.call++;
-        const callsSoFar = (run?.counters.call ?? 0) + this.counters.call;
-        const resolved =
-          callsSoFar > config.maxToolCallsPerRun
-            ? { ok: false as const, name: "RangeError", message: `this run made ${config.maxToolCallsPerRun} tool calls, its limit (maxToolCallsPerRun).` }
-            : resolveCall(catalog, m, surface);
-        if (!resolved.ok) {
-          this.made.set(callId, { callId, kind: "call", toolId: m.via === "ns" ? "" : m.target.slice(0, 256), toolName: "" });
-          this.answer(callId, { ok: false, error: { name: resolved.name, message: resolved.message } });
-          return;
-        }
-        const { entry: e, inputJson } = resolved;
-        const refused = this.init.checkCall?.(e, inputJson);
-        if (refused) {
+    const handle = this.init.pool.exec(
+      submission,
+      (events = {
+        onOutput: (kind, data) => {
+          this.outputs.push({ kind, data });
+          send({ case: "output", value: { kind: { case: kind, value: data } } });
+        },
+        onToolCall: (m) => {
+          const { callId } = m;
+          // An unknown id's "did you mean" reads the index, being built off the main thread (catalog/index-builder.ts).
+          const ready = m.via === "tools" ? catalog?.indexReadyFor(m.target) : undefined;
+          if (ready) {
+            this.made.set(callId, { callId, kind: "call", toolId: m.target.slice(0, 256), toolName: "" });
+            return void ready.then(() => events.onToolCall(m));
+          }
+          this.counters.call++;
+          const callsSoFar = (run?.counters.call ?? 0) + this.counters.call;
+          const resolved =
+            callsSoFar > config.maxToolCallsPerRun
+              ? { ok: false as const, name: "RangeError", message: `this run made ${config.maxToolCallsPerRun} tool calls, its limit (maxToolCallsPerRun).` }
+              : resolveCall(catalog, m, surface);
+          if (!resolved.ok) {
+            this.made.set(callId, { callId, kind: "call", toolId: m.via === "ns" ? "" : m.target.slice(0, 256), toolName: "" });
+            this.answer(callId, { ok: false, error: { name: resolved.name, message: resolved.message } });
+            return;
+          }
+          const { entry: e, inputJson } = resolved;
+          const refused = this.init.checkCall?.(e, inputJson);
+          if (refused) {
+            this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
+            this.answer(callId, { ok: false, error: refused });
+            return;
+          }
           this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
-          this.answer(callId, { ok: false, error: refused });
-          return;
-        }
-        this.made.set(callId, { callId, kind: "call", toolId: e.id, toolName: e.name });
-        const call: LiveCall = {
-          callId,
-          scopeKey,
-          toolId: e.id,
-          toolName: e.name,
-          parentCallId,
-          startedAtMs: Date.now(),
-          deliver: (answer) => this.answer(callId, answer),
-          stage: (text) => this.handle?.stage(callId, text),
-          unstage: () => this.handle?.unstage(callId),
-        };
-        this.myCalls.add(call);
-        this.callSources.set(callId, { source: SOURCE_ENUM[e.source], sourceName: e.sourceName });
-        calls.add(call);
-        send({
-          case: "toolCall",
-          value: { callId, toolId: e.id, toolName: e.name, source: SOURCE_ENUM[e.source], sourceName: e.sourceName, inputJson, parentCallId, codeModeRunId },
-        });
-      },
-      onRequest: (reqId, op, payloadJson) => {
-        this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
-        const payload = requestPayload(payloadJson);
-        // A search, or describing an unknown id ("did you mean"), waits for its version's index, being built off the main thread (catalog/index-builder.ts).
-        const ready = op === "search" ? catalog?.indexReady() : op === "describe" ? catalog?.indexReadyFor(payload.id) : undefined;
-        if (ready) return void ready.then(() => events.onRequest(reqId, op, payloadJson));
-        const base = run?.counters ?? { search: 0, describe: 0 };
-        if ((op === "search" || op === "describe") && base.search + base.describe + this.counters.search + this.counters.describe >= config.maxSearchesPerRun) {
-          this.answer(reqId, { ok: false, error: { name: "RangeError", message: `this run made ${config.maxSearchesPerRun} searches and describes, its limit (maxSearchesPerRun).` } });
-          return;
-        }
-        const own = this.init.answerRequest?.(op, payloadJson);
-        if (own) {
-          if (op === "search") this.counters.search++;
-          else if (op === "describe") this.counters.describe++;
-          this.answer(reqId, own);
-          return;
-        }
-        if (op === "search") {
-          this.counters.search++;
-          const requested = typeof payload.limit === "number" && Number.isFinite(payload.limit) ? Math.trunc(payload.limit) : config.searchDefaultLimit;
-          const limit = Math.min(config.maxSearchLimit, Math.max(1, requested));
-          this.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit, surface) : []) });
-        } else if (op === "describe") {
-          this.counters.describe++;
-          const d = catalog ? catalog.describe(payload.id, surface) : NO_CATALOG;
-          this.answer(reqId, d.ok ? { ok: true, json: JSON.stringify(d.value) } : { ok: false, error: { name: d.name, message: d.message } });
-        } else if (op === "api_list") {
-          const files = catalog ? catalog.mcp.list(payload.prefix) : [];
-          this.answer(reqId, Array.isArray(files) ? { ok: true, json: JSON.stringify(files) } : { ok: false, error: { name: files.name, message: files.message } });
-        } else if (op === "api_read") {
-          const file = catalog ? catalog.mcp.read(payload.path) : NO_CATALOG;
-          this.answer(reqId, file.ok ? { ok: true, json: JSON.stringify(file.text) } : { ok: false, error: { name: file.name, message: file.message } });
-        } else {
-          const header = catalog ? catalog.mcp.api(payload.server, payload.tool, payload.schema) : NO_CATALOG;
-          this.answer(reqId, header.ok ? { ok: true, json: JSON.stringify(header.value) } : { ok: false, error: { name: header.name, message: header.message } });
-        }
-      },
-      onYield: (callId) => {
-        // The worker suspends the run once the VM is idle; `wait` resolves the yield.
-        this.made.set(callId, { callId, kind: "yield", toolId: "", toolName: "" });
-      },
-    }, tenantOf(this.init.scope));
+          const call: LiveCall = {
+            callId,
+            scopeKey,
+            toolId: e.id,
+            toolName: e.name,
+            parentCallId,
+            startedAtMs: Date.now(),
+            deliver: (answer) => this.answer(callId, answer),
+            stage: (text) => this.handle?.stage(callId, text),
+            unstage: () => this.handle?.unstage(callId),
+          };
+          this.myCalls.add(call);
+          this.callSources.set(callId, { source: SOURCE_ENUM[e.source], sourceName: e.sourceName });
+          calls.add(call);
+          send({
+            case: "toolCall",
+            value: { callId, toolId: e.id, toolName: e.name, source: SOURCE_ENUM[e.source], sourceName: e.sourceName, inputJson, parentCallId, codeModeRunId },
+          });
+        },
+        onRequest: (reqId, op, payloadJson) => {
+          this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
+          const payload = requestPayload(payloadJson);
+          // A search, or describing an unknown id ("did you mean"), waits for its version's index, being built off the main thread (catalog/index-builder.ts).
+          const ready = op === "search" ? catalog?.indexReady() : op === "describe" ? catalog?.indexReadyFor(payload.id) : undefined;
+          if (ready) return void ready.then(() => events.onRequest(reqId, op, payloadJson));
+          const base = run?.counters ?? { search: 0, describe: 0 };
+          if (
+            (op === "search" || op === "describe") &&
+            base.search + base.describe + this.counters.search + this.counters.describe >= config.maxSearchesPerRun
+          ) {
+            this.answer(reqId, {
+              ok: false,
+              error: { name: "RangeError", message: `this run made ${config.maxSearchesPerRun} searches and describes, its limit (maxSearchesPerRun).` },
+            });
+            return;
+          }
+          const own = this.init.answerRequest?.(op, payloadJson);
+          if (own) {
+            if (op === "search") this.counters.search++;
+            else if (op === "describe") this.counters.describe++;
+            this.answer(reqId, own);
+            return;
+          }
+          if (op === "search") {
+            this.counters.search++;
+            const requested = typeof payload.limit === "number" && Number.isFinite(payload.limit) ? Math.trunc(payload.limit) : config.searchDefaultLimit;
+            const limit = Math.min(config.maxSearchLimit, Math.max(1, requested));
+            this.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit, surface) : []) });
+          } else if (op === "describe") {
+            this.counters.describe++;
+            const d = catalog ? catalog.describe(payload.id, surface) : NO_CATALOG;
+            this.answer(reqId, d.ok ? { ok: true, json: JSON.stringify(d.value) } : { ok: false, error: { name: d.name, message: d.message } });
+          } else if (op === "api_list") {
+            const files = catalog ? catalog.mcp.list(payload.prefix) : [];
+            this.answer(
+              reqId,
+              Array.isArray(files) ? { ok: true, json: JSON.stringify(files) } : { ok: false, error: { name: files.name, message: files.message } },
+            );
+          } else if (op === "api_read") {
+            const file = catalog ? catalog.mcp.read(payload.path) : NO_CATALOG;
+            this.answer(reqId, file.ok ? { ok: true, json: JSON.stringify(file.text) } : { ok: false, error: { name: file.name, message: file.message } });
+          } else {
+            const header = catalog ? catalog.mcp.api(payload.server, payload.tool, payload.schema) : NO_CATALOG;
+            this.answer(
+              reqId,
+              header.ok ? { ok: true, json: JSON.stringify(header.value) } : { ok: false, error: { name: header.name, message: header.message } },
+            );
+          }
+        },
+        onYield: (callId) => {
+          // The worker suspends the run once the VM is idle; `wait` resolves the yield.
+          this.made.set(callId, { callId, kind: "yield", toolId: "", toolName: "" });
+        },
+      }),
+      tenantOf(this.init.scope),
+    );
     this.handle = handle;
     const onAbort = () => {
       // The first signal to abort says why; a later one (the drain's after the stream's) changes nothing.
@@ -328,7 +353,15 @@ export class Segment {
       ...this.callSources.get(c.callId),
     }));
     this.log.info(
-      { status: r.status, code: r.status === "failed" ? r.code : undefined, reason: r.status === "waiting" ? r.reason : undefined, snapshotBytes, ms: Math.round(durationMs), calls: nested.length, ...this.placement },
+      {
+        status: r.status,
+        code: r.status === "failed" ? r.code : undefined,
+        reason: r.status === "waiting" ? r.reason : undefined,
+        snapshotBytes,
+        ms: Math.round(durationMs),
+        calls: nested.length,
+        ...this.placement,
+      },
       `${kind} finished`,
     );
     const step = {
@@ -347,7 +380,11 @@ export class Segment {
     };
     const record = () =>
       this.init.resolver
-        .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved }, recordFirst)
+        .record(
+          scope,
+          { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved },
+          recordFirst,
+        )
         .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
     if (recordFirst) {
       if (run?.found) await record();

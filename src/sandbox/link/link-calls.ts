@@ -43,7 +43,10 @@ export class StreamCalls {
       const entry: InFlight = { method, resolve, reject };
       this.inFlight.set(id, entry);
       if (opts.deadlineMs !== undefined && opts.deadlineMs > 0) {
-        entry.timer = setTimeout(() => this.settle(id, new ServiceError("unavailable", `the orchestrator did not answer ${method} within ${opts.deadlineMs} ms`)), opts.deadlineMs);
+        entry.timer = setTimeout(
+          () => this.settle(id, new ServiceError("unavailable", `the orchestrator did not answer ${method} within ${opts.deadlineMs} ms`)),
+          opts.deadlineMs,
+        );
       }
       const signal = opts.signal;
       if (signal) {

@@ -26,16 +26,22 @@ import { POOL_STARTED, type PoolHealth } from "../pool/pool-health.js";
 
 export type LinkState = "connecting" | "up" | "down" | "closed";
 
-
 const HEARTBEAT_MS = 5_000;
 const MAX_BACKOFF_MS = 5_000;
 
 /** What an operator should check when the link is refused for a reason of configuration. */
 function hintFor(err: unknown, tls: boolean): { hint?: string } {
   const code = (err as { code?: string }).code;
-  if (code === "unavailable" && tls) return { hint: "if the orchestrator is up, check TLS: its link port's CA (--link-tls-ca), the name it is dialled by (--link-tls-server-name) and, with mutual TLS, this sidecar's client certificate" };
-  if (code === "unauthenticated") return { hint: "the orchestrator refused this sidecar's link token: set the same CODEMODE_LINK_TOKEN (or --link-token-file) on both" };
-  if (code === "unimplemented") return { hint: "this address does not serve SidecarLink: --orchestrator-address must be the orchestrator's link port (--link-address, default 7302), not its Control port" };
+  if (code === "unavailable" && tls)
+    return {
+      hint: "if the orchestrator is up, check TLS: its link port's CA (--link-tls-ca), the name it is dialled by (--link-tls-server-name) and, with mutual TLS, this sidecar's client certificate",
+    };
+  if (code === "unauthenticated")
+    return { hint: "the orchestrator refused this sidecar's link token: set the same CODEMODE_LINK_TOKEN (or --link-token-file) on both" };
+  if (code === "unimplemented")
+    return {
+      hint: "this address does not serve SidecarLink: --orchestrator-address must be the orchestrator's link port (--link-address, default 7302), not its Control port",
+    };
   return {};
 }
 

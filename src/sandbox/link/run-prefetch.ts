@@ -24,6 +24,13 @@ import type { RunResolver } from "./run-resolver.js";
 /** A listener for runs opened (../../shared/colocated.ts): each is resolved in the background. */
 export function prefetchRuns(resolver: RunResolver, log: Logger): (scope: Scope) => void {
   return (scope) => {
-    void resolver.resolve(scope).catch((err: unknown) => log.debug({ agentRunId: scope.agentRunId, reason: (err as Error).message }, "resolving an opened run ahead of its first exec failed; the exec resolves it"));
+    void resolver
+      .resolve(scope)
+      .catch((err: unknown) =>
+        log.debug(
+          { agentRunId: scope.agentRunId, reason: (err as Error).message },
+          "resolving an opened run ahead of its first exec failed; the exec resolves it",
+        ),
+      );
   };
 }

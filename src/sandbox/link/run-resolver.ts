@@ -44,8 +44,12 @@ export type ResolvedRun = {
   counters: { search: number; describe: number; call: number };
 };
 
-
-const SOURCE_NAME = { [ToolSource.UNSPECIFIED]: "openclaw", [ToolSource.OPENCLAW]: "openclaw", [ToolSource.MCP]: "mcp", [ToolSource.CLIENT]: "client" } as const;
+const SOURCE_NAME = {
+  [ToolSource.UNSPECIFIED]: "openclaw",
+  [ToolSource.OPENCLAW]: "openclaw",
+  [ToolSource.MCP]: "mcp",
+  [ToolSource.CLIENT]: "client",
+} as const;
 const MAX_VIEWS = 256;
 const SURFACES: Record<number, RunSurface | undefined> = {
   [SurfaceKind.CODE_MODE]: "code_mode",
@@ -133,9 +137,22 @@ export class RunResolver {
     const generation = this.generation;
     const wasUp = this.link.linkState === "up";
     const known = this.lastVersion.get(key) ?? "";
-    const res = await this.link.rpc.resolveRun({ scope, knownCatalogVersion: this.views.has(known) ? known : "", sidecarId: this.link.sidecarId }, { deadlineMs: RESOLVE_DEADLINE_MS });
+    const res = await this.link.rpc.resolveRun(
+      { scope, knownCatalogVersion: this.views.has(known) ? known : "", sidecarId: this.link.sidecarId },
+      { deadlineMs: RESOLVE_DEADLINE_MS },
+    );
     if (!res.found) {
-      return { found: false, active: true, surface: "none", toolSearch: parseToolSearchConfig(), mcpRun: parseMcpRunConfig(), inactiveReason: "", configLayer: undefined, catalog: undefined, counters: { search: 0, describe: 0, call: 0 } };
+      return {
+        found: false,
+        active: true,
+        surface: "none",
+        toolSearch: parseToolSearchConfig(),
+        mcpRun: parseMcpRunConfig(),
+        inactiveReason: "",
+        configLayer: undefined,
+        catalog: undefined,
+        counters: { search: 0, describe: 0, call: 0 },
+      };
     }
     // A version names its content (catalog id, policy, id source, namespaces), so a cached view
     // is reused even when the entries came again (a new scope does not know the version yet):
@@ -157,14 +174,29 @@ export class RunResolver {
           examplesJson: e.examplesJson,
           keywords: e.keywords,
         })),
-        res.mcpServers.map((s) => ({ name: s.name, serverId: s.serverId, title: s.title, version: s.version, description: s.description, instructions: s.instructions, resources: s.resources, prompts: s.prompts, aliases: s.aliases })),
+        res.mcpServers.map((s) => ({
+          name: s.name,
+          serverId: s.serverId,
+          title: s.title,
+          version: s.version,
+          description: s.description,
+          instructions: s.instructions,
+          resources: s.resources,
+          prompts: s.prompts,
+          aliases: s.aliases,
+        })),
         res.namespaces.map((n) => ({ id: n.id, pluginId: n.pluginId, globalName: n.globalName, scopeJson: n.scopeJson })),
       );
       // The search index is built once per version, now, on a worker thread (a search made before it is ready waits for it).
-      const version = res.catalogVersion, tools = catalog.size;
+      const version = res.catalogVersion,
+        tools = catalog.size;
       const r1 = (ms: number) => Math.round(ms * 10) / 10;
       this.log?.info({ catalogVersion: version, tools }, "catalog view cached");
-      catalog.onIndexBuilt = (b) => this.log?.info({ catalogVersion: version, tools, indexBuildMs: r1(b.buildMs), thread: b.thread, mainThreadMs: r1(b.mainThreadMs) }, "search index built");
+      catalog.onIndexBuilt = (b) =>
+        this.log?.info(
+          { catalogVersion: version, tools, indexBuildMs: r1(b.buildMs), thread: b.thread, mainThreadMs: r1(b.mainThreadMs) },
+          "search index built",
+        );
       catalog.prepareIndex(this.log);
       this.views.set(res.catalogVersion, catalog);
       if (this.views.size > MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
@@ -196,12 +228,23 @@ export class RunResolver {
    * the result finds the step there (the record is on the wire before its next call). It travels as a message on the open link; with `confirmed` (the caller needs
    * it applied before it goes on), or while the link is not up, as a RecordSegment call.
    */
-  async record(scope: Scope, segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName" | "sidecarId">, confirmed = false): Promise<void> {
+  async record(
+    scope: Scope,
+    segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName" | "sidecarId">,
+    confirmed = false,
+  ): Promise<void> {
     const key = JSON.stringify(scope);
     const hit = this.cached.get(key);
     if (hit) {
       const c = hit.counters;
-      this.cached.set(key, { ...hit, counters: { search: c.search + (segment.searchDelta ?? 0), describe: c.describe + (segment.describeDelta ?? 0), call: c.call + (segment.callDelta ?? 0) } });
+      this.cached.set(key, {
+        ...hit,
+        counters: {
+          search: c.search + (segment.searchDelta ?? 0),
+          describe: c.describe + (segment.describeDelta ?? 0),
+          call: c.call + (segment.callDelta ?? 0),
+        },
+      });
     }
     const req = { scope, ...segment, sidecarId: this.link.sidecarId };
     if (!confirmed && this.link.recordOnLink(req)) return;

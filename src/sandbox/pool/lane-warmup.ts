@@ -134,10 +134,26 @@ export function warmLane(lane: Lane, targets: WarmTarget[] = [], done?: (outcome
       };
       channel.port1.on("message", (m: WorkerMessage) => {
         if (m.t === "started" && probe.state === "pending") probe.state = "started";
-        if (m.t === "done") ended(m.outcome.status === "completed", m.outcome.status === "failed" ? `the warm-up probe failed: ${m.outcome.error}` : `the warm-up probe ended ${m.outcome.status}`);
+        if (m.t === "done")
+          ended(
+            m.outcome.status === "completed",
+            m.outcome.status === "failed" ? `the warm-up probe failed: ${m.outcome.error}` : `the warm-up probe ended ${m.outcome.status}`,
+          );
       });
-      const task: Task = { kind: "exec", source: PROBE_SOURCE, language: "javascript", limits: PROBE_LIMITS, catalog: shareCatalog(t.catalog), contextJson: "null", outputBytesUsed: 0, surface: t.surface, port: channel.port2 };
-      lane.piscina.run(task, { transferList: [channel.port2], signal: probe.abort.signal }).catch((err: unknown) => ended(false, `the warm-up probe's worker thread stopped: ${(err as Error)?.message ?? String(err)}`));
+      const task: Task = {
+        kind: "exec",
+        source: PROBE_SOURCE,
+        language: "javascript",
+        limits: PROBE_LIMITS,
+        catalog: shareCatalog(t.catalog),
+        contextJson: "null",
+        outputBytesUsed: 0,
+        surface: t.surface,
+        port: channel.port2,
+      };
+      lane.piscina
+        .run(task, { transferList: [channel.port2], signal: probe.abort.signal })
+        .catch((err: unknown) => ended(false, `the warm-up probe's worker thread stopped: ${(err as Error)?.message ?? String(err)}`));
     });
   });
 }
@@ -145,7 +161,11 @@ export function warmLane(lane: Lane, targets: WarmTarget[] = [], done?: (outcome
 /** Logs each surge or background lane the pool adds (./lanes.ts `onAdd`). */
 export function logLaneAdded(lanes: Lanes, log: Logger): (lane: Lane) => void {
   return (lane) => {
-    if (lane.kind === "surge") log.info({ lane: lane.index, hogged: lanes.all.filter((l) => l.hogged).length, surges: lanes.surges }, "computing guests hold lanes: adding a surge thread");
+    if (lane.kind === "surge")
+      log.info(
+        { lane: lane.index, hogged: lanes.all.filter((l) => l.hogged).length, surges: lanes.surges },
+        "computing guests hold lanes: adding a surge thread",
+      );
     else log.info({ lane: lane.index, backgrounds: lanes.backgrounds }, "heavy sessions' work waits: adding a background thread (lower OS priority)");
   };
 }

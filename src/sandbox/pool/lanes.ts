@@ -90,7 +90,13 @@ export async function poolLanes(options: { threads?: number; execsPerWorker?: nu
   const threads = Math.max(1, options.threads ?? availableParallelism());
   const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
   // The digest keys the build's prelude bytecode (../worker/precompiled-preludes.ts).
-  const lanes = new Lanes(threads, { ...workerLoading(), execsPerWorker, wasmModule, wasmDigest: createHash("sha256").update(bytes).digest("hex"), stackSizeMb: WORKER_STACK_MB });
+  const lanes = new Lanes(threads, {
+    ...workerLoading(),
+    execsPerWorker,
+    wasmModule,
+    wasmDigest: createHash("sha256").update(bytes).digest("hex"),
+    stackSizeMb: WORKER_STACK_MB,
+  });
   return { lanes, threads, execsPerWorker };
 }
 
@@ -158,7 +164,16 @@ export class Lane {
       maxThreads: 1,
       idleTimeout: Number.MAX_SAFE_INTEGER,
       concurrentTasksPerWorker: o.execsPerWorker,
-      workerData: { wasmModule: o.wasmModule, wasmDigest: o.wasmDigest, busy: shared, epoch: this.epoch, nice: kind === "background" ? BACKGROUND_NICE : 0, trainCodeCache: o.trainCodeCache === true, codeCacheFlavour: o.codeCache?.flavour ?? "", codeCacheRefreshMs: o.codeCache?.refreshMs },
+      workerData: {
+        wasmModule: o.wasmModule,
+        wasmDigest: o.wasmDigest,
+        busy: shared,
+        epoch: this.epoch,
+        nice: kind === "background" ? BACKGROUND_NICE : 0,
+        trainCodeCache: o.trainCodeCache === true,
+        codeCacheFlavour: o.codeCache?.flavour ?? "",
+        codeCacheRefreshMs: o.codeCache?.refreshMs,
+      },
       resourceLimits: { stackSizeMb: o.stackSizeMb, maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
       // Guest code runs in workers; keep the process's environment out of them.
       env: {},
@@ -268,8 +283,6 @@ export class Lanes {
       this.onWarmed?.();
     });
   }
-
-
 
   /** Surge lanes now: threads beyond one per core for light work. */
   get surges(): number {

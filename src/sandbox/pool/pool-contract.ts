@@ -42,7 +42,6 @@ export function killGraceMs(_timeoutMs: number): number {
 /** A task without its port (the pool makes one per attempt). */
 export type Submission = (Omit<ExecTask, "port" | "catalog"> & { catalog: GuestCatalog }) | Omit<ResumeTask, "port">;
 
-
 /** Hands a worker's streamed event (not a lifecycle message) to the exec's handlers. */
 export function forwardEvent(m: WorkerMessage, events: ExecEvents): void {
   if (m.t === "output") events.onOutput(m.kind, m.data);

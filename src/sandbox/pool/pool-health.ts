@@ -110,7 +110,10 @@ export class PoolHealthMonitor {
         // The thread was killed during its warm-up (a light guest's loop there took its probes with it): warm its replacement.
         if (o.verdict === "failed" && lane.replaced !== replaced) return this.warm(lane, done);
         if (o.verdict === "failed") return this.wentDown(lane, o.reason, done);
-        this.log.info({ lane: lane.index, ms: Date.now() - t0, catalogs: targets.length, ...(o.verdict === "busy" ? { probes: "still running" } : {}) }, "new worker thread warmed: it takes work now");
+        this.log.info(
+          { lane: lane.index, ms: Date.now() - t0, catalogs: targets.length, ...(o.verdict === "busy" ? { probes: "still running" } : {}) },
+          "new worker thread warmed: it takes work now",
+        );
         done();
       },
       () => this.cameUp(lane),
@@ -184,7 +187,9 @@ export class PoolHealthMonitor {
     const canRunCode = firstDown === undefined;
     if (canRunCode === this.health.canRunCode) return;
     // The first base lane's reason, fixed for the episode (any down lane says why).
-    this.health = canRunCode ? { canRunCode: true, reason: "" } : { canRunCode: false, reason: `no worker thread of the sandbox pool can run code: ${firstDown!.reason}` };
+    this.health = canRunCode
+      ? { canRunCode: true, reason: "" }
+      : { canRunCode: false, reason: `no worker thread of the sandbox pool can run code: ${firstDown!.reason}` };
     for (const listener of this.listeners) listener(this.current);
   }
 }

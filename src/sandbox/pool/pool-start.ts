@@ -17,7 +17,10 @@ export class PoolStartError extends Error {
 
 function startError(err: unknown): PoolStartError {
   const e = err as { code?: string; message?: string };
-  const why = e.code === "ERR_ACCESS_DENIED" ? `worker threads are denied (${e.message}; with Node's permission model, allow them with --allow-worker)` : (e.message ?? String(err));
+  const why =
+    e.code === "ERR_ACCESS_DENIED"
+      ? `worker threads are denied (${e.message}; with Node's permission model, allow them with --allow-worker)`
+      : (e.message ?? String(err));
   return new PoolStartError(`the sandbox pool cannot start, so no code can run: ${why}`);
 }
 
@@ -61,7 +64,17 @@ export type SurfaceProbe = { surface: TaskSurface; task?: Partial<Pick<ExecTask,
 
 function probeOn(pool: SandboxPool, { surface, task: own }: SurfaceProbe): Promise<void> {
   const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
-  const task = { kind: "exec", source: PROBE_SOURCE, language: "javascript", limits: PROBE_LIMITS, catalog: EMPTY_GUEST_CATALOG, contextJson: "null", outputBytesUsed: 0, surface, ...own } as const;
+  const task = {
+    kind: "exec",
+    source: PROBE_SOURCE,
+    language: "javascript",
+    limits: PROBE_LIMITS,
+    catalog: EMPTY_GUEST_CATALOG,
+    contextJson: "null",
+    outputBytesUsed: 0,
+    surface,
+    ...own,
+  } as const;
   return pool.exec(task, ignore).outcome.then((o) => {
     if (o.status !== "completed" || o.valueJson !== "1") throw new Error(o.status === "failed" ? o.error : `the probe program ended ${o.status}`);
   });

@@ -21,7 +21,17 @@ import { LOOP_MS, PACK_LEASH_MS, type FairScheduler } from "./scheduler.js";
 import type { CpuBudget } from "./cpu-budget.js";
 import type { Logger } from "../../shared/logger.js";
 import { shareCatalog } from "./shared-catalog.js";
-import { CLAIM_MOVED, CLAIM_WITHDRAWN, parkedClaim, type AnswerMessage, type MainMessage, type Task, type TaskOutcome, type VmStart, type WorkerMessage } from "./task-protocol.js";
+import {
+  CLAIM_MOVED,
+  CLAIM_WITHDRAWN,
+  parkedClaim,
+  type AnswerMessage,
+  type MainMessage,
+  type Task,
+  type TaskOutcome,
+  type VmStart,
+  type WorkerMessage,
+} from "./task-protocol.js";
 
 /** How often one task may be moved off hogged lanes before it just waits where it is. */
 const MAX_MOVES = 8;
@@ -137,12 +147,17 @@ export class PoolTask {
     this.finished = true;
     this.port?.close();
     // A guest stopped through the shared flag knows it was cancelled, not why: say why.
-    if (this.cancelledReason !== undefined && o.status === "failed" && o.error.startsWith(CANCELLED_PREFIX)) o = { ...o, error: `${CANCELLED_PREFIX}${this.cancelledReason}` };
+    if (this.cancelledReason !== undefined && o.status === "failed" && o.error.startsWith(CANCELLED_PREFIX))
+      o = { ...o, error: `${CANCELLED_PREFIX}${this.cancelledReason}` };
     const cpuMs = o.cpuMs ?? (this.startedAt > 0 ? Date.now() - this.startedAt : 0);
     this.pool.budget.ended(this.tenant, cpuMs);
     if (cpuMs >= LOOP_MS) this.pool.scheduler.noteHog(this.tenant);
     this.pool.scheduler.pump();
-    this.resolveOutcome({ ...o, queuedMs: this.firstStartAt > 0 ? this.firstStartAt - this.submittedAt : Date.now() - this.submittedAt, moves: this.attempts - 1 });
+    this.resolveOutcome({
+      ...o,
+      queuedMs: this.firstStartAt > 0 ? this.firstStartAt - this.submittedAt : Date.now() - this.submittedAt,
+      moves: this.attempts - 1,
+    });
   }
 
   // A task waits in the fair queue (./scheduler.ts) until a lane has room; until then
@@ -157,9 +172,22 @@ export class PoolTask {
       run: (lane, packed) => this.attemptOn(lane, tries, unpark, packed),
       gone: () => {
         if (this.finished) return true;
-        if (this.cancelledReason !== undefined) this.finish({ status: "failed", error: `${CANCELLED_PREFIX}${this.cancelledReason}`, code: "internal_error", outputBytes: this.submission.outputBytesUsed });
-        else if (this.pool.health.refusal()) this.finish({ status: "failed", error: this.pool.health.refusal()!, code: "runtime_unavailable", outputBytes: this.submission.outputBytesUsed });
-        else if (Date.now() > queuedUntil) this.finish({ status: "failed", error: "no sandbox worker became free in time.", code: "runtime_unavailable", outputBytes: this.submission.outputBytesUsed });
+        if (this.cancelledReason !== undefined)
+          this.finish({
+            status: "failed",
+            error: `${CANCELLED_PREFIX}${this.cancelledReason}`,
+            code: "internal_error",
+            outputBytes: this.submission.outputBytesUsed,
+          });
+        else if (this.pool.health.refusal())
+          this.finish({ status: "failed", error: this.pool.health.refusal()!, code: "runtime_unavailable", outputBytes: this.submission.outputBytesUsed });
+        else if (Date.now() > queuedUntil)
+          this.finish({
+            status: "failed",
+            error: "no sandbox worker became free in time.",
+            code: "runtime_unavailable",
+            outputBytes: this.submission.outputBytesUsed,
+          });
         return this.finished;
       },
     });
@@ -189,7 +217,16 @@ export class PoolTask {
     const claim = new Int32Array(new SharedArrayBuffer(4));
     // A continued run's image stays valid until its VM reports something new.
     const carried = this.imageAnswers.startAttempt(unpark !== undefined);
-    if (unpark) this.parked = { t: "parked", parked: unpark.parked, pending: unpark.pending, outputBytes: unpark.outputBytesUsed, deadlineAtMs: unpark.deadlineAtMs, seq: 0, rx: 0 };
+    if (unpark)
+      this.parked = {
+        t: "parked",
+        parked: unpark.parked,
+        pending: unpark.pending,
+        outputBytes: unpark.outputBytesUsed,
+        deadlineAtMs: unpark.deadlineAtMs,
+        seq: 0,
+        rx: 0,
+      };
     /** Withdrawn before it started: another attempt runs the task; ignore this one. */
     let superseded = false;
     let killTimer: NodeJS.Timeout | undefined;
@@ -213,7 +250,13 @@ export class PoolTask {
       killTimer.unref();
     };
     const startTimer = setTimeout(() => {
-      if (!started) this.finish({ status: "failed", error: "no sandbox worker became free in time.", code: "runtime_unavailable", outputBytes: this.submission.outputBytesUsed });
+      if (!started)
+        this.finish({
+          status: "failed",
+          error: "no sandbox worker became free in time.",
+          code: "runtime_unavailable",
+          outputBytes: this.submission.outputBytesUsed,
+        });
     }, this.submission.limits.timeoutMs + killGraceMs(this.submission.limits.timeoutMs));
     startTimer.unref();
 
@@ -223,7 +266,12 @@ export class PoolTask {
         if (!this.finished) forwardEvent(m, this.events);
       } catch (err) {
         this.pool.log.error({ err, message: m.t }, "handling a worker message failed; the exec is failed, the sidecar keeps serving");
-        this.finish({ status: "failed", error: "internal: the sidecar could not handle a request from the program.", code: "internal_error", outputBytes: this.submission.outputBytesUsed });
+        this.finish({
+          status: "failed",
+          error: "internal: the sidecar could not handle a request from the program.",
+          code: "internal_error",
+          outputBytes: this.submission.outputBytesUsed,
+        });
         return;
       }
       switch (m.t) {
@@ -268,8 +316,15 @@ export class PoolTask {
     });
 
     // A versioned catalog travels shared, not copied (./shared-catalog.ts).
-    const posted = this.submission.kind === "exec" ? { ...this.submission, catalog: shareCatalog(this.submission.catalog), ...(this.roomy ? { roomy: true } : {}) } : this.submission;
-    const task = (unpark ? { ...unpark, answers: carried, port: channel.port2, cancelFlag: this.cancelFlag, claim: claim.buffer, taskId } : { ...posted, port: channel.port2, cancelFlag: this.cancelFlag, claim: claim.buffer, taskId }) as Task;
+    const posted =
+      this.submission.kind === "exec"
+        ? { ...this.submission, catalog: shareCatalog(this.submission.catalog), ...(this.roomy ? { roomy: true } : {}) }
+        : this.submission;
+    const task = (
+      unpark
+        ? { ...unpark, answers: carried, port: channel.port2, cancelFlag: this.cancelFlag, claim: claim.buffer, taskId }
+        : { ...posted, port: channel.port2, cancelFlag: this.cancelFlag, claim: claim.buffer, taskId }
+    ) as Task;
     /** Ends this attempt before its VM ran, or while it is parked: another one takes the task. */
     const supersede = () => {
       clearInterval(watch);
@@ -297,11 +352,17 @@ export class PoolTask {
       supersede();
       if (from === 0) {
         leaveLane();
-        this.pool.log.info({ lane: lane.index, heldMs: lane.heldMs() }, stranded ? "taking back a task no thread started: the pool cannot run code" : "moving a task that had not started off a lane another guest holds");
+        this.pool.log.info(
+          { lane: lane.index, heldMs: lane.heldMs() },
+          stranded ? "taking back a task no thread started: the pool cannot run code" : "moving a task that had not started off a lane another guest holds",
+        );
         return this.attempt(tries, unpark);
       }
       // The old VM stays on its lane until it wakes and gives the run up.
-      this.pool.log.info({ lane: lane.index, heldMs: lane.heldMs(), pending: this.parked!.pending.length }, "moving an idle run off a lane another guest holds, from its parked image");
+      this.pool.log.info(
+        { lane: lane.index, heldMs: lane.heldMs(), pending: this.parked!.pending.length },
+        "moving an idle run off a lane another guest holds, from its parked image",
+      );
       this.attempt(tries, unparkTask(this.submission, this.parked!));
     };
     const watch = setInterval(moveIfHeld, HOG_MS);
@@ -346,7 +407,7 @@ export class PoolTask {
           this.attempt(tries + 1, unparkTask(this.submission, this.parked));
           return;
         }
-        const reason = this.pool.closed ? "the sandbox is shutting down" : (err as Error)?.message ?? String(err);
+        const reason = this.pool.closed ? "the sandbox is shutting down" : ((err as Error)?.message ?? String(err));
         this.finish({
           status: "failed",
           error: `the QuickJS worker running this exec stopped: ${reason}`,

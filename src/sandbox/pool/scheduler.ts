@@ -108,7 +108,8 @@ export class FairScheduler {
   refusal(tenant: string, inLanes: number, threads: number, maxQueue: number): string | undefined {
     const waiting = this.waitingFor(tenant);
     const queued = inLanes + this.size;
-    if (queued >= (waiting === 0 ? 2 * maxQueue : maxQueue)) return `this sidecar is at capacity (${queued} execs already wait for a worker); retry later or send the exec to another sidecar`;
+    if (queued >= (waiting === 0 ? 2 * maxQueue : maxQueue))
+      return `this sidecar is at capacity (${queued} execs already wait for a worker); retry later or send the exec to another sidecar`;
     if (waiting >= threads && this.heavy(tenant, false)) {
       return `this session's programs hold the sandbox's threads more than others and it already has ${waiting} execs waiting for a worker; wait for them to finish`;
     }
@@ -262,7 +263,8 @@ export class FairScheduler {
       if (lane.kind === "background" || lane.active >= this.capacity || lane.hogged || lane.down) continue;
       // A warming lane takes light work only when no other lane can: the task then waits in
       // the new worker (as long as in this queue) instead of behind the next loop's turn here.
-      const score = lane.active + (heavyLanes.has(lane) ? this.capacity : 0) + (lane.warming ? 3 * this.capacity : 0) + (lane === avoid ? 4 * this.capacity : 0);
+      const score =
+        lane.active + (heavyLanes.has(lane) ? this.capacity : 0) + (lane.warming ? 3 * this.capacity : 0) + (lane === avoid ? 4 * this.capacity : 0);
       if (score < bestScore) {
         best = lane;
         bestScore = score;

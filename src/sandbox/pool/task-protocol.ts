@@ -12,13 +12,7 @@ import type { MessagePort } from "node:worker_threads";
 import type { Language } from "../../shared/config.js";
 import type { PendingKind } from "../../shared/link-wire.js";
 
-export type ErrorCodeName =
-  | "invalid_input"
-  | "runtime_unavailable"
-  | "timeout"
-  | "output_limit_exceeded"
-  | "snapshot_limit_exceeded"
-  | "internal_error";
+export type ErrorCodeName = "invalid_input" | "runtime_unavailable" | "timeout" | "output_limit_exceeded" | "snapshot_limit_exceeded" | "internal_error";
 
 export type TaskLimits = {
   timeoutMs: number;
@@ -27,7 +21,6 @@ export type TaskLimits = {
   maxPendingToolCalls: number;
   maxSnapshotBytes: number;
 };
-
 
 export const EMPTY_GUEST_CATALOG: GuestCatalog = { staticJson: '{"mcp":[],"namespaces":[]}', allToolsJson: "[]", convenienceJson: "[]", needsContext: false };
 /** A prelude's boot answer for no catalog and no run context. */
@@ -66,7 +59,9 @@ export type PendingRef = { callId: string; kind: PendingKind; dueAtMs?: number }
  * the same port (so `json` is empty here) and the VM may already have parsed it
  * (../worker/staged-answers.ts).
  */
-export type AnswerMessage = { t: "answer"; callId: string; ok: true; json: string; staged?: true } | { t: "answer"; callId: string; ok: false; error: PlainError };
+export type AnswerMessage =
+  | { t: "answer"; callId: string; ok: true; json: string; staged?: true }
+  | { t: "answer"; callId: string; ok: false; error: PlainError };
 
 /** Restores a suspended run's VM from its (already authenticated) snapshot and continues it. */
 export type ResumeTask = {
@@ -147,7 +142,7 @@ export function parkedClaim(seq: number): number {
   return CLAIM_PARKED | ((seq & 0xfffff) << 3);
 }
 
-export type CancelFlag = { cancelFlag?: SharedArrayBuffer; claim?: SharedArrayBuffer; /** Published while the task's VM holds the thread. */ taskId?: number };
+export type CancelFlag = { cancelFlag?: SharedArrayBuffer; claim?: SharedArrayBuffer /** Published while the task's VM holds the thread. */; taskId?: number };
 
 export type PlainError = { name: string; message: string };
 
@@ -174,7 +169,15 @@ export type WorkerMessage =
   | { t: "request"; reqId: string; op: RequestOp; payloadJson: string; rx?: number }
   | { t: "yield"; callId: string; reason: string; rx?: number }
   /** The VM is idle on a shared thread: here is its current image (memory transferred). */
-  | { t: "parked"; parked: ParkedVm; pending: PendingRef[]; outputBytes: number; deadlineAtMs: number; /** The image's number in this task (see `claim`). */ seq: number; rx: number }
+  | {
+      t: "parked";
+      parked: ParkedVm;
+      pending: PendingRef[];
+      outputBytes: number;
+      deadlineAtMs: number /** The image's number in this task (see `claim`). */;
+      seq: number;
+      rx: number;
+    }
   | { t: "done"; outcome: TaskOutcome };
 
 /** Main → worker. */

@@ -12,7 +12,10 @@
 import type { SandboxPool } from "./pool.js";
 
 /** The members of a pool the sidecar's services, server and metrics use. */
-type ServedPool = Pick<SandboxPool, "threads" | "slots" | "vmStarts" | "utilization" | "extraThreads" | "workerMemory" | "queueSize" | "refusal" | "exec" | "close">;
+type ServedPool = Pick<
+  SandboxPool,
+  "threads" | "slots" | "vmStarts" | "utilization" | "extraThreads" | "workerMemory" | "queueSize" | "refusal" | "exec" | "close"
+>;
 
 export function unavailablePool(reason: string): SandboxPool {
   const pool: ServedPool = {

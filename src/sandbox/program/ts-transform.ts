@@ -31,7 +31,12 @@ export async function transformTypeScript(source: string): Promise<TransformResu
   }
   const wrapped = `${CELL_PREFIX}${source}\n})`;
   try {
-    const result = transformFn(wrapped, { transforms: ["typescript"], disableESTransforms: true, filePath: "cell.ts", sourceMapOptions: { compiledFilename: "cell.js" } });
+    const result = transformFn(wrapped, {
+      transforms: ["typescript"],
+      disableESTransforms: true,
+      filePath: "cell.ts",
+      sourceMapOptions: { compiledFilename: "cell.js" },
+    });
     const out = result.sourceMap ? restoreColumns(wrapped, result.code, result.sourceMap.mappings) : result.code;
     const start = out.indexOf(CELL_PREFIX);
     const end = out.lastIndexOf("\n})");

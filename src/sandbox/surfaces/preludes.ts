@@ -22,4 +22,3 @@ export const PRELUDES: Record<PreludeName, { source: string; filename: string; f
   tool_search: { source: TOOL_SEARCH_PRELUDE_SOURCE, filename: TOOL_SEARCH_PRELUDE_FILENAME, flags: 0, what: "the Tool Search prelude" },
   mcp_run: { source: MCP_RUN_PRELUDE_SOURCE, filename: MCP_RUN_PRELUDE_FILENAME, flags: STRIPPED, what: "the codemode.run prelude" },
 };
-

@@ -65,7 +65,17 @@ export type WaitDeps = {
  * Long-polls the orchestrator for answers not in `seen`, until one arrives, the signal
  * aborts, or `untilMs` passes. Returns false when the claim is no longer current.
  */
-async function collect(link: OrchestratorLink, runId: string, token: string, seen: Set<string>, onAnswer: (id: string, a: Answer) => void, signal: AbortSignal, untilMs: number, once: boolean, log: Logger): Promise<boolean> {
+async function collect(
+  link: OrchestratorLink,
+  runId: string,
+  token: string,
+  seen: Set<string>,
+  onAnswer: (id: string, a: Answer) => void,
+  signal: AbortSignal,
+  untilMs: number,
+  once: boolean,
+  log: Logger,
+): Promise<boolean> {
   while (!signal.aborted) {
     const left = untilMs - Date.now();
     if (left <= 0) return true;
@@ -118,7 +128,12 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   const pending = new Map<string, PendingInfo>();
   for (const p of rec.pending) {
     const kind = pendingKindFromWire(p.kind);
-    pending.set(p.callId, kind === "timer" ? { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName, dueAtMs: Number(p.dueAtMs) } : { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName });
+    pending.set(
+      p.callId,
+      kind === "timer"
+        ? { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName, dueAtMs: Number(p.dueAtMs) }
+        : { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName },
+    );
   }
 
   // The seal is checked first: nothing of a record that fails it is used. The store's
@@ -126,7 +141,12 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   const generation = Number(rec.generation);
   let envelope: Uint8Array;
   try {
-    const meta = sealMeta({ configJson: rec.configJson, reason: rec.reason === WaitReason.YIELD ? "yield" : "pending_tools", pending: pending.values(), outputBytes: outputBytesUsed });
+    const meta = sealMeta({
+      configJson: rec.configJson,
+      reason: rec.reason === WaitReason.YIELD ? "yield" : "pending_tools",
+      pending: pending.values(),
+      outputBytes: outputBytesUsed,
+    });
     envelope = sealer.open(rec.snapshot, { codeModeRunId: runId, scopeKey: deps.init.scopeKey, meta, generation });
   } catch (err) {
     if (!(err instanceof SnapshotAuthError)) throw err;
@@ -137,7 +157,11 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
       if (!sealer.shared) {
         log.warn({ runId, keyId: err.keyId }, "cannot resume a run sealed by another sidecar process (no shared CODEMODE_SNAPSHOT_KEYS)");
         return early.finish(
-          { status: "failed", error: "this sidecar cannot resume code mode runs suspended by another sidecar process; configure the same CODEMODE_SNAPSHOT_KEY on every sidecar.", code: "runtime_unavailable" },
+          {
+            status: "failed",
+            error: "this sidecar cannot resume code mode runs suspended by another sidecar process; configure the same CODEMODE_SNAPSHOT_KEY on every sidecar.",
+            code: "runtime_unavailable",
+          },
           outputBytesUsed,
         );
       }
@@ -153,7 +177,10 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     }
     log.error({ runId, generation, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
     await release(false);
-    return early.finish({ status: "failed", error: `code mode run's snapshot failed authentication and was discarded (${err.message}).`, code: "internal_error" }, outputBytesUsed);
+    return early.finish(
+      { status: "failed", error: `code mode run's snapshot failed authentication and was discarded (${err.message}).`, code: "internal_error" },
+      outputBytesUsed,
+    );
   }
 
   let config: CodeModeConfig;
@@ -161,7 +188,10 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     config = configFromJson(rec.configJson);
   } catch (err) {
     await release(false);
-    return early.finish({ status: "failed", error: `code mode run has an unreadable config and was discarded: ${(err as Error).message}`, code: "internal_error" }, 0);
+    return early.finish(
+      { status: "failed", error: `code mode run has an unreadable config and was discarded: ${(err as Error).message}`, code: "internal_error" },
+      0,
+    );
   }
   const seg = deps.segment(config);
   seg.recordInput({ runId });
@@ -175,7 +205,8 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     // A yield is over once the model called wait. A catalog request is answered within
     // milliseconds, so one still open was cut by the suspension: the guest retries it.
     if (p.kind === "yield") answers.set(p.callId, { ok: true, json: "" });
-    if (p.kind === "request") answers.set(p.callId, { ok: false, error: { name: "Error", message: "the catalog request was interrupted by a suspension; make it again." } });
+    if (p.kind === "request")
+      answers.set(p.callId, { ok: false, error: { name: "Error", message: "the catalog request was interrupted by a suspension; make it again." } });
   }
   const seen = new Set(rec.answers.map((a) => a.callId));
   const onAnswer = (id: string, a: Answer) => {
@@ -238,7 +269,9 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
       {
         kind: "resume",
         envelope,
-        pending: [...pending.values()].map((p) => (p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind })),
+        pending: [...pending.values()].map((p) =>
+          p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind },
+        ),
         answers: delivered,
         limits: limitsOf(config),
         outputBytesUsed,

@@ -118,7 +118,10 @@ export class SnapshotSealer {
         }
         const id = entry.slice(0, colon);
         // The text before ":" may be part of a mistyped secret: never echoed.
-        if (!KEY_ID.test(id)) throw new Error(`an entry of ${SNAPSHOT_KEYS_ENV} has an invalid key id before ":" (ids are 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit)`);
+        if (!KEY_ID.test(id))
+          throw new Error(
+            `an entry of ${SNAPSHOT_KEYS_ENV} has an invalid key id before ":" (ids are 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit)`,
+          );
         add(id, entry.slice(colon + 1), `the secret of key id "${id}" in ${SNAPSHOT_KEYS_ENV}`);
       }
       if (keys.length === 0) throw new Error(`${SNAPSHOT_KEYS_ENV} is set but lists no keys`);
@@ -194,7 +197,9 @@ export class SnapshotSealer {
     try {
       envelope = Buffer.concat([decipher.update(b.subarray(headerLength, b.byteLength - TAG_BYTES)), decipher.final()]);
     } catch {
-      throw new SnapshotAuthError("the snapshot's seal does not match (tampered, moved to another run, its record edited, or sealed under another secret with the same key id)");
+      throw new SnapshotAuthError(
+        "the snapshot's seal does not match (tampered, moved to another run, its record edited, or sealed under another secret with the same key id)",
+      );
     }
     if (BigInt(nowMs - CLOCK_SLACK_MS) > notAfter) throw new SnapshotAuthError("the snapshot's seal has expired (an old snapshot was replayed)");
     return envelope;

@@ -64,7 +64,10 @@ export const MAX_STORED_SNAPSHOT_BYTES = 48 * 1024 * 1024;
 /** Hands an answer that came in late to the stored run; a few tries, then it stays unsettled. */
 async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Segment): Promise<boolean> {
   try {
-    await withRetries(() => ctx.link.rpc.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 }), () => true);
+    await withRetries(
+      () => ctx.link.rpc.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 }),
+      () => true,
+    );
     return true;
   } catch (err) {
     seg.log.error({ err, callId }, "could not hand a late answer to the suspended run; the call is listed as unsettled");
@@ -73,11 +76,10 @@ async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Se
 }
 
 export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, ctx: SuspendContext): Promise<SuspendResult> {
-  const pending: PendingInfo[] = outcome.pending.map(
-    (ref) =>
-      ref.kind === "timer"
-        ? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "", dueAtMs: ref.dueAtMs ?? Date.now() }
-        : (seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" }),
+  const pending: PendingInfo[] = outcome.pending.map((ref) =>
+    ref.kind === "timer"
+      ? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "", dueAtMs: ref.dueAtMs ?? Date.now() }
+      : (seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" }),
   );
   const configJson = JSON.stringify(ctx.config);
   const meta = sealMeta({ configJson, reason: outcome.reason, pending, outputBytes: outcome.outputBytes });
@@ -107,7 +109,13 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
       codeModeRunId: ctx.codeModeRunId,
       scope: ctx.scope,
       snapshot: sealed,
-      pending: pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, kind: pendingKindToWire(p.kind), dueAtMs: BigInt(p.dueAtMs ?? 0) })),
+      pending: pending.map((p) => ({
+        callId: p.callId,
+        toolId: p.toolId,
+        toolName: p.toolName,
+        kind: pendingKindToWire(p.kind),
+        dueAtMs: BigInt(p.dueAtMs ?? 0),
+      })),
       answers: [...included].map(([id, a]) => answerToWire(id, a)),
       reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
       configJson,
@@ -150,7 +158,10 @@ export async function releaseClaim(link: OrchestratorLink, codeModeRunId: string
   try {
     // Safe to repeat: a release that already happened is "no longer current". Without it a
     // settled run would stay claimed, then be resumable again once the lease passed.
-    const r = await withRetries(() => link.rpc.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 }), (err) => err instanceof ServiceError && err.code === "unavailable");
+    const r = await withRetries(
+      () => link.rpc.releaseRun({ codeModeRunId, claimToken: token, keep }, { deadlineMs: 10_000 }),
+      (err) => err instanceof ServiceError && err.code === "unavailable",
+    );
     // A settled run is deleted after its result went out: the gateway may have closed the
     // run meanwhile, which is no surprise; a kept run whose claim lapsed is.
     if (!r.released && keep) log.warn({ codeModeRunId, keep }, "the claim on the suspended run was no longer current at release");
@@ -181,7 +192,10 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
     outcome = { status: "failed", error: "code mode run was cancelled by the gateway.", code: "internal_error", outputBytes: outcome.outputBytes };
   }
   if (outcome.status === "suspended") {
-    seg.log.debug({ reason: outcome.reason, pending: outcome.pending.length, ...outcome.snapshot, envelopeBytes: outcome.envelope.byteLength }, "VM snapshotted");
+    seg.log.debug(
+      { reason: outcome.reason, pending: outcome.pending.length, ...outcome.snapshot, envelopeBytes: outcome.envelope.byteLength },
+      "VM snapshotted",
+    );
     let r: SuspendResult;
     let unreachable = false;
     try {
@@ -189,7 +203,9 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
     } catch (err) {
       seg.log.warn({ err }, "could not store the suspended run");
       unreachable = true;
-      r = { result: { status: "failed", error: "code mode could not store the suspended run: the orchestrator cannot be reached.", code: "runtime_unavailable" } };
+      r = {
+        result: { status: "failed", error: "code mode could not store the suspended run: the orchestrator cannot be reached.", code: "runtime_unavailable" },
+      };
     }
     // A resumed run whose new snapshot could not be stored keeps its previous one (a later
     // wait resumes from there; calls made in this segment are asked again): not lost.

@@ -53,8 +53,15 @@ type Exports = { memory: WebAssembly.Memory; malloc(n: number): number; free(p: 
  * Undefined when this quickjs-wasi does not export the allocator or the heap cannot be
  * extended to fit.
  */
-export async function prepareGrown(wasm: WebAssembly.Module, image: { memory: Uint8Array; stackPointer: number; runtimePtr: number; contextPtr: number }, size: number): Promise<GrownImage | undefined> {
-  const vm = await QuickJS.restore({ memory: image.memory, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, extensions: [] }, { wasm });
+export async function prepareGrown(
+  wasm: WebAssembly.Module,
+  image: { memory: Uint8Array; stackPointer: number; runtimePtr: number; contextPtr: number },
+  size: number,
+): Promise<GrownImage | undefined> {
+  const vm = await QuickJS.restore(
+    { memory: image.memory, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, extensions: [] },
+    { wasm },
+  );
   try {
     const e = (vm as unknown as { exports: Partial<Exports> }).exports;
     if (!e.memory || typeof e.malloc !== "function" || typeof e.free !== "function") return undefined;
@@ -67,7 +74,13 @@ export async function prepareGrown(wasm: WebAssembly.Module, image: { memory: Ui
     if (now > size) return undefined;
     if (now < size) e.memory.grow((size - now) / WASM_PAGE);
     const snap = vm.snapshot();
-    return { memoryBytes: size, prefix: snap.memory.slice(0, nonZeroEnd(snap.memory)), stackPointer: snap.stackPointer, runtimePtr: snap.runtimePtr, contextPtr: snap.contextPtr };
+    return {
+      memoryBytes: size,
+      prefix: snap.memory.slice(0, nonZeroEnd(snap.memory)),
+      stackPointer: snap.stackPointer,
+      runtimePtr: snap.runtimePtr,
+      contextPtr: snap.contextPtr,
+    };
   } finally {
     vm.dispose();
   }

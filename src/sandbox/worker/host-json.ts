@@ -32,7 +32,11 @@ const FILE_NAME = new TextEncoder().encode("<answer>\0");
 
 function parseExports(vm: QuickJS): ParseExports | undefined {
   const e = vm._getExports() as unknown as Partial<ParseExports>;
-  return typeof e.JS_ParseJSON === "function" && typeof e.wasm_malloc === "function" && typeof e.qjs_get_context_ptr === "function" && typeof e.qjs_is_exception === "function" && e.memory
+  return typeof e.JS_ParseJSON === "function" &&
+    typeof e.wasm_malloc === "function" &&
+    typeof e.qjs_get_context_ptr === "function" &&
+    typeof e.qjs_is_exception === "function" &&
+    e.memory
     ? (e as ParseExports)
     : undefined;
 }

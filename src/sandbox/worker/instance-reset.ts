@@ -41,8 +41,34 @@ export type Internals = {
   disposed: boolean;
 };
 
-const WRAPPER_FIELDS = ["hostCallbacks", "_ownedHandles", "_activeScope", "_global", "_undefined", "_null", "_true", "_false", "interruptHandler", "unhandledRejectionHandler", "moduleNormalizeHandler", "moduleLoadHandler", "timezoneOffsetHandler", "loadedExtensions", "disposed"] as const;
-const EXPORTS = ["memory", "__stack_pointer", "__indirect_function_table", "qjs_set_runtime_and_context", "qjs_set_memory_limit", "qjs_set_max_stack_size", "qjs_set_interrupt_handler", "qjs_get_runtime_ptr", "qjs_get_context_ptr"] as const;
+const WRAPPER_FIELDS = [
+  "hostCallbacks",
+  "_ownedHandles",
+  "_activeScope",
+  "_global",
+  "_undefined",
+  "_null",
+  "_true",
+  "_false",
+  "interruptHandler",
+  "unhandledRejectionHandler",
+  "moduleNormalizeHandler",
+  "moduleLoadHandler",
+  "timezoneOffsetHandler",
+  "loadedExtensions",
+  "disposed",
+] as const;
+const EXPORTS = [
+  "memory",
+  "__stack_pointer",
+  "__indirect_function_table",
+  "qjs_set_runtime_and_context",
+  "qjs_set_memory_limit",
+  "qjs_set_max_stack_size",
+  "qjs_set_interrupt_handler",
+  "qjs_get_runtime_ptr",
+  "qjs_get_context_ptr",
+] as const;
 
 export type PreparedImage = {
   key: string;
@@ -81,7 +107,13 @@ export function sizeOf(vm: QuickJS): number {
 export function supported(vm: QuickJS): boolean {
   const w = vm as unknown as Record<string, unknown>;
   const exp = w.exports as Record<string, unknown> | null;
-  return WRAPPER_FIELDS.every((f) => f in w) && exp !== null && EXPORTS.every((e) => exp[e] !== undefined) && w.hostCallbacks instanceof Map && w._ownedHandles instanceof Set;
+  return (
+    WRAPPER_FIELDS.every((f) => f in w) &&
+    exp !== null &&
+    EXPORTS.every((e) => exp[e] !== undefined) &&
+    w.hostCallbacks instanceof Map &&
+    w._ownedHandles instanceof Set
+  );
 }
 
 /** Overwrites an instance's whole state with the image's; the caller checked the memory size. */
@@ -98,7 +130,13 @@ export function resetFrom(vm: QuickJS, source: ResetSource): void {
 }
 
 export function imageSource(image: PreparedImage): ResetSource {
-  return { memoryBytes: image.memory.byteLength, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, write: (t) => t.set(image.memory) };
+  return {
+    memoryBytes: image.memory.byteLength,
+    stackPointer: image.stackPointer,
+    runtimePtr: image.runtimePtr,
+    contextPtr: image.contextPtr,
+    write: (t) => t.set(image.memory),
+  };
 }
 
 export function grownSource(g: GrownImage): ResetSource {
@@ -119,11 +157,27 @@ export function grownSource(g: GrownImage): ResetSource {
  * suspended VM, which must not run until the view is dropped. Undefined when this
  * quickjs-wasi lacks the internals (the caller then copies with `snapshot()`).
  */
-export function liveState(vm: QuickJS): { memory: Uint8Array; stackPointer: number; runtimePtr: number; contextPtr: number; extensions: Array<{ name: string; memoryBase: number; tableBase: number; initFn: string }> } | undefined {
+export function liveState(
+  vm: QuickJS,
+):
+  | {
+      memory: Uint8Array;
+      stackPointer: number;
+      runtimePtr: number;
+      contextPtr: number;
+      extensions: Array<{ name: string; memoryBase: number; tableBase: number; initFn: string }>;
+    }
+  | undefined {
   if (!supported(vm)) return undefined;
   const w = internals(vm);
   if (w.loadedExtensions.length > 0) return undefined;
-  return { memory: new Uint8Array(w.exports.memory.buffer), stackPointer: w.exports.__stack_pointer.value, runtimePtr: w.exports.qjs_get_runtime_ptr(), contextPtr: w.exports.qjs_get_context_ptr(), extensions: [] };
+  return {
+    memory: new Uint8Array(w.exports.memory.buffer),
+    stackPointer: w.exports.__stack_pointer.value,
+    runtimePtr: w.exports.qjs_get_runtime_ptr(),
+    contextPtr: w.exports.qjs_get_context_ptr(),
+    extensions: [],
+  };
 }
 
 /** The wrapper's host-side state: handles of the old memory are dropped, never freed into the new one. */

@@ -58,13 +58,24 @@ export function thrownOutcome(err: unknown, outputBytes: number): TaskOutcome {
 }
 
 /** A suspended segment's outcome: the encoded snapshot and what the VM still awaits. */
-export function suspendedOutcome(reason: "pending_tools" | "yield", encoded: ReturnType<typeof encodeSnapshot>, pending: PendingRef[], outputBytes: number, t0: number): TaskOutcome {
+export function suspendedOutcome(
+  reason: "pending_tools" | "yield",
+  encoded: ReturnType<typeof encodeSnapshot>,
+  pending: PendingRef[],
+  outputBytes: number,
+  t0: number,
+): TaskOutcome {
   return {
     status: "suspended",
     reason,
     envelope: encoded.envelope,
     pending,
     outputBytes,
-    snapshot: { encoding: encoded.encoding === ENCODING_DELTA ? "delta" : "plain", memoryBytes: encoded.memoryBytes, changedPages: encoded.changedPages, encodeMs: performance.now() - t0 },
+    snapshot: {
+      encoding: encoded.encoding === ENCODING_DELTA ? "delta" : "plain",
+      memoryBytes: encoded.memoryBytes,
+      changedPages: encoded.changedPages,
+      encodeMs: performance.now() - t0,
+    },
   };
 }

@@ -45,6 +45,7 @@ function load(): Partial<Record<PreludeName, Uint8Array>> {
   }
   if (file.key !== preludeKey(digest)) return {};
   const out: Partial<Record<PreludeName, Uint8Array>> = {};
-  for (const name of Object.keys(PRELUDES) as PreludeName[]) if (typeof file.bytecode?.[name] === "string") out[name] = new Uint8Array(Buffer.from(file.bytecode[name], "base64"));
+  for (const name of Object.keys(PRELUDES) as PreludeName[])
+    if (typeof file.bytecode?.[name] === "string") out[name] = new Uint8Array(Buffer.from(file.bytecode[name], "base64"));
   return out;
 }

@@ -7,7 +7,17 @@
  * restored from the image it parked. All then run the same drain loop (./vm-session.ts).
  */
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
-import { EMPTY_BOOT_JSON, type ExecTask, type GuestCatalog, type ResumeTask, type TaskOutcome, type TaskSurface, type UnparkTask, type VmStart, type WorkerMessage } from "../pool/task-protocol.js";
+import {
+  EMPTY_BOOT_JSON,
+  type ExecTask,
+  type GuestCatalog,
+  type ResumeTask,
+  type TaskOutcome,
+  type TaskSurface,
+  type UnparkTask,
+  type VmStart,
+  type WorkerMessage,
+} from "../pool/task-protocol.js";
 import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/bridge-names.js";
 import { compileCell, preludeBytecodeOf } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
@@ -167,7 +177,19 @@ export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Modul
   let how: VmStart;
   try {
     const p = task.parked;
-    how = await startFrom(session, wasm, { memoryBytes: p.memoryBytes, stackPointer: p.stackPointer, runtimePtr: p.runtimePtr, contextPtr: p.contextPtr, write: (t) => (t.set(p.memory), t.fill(0, p.memory.byteLength)) }, p.extensions, p.guestToken);
+    how = await startFrom(
+      session,
+      wasm,
+      {
+        memoryBytes: p.memoryBytes,
+        stackPointer: p.stackPointer,
+        runtimePtr: p.runtimePtr,
+        contextPtr: p.contextPtr,
+        write: (t) => (t.set(p.memory), t.fill(0, p.memory.byteLength)),
+      },
+      p.extensions,
+      p.guestToken,
+    );
   } catch (err) {
     session.dispose();
     return failed(`code mode could not continue the run on another worker: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
@@ -182,9 +204,16 @@ export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Modul
  * overwritten with it (./warm-vms.ts; the same guarantee as an exec's reset), or, with
  * extensions or without reusable instances, a new instance restored from it.
  */
-async function startFrom(session: GuestSession, wasm: WebAssembly.Module, state: ResetSource, extensionsOf: ReadonlyArray<{ name: string; memoryBase: number; tableBase: number; initFn: string }>, guestToken: number): Promise<VmStart> {
+async function startFrom(
+  session: GuestSession,
+  wasm: WebAssembly.Module,
+  state: ResetSource,
+  extensionsOf: ReadonlyArray<{ name: string; memoryBase: number; tableBase: number; initFn: string }>,
+  guestToken: number,
+): Promise<VmStart> {
   const pool = warmVms(wasm);
-  const got = extensionsOf.length === 0 ? pool.acquireState(state, session.limits.memoryLimitBytes, session.interrupt, session.hostSync, session.hostAsync) : undefined;
+  const got =
+    extensionsOf.length === 0 ? pool.acquireState(state, session.limits.memoryLimitBytes, session.interrupt, session.hostSync, session.hostAsync) : undefined;
   let how: VmStart = "snapshot";
   if (got) {
     const { vm, how: made } = await got;

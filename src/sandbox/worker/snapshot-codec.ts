@@ -140,8 +140,12 @@ function applyPageDelta(delta: Buffer, target: Uint8Array, base: Uint8Array): vo
 }
 
 export function encodeSnapshot(snapshot: Snapshot, base: BaseImage, guestToken = 0): EncodedSnapshot {
-  for (const ext of snapshot.extensions) if (!KNOWN_EXTENSIONS.has(ext.name)) throw new SnapshotFormatError(`snapshots of VMs with the ${ext.name} extension are not supported`);
-  const table = snapshot.extensions.length > 0 ? Buffer.from(JSON.stringify(snapshot.extensions.map((e) => ({ name: e.name, memoryBase: e.memoryBase, tableBase: e.tableBase, initFn: e.initFn })))) : Buffer.alloc(0);
+  for (const ext of snapshot.extensions)
+    if (!KNOWN_EXTENSIONS.has(ext.name)) throw new SnapshotFormatError(`snapshots of VMs with the ${ext.name} extension are not supported`);
+  const table =
+    snapshot.extensions.length > 0
+      ? Buffer.from(JSON.stringify(snapshot.extensions.map((e) => ({ name: e.name, memoryBase: e.memoryBase, tableBase: e.tableBase, initFn: e.initFn }))))
+      : Buffer.alloc(0);
   if (table.byteLength > MAX_EXTENSION_TABLE) throw new SnapshotFormatError("the snapshot's extension table is too large");
   const mem = snapshot.memory;
   const delta = pageDelta(mem, base.memory);
@@ -185,7 +189,15 @@ function extensionTable(bytes: Buffer): Snapshot["extensions"] {
   return parsed.map((e: unknown) => {
     const x = e as Record<string, unknown>;
     const int = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v >= 0 && v < 2 ** 32;
-    if (!x || typeof x.name !== "string" || !KNOWN_EXTENSIONS.has(x.name) || !int(x.memoryBase) || !int(x.tableBase) || typeof x.initFn !== "string" || !/^[A-Za-z0-9_]{1,64}$/.test(x.initFn)) {
+    if (
+      !x ||
+      typeof x.name !== "string" ||
+      !KNOWN_EXTENSIONS.has(x.name) ||
+      !int(x.memoryBase) ||
+      !int(x.tableBase) ||
+      typeof x.initFn !== "string" ||
+      !/^[A-Za-z0-9_]{1,64}$/.test(x.initFn)
+    ) {
       throw new SnapshotFormatError("snapshot extension table names an unknown or malformed extension");
     }
     return { name: x.name, memoryBase: x.memoryBase as number, tableBase: x.tableBase as number, initFn: x.initFn };
@@ -214,7 +226,8 @@ export function openSnapshot(envelope: Uint8Array, base: BaseImage): OpenedSnaps
   if (version !== VERSION) throw new SnapshotFormatError(`snapshot format version ${version} is not supported (this sandbox reads version ${VERSION})`);
   const encoding = buf.readUInt8(5);
   const tableBytes = buf.readUInt16LE(6);
-  if ((encoding !== ENCODING_PLAIN && encoding !== ENCODING_DELTA) || tableBytes > MAX_EXTENSION_TABLE) throw new SnapshotFormatError("snapshot header is malformed");
+  if ((encoding !== ENCODING_PLAIN && encoding !== ENCODING_DELTA) || tableBytes > MAX_EXTENSION_TABLE)
+    throw new SnapshotFormatError("snapshot header is malformed");
   if (!buf.subarray(8, 40).equals(base.fingerprint)) {
     throw new SnapshotFormatError("the snapshot was made by a different sandbox build (engine fingerprint differs)");
   }
@@ -252,5 +265,12 @@ export function decodeSnapshot(envelope: Uint8Array, base: BaseImage): DecodedSn
   const opened = openSnapshot(envelope, base);
   const memory = new Uint8Array(opened.memoryBytes);
   opened.writeMemory(memory);
-  return { memory, stackPointer: opened.stackPointer, runtimePtr: opened.runtimePtr, contextPtr: opened.contextPtr, extensions: opened.extensions, guestToken: opened.guestToken };
+  return {
+    memory,
+    stackPointer: opened.stackPointer,
+    runtimePtr: opened.runtimePtr,
+    contextPtr: opened.contextPtr,
+    extensions: opened.extensions,
+    guestToken: opened.guestToken,
+  };
 }

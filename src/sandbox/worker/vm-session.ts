@@ -112,7 +112,10 @@ export class GuestSession {
   private quiet = false;
   readonly interrupt = () =>
     !this.quiet &&
-    (this.fatal !== undefined || this.cancelled !== undefined || (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) || Date.now() > this.deadline);
+    (this.fatal !== undefined ||
+      this.cancelled !== undefined ||
+      (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) ||
+      Date.now() > this.deadline);
 
   /** Cancelled by the gateway (or the drain), known from the flag even before the message arrives. */
   private cancelReason(): string | undefined {
@@ -148,7 +151,18 @@ export class GuestSession {
     if (!this.idle || !this.dirty || !this.vm || this.deliverFn === undefined || this.settled?.ok === false) return;
     const { parked, transfer } = parkedImage(this.vm, this.guestToken);
     const seq = ++this.parkSeq;
-    this.port.postMessage({ t: "parked", parked, pending: this.pendingRefs(), outputBytes: this.outputBytes, deadlineAtMs: this.deadline, seq, rx: this.received } satisfies WorkerMessage, transfer);
+    this.port.postMessage(
+      {
+        t: "parked",
+        parked,
+        pending: this.pendingRefs(),
+        outputBytes: this.outputBytes,
+        deadlineAtMs: this.deadline,
+        seq,
+        rx: this.received,
+      } satisfies WorkerMessage,
+      transfer,
+    );
     publishParked(this.claim, seq);
     this.dirty = false;
   }
@@ -253,11 +267,27 @@ export class GuestSession {
       }
       if (op === "call" || op === "mcp") {
         this.pending.set(callId, "call");
-        this.post({ t: "call", callId, via: op === "call" ? "tools" : "mcp", target: String(payload?.id ?? ""), path: "", inputJson: JSON.stringify(payload?.input ?? {}), rx: this.received });
+        this.post({
+          t: "call",
+          callId,
+          via: op === "call" ? "tools" : "mcp",
+          target: String(payload?.id ?? ""),
+          path: "",
+          inputJson: JSON.stringify(payload?.input ?? {}),
+          rx: this.received,
+        });
       } else if (op === "ns") {
         this.pending.set(callId, "call");
         const args = payload?.args;
-        this.post({ t: "call", callId, via: "ns", target: String(payload?.ns ?? ""), path: String(payload?.path ?? ""), inputJson: JSON.stringify(Array.isArray(args) ? args : []), rx: this.received });
+        this.post({
+          t: "call",
+          callId,
+          via: "ns",
+          target: String(payload?.ns ?? ""),
+          path: String(payload?.path ?? ""),
+          inputJson: JSON.stringify(Array.isArray(args) ? args : []),
+          rx: this.received,
+        });
       } else if (op === "search" || op === "describe" || op === "api_list" || op === "api_read" || op === "mcp_api") {
         this.pending.set(callId, "request");
         this.post({ t: "request", reqId: callId, op, payloadJson, rx: this.received });
@@ -294,7 +324,14 @@ export class GuestSession {
     const pendingRefs = this.pendingRefs();
     if (this.neverSuspends) {
       // A surface that never suspends (tool_search_code) only needs to know what was pending.
-      return { status: "suspended", reason, envelope: new Uint8Array(0), pending: pendingRefs, outputBytes: this.outputBytes, snapshot: { encoding: "plain", memoryBytes: 0, changedPages: 0, encodeMs: 0 } };
+      return {
+        status: "suspended",
+        reason,
+        envelope: new Uint8Array(0),
+        pending: pendingRefs,
+        outputBytes: this.outputBytes,
+        snapshot: { encoding: "plain", memoryBytes: 0, changedPages: 0, encodeMs: 0 },
+      };
     }
     this.post({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS });
     this.quiet = true;
@@ -395,4 +432,3 @@ export class GuestSession {
     this.port.off("message", this.onMessage);
   }
 }
-

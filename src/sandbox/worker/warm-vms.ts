@@ -37,7 +37,18 @@ import { HOST_ASYNC, HOST_SYNC } from "../guest/bridge-names.js";
 import { LIMITS } from "../../shared/limits.js";
 import { guestVmOptions, STACK_BYTES } from "./vm-options.js";
 import { GROWN_SIZES, grownSizeFor, prepareGrown, type GrownImage } from "./grown-images.js";
-import { clearHostState, fits, grownSource, imageSource, internals, resetFrom, sizeOf, supported, type PreparedImage, type ResetSource } from "./instance-reset.js";
+import {
+  clearHostState,
+  fits,
+  grownSource,
+  imageSource,
+  internals,
+  resetFrom,
+  sizeOf,
+  supported,
+  type PreparedImage,
+  type ResetSource,
+} from "./instance-reset.js";
 import { COLLECT_AFTER_DROP_BYTES, collectSoon } from "./collect.js";
 
 type HostFn = (op?: JSValueHandle, arg?: JSValueHandle) => JSValueHandle;
@@ -101,7 +112,13 @@ export class WarmVms {
     if (!before) return undefined;
     // An instance reset to the prelude's image before boot, booted with this catalog, is the image.
     const answer: HostFn = (op) => (op?.isString && op.toString() === "boot" ? vm.newString(bootJson) : vm.undefined);
-    const { vm } = await this.acquire(before, LIMITS.memoryLimitBytes.default, () => false, answer, () => vm.undefined);
+    const { vm } = await this.acquire(
+      before,
+      LIMITS.memoryLimitBytes.default,
+      () => false,
+      answer,
+      () => vm.undefined,
+    );
     let image: PreparedImage;
     try {
       const boot = vm.importHandle(before.bootToken);
@@ -182,7 +199,14 @@ export class WarmVms {
    * An instance in the image's state, with the run's limits and host callbacks: a spare
    * reset to it, or a new instance restored from it.
    */
-  async acquire(image: PreparedImage, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn, roomy = false): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+  async acquire(
+    image: PreparedImage,
+    memoryLimitBytes: number,
+    interrupt: () => boolean,
+    hostSync: HostFn,
+    hostAsync: HostFn,
+    roomy = false,
+  ): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
     const imageBytes = image.memory.byteLength;
     // A run that asked for room (its session's recent exec grew: ../pool/room-hints.ts) takes an
     // idle grown instance, reset to the image's variant of its size. Any other run takes an
@@ -214,12 +238,26 @@ export class WarmVms {
    * spare overwritten with it when one fits, else a new instance. Undefined when resets
    * are unsupported or no instance was made here yet (the caller restores as before).
    */
-  acquireState(source: ResetSource, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn): Promise<{ vm: QuickJS; how: "reused" | "restored" }> | undefined {
+  acquireState(
+    source: ResetSource,
+    memoryLimitBytes: number,
+    interrupt: () => boolean,
+    hostSync: HostFn,
+    hostAsync: HostFn,
+  ): Promise<{ vm: QuickJS; how: "reused" | "restored" }> | undefined {
     if (this.disabled || this.pristineTable === undefined) return undefined;
     return this.acquireFrom(source, this.pristineTable, memoryLimitBytes, interrupt, hostSync, hostAsync);
   }
 
-  private async acquireFrom(source: ResetSource, tableLength: number, memoryLimitBytes: number, interrupt: () => boolean, hostSync: HostFn, hostAsync: HostFn, of?: object): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
+  private async acquireFrom(
+    source: ResetSource,
+    tableLength: number,
+    memoryLimitBytes: number,
+    interrupt: () => boolean,
+    hostSync: HostFn,
+    hostAsync: HostFn,
+    of?: object,
+  ): Promise<{ vm: QuickJS; how: "reused" | "restored" }> {
     let vm: QuickJS | undefined;
     this.spareUsed = false;
     // An instance already reset while idle to the image or variant `of` (by identity: an
@@ -247,7 +285,10 @@ export class WarmVms {
       // restore() installs the memory, stack pointer and runtime itself.
       const memory = new Uint8Array(size);
       source.write(memory);
-      vm = await QuickJS.restore({ memory, stackPointer: source.stackPointer, runtimePtr: source.runtimePtr, contextPtr: source.contextPtr, extensions: [] }, { wasm: this.wasm });
+      vm = await QuickJS.restore(
+        { memory, stackPointer: source.stackPointer, runtimePtr: source.runtimePtr, contextPtr: source.contextPtr, extensions: [] },
+        { wasm: this.wasm },
+      );
       clearHostState(vm);
       this.stats.restored++;
     }

@@ -10,23 +10,81 @@ export type IdentifierStyle = "camel" | "export";
 
 /** Reserved words (spec 6.1's list plus the strict-mode and future reserved words). */
 const JS_RESERVED: ReadonlySet<string> = new Set([
-  "break", "case", "class", "const", "continue", "debugger", "default", "delete", "do", "else",
-  "export", "extends", "false", "finally", "for", "function", "if", "import", "in", "instanceof",
-  "new", "null", "return", "super", "switch", "this", "throw", "true", "try", "typeof", "var",
-  "void", "while", "with", "yield", "let", "static", "await",
+  "break",
+  "case",
+  "class",
+  "const",
+  "continue",
+  "debugger",
+  "default",
+  "delete",
+  "do",
+  "else",
+  "export",
+  "extends",
+  "false",
+  "finally",
+  "for",
+  "function",
+  "if",
+  "import",
+  "in",
+  "instanceof",
+  "new",
+  "null",
+  "return",
+  "super",
+  "switch",
+  "this",
+  "throw",
+  "true",
+  "try",
+  "typeof",
+  "var",
+  "void",
+  "while",
+  "with",
+  "yield",
+  "let",
+  "static",
+  "await",
   // Not in the spec's list, but a declaration or strict-mode module refuses them too.
-  "enum", "implements", "interface", "package", "private", "protected", "public", "arguments", "eval",
+  "enum",
+  "implements",
+  "interface",
+  "package",
+  "private",
+  "protected",
+  "public",
+  "arguments",
+  "eval",
 ]);
 
 /** Names that must never become a tool function on an `MCP.<server>` object. */
 export const MCP_MEMBER_RESERVED: ReadonlySet<string> = new Set([
-  "$api", "resources", "prompts", "then", "constructor", "prototype", "__proto__",
-  "toString", "valueOf", "hasOwnProperty", "toJSON",
+  "$api",
+  "resources",
+  "prompts",
+  "then",
+  "constructor",
+  "prototype",
+  "__proto__",
+  "toString",
+  "valueOf",
+  "hasOwnProperty",
+  "toJSON",
 ]);
 
 /** Names that must never become a server key on the `MCP` object. */
 export const MCP_SERVER_RESERVED: ReadonlySet<string> = new Set([
-  "then", "constructor", "prototype", "__proto__", "toString", "valueOf", "hasOwnProperty", "toJSON",
+  "then",
+  "constructor",
+  "prototype",
+  "__proto__",
+  "toString",
+  "valueOf",
+  "hasOwnProperty",
+  "toJSON",
 ]);
 
 const ID_START = /^[\p{ID_Start}$_]$/u;
@@ -55,7 +113,7 @@ function camelBase(name: string): string {
   let word = "";
   for (const c of name) {
     if (c !== "_" && ID_PART.test(c)) word += c;
-    else if (word) (words.push(word), (word = ""));
+    else if (word) words.push(word), (word = "");
   }
   if (word) words.push(word);
   return words
@@ -83,11 +141,7 @@ function cleanIdentifier(name: string, style: IdentifierStyle, reserved: Readonl
  * `__2`, `__3`, ... (skipping any identifier already taken). The returned map iterates
  * in that sorted order; duplicate input names appear once.
  */
-export function assignIdentifiers(
-  names: readonly string[],
-  style: IdentifierStyle,
-  reserved: ReadonlySet<string> = new Set(),
-): Map<string, string> {
+export function assignIdentifiers(names: readonly string[], style: IdentifierStyle, reserved: ReadonlySet<string> = new Set()): Map<string, string> {
   const sorted = [...new Set(names)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   const clean = new Map(sorted.map((n) => [n, cleanIdentifier(n, style, reserved)] as const));
   // Every clean identifier is reserved for the first name that produces it.
@@ -95,7 +149,7 @@ export function assignIdentifiers(
   const owner = new Map<string, string>();
   for (const n of sorted) {
     const id = clean.get(n) ?? "_";
-    if (!owner.has(id)) (owner.set(id, n), taken.add(id));
+    if (!owner.has(id)) owner.set(id, n), taken.add(id);
   }
   const out = new Map<string, string>();
   for (const n of sorted) {

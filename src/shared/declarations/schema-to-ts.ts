@@ -158,9 +158,10 @@ class Generator {
     if (ignored.length > 0) {
       const what = ignored.join("/");
       this.warnings.push(`${path}: ${what} is not represented`);
-      const note = out.text === "unknown"
-        ? `Warning: ${what} is not represented; typed as unknown.`
-        : `Warning: ${what} is not represented; the type may accept more than the schema.`;
+      const note =
+        out.text === "unknown"
+          ? `Warning: ${what} is not represented; typed as unknown.`
+          : `Warning: ${what} is not represented; the type may accept more than the schema.`;
       out = { ...out, notes: [...out.notes, note] };
     }
     return out;
@@ -183,17 +184,27 @@ class Generator {
       if (ARRAY_KEYWORDS.some((k) => k in schema)) types.push("array");
     }
     if (types.length === 0) return undefined;
-    return union(types.map((t) => {
-      switch (t) {
-        case "string": return prim("string");
-        case "number": case "integer": return prim("number");
-        case "boolean": return prim("boolean");
-        case "null": return prim("null");
-        case "object": return this.object(schema, path, depth, indent, isRoot);
-        case "array": return this.array(schema, path, depth, indent);
-        default: return this.unknown(`${path}/type`, `type ${JSON.stringify(t) ?? "?"}`);
-      }
-    }));
+    return union(
+      types.map((t) => {
+        switch (t) {
+          case "string":
+            return prim("string");
+          case "number":
+          case "integer":
+            return prim("number");
+          case "boolean":
+            return prim("boolean");
+          case "null":
+            return prim("null");
+          case "object":
+            return this.object(schema, path, depth, indent, isRoot);
+          case "array":
+            return this.array(schema, path, depth, indent);
+          default:
+            return this.unknown(`${path}/type`, `type ${JSON.stringify(t) ?? "?"}`);
+        }
+      }),
+    );
   }
 
   private object(schema: Record<string, unknown>, path: string, depth: number, indent: string, isRoot: boolean): Out {
@@ -253,9 +264,11 @@ class Generator {
   private array(schema: Record<string, unknown>, path: string, depth: number, indent: string): Out {
     this.guard++;
     try {
-      const tuple = Array.isArray(schema.prefixItems) ? { items: schema.prefixItems, key: "prefixItems", rest: schema.items, restKey: "items" }
-        : Array.isArray(schema.items) ? { items: schema.items, key: "items", rest: schema.additionalItems, restKey: "additionalItems" }
-        : undefined;
+      const tuple = Array.isArray(schema.prefixItems)
+        ? { items: schema.prefixItems, key: "prefixItems", rest: schema.items, restKey: "items" }
+        : Array.isArray(schema.items)
+          ? { items: schema.items, key: "items", rest: schema.additionalItems, restKey: "additionalItems" }
+          : undefined;
       if (!tuple) {
         if (schema.items === false) return prim("[]");
         if (schema.items === undefined || schema.items === true) return prim("unknown[]");
@@ -301,7 +314,10 @@ class Generator {
   }
 
   private aliasName(pointer: string): string {
-    const segments = pointer.split("/").slice(1).map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+    const segments = pointer
+      .split("/")
+      .slice(1)
+      .map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
     if (segments[0] === "$defs" || segments[0] === "definitions") segments.shift();
     const stem = `${this.prefix}_${identifierPart(segments.join("_")) || "Root"}`;
     let name = stem;
@@ -352,11 +368,16 @@ function jsonKind(value: unknown): Out {
   if (value === null) return prim("null");
   if (Array.isArray(value)) return prim("unknown[]");
   switch (typeof value) {
-    case "string": return prim("string");
-    case "number": return prim("number");
-    case "boolean": return prim("boolean");
-    case "object": return prim("{ [key: string]: unknown }");
-    default: return prim("unknown");
+    case "string":
+      return prim("string");
+    case "number":
+      return prim("number");
+    case "boolean":
+      return prim("boolean");
+    case "object":
+      return prim("{ [key: string]: unknown }");
+    default:
+      return prim("unknown");
   }
 }
 

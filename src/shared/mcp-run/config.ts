@@ -19,7 +19,8 @@ export type McpRunLayer = Partial<{ enabled: boolean; maxLogBytes: number; maxTo
 
 function clamp(key: keyof typeof MCP_RUN_LIMITS, value: unknown): number {
   const { min, max } = MCP_RUN_LIMITS[key];
-  if (typeof value !== "number" || !Number.isFinite(value)) throw new ConfigError(`mcpRun.${key} must be a finite number, got ${JSON.stringify(value) ?? String(value)}`);
+  if (typeof value !== "number" || !Number.isFinite(value))
+    throw new ConfigError(`mcpRun.${key} must be a finite number, got ${JSON.stringify(value) ?? String(value)}`);
   return Math.min(max, Math.max(min, Math.trunc(value)));
 }
 
@@ -33,7 +34,8 @@ export function parseMcpRunConfig(...layers: Array<McpRunLayer | undefined>): Mc
   for (const k of Object.keys(merged)) {
     if (k !== "enabled" && !(k in MCP_RUN_LIMITS)) throw new ConfigError(`mcpRun.${k} is not a known key`);
   }
-  if (merged.enabled !== undefined && typeof merged.enabled !== "boolean") throw new ConfigError(`mcpRun.enabled must be a boolean, got ${JSON.stringify(merged.enabled)}`);
+  if (merged.enabled !== undefined && typeof merged.enabled !== "boolean")
+    throw new ConfigError(`mcpRun.enabled must be a boolean, got ${JSON.stringify(merged.enabled)}`);
   return Object.freeze({
     enabled: (merged.enabled as boolean | undefined) ?? false,
     maxLogBytes: merged.maxLogBytes === undefined ? MCP_RUN_LIMITS.maxLogBytes.default : clamp("maxLogBytes", merged.maxLogBytes),

@@ -103,7 +103,7 @@ function inputOptional(tool: McpRunTool): boolean {
 
 function pascal(name: string): string {
   const base = name.replace(/^_+/, "");
-  return (base.charAt(0).toUpperCase() + base.slice(1)) || "Tool";
+  return base.charAt(0).toUpperCase() + base.slice(1) || "Tool";
 }
 
 function toolBlock(server: McpRunServer, tool: McpRunTool, used: Set<string>): string {
@@ -130,7 +130,11 @@ function toolBlock(server: McpRunServer, tool: McpRunTool, used: Set<string>): s
 
 /** `declare module "@codemode/servers/<id>"`: one function per tool and `__meta__`. */
 export function renderServerModule(server: McpRunServer): string {
-  const who = [`MCP server ${JSON.stringify(server.serverId)}`, server.serverName !== server.serverId ? `(${oneLine(server.serverName, 120)})` : "", server.version ? `version ${oneLine(server.version, 40)}` : ""]
+  const who = [
+    `MCP server ${JSON.stringify(server.serverId)}`,
+    server.serverName !== server.serverId ? `(${oneLine(server.serverName, 120)})` : "",
+    server.version ? `version ${oneLine(server.version, 40)}` : "",
+  ]
     .filter(Boolean)
     .join(" ");
   const lines = [`${who}.`];

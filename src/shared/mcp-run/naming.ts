@@ -72,7 +72,11 @@ const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0
 
 /** Spec 5.0.1 before disambiguation: lower-case, `[^a-z0-9-]` → `-`, runs of `-` collapsed, edges stripped. */
 export function modulePathSegment(serverName: string): string {
-  const path = serverName.toLowerCase().replace(/[^a-z0-9-]/g, "-").replace(/-+/g, "-").replace(/^-|-$/g, "");
+  const path = serverName
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .replace(/-+/g, "-")
+    .replace(/^-|-$/g, "");
   return path === "" ? "server" : path;
 }
 
@@ -143,7 +147,11 @@ export function buildServerTable(entries: readonly McpRunEntry[], servers: reado
     const s = meta.get(name)!;
     // Canonical MCP names (a catalog may carry one escaped: ./tool-names.ts), in their order (spec 6.1).
     const tools = (byServer.get(name) ?? []).map((e) => ({ e, toolName: canonicalToolName(e.name) })).sort((a, b) => byCodeUnit(a.toolName, b.toolName));
-    const exports = assignIdentifiers(tools.map((t) => t.toolName), "export", MODULE_RESERVED);
+    const exports = assignIdentifiers(
+      tools.map((t) => t.toolName),
+      "export",
+      MODULE_RESERVED,
+    );
     out.push({
       serverId: path,
       catalogName: name,
@@ -183,4 +191,12 @@ export const ERRORS_MODULE = "@codemode/errors";
 
 /** Exports of the two standard modules (spec 4.1, 7.1). */
 export const DISCOVERY_EXPORTS = ["specVersion", "listServers", "describeServer", "listTools", "getTool", "searchTools"] as const;
-export const ERROR_CLASSES = ["CodemodeError", "SchemaValidationError", "ToolNotFoundError", "ServerNotFoundError", "ToolCallError", "AuthenticationError", "SandboxLimitError"] as const;
+export const ERROR_CLASSES = [
+  "CodemodeError",
+  "SchemaValidationError",
+  "ToolNotFoundError",
+  "ServerNotFoundError",
+  "ToolCallError",
+  "AuthenticationError",
+  "SandboxLimitError",
+] as const;

@@ -33,7 +33,11 @@ export const RUN_INPUT_SCHEMA = {
   required: ["code"],
 } as const;
 
-const LOG = { type: "object", properties: { level: { enum: ["debug", "log", "warn", "error"] }, message: { type: "string" }, timeMs: { type: "integer" } }, required: ["level", "message", "timeMs"] };
+const LOG = {
+  type: "object",
+  properties: { level: { enum: ["debug", "log", "warn", "error"] }, message: { type: "string" }, timeMs: { type: "integer" } },
+  required: ["level", "message", "timeMs"],
+};
 const DIAGNOSTIC = {
   type: "object",
   properties: {
@@ -48,14 +52,25 @@ const DIAGNOSTIC = {
 };
 const TRACE = {
   type: "object",
-  properties: { serverId: { type: "string" }, toolName: { type: "string" }, durationMs: { type: "integer" }, ok: { type: "boolean" }, error: { type: "string" } },
+  properties: {
+    serverId: { type: "string" },
+    toolName: { type: "string" },
+    durationMs: { type: "integer" },
+    ok: { type: "boolean" },
+    error: { type: "string" },
+  },
   required: ["serverId", "toolName", "durationMs", "ok"],
 };
 
 /** The response (spec 3.3), for MCP clients that read `structuredContent`. */
 export const RUN_OUTPUT_SCHEMA = {
   type: "object",
-  properties: { logs: { type: "array", items: LOG }, result: {}, diagnostics: { type: "array", items: DIAGNOSTIC }, toolTrace: { type: "array", items: TRACE } },
+  properties: {
+    logs: { type: "array", items: LOG },
+    result: {},
+    diagnostics: { type: "array", items: DIAGNOSTIC },
+    toolTrace: { type: "array", items: TRACE },
+  },
   required: ["logs", "result", "diagnostics"],
 } as const;
 
@@ -69,7 +84,7 @@ export function runToolDescription(servers: readonly McpRunServer[], limits: Run
   return [
     "Run a JavaScript program in a fresh, isolated sandbox that calls the MCP servers below as typed async functions. Write code that does the whole task (loops, joins, filtering, Promise.all) and returns a small summary.",
     "",
-    "LANGUAGE. `code` is an ES module: `import`/`export` and top-level `await` work, in strict mode. Only the built-in modules can be imported: `@codemode/discovery`, `@codemode/errors` and `@codemode/servers/<serverId>`, statically or with `await import(\"@codemode/servers/<serverId>\")`; any other import is an IMPORT_FAILURE diagnostic. `export` declarations run but nothing reads them. No eval, no `new Function(string)`, no `import.meta`, no `require`; `Error.prepareStackTrace` cannot be set.",
+    'LANGUAGE. `code` is an ES module: `import`/`export` and top-level `await` work, in strict mode. Only the built-in modules can be imported: `@codemode/discovery`, `@codemode/errors` and `@codemode/servers/<serverId>`, statically or with `await import("@codemode/servers/<serverId>")`; any other import is an IMPORT_FAILURE diagnostic. `export` declarations run but nothing reads them. No eval, no `new Function(string)`, no `import.meta`, no `require`; `Error.prepareStackTrace` cannot be set.',
     "",
     "RESULT. Set `globalThis.__codemode_result__ = value` (a JSON value) to return it; the response's `result` is its final value when the script and everything it started (tool calls, timers) has finished, or null.",
     "",
@@ -77,13 +92,13 @@ export function runToolDescription(servers: readonly McpRunServer[], limits: Run
     "",
     "GLOBALS. JSON, Math, Date (UTC), URL, URLSearchParams, Promise, Map, Set, WeakMap, WeakSet, Symbol, Proxy, Reflect, RegExp, Error, Array, Object, String, Number, Boolean, BigInt, parseInt, parseFloat, isNaN, isFinite, TextEncoder, TextDecoder, typed arrays, ArrayBuffer, DataView, setTimeout, clearTimeout, console.log/debug/warn/error. Additions (deviations): atob, btoa, structuredClone, queueMicrotask, console.info (level log). Not available: fetch or any network API, setInterval, eval, process, require.",
     "",
-    "CONSOLE. Arguments are joined with spaces: primitives as String(value), objects and arrays as JSON with sorted keys (Errors as {name, message, ...}; unserializable values as \"[Unserializable Object]\"). Aggregate and filter before logging: print counts, top-N and summaries, not whole datasets. Logs past maxLogBytes are dropped and a final warn entry says so.",
+    'CONSOLE. Arguments are joined with spaces: primitives as String(value), objects and arrays as JSON with sorted keys (Errors as {name, message, ...}; unserializable values as "[Unserializable Object]"). Aggregate and filter before logging: print counts, top-N and summaries, not whole datasets. Logs past maxLogBytes are dropped and a final warn entry says so.',
     "",
     `LIMITS (request \`limits\`; each value is the default and the maximum; unknown keys are ignored): timeoutMs ${limits.timeoutMs}, maxMemoryBytes ${limits.maxMemoryBytes}, maxLogBytes ${limits.maxLogBytes}, maxToolCalls ${limits.maxToolCalls}. Exceeding timeoutMs or maxMemoryBytes ends the script, whatever it catches (diagnostic SANDBOX_LIMIT, errorClass SandboxLimitError, with the logs from before); the call past maxToolCalls throws SandboxLimitError.`,
     "",
-    "CAPABILITIES (`requestedCapabilities`): server ids as listed below, or module specifiers \"@codemode/servers/<serverId>\". A requested server that is not connected is reported at once as a CAPABILITY_UNAVAILABLE warning, and importing it fails with ServerNotFoundError.",
+    'CAPABILITIES (`requestedCapabilities`): server ids as listed below, or module specifiers "@codemode/servers/<serverId>". A requested server that is not connected is reported at once as a CAPABILITY_UNAVAILABLE warning, and importing it fails with ServerNotFoundError.',
     "",
-    "CALLS. `import * as s from \"@codemode/servers/<serverId>\"`; `await s.<exportName>(input)`. Export names: the MCP tool name with characters illegal in identifiers replaced by `_`, `_` before a leading digit, `_` after a reserved word, `__2`, `__3` for names that still collide (tools in name order); `__meta__` lists them. A tool with an object input schema takes one object; one with an empty schema takes nothing or `{}`; a non-object root type takes one value of that type. Input is validated against the schema before the call (SchemaValidationError with a JSON Pointer `path`, expected/received and an example).",
+    'CALLS. `import * as s from "@codemode/servers/<serverId>"`; `await s.<exportName>(input)`. Export names: the MCP tool name with characters illegal in identifiers replaced by `_`, `_` before a leading digit, `_` after a reserved word, `__2`, `__3` for names that still collide (tools in name order); `__meta__` lists them. A tool with an object input schema takes one object; one with an empty schema takes nothing or `{}`; a non-object root type takes one value of that type. Input is validated against the schema before the call (SchemaValidationError with a JSON Pointer `path`, expected/received and an example).',
     "UNWRAPPING. A call returns, in this order: 1) the result's `structuredContent` if present (content ignored); 2) the text of a single text content block; 3) the whole MCP result when it has image or audio blocks (binary data as base64 strings); 4) otherwise the whole MCP result. A result with isError throws ToolCallError (the result in `error.result`).",
     "",
     `CONCURRENCY. Calls may run concurrently (\`await Promise.all([a.x(), b.y()])\`), at most ${limits.maxConcurrentCalls} in flight; more wait their turn. One failing call throws only where it is awaited.`,

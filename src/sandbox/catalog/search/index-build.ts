@@ -51,7 +51,12 @@ export const CAP = { name: 200, label: 200, description: 4_000, server: 1_000, l
 
 export const cut = (s: string | undefined, n: number): string => (typeof s === "string" ? (s.length > n ? s.slice(0, n) : s) : "");
 const list = (xs: readonly string[] | undefined): string =>
-  Array.isArray(xs) ? xs.slice(0, CAP.list).map((x) => cut(typeof x === "string" ? x : "", CAP.item)).join(" ") : "";
+  Array.isArray(xs)
+    ? xs
+        .slice(0, CAP.list)
+        .map((x) => cut(typeof x === "string" ? x : "", CAP.item))
+        .join(" ")
+    : "";
 
 /** Field texts of one tool, capped against hostile catalogs. */
 function fieldTexts(d: SearchDoc, schemas: Map<string, SchemaText>): Record<SearchField, string> {

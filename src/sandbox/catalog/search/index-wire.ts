@@ -63,10 +63,20 @@ export function toWire(data: IndexData): { wire: IndexWire; transfer: ArrayBuffe
     nameTerms: flatten(data.nameTerms),
   };
   const arrays = [
-    wire.postings.off, wire.postings.docs, wire.postings.scores,
-    wire.serverPostings.off, wire.serverPostings.docs, wire.serverPostings.scores,
-    wire.serverMembers.off, wire.serverMembers.values, wire.serverOf, wire.intents,
-    wire.nameWords.off, wire.nameWords.values, wire.nameTerms.off, wire.nameTerms.values,
+    wire.postings.off,
+    wire.postings.docs,
+    wire.postings.scores,
+    wire.serverPostings.off,
+    wire.serverPostings.docs,
+    wire.serverPostings.scores,
+    wire.serverMembers.off,
+    wire.serverMembers.values,
+    wire.serverOf,
+    wire.intents,
+    wire.nameWords.off,
+    wire.nameWords.values,
+    wire.nameTerms.off,
+    wire.nameTerms.values,
   ];
   // Only whole, distinct buffers can be transferred; a view into a shared one is copied instead.
   const transfer = new Set<ArrayBuffer>();

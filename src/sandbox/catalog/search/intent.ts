@@ -16,7 +16,10 @@ const VERBS: ReadonlyMap<string, Intent> = (() => {
   const add = (i: Intent, words: string): void => {
     for (const w of words.split(" ")) m.set(w, i);
   };
-  add(Intent.Read, "get gets list lists show view read reads fetch retrieve describe search find query browse lookup look see display what whats which who where when check count inspect");
+  add(
+    Intent.Read,
+    "get gets list lists show view read reads fetch retrieve describe search find query browse lookup look see display what whats which who where when check count inspect",
+  );
   add(Intent.Create, "create creates add adds make new insert post write generate upload draft schedule book");
   add(Intent.Change, "update edit modify change set rename move patch mark complete resolve assign toggle reschedule replace");
   add(Intent.Delete, "delete remove drop cancel archive clear destroy uninstall kill terminate erase purge");

@@ -29,7 +29,9 @@ const CLOCK = /^\d{1,2}(?:am|pm|h)?$|^\d{1,2}:\d{2}$/;
 
 /** Words that say a job repeats, and the units "every" repeats by. */
 const RECURRING = new Set("daily weekly monthly yearly hourly nightly weekdays".split(" "));
-const RECURRING_UNITS = new Set("day days week weeks month months year years hour hours minute minutes morning mornings evening evenings night nights weekday weekend".split(" "));
+const RECURRING_UNITS = new Set(
+  "day days week weeks month months year years hour hours minute minutes morning mornings evening evenings night nights weekday weekend".split(" "),
+);
 
 /**
  * Words that introduce what a task is about rather than which tool does it. What

@@ -178,7 +178,8 @@ export class ToolSearchIndex {
     if (names.size === 0) return;
     const { nameWordIds, serverNames } = this.data;
     for (const w of words) {
-      if (names.has(w.surface) && !nameWordIds.has(w.surface) && !nameWordIds.has(w.term) && !serverNames.has(w.term)) w.weight = Math.min(w.weight, ARGUMENT_WEIGHT);
+      if (names.has(w.surface) && !nameWordIds.has(w.surface) && !nameWordIds.has(w.term) && !serverNames.has(w.term))
+        w.weight = Math.min(w.weight, ARGUMENT_WEIGHT);
     }
   }
 

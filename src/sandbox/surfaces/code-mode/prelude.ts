@@ -216,4 +216,3 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
 
   ${RUN_SOURCE}
 })`;
-

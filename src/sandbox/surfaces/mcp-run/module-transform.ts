@@ -37,7 +37,7 @@ function position(code: string, offset: number): string {
   let line = 1;
   let col = 1;
   for (let i = 0; i < offset && i < code.length; i++) {
-    if (code[i] === "\n") (line++, (col = 1));
+    if (code[i] === "\n") line++, (col = 1);
     else col++;
   }
   return `${line}:${col}`;
@@ -79,13 +79,27 @@ export function transformModule(code: string, lookup: (specifier: string) => Mod
   } catch (err) {
     const e = err as { message?: string; loc?: { line: number; column: number } };
     if (!(err instanceof SyntaxError) || !e.loc) {
-      return { ok: false, diagnostic: { severity: "error", code: "SYNTAX_ERROR", message: "SyntaxError: the script could not be parsed (it may be nested too deeply).", hint: "Simplify the deepest nesting of the script." } };
+      return {
+        ok: false,
+        diagnostic: {
+          severity: "error",
+          code: "SYNTAX_ERROR",
+          message: "SyntaxError: the script could not be parsed (it may be nested too deeply).",
+          hint: "Simplify the deepest nesting of the script.",
+        },
+      };
     }
     const message = String(e.message).replace(/\s*\(\d+:\d+\)$/, "");
     const path = `${e.loc.line}:${e.loc.column + 1}`;
     return {
       ok: false,
-      diagnostic: { severity: "error", code: "SYNTAX_ERROR", message: `SyntaxError: ${message} (line ${e.loc.line}, column ${e.loc.column + 1})`, hint: `Fix the syntax at line ${e.loc.line}, column ${e.loc.column + 1}; the code is an ES module (strict mode, import/export, top-level await).`, path },
+      diagnostic: {
+        severity: "error",
+        code: "SYNTAX_ERROR",
+        message: `SyntaxError: ${message} (line ${e.loc.line}, column ${e.loc.column + 1})`,
+        hint: `Fix the syntax at line ${e.loc.line}, column ${e.loc.column + 1}; the code is an ES module (strict mode, import/export, top-level await).`,
+        path,
+      },
     };
   }
   const edits: Edit[] = [];
@@ -102,14 +116,22 @@ export function transformModule(code: string, lookup: (specifier: string) => Mod
       if (found.exports.has(name)) continue;
       const known = [...found.exports].sort();
       const near = known.filter((k) => k.toLowerCase().replace(/[^a-z0-9]/g, "") === name.toLowerCase().replace(/[^a-z0-9]/g, ""));
-      const message = name === "default" ? `module ${JSON.stringify(specifier)} has no default export` : `module ${JSON.stringify(specifier)} has no export ${JSON.stringify(name)}`;
+      const message =
+        name === "default"
+          ? `module ${JSON.stringify(specifier)} has no default export`
+          : `module ${JSON.stringify(specifier)} has no export ${JSON.stringify(name)}`;
       const hint =
         name === "default"
           ? `Use \`import * as x from ${JSON.stringify(specifier)}\` or named imports.`
           : near.length > 0
             ? `Did you mean ${near.map((n) => JSON.stringify(n)).join(" or ")}? Export names follow the tool-name mapping; __meta__.tools lists them.`
             : `Its exports: ${known.slice(0, 40).join(", ")}${known.length > 40 ? ", …" : ""}.`;
-      return importFailure(message, hint, position(code, node.start), specifier.startsWith("@codemode/servers/") && name !== "default" ? "ToolNotFoundError" : undefined);
+      return importFailure(
+        message,
+        hint,
+        position(code, node.start),
+        specifier.startsWith("@codemode/servers/") && name !== "default" ? "ToolNotFoundError" : undefined,
+      );
     }
     modules.add(specifier);
     return undefined;
@@ -118,12 +140,16 @@ export function transformModule(code: string, lookup: (specifier: string) => Mod
   for (const stmt of ast.body as AnyNode[]) {
     if (stmt.type === "ImportDeclaration") {
       const specs = stmt.specifiers as AnyNode[];
-      const named = specs.filter((s) => s.type !== "ImportNamespaceSpecifier").map((s) => ({ name: s.type === "ImportDefaultSpecifier" ? "default" : nameOf(s.imported as AnyNode), node: s }));
+      const named = specs
+        .filter((s) => s.type !== "ImportNamespaceSpecifier")
+        .map((s) => ({ name: s.type === "ImportDefaultSpecifier" ? "default" : nameOf(s.imported as AnyNode), node: s }));
       const failed = linkNames(stmt.source as AnyNode, named);
       if (failed) return failed;
       const from = `${LINK}(${JSON.stringify(String((stmt.source as AnyNode).value))})`;
       for (const s of specs) if (s.type === "ImportNamespaceSpecifier") bindings.push(`const ${nameOf(s.local as AnyNode)} = ${from};`);
-      const pairs = specs.filter((s) => s.type === "ImportSpecifier").map((s) => `${JSON.stringify(nameOf(s.imported as AnyNode))}: ${nameOf(s.local as AnyNode)}`);
+      const pairs = specs
+        .filter((s) => s.type === "ImportSpecifier")
+        .map((s) => `${JSON.stringify(nameOf(s.imported as AnyNode))}: ${nameOf(s.local as AnyNode)}`);
       if (pairs.length > 0) bindings.push(`const { ${pairs.join(", ")} } = ${from};`);
       edits.push(blank(code, stmt.start, stmt.end));
     } else if (stmt.type === "ExportNamedDeclaration" || stmt.type === "ExportAllDeclaration") {
@@ -150,7 +176,11 @@ export function transformModule(code: string, lookup: (specifier: string) => Mod
   }
   for (const n of nodes(ast)) {
     if (n.type === "MetaProperty" && nameOf(n.meta as AnyNode) === "import") {
-      return importFailure("import.meta is not available in codemode.run.", "Remove import.meta; the script has no URL or file of its own.", position(code, n.start));
+      return importFailure(
+        "import.meta is not available in codemode.run.",
+        "Remove import.meta; the script has no URL or file of its own.",
+        position(code, n.start),
+      );
     }
     if (n.type === "ImportExpression") edits.push({ start: n.start, end: n.start + "import".length, text: DYNAMIC });
   }

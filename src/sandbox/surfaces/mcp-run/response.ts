@@ -11,7 +11,6 @@ import type { TaskOutcome } from "../../pool/task-protocol.js";
 import type { Diagnostic } from "./diagnostic.js";
 import { PROLOGUE_LINES } from "./module-transform.js";
 
-
 export type LogEntry = { level: "debug" | "log" | "warn" | "error"; message: string; timeMs: number };
 export type TraceEntry = { serverId: string; toolName: string; durationMs: number; ok: boolean; error?: string };
 export type RunResponse = { logs: LogEntry[]; result: unknown; diagnostics: Diagnostic[]; toolTrace: TraceEntry[] };
@@ -50,7 +49,11 @@ export class RunReport {
         this.diagnostics.push(diag(item));
         return undefined;
       case "uncaught":
-        this.uncaught = { errorClass: String(item.errorClass), ...(str(item.hint) ? { hint: str(item.hint)! } : {}), ...(str(item.path) ? { path: str(item.path)! } : {}) };
+        this.uncaught = {
+          errorClass: String(item.errorClass),
+          ...(str(item.hint) ? { hint: str(item.hint)! } : {}),
+          ...(str(item.path) ? { path: str(item.path)! } : {}),
+        };
         return undefined;
       case "trunc":
         this.truncated = true;
@@ -77,7 +80,11 @@ function mapPosition(message: string): { message: string; path?: string } {
 }
 
 /** The diagnostic of a segment that did not complete. */
-export function failureDiagnostic(outcome: Exclude<TaskOutcome, { status: "completed" }>, report: RunReport, limits: { timeoutMs: number; maxMemoryBytes: number }): Diagnostic {
+export function failureDiagnostic(
+  outcome: Exclude<TaskOutcome, { status: "completed" }>,
+  report: RunReport,
+  limits: { timeoutMs: number; maxMemoryBytes: number },
+): Diagnostic {
   if (outcome.status === "suspended") {
     const pending = outcome.pending.filter((p) => p.kind === "call").length;
     return {
@@ -92,12 +99,30 @@ export function failureDiagnostic(outcome: Exclude<TaskOutcome, { status: "compl
   const at = path ? { path } : {};
   switch (outcome.code) {
     case "timeout":
-      return { severity: "error", code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError", message: `the script exceeded timeoutMs (${limits.timeoutMs} ms) and was stopped.`, hint: "Do less work per run (no unbounded loops), or raise limits.timeoutMs within the host's maximum." };
+      return {
+        severity: "error",
+        code: "SANDBOX_LIMIT",
+        errorClass: "SandboxLimitError",
+        message: `the script exceeded timeoutMs (${limits.timeoutMs} ms) and was stopped.`,
+        hint: "Do less work per run (no unbounded loops), or raise limits.timeoutMs within the host's maximum.",
+      };
     case "output_limit_exceeded":
-      return { severity: "error", code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError", message: `the script's result is too large: ${message}`, hint: "Return a smaller summary in __codemode_result__." };
+      return {
+        severity: "error",
+        code: "SANDBOX_LIMIT",
+        errorClass: "SandboxLimitError",
+        message: `the script's result is too large: ${message}`,
+        hint: "Return a smaller summary in __codemode_result__.",
+      };
     case "invalid_input":
       if (/rejects module access/.test(message)) {
-        return { severity: "error", code: "IMPORT_FAILURE", message: message.replace(/^exec rejects/, "codemode.run rejects").replace(" in code mode ", " in codemode.run "), hint: "Only the built-in @codemode/* modules can be imported; there is no require or module loader.", ...at };
+        return {
+          severity: "error",
+          code: "IMPORT_FAILURE",
+          message: message.replace(/^exec rejects/, "codemode.run rejects").replace(" in code mode ", " in codemode.run "),
+          hint: "Only the built-in @codemode/* modules can be imported; there is no require or module loader.",
+          ...at,
+        };
       }
       if (/^SyntaxError/.test(message)) return { severity: "error", code: "SYNTAX_ERROR", message, hint: "Fix the syntax at the reported position.", ...at };
       return { severity: "error", code: "INVALID_REQUEST", message, ...at };
@@ -109,10 +134,22 @@ export function failureDiagnostic(outcome: Exclude<TaskOutcome, { status: "compl
       break;
   }
   if (/awaiting a promise that can never settle/.test(message)) {
-    return { severity: "error", code: "UNSETTLED_AWAIT", message: "the script awaits a promise that can never settle (no tool call or timer is pending).", hint: "Await only promises that settle: tool calls, timers, or promises you resolve." };
+    return {
+      severity: "error",
+      code: "UNSETTLED_AWAIT",
+      message: "the script awaits a promise that can never settle (no tool call or timer is pending).",
+      hint: "Await only promises that settle: tool calls, timers, or promises you resolve.",
+    };
   }
   if (/out of memory/i.test(message)) {
-    return { severity: "error", code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError", message: `the script exceeded maxMemoryBytes (${limits.maxMemoryBytes} bytes) and was stopped: ${message}`, hint: "Keep less data in memory (stream, filter, aggregate), or raise limits.maxMemoryBytes within the host's maximum.", ...at };
+    return {
+      severity: "error",
+      code: "SANDBOX_LIMIT",
+      errorClass: "SandboxLimitError",
+      message: `the script exceeded maxMemoryBytes (${limits.maxMemoryBytes} bytes) and was stopped: ${message}`,
+      hint: "Keep less data in memory (stream, filter, aggregate), or raise limits.maxMemoryBytes within the host's maximum.",
+      ...at,
+    };
   }
   const u = report.uncaught;
   const limit = u?.errorClass === "SandboxLimitError";
@@ -126,10 +163,19 @@ export function failureDiagnostic(outcome: Exclude<TaskOutcome, { status: "compl
 }
 
 /** The response: every field present, `result` null unless the run completed. */
-export function buildResponse(report: RunReport, pre: readonly Diagnostic[], end: { result: unknown } | { failure: Diagnostic }, maxLogBytes: number): RunResponse {
+export function buildResponse(
+  report: RunReport,
+  pre: readonly Diagnostic[],
+  end: { result: unknown } | { failure: Diagnostic },
+  maxLogBytes: number,
+): RunResponse {
   const logs = [...report.logs];
   if (report.truncated) {
-    logs.push({ level: "warn", message: `logs truncated: the console output passed maxLogBytes (${maxLogBytes} bytes); later entries were dropped.`, timeMs: logs.length > 0 ? logs[logs.length - 1]!.timeMs : 0 });
+    logs.push({
+      level: "warn",
+      message: `logs truncated: the console output passed maxLogBytes (${maxLogBytes} bytes); later entries were dropped.`,
+      timeMs: logs.length > 0 ? logs[logs.length - 1]!.timeMs : 0,
+    });
   }
   const diagnostics = [...pre, ...report.diagnostics];
   if ("failure" in end) diagnostics.push(end.failure);

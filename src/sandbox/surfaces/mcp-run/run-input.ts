@@ -31,34 +31,61 @@ export function parseRunInput(inputJson: string | undefined, code: string | unde
       return invalid("the codemode.run arguments are not valid JSON.", 'Send a JSON object such as {"code": "..."}.');
     }
   }
-  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return invalid("the codemode.run request must be a JSON object.", 'Send {"code": "...", "limits"?: {...}, "requestedCapabilities"?: [...]}.');
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw))
+    return invalid("the codemode.run request must be a JSON object.", 'Send {"code": "...", "limits"?: {...}, "requestedCapabilities"?: [...]}.');
   const r = raw as Record<string, unknown>;
-  if (typeof r.code !== "string") return invalid(`code must be a string, got ${r.code === undefined ? "nothing" : typeof r.code}.`, "Put the JavaScript module source in `code`.");
+  if (typeof r.code !== "string")
+    return invalid(`code must be a string, got ${r.code === undefined ? "nothing" : typeof r.code}.`, "Put the JavaScript module source in `code`.");
   if (r.code.trim() === "") return invalid("code is empty.", "Put the JavaScript module source in `code`.");
-  if (Buffer.byteLength(r.code, "utf8") > MAX_SCRIPT_BYTES) return invalid(`code is larger than ${MAX_SCRIPT_BYTES} bytes.`, "Send a shorter script: do the work with loops over tool calls, not inlined data.");
-  if (r.limits !== undefined && (r.limits === null || typeof r.limits !== "object" || Array.isArray(r.limits))) return invalid("limits must be an object.", "Send limits as {timeoutMs?, maxMemoryBytes?, maxLogBytes?, maxToolCalls?}, or leave it out.");
+  if (Buffer.byteLength(r.code, "utf8") > MAX_SCRIPT_BYTES)
+    return invalid(`code is larger than ${MAX_SCRIPT_BYTES} bytes.`, "Send a shorter script: do the work with loops over tool calls, not inlined data.");
+  if (r.limits !== undefined && (r.limits === null || typeof r.limits !== "object" || Array.isArray(r.limits)))
+    return invalid("limits must be an object.", "Send limits as {timeoutMs?, maxMemoryBytes?, maxLogBytes?, maxToolCalls?}, or leave it out.");
   const caps = r.requestedCapabilities;
-  if (caps !== undefined && (!Array.isArray(caps) || caps.some((c) => typeof c !== "string"))) return invalid("requestedCapabilities must be an array of strings.", 'Send server ids, e.g. ["github"], or leave it out.');
-  return { ok: true, input: { code: r.code, requested: (r.limits as Record<string, unknown> | undefined) ?? {}, capabilities: ((caps as string[] | undefined) ?? []).slice(0, 100) } };
+  if (caps !== undefined && (!Array.isArray(caps) || caps.some((c) => typeof c !== "string")))
+    return invalid("requestedCapabilities must be an array of strings.", 'Send server ids, e.g. ["github"], or leave it out.');
+  return {
+    ok: true,
+    input: {
+      code: r.code,
+      requested: (r.limits as Record<string, unknown> | undefined) ?? {},
+      capabilities: ((caps as string[] | undefined) ?? []).slice(0, 100),
+    },
+  };
 }
 
 /** The limits that apply: each requested value clamped between its minimum and the host's maximum (also the default). */
 export function effectiveLimits(requested: Record<string, unknown>, config: CodeModeConfig, mcpRun: McpRunConfig): { limits: RunLimits; notes: Diagnostic[] } {
-  const max: RunLimits = { timeoutMs: config.timeoutMs, maxMemoryBytes: config.memoryLimitBytes, maxLogBytes: mcpRun.maxLogBytes, maxToolCalls: mcpRun.maxToolCalls };
+  const max: RunLimits = {
+    timeoutMs: config.timeoutMs,
+    maxMemoryBytes: config.memoryLimitBytes,
+    maxLogBytes: mcpRun.maxLogBytes,
+    maxToolCalls: mcpRun.maxToolCalls,
+  };
   const limits: RunLimits = { ...max };
   const notes: Diagnostic[] = [];
   for (const key of Object.keys(max) as Array<keyof RunLimits>) {
     if (!Object.prototype.hasOwnProperty.call(requested, key)) continue;
     const v = requested[key];
     if (typeof v !== "number" || !Number.isFinite(v)) {
-      notes.push({ severity: "warning", code: "LIMIT_ADJUSTED", message: `limits.${key} must be an integer; ${max[key]} (the default) applies.`, path: `/limits/${key}` });
+      notes.push({
+        severity: "warning",
+        code: "LIMIT_ADJUSTED",
+        message: `limits.${key} must be an integer; ${max[key]} (the default) applies.`,
+        path: `/limits/${key}`,
+      });
       continue;
     }
     const n = Math.trunc(v);
     const applied = Math.min(max[key], Math.max(MIN[key], n));
     limits[key] = applied;
     if (applied !== n) {
-      notes.push({ severity: "info", code: "LIMIT_ADJUSTED", message: `limits.${key} ${n} is ${n > applied ? `above this host's maximum` : "below the minimum"}; ${applied} applies.`, path: `/limits/${key}` });
+      notes.push({
+        severity: "info",
+        code: "LIMIT_ADJUSTED",
+        message: `limits.${key} ${n} is ${n > applied ? `above this host's maximum` : "below the minimum"}; ${applied} applies.`,
+        path: `/limits/${key}`,
+      });
     }
   }
   return { limits, notes };

@@ -48,7 +48,12 @@ function capabilityNotes(view: McpRunView, capabilities: readonly string[]): Dia
   return notes;
 }
 
-export async function execMcpRun(base: Omit<SegmentInit, "config" | "kind">, config: CodeModeConfig, req: ExecRequest, cancelSignals: readonly AbortSignal[]): Promise<void> {
+export async function execMcpRun(
+  base: Omit<SegmentInit, "config" | "kind">,
+  config: CodeModeConfig,
+  req: ExecRequest,
+  cancelSignals: readonly AbortSignal[],
+): Promise<void> {
   const run = base.run!;
   const view = McpRunView.of(run.catalog);
   const report = new RunReport();
@@ -69,7 +74,11 @@ export async function execMcpRun(base: Omit<SegmentInit, "config" | "kind">, con
   };
   const seg = new Segment({ ...base, send, kind: "codemode.run", config, checkCall: view.checkCall, answerRequest: view.answer });
   const parsed = parseRunInput(req.inputJson, req.code);
-  seg.recordInput(parsed.ok ? { code: parsed.input.code, limits: parsed.input.requested, requestedCapabilities: parsed.input.capabilities } : { inputJson: req.inputJson ?? "" });
+  seg.recordInput(
+    parsed.ok
+      ? { code: parsed.input.code, limits: parsed.input.requested, requestedCapabilities: parsed.input.capabilities }
+      : { inputJson: req.inputJson ?? "" },
+  );
   const mcpRun = run.mcpRun;
   if (!parsed.ok) {
     response = buildResponse(report, [], { failure: parsed.diagnostic }, mcpRun.maxLogBytes);
@@ -111,12 +120,22 @@ export async function execMcpRun(base: Omit<SegmentInit, "config" | "kind">, con
       response = buildResponse(report, pre, { result: JSON.parse(outcome.valueJson) as unknown }, limits.maxLogBytes);
       return seg.finish({ status: "completed", valueJson: outcome.valueJson }, outcome.outputBytes);
     }
-    const failure: Diagnostic = { severity: "error", code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError", message: `__codemode_result__ is ${bytes} bytes of JSON, over the ${MAX_RESULT_BYTES}-byte limit of a response.`, hint: "Return a smaller summary in __codemode_result__." };
+    const failure: Diagnostic = {
+      severity: "error",
+      code: "SANDBOX_LIMIT",
+      errorClass: "SandboxLimitError",
+      message: `__codemode_result__ is ${bytes} bytes of JSON, over the ${MAX_RESULT_BYTES}-byte limit of a response.`,
+      hint: "Return a smaller summary in __codemode_result__.",
+    };
     response = buildResponse(report, pre, { failure }, limits.maxLogBytes);
     return seg.finish({ status: "failed", error: failure.message, code: "output_limit_exceeded" }, outcome.outputBytes);
   }
   const failure = failureDiagnostic(outcome, report, bounds);
   response = buildResponse(report, pre, { failure }, limits.maxLogBytes);
-  if (outcome.status === "suspended") return seg.finish({ status: "failed", error: failure.message, code: cancelSignals.some((s) => s.aborted) ? "internal_error" : "timeout" }, outcome.outputBytes);
+  if (outcome.status === "suspended")
+    return seg.finish(
+      { status: "failed", error: failure.message, code: cancelSignals.some((s) => s.aborted) ? "internal_error" : "timeout" },
+      outcome.outputBytes,
+    );
   return seg.finish({ status: "failed", error: outcome.error, code: outcome.code }, outcome.outputBytes);
 }

@@ -8,7 +8,17 @@
  * the catalog's search index, at the requested detail level).
  */
 import type { ValidateFunction } from "ajv";
-import { buildServerTable, DISCOVERY_EXPORTS, DISCOVERY_MODULE, ERROR_CLASSES, ERRORS_MODULE, findServer, SERVER_MODULE_PREFIX, type McpRunServer, type McpRunTool } from "../../../shared/mcp-run/naming.js";
+import {
+  buildServerTable,
+  DISCOVERY_EXPORTS,
+  DISCOVERY_MODULE,
+  ERROR_CLASSES,
+  ERRORS_MODULE,
+  findServer,
+  SERVER_MODULE_PREFIX,
+  type McpRunServer,
+  type McpRunTool,
+} from "../../../shared/mcp-run/naming.js";
 import type { CatalogEntryData, RunCatalog } from "../../catalog/run-catalog.js";
 import type { Answer } from "../../exec/segment.js";
 import type { ModuleLookup } from "./module-transform.js";
@@ -97,7 +107,9 @@ export class McpRunView {
       return {
         ok: false,
         message: `cannot import ${JSON.stringify(specifier)}: no connected MCP server has the id ${JSON.stringify(id)}.`,
-        hint: near ? `Import "@codemode/servers/${near.serverId}" (module paths are the normalized server id).` : `Connected servers: ${this.serverList()}; listServers() lists them.`,
+        hint: near
+          ? `Import "@codemode/servers/${near.serverId}" (module paths are the normalized server id).`
+          : `Connected servers: ${this.serverList()}; listServers() lists them.`,
         errorClass: "ServerNotFoundError",
       };
     }
@@ -136,7 +148,9 @@ export class McpRunView {
       const requested = typeof p.limit === "number" && Number.isFinite(p.limit) ? Math.trunc(p.limit) : MAX_SEARCH_RESULTS;
       const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, requested));
       const query = typeof p.query === "string" ? p.query.slice(0, 256) : "";
-      const hits = this.catalog ? this.catalog.search(query, limit, "tool_search", (e) => this.byId.has(e.id) && (!only || this.byId.get(e.id)!.server === only)) : [];
+      const hits = this.catalog
+        ? this.catalog.search(query, limit, "tool_search", (e) => this.byId.has(e.id) && (!only || this.byId.get(e.id)!.server === only))
+        : [];
       const results = hits.map((h) => {
         const found = this.byId.get(h.id)!;
         return { serverId: found.server.serverId, ...definition(found.tool, detail) };

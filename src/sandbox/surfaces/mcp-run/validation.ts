@@ -113,7 +113,11 @@ function explain(e: ErrorObject, input: unknown): { path: string; expected: stri
       return { path, expected: "no such property (the schema allows no additional properties)", received: preview(at(input, path)) };
     }
     case "type":
-      return { path: e.instancePath, expected: Array.isArray(p.type) ? p.type.join(" | ") : String(p.type), received: `${jsonType(at(input, e.instancePath))} ${preview(at(input, e.instancePath))}` };
+      return {
+        path: e.instancePath,
+        expected: Array.isArray(p.type) ? p.type.join(" | ") : String(p.type),
+        received: `${jsonType(at(input, e.instancePath))} ${preview(at(input, e.instancePath))}`,
+      };
     case "enum":
       return { path: e.instancePath, expected: `one of ${preview(p.allowedValues)}`, received: preview(at(input, e.instancePath)) };
     case "const":
@@ -127,7 +131,12 @@ function explain(e: ErrorObject, input: unknown): { path: string; expected: stri
  * Checks one call's input. Undefined when it is valid (or not checkable); otherwise the
  * `{name, message}` the guest turns into a SchemaValidationError (message: JSON details).
  */
-export function validateInput(validate: ValidateFunction | undefined, server: McpRunServer, tool: McpRunTool, inputJson: string): { name: string; message: string } | undefined {
+export function validateInput(
+  validate: ValidateFunction | undefined,
+  server: McpRunServer,
+  tool: McpRunTool,
+  inputJson: string,
+): { name: string; message: string } | undefined {
   if (!validate) return undefined;
   let input: unknown;
   try {
@@ -140,11 +149,19 @@ export function validateInput(validate: ValidateFunction | undefined, server: Mc
   if (!first) return undefined;
   const { path, expected, received } = explain(first, input);
   const schema = tool.inputSchema;
-  const example = isRecord(schema) && Array.isArray(schema.examples) && schema.examples.length > 0 ? schema.examples[0] : (tool.examples[0] ?? synthesize(schema, schema, 0, ""));
+  const example =
+    isRecord(schema) && Array.isArray(schema.examples) && schema.examples.length > 0
+      ? schema.examples[0]
+      : (tool.examples[0] ?? synthesize(schema, schema, 0, ""));
   const label = `${server.serverId}.${tool.exportName}`;
   const where = path === "" ? "the input" : `input${path}`;
   const message = `${label} (MCP tool ${JSON.stringify(tool.toolName)}): ${where} is invalid: expected ${expected}, received ${received}.`;
-  const fix = first.keyword === "required" ? `Add the required ${where}` : first.keyword === "additionalProperties" ? `Remove ${where}` : `Fix ${where} to be ${expected}`;
+  const fix =
+    first.keyword === "required"
+      ? `Add the required ${where}`
+      : first.keyword === "additionalProperties"
+        ? `Remove ${where}`
+        : `Fix ${where} to be ${expected}`;
   const hint = `${fix} (JSON Pointer ${JSON.stringify(path)}), e.g. ${tool.exportName}(${preview(example)}).`;
   return { name: "SchemaValidationError", message: JSON.stringify({ message, hint, path, expected, received, example }) };
 }
