@@ -385,7 +385,7 @@ async function measure(name, iterations, withChecks) {
 
 async function runInVm(js, globals) {
   const ctx = vm.createContext({ console: { log() {} }, ...globals });
-  const fn = vm.runInContext(js + "\n;__cell", ctx, { filename: "cell.js" });
+  const fn = vm.runInContext(`${js}\n;__cell`, ctx, { filename: "cell.js" });
   return await fn();
 }
 
@@ -496,7 +496,7 @@ async function childMain(argv) {
   } else {
     result = await measure(name, iterations, withChecks);
   }
-  process.stdout.write("\n@@RESULT@@" + JSON.stringify(result) + "\n");
+  process.stdout.write(`\n@@RESULT@@${JSON.stringify(result)}\n`);
   process.exit(0); // esbuild's service worker would otherwise be torn down lazily
 }
 
@@ -514,8 +514,8 @@ const ms = (x) => (x === null ? "n/a" : x < 10 ? x.toFixed(3) : x.toFixed(1));
 
 function table(header, rows) {
   const w = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (r) => "| " + r.map((c, i) => (i === 0 ? String(c).padEnd(w[i]) : String(c).padStart(w[i]))).join(" | ") + " |";
-  return [line(header), "|" + w.map((x) => "-".repeat(x + 2)).join("|") + "|", ...rows.map(line)].join("\n");
+  const line = (r) => `| ${r.map((c, i) => (i === 0 ? String(c).padEnd(w[i]) : String(c).padStart(w[i]))).join(" | ")} |`;
+  return [line(header), `|${w.map((x) => "-".repeat(x + 2)).join("|")}|`, ...rows.map(line)].join("\n");
 }
 
 async function parentMain(argv) {
@@ -612,7 +612,7 @@ async function parentMain(argv) {
       console.log(
         JSON.stringify(body, null, 2)
           .split("\n")
-          .map((l) => "  " + l)
+          .map((l) => `  ${l}`)
           .join("\n"),
       );
       console.log(`  wrapped -> ${JSON.stringify(e.wrapped)}`);

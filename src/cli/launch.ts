@@ -16,9 +16,9 @@ export function launch(): boolean {
   applyProcessV8Flags();
   // Complete before the bundle's code runs, which reads it as it starts (the pool picks its worker file by it).
   const flavour = codeCacheFlavour();
-  const state: LaunchState = { bundle: "used", codeCache: "none", training: process.env["CODEMODE_CODE_CACHE_TRAINING"] === "1", flavour };
+  const state: LaunchState = { bundle: "used", codeCache: "none", training: process.env.CODEMODE_CODE_CACHE_TRAINING === "1", flavour };
   setLaunchState(state);
-  if (process.env["CODEMODE_BUNDLE"] === "0") {
+  if (process.env.CODEMODE_BUNDLE === "0") {
     state.bundle = "off";
     return false;
   }

@@ -65,7 +65,7 @@ export type ToolsModule = { tools: CliTool[]; mcpServers: GatewayMcpServer[]; na
 
 function issueText(file: string, where: string, error: z.ZodError): string {
   const issue = error.issues[0];
-  return `${file}: ${where}${issue?.path.length ? "." + issue.path.join(".") : ""}: ${issue?.message}`;
+  return `${file}: ${where}${issue?.path.length ? `.${issue.path.join(".")}` : ""}: ${issue?.message}`;
 }
 
 export async function loadToolsModule(file: string): Promise<ToolsModule> {

@@ -16,7 +16,7 @@ export class AddressError extends Error {
 export function parseHostPort(value: string, flag: string): HostPort {
   const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(value.trim());
   const port = m ? Number(m[2]) : NaN;
-  if (!m || !m[1] || port > 65535) {
+  if (!m?.[1] || port > 65535) {
     throw new AddressError(`${flag} must be HOST:PORT (port 0-65535), got ${JSON.stringify(value)}`);
   }
   return { host: m[1], port };

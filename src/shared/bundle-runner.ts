@@ -41,7 +41,7 @@ export const trainingFile = (name: string, id: string) => `${cacheFile(name, id)
  * NODE_OPTIONS ("" without either). A worker thread has neither of its own (its
  * environment is empty): the pool passes the main thread's flavour.
  */
-export function codeCacheFlavour(execArgv: readonly string[] = process.execArgv, nodeOptions = process.env["NODE_OPTIONS"] ?? ""): string {
+export function codeCacheFlavour(execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ""): string {
   const options = [...execArgv, nodeOptions.trim()].filter((o) => o !== "");
   return options.length === 0 ? "" : createHash("sha256").update(options.join("\0")).digest("hex").slice(0, 16);
 }

@@ -29,7 +29,7 @@ export function launchState(): LaunchState {
 
 /** How long after start a process whose code cache was refused or missing writes its own: CODEMODE_CODE_CACHE_REFRESH_MS, default 10 s. */
 export function codeCacheRefreshMs(): number {
-  const raw = process.env["CODEMODE_CODE_CACHE_REFRESH_MS"]?.trim();
+  const raw = process.env.CODEMODE_CODE_CACHE_REFRESH_MS?.trim();
   const v = raw ? Number(raw) : NaN;
   return Number.isInteger(v) && v >= 0 ? v : 10_000;
 }

@@ -23,7 +23,7 @@ export function sameSession(a: Scope, b: Scope): boolean {
 
 /** The scope a request names; every service call must name its gateway run, within the id limits. */
 export function requireScope(s: RunScope | undefined): Scope {
-  if (!s || !s.agentRunId.trim()) throw new ServiceError("invalid_argument", "scope.agent_run_id is required");
+  if (!s?.agentRunId.trim()) throw new ServiceError("invalid_argument", "scope.agent_run_id is required");
   checkIdLength("agent_id", s.agentId, "scope.agent_id");
   checkIdLength("session_id", s.sessionId, "scope.session_id");
   checkIdLength("session_key", s.sessionKey, "scope.session_key");

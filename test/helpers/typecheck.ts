@@ -26,7 +26,7 @@ export const STRICT_OPTIONS: ts.CompilerOptions = {
 export function typecheck(files: Readonly<Record<string, string>>, options: ts.CompilerOptions = {}): string[] {
   const compilerOptions: ts.CompilerOptions = { ...STRICT_OPTIONS, ...options };
   const virtual = (fileName: string): string | undefined =>
-    fileName.startsWith(ROOT) && Object.prototype.hasOwnProperty.call(files, fileName.slice(ROOT.length)) ? files[fileName.slice(ROOT.length)] : undefined;
+    fileName.startsWith(ROOT) && Object.hasOwn(files, fileName.slice(ROOT.length)) ? files[fileName.slice(ROOT.length)] : undefined;
   const host = ts.createCompilerHost(compilerOptions, true);
   host.getSourceFile = (fileName, languageVersion) => {
     const text = virtual(fileName);

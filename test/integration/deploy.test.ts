@@ -17,6 +17,7 @@ import { startRedis, type RedisServer } from "../helpers/redis.js";
 import { typecheck } from "../helpers/typecheck.js";
 
 /** Parsed YAML, read as the manifests are written. */
+// biome-ignore lint/suspicious/noExplicitAny: manifests are read as loosely as YAML is written
 type Obj = Record<string, any>;
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const K8S = `${ROOT}deploy/k8s/`;

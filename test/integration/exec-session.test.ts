@@ -7,7 +7,7 @@
  * a wait is INVALID_ARGUMENT.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ExecEvent, ExecSessionRequest } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+import type { ExecEvent } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ExecSessionRequestSchema } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { openRun } from "../helpers/gateway.js";
@@ -140,5 +140,3 @@ describe("ExecSession", () => {
     ).rejects.toMatchObject({ code: "invalid_argument" });
   });
 });
-
-export type { ExecSessionRequest };

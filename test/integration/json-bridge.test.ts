@@ -10,7 +10,7 @@ import { BridgeValueError, MAX_BRIDGE_BYTES, MAX_BRIDGE_DEPTH, nestingDepth, par
 import { collectStream, scope as newScope, startStack, type Stack } from "../helpers/harness.js";
 
 const nestedArrays = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
-const nestedObjects = (depth: number) => '{"a":'.repeat(depth - 1) + "{}" + "}".repeat(depth - 1);
+const nestedObjects = (depth: number) => `${'{"a":'.repeat(depth - 1)}{}${"}".repeat(depth - 1)}`;
 const mixed = (depth: number) => {
   let s = "1";
   for (let i = 0; i < depth; i++) s = i % 2 === 0 ? `[0,${s}]` : `{"k":${s},"z":null}`;

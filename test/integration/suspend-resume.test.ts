@@ -9,7 +9,7 @@ import { openRun, type TestTool } from "../helpers/gateway.js";
 import {
   execute,
   logged,
-  scope as newScope,
+  type scope as newScope,
   SHARED_SNAPSHOT_KEY,
   spawnCodemode,
   startCluster,

@@ -16,7 +16,7 @@
  * sees a token, and the sidecar's metrics show the instances were in fact reused.
  */
 import { readFileSync } from "node:fs";
-import { QuickJS, type JSValueHandle } from "quickjs-wasi";
+import type { QuickJS, JSValueHandle } from "quickjs-wasi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileScript, preludeBytecode } from "../../src/sandbox/worker/compiler.js";
 import { WarmVms } from "../../src/sandbox/worker/warm-vms.js";

@@ -15,8 +15,8 @@ const STRICTER = { exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: t
 function check(schema: unknown, valid: string[], invalid: string[] = []) {
   const r = schemaToType(schema, { aliasPrefix: "T" });
   const lines = [...r.aliases, `type Subject = ${r.type};`];
-  valid.forEach((v, i) => lines.push(`export const ok${i}: Subject = ${v};`));
-  invalid.forEach((v, i) => lines.push(`// @ts-expect-error invalid ${i}`, `export const bad${i}: Subject = ${v};`));
+  for (const [i, v] of valid.entries()) lines.push(`export const ok${i}: Subject = ${v};`);
+  for (const [i, v] of invalid.entries()) lines.push(`// @ts-expect-error invalid ${i}`, `export const bad${i}: Subject = ${v};`);
   const source = lines.join("\n");
   expect(typecheck({ "t.ts": source }), source).toEqual([]);
   expect(typecheck({ "t.ts": source }, STRICTER), source).toEqual([]);

@@ -8,7 +8,7 @@
  * src/sandbox/worker/compiler.ts) is replaced after a program that grew it past 8 MiB.
  */
 import { readFileSync } from "node:fs";
-import { QuickJS, type JSValueHandle } from "quickjs-wasi";
+import type { QuickJS, JSValueHandle } from "quickjs-wasi";
 import { describe, expect, it } from "vitest";
 import { compileScript, compilerMemoryBytes, preludeBytecode } from "../../src/sandbox/worker/compiler.js";
 import { WarmVms } from "../../src/sandbox/worker/warm-vms.js";

@@ -128,11 +128,11 @@ describe("tokenize", () => {
   it("weighs argument-like query words down: times, numbers, quoted text, emails, #channels, file names", () => {
     const weights = (q: string): Record<string, number> => Object.fromEntries(queryWords(q).map((w) => [w.surface, w.weight]));
     const w = weights('post "deploy finished" to #ops tomorrow at 8am about config.yaml for jane@example.com');
-    expect(w["post"]).toBe(1);
+    expect(w.post).toBe(1);
     for (const arg of ["deploy", "finished", "ops", "tomorrow", "8am", "config", "yaml", "jane", "example", "com"]) expect(w[arg], arg).toBe(ARGUMENT_WEIGHT);
     // Curly quotes too (typed by phones and word processors).
     const curly = weights("send \u201chello world\u201d to bob");
-    expect([curly["send"], curly["hello"], curly["world"], curly["bob"]]).toEqual([1, ARGUMENT_WEIGHT, ARGUMENT_WEIGHT, 1]);
+    expect([curly.send, curly.hello, curly.world, curly.bob]).toEqual([1, ARGUMENT_WEIGHT, ARGUMENT_WEIGHT, 1]);
   });
   it("keeps an abbreviation and its expansion as one query word", () => {
     expect(queryWords("open a PR")).toEqual([
@@ -160,25 +160,25 @@ describe("tokenize", () => {
   });
   it("offers synonyms of common verbs, and keeps a stopword that has some ('done')", () => {
     const syn = (q: string): Record<string, readonly string[] | undefined> => Object.fromEntries(queryWords(q).map((w) => [w.surface, w.synonyms]));
-    expect(syn("add a card")["add"]).toEqual([stem("create")]);
-    expect(syn("find flights")["find"]).toEqual([stem("search")]);
-    expect(syn("cancel the meeting")["cancel"]).toContain(stem("delete"));
-    expect(syn("mark the tasks done")["done"]).toEqual([stem("complete")]);
-    expect(syn("who is in the workspace")["who"]).toEqual([stem("user"), stem("member")]);
-    expect(syn("text mom")["text"]).toEqual([stem("message"), stem("sms")]);
+    expect(syn("add a card").add).toEqual([stem("create")]);
+    expect(syn("find flights").find).toEqual([stem("search")]);
+    expect(syn("cancel the meeting").cancel).toContain(stem("delete"));
+    expect(syn("mark the tasks done").done).toEqual([stem("complete")]);
+    expect(syn("who is in the workspace").who).toEqual([stem("user"), stem("member")]);
+    expect(syn("text mom").text).toEqual([stem("message"), stem("sms")]);
     for (const w of ["many", "much", "use", "used", "every"]) expect(isStopword(w), w).toBe(true);
   });
   it("weighs down what a task is about ('called', 'about', 'for', 'saying') up to the next preposition", () => {
     const weights = (q: string): Record<string, number> => Object.fromEntries(queryWords(q).map((w) => [w.surface, w.weight]));
     const w = weights("create a linear issue for the flaky checkout test in the web project");
-    expect([w["create"], w["linear"], w["issue"], w["web"], w["project"]]).toEqual([1, 1, 1, 1, 1]);
-    expect([w["flaky"], w["checkout"], w["test"]]).toEqual([CONTENT_WEIGHT, CONTENT_WEIGHT, CONTENT_WEIGHT]);
-    expect(weights("reply in the thread about the outage")["outage"]).toBe(CONTENT_WEIGHT);
-    expect(weights("make a branch called release on github")["github"]).toBe(1);
-    expect(weights("text John that I'm running late")["late"]).toBe(CONTENT_WEIGHT);
-    expect(weights("list files that changed")["changed"]).toBe(1);
+    expect([w.create, w.linear, w.issue, w.web, w.project]).toEqual([1, 1, 1, 1, 1]);
+    expect([w.flaky, w.checkout, w.test]).toEqual([CONTENT_WEIGHT, CONTENT_WEIGHT, CONTENT_WEIGHT]);
+    expect(weights("reply in the thread about the outage").outage).toBe(CONTENT_WEIGHT);
+    expect(weights("make a branch called release on github").github).toBe(1);
+    expect(weights("text John that I'm running late").late).toBe(CONTENT_WEIGHT);
+    expect(weights("list files that changed").changed).toBe(1);
     // "for" right after a verb introduces the object.
-    expect(weights("search for flights")["flights"]).toBe(1);
+    expect(weights("search for flights").flights).toBe(1);
   });
   it("reads weekdays in a time as arguments, and 'every monday' or 'daily' as a recurring job", () => {
     const ws = queryWords("every monday at 8am summarize my inbox");

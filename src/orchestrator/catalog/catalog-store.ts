@@ -157,7 +157,7 @@ export function canonicalServers(servers: readonly McpServer[]): StoredServer[] 
 export function canonicalTools(tools: readonly Tool[]): StoredTool[] {
   if (tools.length > MAX_TOOLS) throw new ServiceError("invalid_argument", `a catalog holds at most ${MAX_TOOLS} tools, got ${tools.length}`);
   const out = tools.map(normalize);
-  out.sort((a, b) => (a.source + "\0" + a.sourceName + "\0" + a.name < b.source + "\0" + b.sourceName + "\0" + b.name ? -1 : 1));
+  out.sort((a, b) => (`${a.source}\0${a.sourceName}\0${a.name}` < `${b.source}\0${b.sourceName}\0${b.name}` ? -1 : 1));
   for (let i = 1; i < out.length; i++) {
     const a = out[i - 1]!,
       b = out[i]!;

@@ -62,7 +62,7 @@ export class RunCachePush {
 
   ack(requestId: string, sidecarId: string): void {
     const w = this.waiting.get(requestId);
-    if (w && w.pending.delete(sidecarId) && w.pending.size === 0) w.done();
+    if (w?.pending.delete(sidecarId) && w.pending.size === 0) w.done();
   }
 
   /**

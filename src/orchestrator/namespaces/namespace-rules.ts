@@ -102,7 +102,9 @@ function checkValue(value: unknown, path: string[], depth: number, w: Walk): voi
   if (value === null || typeof value !== "object") return;
   if (depth > MAX_SCOPE_DEPTH) throw invalid(`${location(path)} nests deeper than ${MAX_SCOPE_DEPTH} levels`);
   if (Array.isArray(value)) {
-    value.forEach((v, i) => checkValue(v, [...path, String(i)], depth + 1, w));
+    value.forEach((v, i) => {
+      checkValue(v, [...path, String(i)], depth + 1, w);
+    });
     return;
   }
   const obj = value as Record<string, unknown>;

@@ -28,7 +28,7 @@ const MAX_LEASE_MS = 10 * 60_000;
 const RECHECK_MS = 1_000;
 
 function storedAnswerFromWire(a: ToolAnswer | undefined): StoredAnswer {
-  if (!a || !a.callId) throw new ServiceError("invalid_argument", "answer.call_id is required");
+  if (!a?.callId) throw new ServiceError("invalid_argument", "answer.call_id is required");
   const value = answerFromWire(a);
   if (!value) throw new ServiceError("invalid_argument", "answer must set result_json or error");
   return { callId: a.callId, ...value };
@@ -50,7 +50,7 @@ function configOf(configJson: string): CodeModeConfig {
 }
 
 function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecord; config: CodeModeConfig } {
-  if (!run || !run.codeModeRunId) throw new ServiceError("invalid_argument", "run.code_mode_run_id is required");
+  if (!run?.codeModeRunId) throw new ServiceError("invalid_argument", "run.code_mode_run_id is required");
   const scope = requireScope(run.scope);
   if (run.snapshot.byteLength === 0) throw new ServiceError("invalid_argument", "run.snapshot is empty");
   // A VM awaits at most maxPendingToolCalls host requests; answers only for those.

@@ -104,7 +104,7 @@ function serverSummary(server: McpServerDecl): string {
 /** `mcp/index.d.ts`: how to call, the shared types, and one line per server. */
 export function renderIndexFile(servers: ReadonlyArray<{ server: McpServerDecl; tools: readonly McpToolDecl[] }>): string {
   const sorted = [...servers].sort((a, b) => (a.server.key < b.server.key ? -1 : a.server.key > b.server.key ? 1 : 0));
-  sorted.forEach((s) => checkServer(s.server));
+  for (const s of sorted) checkServer(s.server);
   const header = docBlock(
     [
       "MCP API declarations (virtual, read-only).",

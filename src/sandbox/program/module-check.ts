@@ -92,14 +92,14 @@ function findInTree(source: string): ModuleAccess | undefined {
     const n = stack.pop()!;
     if (n.type === "ImportExpression") return at(n, "import()");
     if (n.type === "ImportDeclaration") return at(n, "import");
-    if (n.type === "MetaProperty" && (n.meta as Node | undefined)?.["name"] === "import") return at(n, "import.meta");
+    if (n.type === "MetaProperty" && (n.meta as Node | undefined)?.name === "import") return at(n, "import.meta");
     if (n.type.startsWith("Export")) return at(n, "export");
     if (n.type === "CallExpression") {
       const callee = n.callee as Node;
-      const name = callee.type === "Identifier" ? callee["name"] : callee.type === "MemberExpression" ? (callee.property as Node)["name"] : undefined;
+      const name = callee.type === "Identifier" ? callee.name : callee.type === "MemberExpression" ? (callee.property as Node).name : undefined;
       if (name === "require") return at(n, "require()");
     }
-    if (n.type === "Identifier" && LOADER_NAMES.has(String(n["name"])) && n["name"] !== "require") return at(n, String(n["name"]));
+    if (n.type === "Identifier" && LOADER_NAMES.has(String(n.name)) && n.name !== "require") return at(n, String(n.name));
     for (const value of Object.values(n)) {
       if (Array.isArray(value)) {
         for (const v of value) if (v && typeof v === "object" && typeof (v as Node).type === "string") stack.push(v as Node);

@@ -22,7 +22,7 @@ import { withRetries } from "../link/retry.js";
 import { killGraceMs } from "../pool/pool-contract.js";
 import type { ResultInput } from "../exec/result.js";
 import type { ResolvedRun } from "../link/run-resolver.js";
-import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type PendingInfo, type SegmentInit } from "../exec/segment.js";
+import { ORCHESTRATOR_UNREACHABLE, type Segment, type Answer, type PendingInfo, type SegmentInit } from "../exec/segment.js";
 import { SnapshotAuthError, SnapshotKeyUnavailableError, type SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
 import type { AnswerMessage } from "../pool/task-protocol.js";

@@ -15,7 +15,7 @@ type Handler = (task: unknown) => Promise<unknown>;
 const data = workerData as { trainCodeCache?: boolean; codeCacheFlavour?: string; codeCacheRefreshMs?: number };
 const bundle = runBundle("worker", new URL("./worker.js", import.meta.url), data.codeCacheFlavour ?? "");
 if (typeof bundle === "string") throw new Error(`the worker bundle is ${bundle}: run npm run build`);
-const run = bundle.exports["default"] as Handler;
+const run = bundle.exports.default as Handler;
 
 const training = data.trainCodeCache === true;
 // A cache V8 refused (other V8 flags) or none: write one for these flags once the thread has run a while.

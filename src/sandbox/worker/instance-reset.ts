@@ -157,9 +157,7 @@ export function grownSource(g: GrownImage): ResetSource {
  * suspended VM, which must not run until the view is dropped. Undefined when this
  * quickjs-wasi lacks the internals (the caller then copies with `snapshot()`).
  */
-export function liveState(
-  vm: QuickJS,
-):
+export function liveState(vm: QuickJS):
   | {
       memory: Uint8Array;
       stackPointer: number;

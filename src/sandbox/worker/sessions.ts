@@ -185,7 +185,10 @@ export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Modul
         stackPointer: p.stackPointer,
         runtimePtr: p.runtimePtr,
         contextPtr: p.contextPtr,
-        write: (t) => (t.set(p.memory), t.fill(0, p.memory.byteLength)),
+        write: (t) => {
+          t.set(p.memory);
+          t.fill(0, p.memory.byteLength);
+        },
       },
       p.extensions,
       p.guestToken,

@@ -19,7 +19,7 @@
  * limit) and stack (QuickJS stack guard). The host's wall-clock kill for native loops
  * that ignore interrupts lives on the main thread. How sessions start: ./sessions.ts.
  */
-import { QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
+import { type QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomText, randomWords } from "../../shared/ids.js";
 import type { CancelFlag, ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../pool/task-protocol.js";

@@ -113,7 +113,10 @@ function camelBase(name: string): string {
   let word = "";
   for (const c of name) {
     if (c !== "_" && ID_PART.test(c)) word += c;
-    else if (word) words.push(word), (word = "");
+    else if (word) {
+      words.push(word);
+      word = "";
+    }
   }
   if (word) words.push(word);
   return words
@@ -149,7 +152,10 @@ export function assignIdentifiers(names: readonly string[], style: IdentifierSty
   const owner = new Map<string, string>();
   for (const n of sorted) {
     const id = clean.get(n) ?? "_";
-    if (!owner.has(id)) owner.set(id, n), taken.add(id);
+    if (!owner.has(id)) {
+      owner.set(id, n);
+      taken.add(id);
+    }
   }
   const out = new Map<string, string>();
   for (const n of sorted) {

@@ -89,7 +89,7 @@ function resolvePointer(root: unknown, pointer: string): unknown {
   for (const raw of pointer.slice(1).split("/")) {
     const seg = raw.replace(/~1/g, "/").replace(/~0/g, "~");
     if (Array.isArray(node) && /^(0|[1-9]\d*)$/.test(seg)) node = node[Number(seg)];
-    else if (isRecord(node) && Object.prototype.hasOwnProperty.call(node, seg)) node = node[seg];
+    else if (isRecord(node) && Object.hasOwn(node, seg)) node = node[seg];
     else return undefined;
   }
   return node;
@@ -141,7 +141,9 @@ class Generator {
     const base = this.base(schema, path, depth, indent, isRoot);
     if (base) parts.push(base);
     if (Array.isArray(schema.allOf)) {
-      schema.allOf.forEach((s, i) => parts.push(this.node(s, `${path}/allOf/${i}`, depth + 1, indent)));
+      schema.allOf.forEach((s, i) => {
+        parts.push(this.node(s, `${path}/allOf/${i}`, depth + 1, indent));
+      });
     }
     for (const k of ["anyOf", "oneOf"] as const) {
       const members = schema[k];
@@ -231,7 +233,7 @@ class Generator {
       if (ap === true) index.push(prim("unknown"));
       else if (ap !== undefined && ap !== false) index.push(this.node(ap, `${path}/additionalProperties`, depth + 1, inner));
       for (const key of required) {
-        if (Object.prototype.hasOwnProperty.call(props, key)) continue;
+        if (Object.hasOwn(props, key)) continue;
         const t = index.length > 0 ? union(index) : prim("unknown");
         entries.push({ doc: [], text: `${propertyKey(key)}: ${t.text}` });
         valueTypes.push(t);

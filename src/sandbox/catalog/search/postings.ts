@@ -62,27 +62,25 @@ export class TermDictionary {
       for (let k = start; k < start + count; k++) out.push(out[k]!);
       return count;
     }
-    {
-      forEachWord(text, (w) => {
-        let code = this.words.get(w);
-        if (code === undefined) {
-          const ts = wordTerms(w);
-          if (ts.length === 0) code = -1;
-          else if (ts.length === 1) code = this.id(ts[0]!);
-          else {
-            code = -2 - this.multi.length;
-            this.multi.push(ts.map((t) => this.id(t)));
-          }
-          this.words.set(w, code);
+    forEachWord(text, (w) => {
+      let code = this.words.get(w);
+      if (code === undefined) {
+        const ts = wordTerms(w);
+        if (ts.length === 0) code = -1;
+        else if (ts.length === 1) code = this.id(ts[0]!);
+        else {
+          code = -2 - this.multi.length;
+          this.multi.push(ts.map((t) => this.id(t)));
         }
-        if (skip && code >= 0 && skip.has(code)) {
-          this.skipped++;
-          return;
-        }
-        if (code >= 0) out.push(code);
-        else if (code <= -2) for (const id of this.multi[-2 - code]!) out.push(id);
-      });
-    }
+        this.words.set(w, code);
+      }
+      if (skip && code >= 0 && skip.has(code)) {
+        this.skipped++;
+        return;
+      }
+      if (code >= 0) out.push(code);
+      else if (code <= -2) for (const id of this.multi[-2 - code]!) out.push(id);
+    });
     const count = out.length - before;
     if (count < 65_536 && !skip) this.texts.set(text, before * 65_536 + count);
     return count;

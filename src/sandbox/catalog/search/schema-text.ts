@@ -42,13 +42,13 @@ export function schemaText(parametersJson: string): SchemaText {
     if (!node || typeof node !== "object" || Array.isArray(node) || depth > MAX_DEPTH || ++nodes > MAX_NODES) return;
     const n = node as Record<string, unknown>;
     if (depth > 0) {
-      addDetail(n["description"]);
-      addDetail(n["title"]);
+      addDetail(n.description);
+      addDetail(n.title);
     }
-    const en = n["enum"];
+    const en = n.enum;
     if (Array.isArray(en)) for (const v of en.slice(0, MAX_ENUM)) if (typeof v === "string") addDetail(v);
-    if (typeof n["const"] === "string") addDetail(n["const"]);
-    const props = n["properties"];
+    if (typeof n.const === "string") addDetail(n.const);
+    const props = n.properties;
     if (props && typeof props === "object" && !Array.isArray(props)) {
       for (const [key, child] of Object.entries(props as Record<string, unknown>)) {
         if (nodes > MAX_NODES) break;
@@ -56,7 +56,7 @@ export function schemaText(parametersJson: string): SchemaText {
         walk(child, depth + 1);
       }
     }
-    const items = n["items"];
+    const items = n.items;
     if (Array.isArray(items)) for (const it of items.slice(0, 8)) walk(it, depth + 1);
     else walk(items, depth + 1);
     for (const k of ["anyOf", "oneOf", "allOf"]) {

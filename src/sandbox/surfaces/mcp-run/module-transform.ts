@@ -37,8 +37,10 @@ function position(code: string, offset: number): string {
   let line = 1;
   let col = 1;
   for (let i = 0; i < offset && i < code.length; i++) {
-    if (code[i] === "\n") line++, (col = 1);
-    else col++;
+    if (code[i] === "\n") {
+      line++;
+      col = 1;
+    } else col++;
   }
   return `${line}:${col}`;
 }

@@ -65,7 +65,7 @@ export function effectiveLimits(requested: Record<string, unknown>, config: Code
   const limits: RunLimits = { ...max };
   const notes: Diagnostic[] = [];
   for (const key of Object.keys(max) as Array<keyof RunLimits>) {
-    if (!Object.prototype.hasOwnProperty.call(requested, key)) continue;
+    if (!Object.hasOwn(requested, key)) continue;
     const v = requested[key];
     if (typeof v !== "number" || !Number.isFinite(v)) {
       notes.push({

@@ -55,7 +55,7 @@ function at(input: unknown, pointer: string): unknown {
   for (const raw of pointer.split("/").slice(1)) {
     const key = raw.replace(/~1/g, "/").replace(/~0/g, "~");
     if (Array.isArray(v)) v = v[Number(key)];
-    else if (isRecord(v)) v = Object.prototype.hasOwnProperty.call(v, key) ? v[key] : undefined;
+    else if (isRecord(v)) v = Object.hasOwn(v, key) ? v[key] : undefined;
     else return undefined;
   }
   return v;
