@@ -1,6 +1,6 @@
 /**
  * The error catalogs are documented: every gRPC status a handler may answer with and
- * every result error code appears in the README, and each service error maps to a
+ * every result error code appears in docs/contract.md, and each service error maps to a
  * distinct gRPC status that a client rebuilds to the same code.
  */
 import { readFileSync } from "node:fs";
@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { SERVICE_ERROR_CODES, ServiceError, fromGrpcStatus } from "../../src/protocol/service-error.js";
 import { ErrorCode } from "../../src/gen/codemode/common/v1/common_pb.js";
 
-const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+const readme = readFileSync(new URL("../../docs/contract.md", import.meta.url), "utf8");
 
 describe("error catalogs", () => {
   it("each contract-violation status is documented and round-trips", () => {
@@ -23,7 +23,7 @@ describe("error catalogs", () => {
     for (const s of ["INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED"])
       expect(readme).toContain(s);
   });
-  it("each seed error code exists on the wire and in the README", () => {
+  it("each seed error code exists on the wire and in docs/contract.md", () => {
     for (const code of ["invalid_input", "runtime_unavailable", "timeout", "output_limit_exceeded", "snapshot_limit_exceeded", "internal_error"]) {
       expect(readme).toContain(`\`${code}\``);
       expect(ErrorCode[code.toUpperCase() as keyof typeof ErrorCode]).toBeGreaterThan(0);
