@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Generates the Python stubs of the public wire contract (proto/: common, Sandbox, Control)
-# into codemode_client/_gen/ with Debian's protoc (protobuf-compiler) and grpc_python_plugin
-# (protobuf-compiler-grpc). The output is never edited by hand and is git-ignored: it is
-# rebuilt from proto/ by this script (the Python tests run it first), so it cannot go stale.
+# into codemode_client/_gen/ (or into the directory given as the first argument: the
+# package build, setup.py, generates into its build tree) with Debian's protoc
+# (protobuf-compiler) and grpc_python_plugin (protobuf-compiler-grpc). The output is never
+# edited by hand and is git-ignored: it is rebuilt from proto/ by this script (the Python
+# tests and `pip install` run it), so it cannot go stale.
 # SidecarLink (link.proto) is internal to the service and not generated.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-out="$here/codemode_client/_gen"
+out="${1:-$here/codemode_client/_gen}"
+mkdir -p "$(dirname "$out")"
 
 need() { echo "generate.sh: $1 is missing; run scripts/ensure-test-deps.sh (Debian: apt-get install protobuf-compiler protobuf-compiler-grpc)" >&2; exit 1; }
 command -v protoc >/dev/null 2>&1 || need protoc
@@ -15,7 +18,7 @@ plugin="$(command -v grpc_python_plugin 2>/dev/null)" || need grpc_python_plugin
 
 # Generate into a fresh directory beside the target and swap it in, so a concurrent reader
 # never sees a half-written package.
-tmp="$(mktemp -d "$here/codemode_client/._gen.XXXXXX")"
+tmp="$(mktemp -d "$(dirname "$out")/._gen.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 protoc -I "$root/proto" \
   --python_out="$tmp" --pyi_out="$tmp" \

@@ -1,6 +1,7 @@
 /**
  * The `codemode` command as a user runs it: `exec` with --code, a file and stdin,
- * `--tools` as a small gateway with `--allow`/`--deny`, exit statuses, and usage errors.
+ * `--tools` as a small gateway with `--allow`/`--deny`, exit statuses, and usage errors;
+ * `surface` computed in-process against the same flags answered by a running service.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -142,5 +143,39 @@ describe("codemode exec", () => {
     const r = spawnSync(process.execPath, [BIN, "exec", "--sandbox", "127.0.0.1:1", "--code", "return 1"], { encoding: "utf8", timeout: 30_000 });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/codemode:/);
+  });
+});
+
+describe("codemode surface", () => {
+  const surface = (args: string[]) => spawnSync(process.execPath, [BIN, "surface", ...args], { cwd: root, encoding: "utf8", timeout: 30_000 });
+
+  it("without --orchestrator prints, with no service to reach, what a running service reports for the same flags", () => {
+    // The stack listens on ports of its own (127.0.0.1:0), never on the old default 127.0.0.1:7301.
+    const cases = [
+      ["--mode", "code"],
+      ["--mode", "code", "--tools", "examples/tools.mjs", "--deny", "delete_*"],
+      ["--mode", "tool_search_code", "--tools", "examples/tools.mjs"],
+      ["--mode", "tool_search", "--tools", "examples/tools.mjs"],
+      ["--mode", "direct", "--tools", "examples/tools.mjs", "--allow", "note_*"],
+    ];
+    for (const flags of cases) {
+      const local = surface(flags);
+      expect(local.status, local.stderr).toBe(0);
+      expect(local.stderr).toBe("");
+      const served = surface([...flags, "--orchestrator", stack.orchestratorAddress]);
+      expect(served.status, served.stderr).toBe(0);
+      expect(local.stdout, flags.join(" ")).toBe(served.stdout);
+    }
+    const direct = JSON.parse(surface(cases[4]!).stdout) as { surface: string; tools: Array<{ name: string }> };
+    expect(direct.surface).toBe("direct");
+    expect(direct.tools.map((t) => t.name).sort()).toEqual(["note_append", "note_list", "note_read", "note_write"]);
+  });
+  it("--help says so; the connection flags without --orchestrator are a usage error", () => {
+    const help = surface(["--help"]);
+    expect(help.status).toBe(0);
+    expect(help.stdout).toMatch(/Without --orchestrator, the surface is computed in this process/);
+    const r = surface(["--mode", "code", "--tls-ca", "ca.pem"]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/the connection flags \(--tls-ca\) need --orchestrator/);
   });
 });

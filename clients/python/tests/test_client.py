@@ -326,26 +326,19 @@ class ExecTest(ServiceTestCase):
         self.assertEqual(custom.value, ["custom", "ValueError"])
 
     def test_parallel_calls_run_in_parallel(self) -> None:
-        lock = threading.Lock()
-        active = [0, 0]  # now, peak
+        # Each handler answers only once all 8 are running at the same time: a client that
+        # ran them one after another would break the barrier, and the calls would fail.
+        together = threading.Barrier(8, timeout=30)
 
-        def slowish(args: dict[str, Any]) -> int:
-            with lock:
-                active[0] += 1
-                active[1] = max(active[1], active[0])
-            time.sleep(0.3)
-            with lock:
-                active[0] -= 1
+        def double(args: dict[str, Any]) -> int:
+            together.wait()
             return int(args["i"]) * 2
 
-        run = self.open([ToolSpec("double", "Doubles slowly.", handler=slowish)])
-        started = time.monotonic()
-        result = run.exec("return await Promise.all(Array.from({length: 8}, (_, i) => tools.double({ i })))")
-        elapsed = time.monotonic() - started
+        run = self.open([ToolSpec("double", "Doubles once all eight calls have arrived.", handler=double)])
+        result = run.exec("return await Promise.all(Array.from({length: 8}, (_, i) => tools.double({ i })))", config=CodeModeConfig(timeout_ms=60_000))
         self.assertEqual(result.value, [i * 2 for i in range(8)], result.model_json)
         self.assertEqual(len(result.tool_calls), 8)
-        self.assertGreaterEqual(active[1], 4)
-        self.assertLess(elapsed, 8 * 0.3)
+        self.assertFalse(together.broken)
 
     def test_mcp_call_has_the_exact_catalog_id(self) -> None:
         seen: list[ToolCall] = []
@@ -416,12 +409,24 @@ class ExecTest(ServiceTestCase):
 
 class SuspendTest(ServiceTestCase):
     def test_slow_tool_waits_then_wait_completes(self) -> None:
+        # The report is "slow" until the exec has returned waiting: its handler answers only
+        # then, so the call is certainly pending at the deadline, however long the exec took.
+        exec_returned = threading.Event()
+
         def report(args: dict[str, Any]) -> dict[str, Any]:
-            time.sleep(0.8)
+            if not exec_returned.wait(timeout=60):
+                raise AssertionError("the exec never returned")
             return {"rows": 3}
 
         run = self.open([ToolSpec("report", "Slow.", handler=report), TOOLS[0]])
-        first = run.exec("const w = await tools.weather({city: 'Oslo'}); text('before'); const r = await tools.report({}); return {w, r}", config=CodeModeConfig(timeout_ms=200))
+        # The deadline only has to leave room for the quick weather call before it.
+        try:
+            first = run.exec(
+                "const w = await tools.weather({city: 'Oslo'}); text('before'); const r = await tools.report({}); return {w, r}",
+                config=CodeModeConfig(timeout_ms=1000),
+            )
+        finally:
+            exec_returned.set()
         self.assertEqual(first.status, Status.WAITING, first.model_json)
         self.assertEqual(first.reason, WaitReason.PENDING_TOOLS)
         assert first.code_mode_run_id is not None
