@@ -24,7 +24,7 @@ ENV NODE_ENV=production
 # MiB), after which multi-MiB buffers (prepared VM images, large tool answers and inputs)
 # come from the arenas, which keep what they freed: under hostile load the sidecar's RSS
 # then grew for tens of minutes. Two arenas instead of eight per core bound the rest.
-# (README, Operations: memory.)
+# (docs/operations.md, "Memory".)
 ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules

@@ -14,7 +14,7 @@ import { answer } from "./workloads.mjs";
 const BIN = fileURLToPath(new URL("../../bin/codemode.js", import.meta.url));
 /**
  * The C allocator's settings the service runs with, as `npm start` and the Dockerfile set
- * them (README, Operations: memory), unless this process's environment sets them.
+ * them (docs/operations.md, "Memory"), unless this process's environment sets them.
  */
 export const MALLOC_DEFAULTS = { MALLOC_ARENA_MAX: "2", MALLOC_MMAP_THRESHOLD_: "131072" };
 /** Those settings as the service gets them, for a bench's header line. */

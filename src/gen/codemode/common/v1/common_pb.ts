@@ -174,7 +174,7 @@ export const CodeModeConfigSchema: GenMessage<CodeModeConfig> = /*@__PURE__*/
 /**
  * Tool Search (the seed's `tools.toolSearch`): a compact catalog bridge instead of code
  * mode, selected per run at OpenRun. Every field is optional (unset: the default).
- * Clamped like CodeModeConfig; see the README's "Tool Search surfaces".
+ * Clamped like CodeModeConfig; see docs/surfaces/tool-search.md.
  *
  * @generated from message codemode.common.v1.ToolSearchConfig
  */
@@ -229,7 +229,7 @@ export const ToolSearchConfigSchema: GenMessage<ToolSearchConfig> = /*@__PURE__*
  * Code Mode for MCP (seeds/code-mode-for-mcp-spec.md): the model sees one tool,
  * `codemode.run`, whose script imports `@codemode/discovery`, `@codemode/errors` and one
  * `@codemode/servers/<id>` module per MCP server of the run's catalog. Selected per run
- * at OpenRun; see the README's "Code Mode for MCP". Every field is optional (unset: the
+ * at OpenRun; see docs/surfaces/mcp-run.md. Every field is optional (unset: the
  * default). The run's CodeModeConfig `timeout_ms` and `memory_limit_bytes` are the default
  * and the ceiling of the script's `limits.timeoutMs` and `limits.maxMemoryBytes`.
  *
