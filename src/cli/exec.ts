@@ -153,7 +153,7 @@ export async function runExec(argv: string[]): Promise<number> {
       }
       throw new Error("the sandbox closed the stream without a result");
     };
-    let runId = await follow(
+    let codeModeRunId = await follow(
       sandbox.exec({
         scope,
         execCallId: newId("call", 8),
@@ -162,8 +162,8 @@ export async function runExec(argv: string[]): Promise<number> {
         config: timeoutMs !== undefined ? { timeoutMs } : {},
       }),
     );
-    for (let waits = 0; runId && waits < maxWaits; waits++) {
-      runId = await follow(sandbox.wait({ scope, waitCallId: newId("wait", 8), codeModeRunId: runId }));
+    for (let waits = 0; codeModeRunId && waits < maxWaits; waits++) {
+      codeModeRunId = await follow(sandbox.wait({ scope, waitCallId: newId("wait", 8), codeModeRunId }));
     }
     return 0;
   } finally {

@@ -4,7 +4,7 @@
  * ./main.js. With CODEMODE_CODE_CACHE_TRAINING=1 (scripts/bundle.mjs's training start)
  * the cache of everything compiled is written as the process exits. A server whose cache V8
  * refused or that had none writes one for its own V8 flags a while after its start
- * (../cli/serve.ts).
+ * (./serve.ts).
  */
 import { codeCacheFlavour, runBundle } from "../shared/bundle-runner.js";
 import { setLaunchState, type LaunchState } from "../shared/launch-state.js";

@@ -1,8 +1,8 @@
 /**
  * The `codemode` command: only reads argv, dispatches, and maps failures to exit codes
  * (2 for usage errors, 1 for anything else). Each subcommand lives in its own module,
- * imported only when it runs: a server's start path never loads the clients' or the MCP
- * front's dependencies (the MCP SDK, zod for tool modules), which cost hundreds of ms.
+ * imported only when it runs: a server's start path must never load the clients' or the
+ * MCP front's dependencies (the MCP SDK, zod for tool modules).
  */
 import { UsageError } from "./usage-error.js";
 
@@ -12,9 +12,10 @@ const HELP = `codemode: a code-mode runtime for AI agents
   codemode sandbox        a sandbox sidecar (--sandbox-address, --orchestrator-address: the orchestrator's link port)
   codemode orchestrator   the orchestrator (--orchestrator-address for Control, --link-address for sidecars)
                           TLS, mTLS and bearer tokens on every port: --tls-cert/--tls-key/--tls-client-ca,
-                          --auth-token-file, --link-tls-*, --link-token-file (README, "Transport security")
+                          --auth-token-file, --link-tls-*, --link-token-file (docs/operations.md, "Transport security")
   codemode exec           run a program: --code STRING | FILE | - [--mode code|tool_search_code]
   codemode surface        print the model-visible tools and their bytes: --mode code|tool_search_code|tool_search|direct [--tools FILE.mjs]
+                          (computed in-process; --orchestrator HOST:PORT asks a running service; --help for more)
   codemode mcp            an MCP server with one tool, codemode.run, over the MCP servers of --config FILE (stdio; --http HOST:PORT)
   codemode health         gRPC health check: [--address HOST:PORT] [--service NAME]; exit 0 when SERVING
 `;

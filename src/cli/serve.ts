@@ -79,7 +79,7 @@ async function metricsFor(values: { "metrics-address"?: string | undefined }, lo
 const poolFlags = {
   threads: { type: "string" },
   "execs-per-worker": { type: "string" },
-  // A pool that cannot start: serve what needs no VM and report it (sandbox/unavailable-pool.ts) instead of exiting 1.
+  // A pool that cannot start: serve what needs no VM and report it (../sandbox/pool/unavailable-pool.ts) instead of exiting 1.
   "serve-without-pool": { type: "boolean" },
 } as const;
 

@@ -1,20 +1,17 @@
 /**
  * `codemode start`'s check before its ready line: a run is opened on an internal scope
  * through the process's own Control port, and closed again. That proves the orchestrator
- * takes runs on its gateway port (and its store stores them), and it runs, once, what a
+ * takes runs on its gateway port (and its store stores them), and it runs once what a
  * gateway's first run would otherwise run cold: a new gRPC connection and unary calls on a
- * server, OpenRun's config checks, catalog and model surface, the sidecar resolving the run
- * as it is opened (../sandbox/link/run-prefetch.ts), and CloseRun. It costs the ready line about
- * 5 ms and saves the first exec after it (connect, OpenRun, Exec) about 4: medians of 16
- * starts of each, alternating, ready 250.9 against 256.3 ms, first exec 24.6 against 20.5 ms.
- * A whole exec as well gave no more (17.6 against 17.0 ms in an earlier comparison), and
- * running the check while the sidecar waits for its pool lost the sidecar's part of it.
+ * server, OpenRun's config checks, catalog and model surface, the sidecar resolving the
+ * run as it is opened (../sandbox/link/run-prefetch.ts), and CloseRun.
  *
  * Its traces are those of any run: "run opened" and "run closed" in the log (agent
- * `codemode-start-check`), two calls in the Control metrics, and the check's one-tool
- * catalog in the catalog store (content-addressed: the same entry every start). With TLS on
- * the gateway ports it is skipped (this process holds no certificate its own client would
- * trust); a failure or a check slower than CHECK_DEADLINE_MS is logged and the start goes on.
+ * START_CHECK_AGENT), two calls in the Control metrics, and the check's one-tool catalog
+ * in the catalog store (content-addressed: the same entry every start). With TLS on the
+ * gateway ports it is skipped (this process holds no certificate its own client would
+ * trust). It never fails the start: a failure or a check slower than CHECK_DEADLINE_MS is
+ * logged and the start goes on.
  */
 import { randomBytes } from "node:crypto";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";

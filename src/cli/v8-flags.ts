@@ -1,14 +1,11 @@
 /**
- * The V8 flags the sandbox needs, set for the whole process before anything is compiled.
- * V8's flags are process-wide, and a code cache carries a digest of the flags it was made
- * under: a worker thread started after a flag changed refuses the worker bundle's cache
- * (../shared/bundle-runner.ts). Set at run time on first need, as they were, the first
- * guest that filled its memory (or a large program) changed them mid-run: every thread
- * started after it loaded its code without the cache, and wrote a cache for the changed
- * flags over the build's, which the next start's threads refused in turn. Set here, first
- * thing in bin/codemode.js (./launch.ts), they are the same for every isolate of the
- * process, for the training start that writes the caches, and for every start that reads
- * them.
+ * The V8 flags the sandbox needs, set for the whole process before anything is compiled:
+ * first thing in bin/codemode.js (./launch.ts). V8's flags are process-wide, and a code
+ * cache carries a digest of the flags it was made under: a worker thread started after a
+ * flag changed refuses the worker bundle's cache (../shared/bundle-runner.ts). So these
+ * flags must never be set later, on first need: set here, they are the same for every
+ * isolate of the process, for the training start that writes the caches, and for every
+ * start that reads them (docs/module-notes.md#srccliv8-flagsts).
  */
 import { setFlagsFromString } from "node:v8";
 

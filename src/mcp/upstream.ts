@@ -4,8 +4,8 @@
  * the server's tools (every page) and capabilities, follows `notifications/tools/
  * list_changed` by listing again, forwards tool calls (with cancellation: an aborted call
  * sends MCP's `notifications/cancelled`), and when the connection fails or drops it
- * reconnects with exponential backoff (0.5 s doubling to 30 s, with jitter). Every
- * change of what the server offers is reported through `onChange`.
+ * reconnects with exponential backoff (FIRST_RETRY_MS doubling to MAX_RETRY_MS, with
+ * jitter). Every change of what the server offers is reported through `onChange`.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";

@@ -1,9 +1,9 @@
 /**
  * The model-visible tool of a run whose surface is Code Mode for MCP: `codemode.run`, its
  * description (documentation block plus the TypeScript declarations of every server
- * module) rendered from the run's view by the shared generator. Rendering costs a few
- * milliseconds for hundreds of tools, and every OpenRun and DescribeSurface asks for it,
- * so it is kept per view version and limits (a small LRU).
+ * module) rendered from the run's view by the shared generator. Rendering grows with the
+ * catalog, and every OpenRun and DescribeSurface asks for it, so it is kept per view
+ * version and limits (an LRU of MAX_CACHED entries).
  */
 import type { CodeModeConfig } from "../shared/config.js";
 import type { McpRunConfig } from "../shared/mcp-run/config.js";

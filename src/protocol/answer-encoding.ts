@@ -2,20 +2,16 @@
  * A gateway's large tool answer encoded straight into one buffer.
  *
  * A tool answer is the `result_json` string of a BridgeCallbackRequest (or of the `answer`
- * of an ExecSessionRequest), and it can be megabytes. protobuf-es's `toBinary` encodes a
- * string to UTF-8 in an array of its own and then copies every part of the message into a
- * final one: for the bench's 0.7 MB answer (W5) that is 0.6 ms and two 0.7 MB allocations on
- * the gateway's thread, whose collection cost it more than the encoding (the bench's gateway
- * spent 4.6 ms of CPU per W5 exec, most of it collecting garbage). Here the rest of the
- * message is encoded by `toBinary` without its answer, and the answer's bytes are written
- * once, after it, into a buffer of the exact size: 0.35 ms and one 0.7 MB allocation of
- * ours (grpc-js then copies it into its frame, as before); 3.6 ms of the gateway's CPU per
- * W5 exec.
+ * of an ExecSessionRequest), and it can be megabytes. protobuf-es's `toBinary` encodes such
+ * a string into an array of its own and then copies every part of the message into a final
+ * one, on the gateway's thread. Here, for an answer of DIRECT_ANSWER_MIN characters or
+ * more, the rest of the message is encoded by `toBinary` without its answer, and the
+ * answer's bytes are written once, after it, into a buffer of the exact size.
  *
- * The bytes decode to the same message: protobuf fields may come in any order, and the
- * answer's field is the only member of its oneof written. Its bytes are the same too: both
- * encoders write a lone surrogate as U+FFFD. The sandbox's decoder (../sandbox/exec/answer-wire.ts)
- * takes such a message on its fast path like any other.
+ * The bytes must decode to the same message: protobuf fields may come in any order, the
+ * answer's field is the only member of its oneof written, and both encoders write a lone
+ * surrogate as U+FFFD. The sandbox's decoder (../sandbox/exec/answer-wire.ts) takes such a
+ * message on its fast path like any other.
  */
 import { toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";

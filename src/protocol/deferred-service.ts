@@ -1,10 +1,10 @@
 /**
  * A library's gRPC service registered at start but built at its first call. grpc-health-check
  * and @grpc/reflection parse their .proto files with protobufjs when they load and when they
- * are added to a server: about 55 ms of the main thread before the ready line, for services
- * that are called seconds later, if ever. Here the server gets each method's path at once,
- * with handlers and (de)serializers that build the library's service on first use, through
- * its own public `addToServer(Pick<Server, "addService">)`, and then delegate to it. Calls
+ * are added to a server: main-thread time before the ready line, for services that may be
+ * called much later, if ever. Here the server gets each method's path at once, with
+ * handlers and (de)serializers that build the library's service on first use, through its
+ * own public `addToServer(Pick<Server, "addService">)`, and then delegate to it. Calls
  * behave exactly as the library's; only the first one pays for loading it.
  */
 import * as grpc from "@grpc/grpc-js";

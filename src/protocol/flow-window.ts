@@ -1,15 +1,14 @@
 /**
  * Larger HTTP/2 receive windows for our gRPC servers and clients.
  *
- * HTTP/2 opens every connection and every stream with a 64 KiB receive window: a peer
- * with more to send stops after 64 KiB until the receiver's WINDOW_UPDATE comes back, one
- * round trip through both event loops per 64 KiB. A gateway's 0.7 MB tool answer (W5 of
- * the bench) reached the sidecar in about eleven such steps: 2–6 ms of a 35–45 ms exec. A
- * grpc-js client can raise its own window (`grpc-node.flow_control_window`); a grpc-js
- * server cannot yet (grpc/grpc-node#3058), so each HTTP/2 server grpc-js creates for a
- * bound port is given a larger stream window in its SETTINGS and a larger connection
- * window as each session opens. What a peer may have in flight unread is bounded by the
- * connection window: 8 MiB per connection.
+ * HTTP/2 opens every connection and every stream with a small receive window (the
+ * protocol's default): a peer with more to send stops when it is full until the
+ * receiver's WINDOW_UPDATE comes back, one round trip through both event loops per
+ * window, so a large tool answer arrives in many steps. A grpc-js client can raise its own
+ * window (`grpc-node.flow_control_window`); a grpc-js server cannot yet
+ * (grpc/grpc-node#3058), so each HTTP/2 server grpc-js creates for a bound port is given
+ * STREAM_WINDOW_BYTES in its SETTINGS and CONNECTION_WINDOW_BYTES as each session opens.
+ * What a peer may have in flight unread is bounded by the connection window.
  */
 import * as grpc from "@grpc/grpc-js";
 import type { Http2Server, Http2Session } from "node:http2";

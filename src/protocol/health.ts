@@ -6,9 +6,9 @@
  * Apart from those, `liveness` is SERVING for as long as the process answers: a
  * liveness probe must not restart a sidecar because its orchestrator is away.
  *
- * The library parses its .proto with protobufjs as it loads (about 25 ms of start-up),
- * so it loads at the first health call (./deferred-service.ts); until then the statuses
- * live here, and the library's implementation starts with them.
+ * The library parses its .proto with protobufjs as it loads, so it loads at the first
+ * health call (./deferred-service.ts); until then the statuses live here, and the
+ * library's implementation starts with them.
  */
 import type * as grpc from "@grpc/grpc-js";
 import { createRequire } from "node:module";

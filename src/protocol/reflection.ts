@@ -5,8 +5,8 @@
  * and its imports), not from proto/ at run time.
  *
  * The library loads protobufjs and parses its reflection .proto twice per server it is
- * added to (about 30 ms of start-up for our two servers), so each server's reflection is
- * built at its first reflection call (./deferred-service.ts).
+ * added to, so each server's reflection is built at its first reflection call
+ * (./deferred-service.ts).
  */
 import type * as grpc from "@grpc/grpc-js";
 import { createRequire } from "node:module";

@@ -1,15 +1,15 @@
 /**
- * The Sandbox service: Exec runs a cell on the pool and streams what happens (nested
- * tool calls, output, then exactly one Result); Wait continues a suspended run (see
- * resume.ts); BridgeCallback takes a gateway's answer to a nested call and delivers it
- * into the live VM, or hands it to the orchestrator when no VM here awaits it (the call
- * belongs to a suspended run, or to a run resumed elsewhere). Guest failures are
- * results; only contract violations (missing scope, oversize ids, a scope with no open
- * run, unknown call, malformed JSON) are gRPC errors.
+ * The Sandbox service: Exec runs a cell on the pool and streams what happens (nested tool
+ * calls, output, then exactly one Result); Wait continues a suspended run (see
+ * ./suspend/resume.ts); BridgeCallback takes a gateway's answer to a nested call and
+ * delivers it into the live VM, or hands it to the orchestrator when no VM here awaits it
+ * (the call belongs to a suspended run, or to a run resumed elsewhere). Guest failures are
+ * results; only contract violations (missing scope, oversize ids, a scope with no open run,
+ * unknown call, malformed JSON) are gRPC errors.
  *
- * Drain: once the process is stopping, a new Exec is refused (UNAVAILABLE) while Wait
- * and BridgeCallback keep being served, so runs in flight can finish; when the drain
- * budget runs out, `cancelInFlight` ends what is still running.
+ * Drain: once the process is stopping, a new Exec is refused (UNAVAILABLE) while Wait and
+ * BridgeCallback keep being served, so runs in flight can finish; when the drain budget
+ * runs out, `cancelInFlight` ends what is still running.
  */
 import type { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { DrainTracker } from "../protocol/drain.js";
@@ -215,15 +215,15 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       checkIdLength("wait_call_id", req.waitCallId);
       checkIdLength("code_mode_run_id", req.codeModeRunId);
       const waitCallId = req.waitCallId || newId("wait", 8);
-      const runId = req.codeModeRunId.trim();
-      const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId: runId, waitCallId });
+      const codeModeRunId = req.codeModeRunId.trim();
+      const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, waitCallId });
       await tracked(async (drainSignal, suspendSignal) => {
         const run = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
-        const init = segmentInit("wait", scope, waitCallId, runId, run, (event) => stream.send({ event }), rlog);
+        const init = segmentInit("wait", scope, waitCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog);
         const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
         if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
-        if (!runId) {
+        if (!codeModeRunId) {
           return segment(runConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
         }
         // A pool that cannot run code (./pool/unavailable-pool.ts) must not claim the run: it stays for a sidecar that can resume it.
@@ -238,7 +238,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
             0,
           );
         }
-        await serveWait(runId, { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal }, stream.signal);
+        await serveWait(codeModeRunId, { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal }, stream.signal);
       });
     },
 
@@ -255,7 +255,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       let withdraw: (() => void) | undefined;
       if (req.outcome.case === "resultJson") {
         // A large text goes to its VM first, which parses it while it is checked here
-        // (worker/staged-answers.ts); one that arrived as bytes (./exec/answer-wire.ts) goes
+        // (./worker/staged-answers.ts); one that arrived as bytes (./exec/answer-wire.ts) goes
         // before it is even decoded, which reading `value` does.
         const raw = answerBytes(req);
         if (raw && raw.byteLength <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, raw);

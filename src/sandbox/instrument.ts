@@ -1,24 +1,17 @@
 /**
- * Metrics and traces for the Sandbox service, added around its handlers instead of
- * inside the exec path: each Exec/Wait stream is watched as it is sent (nested
- * ToolCallRequested events, then one Result), and BridgeCallback answers close the nested
- * calls they settle. With neither metrics nor tracing configured the handlers are
- * returned untouched (no cost).
+ * Metrics and traces for the Sandbox service, added around its handlers, never inside the
+ * exec path: each Exec/Wait stream is watched as it is sent (nested ToolCallRequested
+ * events, then one Result), and BridgeCallback answers close the nested calls they settle.
+ * Loaded only when metrics or tracing are on (./server.ts); else handlers are untouched.
  *
- * Spans (when tracing is on): `codemode.exec` / `codemode.wait` (kind SERVER), children of
- * the gateway's span named by the call's `traceparent`/`tracestate` metadata; under it one
- * `codemode.tool_call` (kind CLIENT) per nested call, from its ToolCallRequested to the
- * gateway's answer reaching this sidecar (or to the end of the segment, with outcome
- * `pending` when the run suspended before the answer came, `abandoned` otherwise).
- * Attributes carry ids (run, call, tool), never tool inputs, outputs or program text.
- *
- * Handing the trace context back: a server stream has no per-message metadata, so each
- * nested call's W3C traceparent and tracestate travel in the event itself, as
- * ToolCallRequested.trace_parent / trace_state (set below when the nested span is started).
- * The gateway parents its tool-execution span on trace_parent. Both stay empty when tracing
- * is off.
- *
- * Loaded only when metrics or tracing are on (see server.ts).
+ * Spans: `codemode.exec` / `codemode.wait` (kind SERVER), children of the gateway's span
+ * named by the call's `traceparent`/`tracestate` metadata; under it one `codemode.tool_call`
+ * (kind CLIENT) per nested call, from its ToolCallRequested to the gateway's answer reaching
+ * this sidecar (or to the segment's end: outcome `pending` when the run suspended first,
+ * `abandoned` otherwise). Attributes carry ids (run, call, tool), never tool inputs, outputs
+ * or program text. A server stream has no per-message metadata, so each nested call's trace
+ * context travels in the event (ToolCallRequested.trace_parent / trace_state, empty when
+ * tracing is off), and the gateway parents its tool-execution span on trace_parent.
  */
 import {
   context,

@@ -2,7 +2,7 @@
  * The sidecar's Prometheus metrics, all in one place: execs and waits by status and
  * code, their latency, nested tool calls by source and outcome, gateway answers, snapshot
  * sizes, the pool (utilisation, queue depth, threads, whether it can run code), live calls
- * and the orchestrator link. Recorded by `instrument.ts` from what the Sandbox handlers
+ * and the orchestrator link. Recorded by ./instrument.ts from what the Sandbox handlers
  * stream (nothing in the exec path itself changes); gauges are read at scrape time.
  */
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";

@@ -256,7 +256,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         log.warn({ sidecarId, inFlight: drain.inFlight, budgetMs }, "drain budget ran out; cancelling what is still running");
         await drainDeadline();
         await drain.idle(CANCEL_SETTLE_MS);
-      }
+      } else log.info({ sidecarId, budgetMs }, "drained: every call in flight finished within the budget");
       await shutdownServer(server, FINAL_GRACE_MS);
       options.colocated?.onRunOpened(undefined);
       link.close();

@@ -1,23 +1,17 @@
 /**
- * Tool Search on the sidecar (the seed's openclaw-tool-search.md): the two surfaces a
- * run may have instead of code mode.
- *
+ * Tool Search on the sidecar (the seed's openclaw-tool-search.md), a run's two surfaces
+ * instead of code mode:
  * - `tool_search_code` (mode code): the gateway runs the model's program with
- *   `Sandbox.Exec`, as for code mode; the program gets the reduced guest API
- *   (`openclaw.tools.search/describe/call`, console.log/warn/error), every catalog entry
- *   (MCP included) is searchable and callable by id, and it never suspends: a call still
- *   pending at `codeTimeoutMs` fails the program with `timeout`. When the pool cannot
- *   start a runtime for it, the result is `failed` with `runtime_unavailable` and the
- *   step is recorded first, so the orchestrator has already switched the run to mode
- *   tools (the seed's fallback) when the gateway reads the result.
- * - `tool_search` / `tool_describe` / `tool_call` (mode tools): answered without a VM,
- *   from the run's catalog index; `ToolCall` streams one ToolCallRequested, which the
- *   gateway answers with BridgeCallback, then one Result.
- *
- * Every answer is policy-filtered (the view holds only visible tools), counted in the
- * run's telemetry and recorded in its trajectory like an exec step; the structured
- * calls record before they answer (one link round trip), so the gateway reads a
- * trajectory and counters that already include them.
+ *   `Sandbox.Exec`; it gets the reduced guest API (./surfaces/tool-search/prelude.ts), every
+ *   catalog entry (MCP included) is searchable and callable by id, and it never suspends:
+ *   a call still pending at `codeTimeoutMs` fails it with `timeout`. When the pool cannot
+ *   start a runtime, the result is `failed` with `runtime_unavailable`, recorded first, so
+ *   the orchestrator has already switched the run to mode tools (the seed's fallback).
+ * - `tool_search` / `tool_describe` / `tool_call` (mode tools): answered without a VM, from
+ *   the run's catalog index; `ToolCall` streams one ToolCallRequested, answered with
+ *   BridgeCallback, then one Result. These record before they answer, so the gateway reads
+ *   a trajectory and counters that already include them.
+ * Every answer is policy-filtered, counted in the run's telemetry and recorded in its trajectory.
  */
 import { randomText } from "../shared/ids.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -222,7 +216,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       const ts = run.toolSearch;
       const requested = req.limit ?? ts.searchDefaultLimit;
       const limit = Math.min(ts.maxSearchLimit, Math.max(1, requested));
-      await run.catalog?.indexReady(); // being built off the main thread (catalog/index-builder.ts)
+      await run.catalog?.indexReady(); // being built off the main thread (./catalog/index-builder.ts)
       const entries = run.catalog ? run.catalog.search(req.query.slice(0, MAX_QUERY_CHARS), limit, "tool_search") : [];
       const d = { search: 1, describe: 0, call: 0 };
       const durationMs = performance.now() - t0;

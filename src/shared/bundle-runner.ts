@@ -1,22 +1,17 @@
 /**
  * Runs a one-file CommonJS bundle from dist/bundle/ (scripts/bundle.mjs) through
- * `vm.Script` with its V8 code cache. Start-up was dominated by loading hundreds of ES
- * modules: resolving and reading each file, then V8 parsing and compiling it. A bundle
- * needs one read; with its cache, V8 deserializes functions compiled in a training start
- * (which ran real execs) instead of parsing and compiling them again.
+ * `vm.Script` with its V8 code cache: one read instead of hundreds of ES modules resolved,
+ * read and compiled, and functions deserialized as a training start (which ran real execs)
+ * compiled them instead of parsed and compiled again.
  *
  * A bundle is used only when it is at least as new as the compiled module it was built
- * from (a `tsc` run after the bundle leaves it stale), and not with CODEMODE_BUNDLE=0 in
- * the CLI's environment; callers then load the modules, which behave the same, only slower
- * to start. V8 checks a cache against its own version and flags but the source only by
- * length, so each cache file is named by the build id its bundle ends with: a cache from
- * another build is never offered.
- *
- * V8 refuses a cache made under other V8 flags, and Node options such as
- * `--max-old-space-size` (on the command line or in NODE_OPTIONS) are V8 flags. A process
- * started with options therefore looks first for a cache named by them too (its
- * "flavour"), and a process whose cache was refused or missing can write one for its own
- * flavour once it has run a while (`refresh`), where dist/bundle/ is writable.
+ * from, and not with CODEMODE_BUNDLE=0; callers then load the modules, which behave the
+ * same, only slower to start. A cache from another build must never be offered: V8 checks
+ * the source only by length, so each cache file is named by its bundle's build id. V8
+ * refuses a cache made under other V8 flags (Node options such as `--max-old-space-size`
+ * are V8 flags), so a process started with options looks first for a cache named by them
+ * too (its "flavour"), and one whose cache was refused or missing can write one for its
+ * own flavour once it has run a while (`refresh`), where dist/bundle/ is writable.
  */
 import { createHash } from "node:crypto";
 import { readFileSync, renameSync, statSync, writeFileSync } from "node:fs";

@@ -2,18 +2,15 @@
  * An orchestrator in the same process as a sidecar attached to it (`codemode start`): what
  * the sidecar may hand it directly instead of encoding it for the link.
  *
- * Only segment records take this path. They are the one link message sent after every
- * exec and wait, and in one process their cost was the wire's, not the work's: protobuf
- * encoding on the sidecar's side, HTTP/2 both ways and decoding on the orchestrator's, all
- * on the one main thread (about 13% of a trivial exec's CPU). A record handed over here
+ * Only segment records take this path: the one link message sent after every exec and
+ * wait, whose cost in one process is the wire's, not the work's. A record handed over
  * joins the same queue as that sidecar's link messages, in the order sent, and only while
  * its link is up to this very orchestrator (its id, from the link's welcome): the link
- * still decides who the sidecar is, and everything else still travels on it.
+ * still decides who the sidecar is, and everything else must still travel on it.
  *
- * The orchestrator also tells such a sidecar of each run it opened, as OpenRun answers,
- * when its sidecars may cache resolved runs (the in-memory store): the sidecar is the one
- * that will run it, and resolves it while the gateway's first exec is on its way
- * (../sandbox/link/run-prefetch.ts). The resolve itself travels on the link as any other.
+ * The orchestrator also tells such a sidecar of each run it opened, when its sidecars may
+ * cache resolved runs, so the sidecar resolves it while the gateway's first exec is on its
+ * way (../sandbox/link/run-prefetch.ts); the resolve itself travels on the link.
  */
 import type { RecordSegmentRequest } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import type { Scope } from "./scope.js";

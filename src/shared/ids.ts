@@ -1,10 +1,10 @@
 /**
  * Random identifiers: unguessable, URL-safe, prefixed by what they name.
  *
- * Bytes come from the CSPRNG in 4 KiB refills rather than one `randomBytes` call per id:
- * ids are made per exec and per nested call (several per tool call), and each call into
- * the CSPRNG with its buffer allocation cost about 4% of a worker's time in a run of
- * sequential tool calls. Every byte is used once; the pool is per thread.
+ * Bytes come from the CSPRNG in POOL_BYTES refills rather than one `randomBytes` call per
+ * id: ids are made per exec and per nested call (several per tool call), where a CSPRNG
+ * call and a buffer allocation per id show in a worker's time. Every byte is used once;
+ * the pool is per thread.
  */
 import { randomFillSync } from "node:crypto";
 

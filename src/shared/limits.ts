@@ -15,3 +15,23 @@ export const LIMITS = {
   maxToolCallsPerRun: { default: 1_000, min: 1, max: 100_000 },
   maxSearchesPerRun: { default: 1_000, min: 1, max: 100_000 },
 } as const;
+
+/**
+ * A test knob: a timing the product fixes (the CPU share's window, the orchestrator link's
+ * keepalive) that tests shorten through an environment variable named `CODEMODE_TEST_…`,
+ * so they do not wait it out. Not public config: the value is the product's, chosen with
+ * what depends on it; the variable exists for tests only, and its name says so. Unset or
+ * empty gives `limit.default`; an integer outside `[min, max]` is clamped, as config is;
+ * anything else is refused with an error naming the variable and the value.
+ */
+export function testKnobMs(
+  name: `CODEMODE_TEST_${string}`,
+  limit: { readonly default: number; readonly min: number; readonly max: number },
+  env: NodeJS.ProcessEnv = process.env,
+): number {
+  const raw = env[name]?.trim();
+  if (!raw) return limit.default;
+  const n = Number(raw);
+  if (!Number.isInteger(n)) throw new Error(`${name} must be an integer number of milliseconds, got ${JSON.stringify(raw)}`);
+  return Math.min(limit.max, Math.max(limit.min, n));
+}

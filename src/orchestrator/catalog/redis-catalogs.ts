@@ -5,9 +5,9 @@
  *
  * Key, under the shared prefix (`codemode:`):
  *   catalog:<id>   string: {"tools": [...], "servers": [...]} in canonical form (a bare
- *                  array of tools, as earlier builds stored, reads as a catalog with no
- *                  MCP server metadata). No TTL: like the in-memory store, a catalog
- *                  stays as long as its Redis does.
+ *                  array of tools also reads, as a catalog with no MCP server metadata).
+ *                  No TTL: like the in-memory store, a catalog stays as long as its
+ *                  Redis does.
  */
 import type { Redis } from "ioredis";
 import type { Logger } from "../../shared/logger.js";

@@ -1,15 +1,14 @@
 /**
  * Answers the unary SidecarLink calls a sidecar sends on its standing Attach stream.
  *
- * A unary call between the sidecar and the orchestrator costs an HTTP/2 stream of its
- * own (headers, trailers, a handler set-up on each side): 0.26 ms p50 in one process on
- * this machine, where a request and a reply on an open stream cost 0.04 ms
- * (bench/link-rtt.bench.mjs). A
+ * A unary call between the sidecar and the orchestrator costs an HTTP/2 stream of its own
+ * (headers, trailers, a handler set-up on each side), where a request and a reply on an
+ * open stream cost a fraction of that (bench/link-rtt.bench.mjs measures both). A
  * suspension stores its run and a wait claims it on the result's path, so these calls
  * ride the Attach stream as LinkCall messages, answered by LinkReply messages with the
  * same id. Each runs the unary method's own handler (metrics included), with the Attach
  * stream's peer, metadata and signal, and fails the way the method would: a
- * ServiceError's code and message, or "internal" (logged) for anything else.
+ * ServiceError's code and message, or "internal" (logged, never the error itself).
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { LinkCall, LinkReplySchema, SidecarLink } from "../../gen/codemode/orchestrator/v1/link_pb.js";

@@ -5,14 +5,13 @@
  * exactly those sidecars to drop it, over their standing Attach streams.
  *
  * A change the gateway made (OpenRun again, CloseRun, the namespace registry) is answered
- * only after every sidecar told acked, so the gateway's next exec sees it whichever
- * sidecar serves it. A sidecar that does not ack in time is disconnected: a sidecar drops
- * its whole cache whenever its link goes down, so it cannot keep serving the old run.
- * Counter changes recorded by one sidecar are pushed to the other holders without waiting
- * (the per-run caps are checked against counters at most one segment old there).
- *
- * Caching is offered only when this process owns the run state (the in-memory store):
- * with a shared store, another orchestrator may change a run without this one knowing.
+ * only after every sidecar told acked, so the gateway's next exec sees it whichever sidecar
+ * serves it. A sidecar that does not ack in time is disconnected: it drops its whole cache
+ * whenever its link goes down, so it cannot keep serving the old run. Counter changes
+ * recorded by one sidecar are pushed to the other holders without waiting (per-run caps are
+ * checked against counters at most one segment old there). Caching is offered only when
+ * this process owns the run state (the in-memory store): with a shared store, another
+ * orchestrator may change a run without this one knowing.
  */
 import { randomUUID } from "node:crypto";
 import type { Scope } from "../../shared/scope.js";

@@ -7,12 +7,8 @@
  * surfaces are described in mode tools (`fallbackReason`), and in mode code again as
  * soon as one that can reports in.
  *
- * No sidecar attached at all is not a reason to fall back: it says nothing about the
- * runtime (an orchestrator usually starts before its sidecars, and a sidecar's link is
- * re-opened after a blip or a restart), the three structured tools are served by
- * sidecars just as `tool_search_code` is (falling back would not make the run servable),
- * and with replicated orchestrators each sidecar attaches to one replica, so a replica
- * with none attached is normal while the others' sidecars run code. A run whose own
+ * No sidecar attached at all is never a reason to fall back: it says nothing about the
+ * runtime (docs/module-notes.md#srcorchestratorlinksidecar-poolsts). A run whose own
  * program found no runtime still falls back on its own (the per-run fallback).
  */
 import type { Logger } from "../../shared/logger.js";

@@ -4,23 +4,14 @@
  * counters and trajectory. The view is stored as computed at OpenRun, never recomputed.
  *
  * Keys, under the shared prefix (`codemode:`), by the run's full scope key:
- *   openrun:<scope>     hash: spec (RunSpec JSON: scope, catalog id, policy, config layer,
- *                       disableTools, view, viewVersion, openedAtMs), the cumulative
- *                       counters search, describe, call (absent reads as 0), and
- *                       `state:<name>` fields the trajectory notes once per change
+ *   openrun:<scope>     hash: `spec` (RunSpec JSON), the counters search, describe, call
+ *                       (absent reads as 0), and `state:<name>` fields noted once per change
  *   trajectory:<scope>  list: step JSON, oldest first, at most MAX_STEPS
- *   resolved:<scope>    hash: call id → how a call an earlier step lists as pending was
- *                       settled while the run was suspended (applied when the trajectory
- *                       is read, so steps are never rewritten in place)
- * No TTL: a run stays until its gateway closes it with CloseRun (which deletes both keys),
- * as in the in-memory registry.
- *
- * Races: a re-open sets only `spec`, so counters and trajectory recorded meanwhile are
- * kept; a change the orchestrator derives from a spec (the Tool Search fallback) is set
- * only while the stored spec is still the one it read; recording a segment is one Lua
- * script (checks the run is open, then HINCRBYs the counters and RPUSH + LTRIM the
- * trajectory), so concurrent segments from any replicas all count, and a segment
- * recorded after CloseRun creates nothing.
+ *   resolved:<scope>    hash: call id → how a call a step lists as pending was settled while
+ *                       the run was suspended (applied when read: steps are never rewritten)
+ * No TTL: a run stays until CloseRun deletes its keys, as in the in-memory registry.
+ * Concurrent segments from any replicas all count, and one recorded after CloseRun
+ * creates nothing (docs/module-notes.md#srcorchestratorrunsredis-runsts).
  */
 import type { Redis } from "ioredis";
 import type { Logger } from "../../shared/logger.js";

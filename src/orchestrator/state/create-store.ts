@@ -3,7 +3,7 @@
  * in-process store, a redis:// or rediss:// URL for the Redis store shared by replicas.
  * A Redis store is checked with a PING, so a wrong URL fails at startup, not at first use.
  * The orchestrator's other state (catalogs, open runs) follows the same setting.
- * The Redis store (and ioredis, ~100 ms to load) is imported only for a redis:// setting.
+ * The Redis store (and ioredis) must be imported only for a redis:// setting.
  */
 import type { Logger } from "../../shared/logger.js";
 import { MemoryRunStore } from "../suspended/memory-store.js";

@@ -3,7 +3,7 @@
  * key (suspend with the cap, claim, release, answers, deleteScope) runs as one script,
  * so orchestrator replicas sharing a Redis never see half an update. Each script gets
  * the key prefix and the orchestrator's Date.now() first, and runs by SHA with a full
- * send only when the server has not cached it. The key layout is in redis-store.ts.
+ * send only when the server has not cached it. The key layout is in ./redis-store.ts.
  */
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";

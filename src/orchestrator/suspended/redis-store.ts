@@ -1,10 +1,8 @@
 /**
- * The Redis RunStore: shared by orchestrator replicas and surviving an orchestrator
- * restart. Every multi-key change is one Lua script, so replicas never see half a change;
- * times come from the orchestrator's clock (Date.now()) so every check uses one clock,
- * and PEXPIRE lets Redis drop what expired. Semantics match MemoryRunStore exactly.
- *
- * Keys, under a prefix (default `codemode:`):
+ * The Redis RunStore: shared by orchestrator replicas and surviving an orchestrator restart,
+ * with MemoryRunStore's semantics exactly. Every multi-key change is one Lua script
+ * (./redis-scripts.ts); times come from the orchestrator's clock (Date.now()), and PEXPIRE
+ * lets Redis drop what expired. Keys, under a prefix (default REDIS_PREFIX):
  *   runs            sorted set: run id → expiresAtMs (the cap and count())
  *   run:<id>        hash: meta, pending, snap (binary), exp, scope, session, runid, token, lease
  *   answers:<id>    hash: call id → stored answer JSON
@@ -12,8 +10,7 @@
  *   call:<callId>   hash: run, scope, state (pending | answered | ended); outlives its run
  *                   by SETTLED_CALL_MEMORY_MS
  *   scope:<scope>   set: run ids of one scope (deleteScope)
- *   gen:<id>        string: the run's generation; outlives the run by
- *                   GENERATION_MEMORY_MS past its last expiry
+ *   gen:<id>        string: the run's generation, kept GENERATION_MEMORY_MS past its last expiry
  * Channel `<prefix>answers` carries the run id of every stored answer.
  */
 import { randomUUID } from "node:crypto";

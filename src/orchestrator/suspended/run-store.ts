@@ -1,30 +1,17 @@
 /**
- * The suspended-run store: where a `waiting` run lives between `exec` and `wait`.
- * The orchestrator owns it; sidecars reach it only through SidecarLink. One interface,
- * two implementations: in-memory (the embedded default) and Redis (shared by replicas,
- * survives an orchestrator restart). Both keep exactly the same semantics, checked by
- * one contract test suite run against each.
+ * The suspended-run store: where a `waiting` run lives between `exec` and `wait`. The
+ * orchestrator owns it; sidecars reach it only through SidecarLink. One interface, two
+ * implementations with exactly the same semantics, checked by one contract test suite:
+ * in memory (./memory-store.ts, the embedded default) and Redis (./redis-store.ts).
  *
- * What it guarantees:
- * - a run is readable until `expiresAtMs`, then gone for good (TTL from
- *   `snapshotTtlSeconds`); a claim pushes expiry out to at least the claim's lease;
- * - at most `maxSuspendedRuns` unexpired runs (a re-suspension by its own claim does not
- *   take a new slot);
- * - one claim (one `wait`) at a time per run; a claim whose lease passed is void;
- * - answers to pending calls are kept with the run, once per call, from any sidecar;
- * - a call id is remembered for a while after its run settled, so a late or second
- *   answer is told apart from an unknown one;
- * - a per-run generation that only goes up: a new run is generation 1, on a run id whose
- *   generation the store does not remember; a re-suspension by the current claim must
- *   carry exactly the stored generation plus one. The generation is remembered until
- *   GENERATION_MEMORY_MS after the run's last expiry, past its settling or expiry, so a
- *   run id cannot start over while a snapshot sealed for it can still be opened. The sidecar seals the generation into the snapshot and
- *   refuses one whose generation is not the store's: an older snapshot of a run put back
- *   (through SidecarLink or by writing its bytes into the store) is never restored. A
- *   party that can rewrite the store's generation too (write access to the Redis keys)
- *   can roll a run back to an earlier state it saw, within that snapshot's not-after.
- * The snapshot bytes are opaque here: sealed (encrypted and authenticated) by the
- * sidecar, never opened by the store.
+ * It guarantees: a run is readable until `expiresAtMs`, then gone for good; at most
+ * `maxSuspendedRuns` unexpired runs; one claim (one `wait`) at a time per run, and a claim
+ * whose lease passed is void; answers kept with the run, once per call, from any sidecar;
+ * a settled call id remembered for SETTLED_CALL_MEMORY_MS, so a late or second answer is
+ * told apart from an unknown one; and a per-run generation that only goes up, remembered
+ * GENERATION_MEMORY_MS past the run's last expiry, so a run id cannot start over while a
+ * snapshot sealed for it can still be opened. The store never opens snapshot bytes: the
+ * sidecar seals them (docs/module-notes.md#srcorchestratorsuspendedrun-storets).
  */
 
 import type { PendingKind } from "../../shared/link-wire.js";

@@ -122,8 +122,8 @@ export type SuspendedRunDeps = {
 export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const { store, log } = deps;
 
-  /** Resolves when an answer for `runId` is stored, or after `ms`, or on abort. */
-  const answerSignal = (runId: string, ms: number, signal: AbortSignal) =>
+  /** Resolves when an answer for `codeModeRunId` is stored, or after `ms`, or on abort. */
+  const answerSignal = (codeModeRunId: string, ms: number, signal: AbortSignal) =>
     new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
@@ -133,7 +133,7 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
       };
       const timer = setTimeout(done, ms);
       const off = store.onAnswer((id) => {
-        if (id === runId) done();
+        if (id === codeModeRunId) done();
       });
       signal.addEventListener("abort", done, { once: true });
     });
@@ -149,6 +149,8 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
         };
       }
       if (req.reclaim && !req.claimToken) throw new ServiceError("invalid_argument", "claim_token is required with reclaim");
+      // Logged as the command goes to the store (for tests that stop the store in between).
+      log.debug({ codeModeRunId: record.codeModeRunId, reclaim: req.reclaim }, "storing a suspended run");
       const res = await storeCall(log, "store a suspended run", () =>
         store.suspend(record, { maxSuspendedRuns: deps.maxSuspendedRuns, ...(req.reclaim ? { claimToken: req.claimToken } : {}) }),
       );
@@ -187,6 +189,8 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
         log.info({ codeModeRunId: req.codeModeRunId, why: res.why }, "refused a wait");
         return { refused: MESSAGES[res.why] };
       }
+      // From here until its release, another wait for the run is refused as in flight.
+      log.info({ codeModeRunId: req.codeModeRunId, leaseMs }, "suspended run claimed by a wait");
       return { run: recordToWire(res.run), claimToken: res.token };
     },
 

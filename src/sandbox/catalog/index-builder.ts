@@ -1,13 +1,13 @@
 /**
  * Builds catalog versions' search indexes on one small dedicated worker thread
- * (./search-index-worker.ts), so the 50-130 ms build of a 2,000-tool index never stalls
- * the execs this sidecar's main thread is serving. The worker starts at the first build (of a
- * catalog larger than SMALL_CATALOG_DOCS: tiny ones are indexed in place)
- * and is reused; it is unref'd (never keeps the process alive). The index comes back as
- * plain data (index-wire.ts, typed arrays transferred), taken with `receiveMessageOnPort`
- * so the main thread's whole share (sending the docs, receiving and rebuilding the
- * index) is measured. If the worker cannot start, fails or stalls, this and every later
- * build runs on the main thread instead, logged once.
+ * (./search-index-worker.ts), so an index build for a large catalog never stalls the
+ * execs this sidecar's main thread is serving. The worker starts at the first build of a
+ * catalog larger than SMALL_CATALOG_DOCS (tiny ones are indexed in place) and is reused;
+ * it is unref'd (never keeps the process alive). The index comes back as plain data
+ * (./search/index-wire.ts, typed arrays transferred), taken with `receiveMessageOnPort`
+ * so the main thread's whole share (sending the docs, receiving and rebuilding the index)
+ * is timed. If the worker cannot start, fails or stalls, this and every later build runs
+ * on the main thread instead, logged once.
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
 import { fromWire } from "./search/index-wire.js";

@@ -1,12 +1,12 @@
 /**
  * The search-index worker thread: builds a catalog version's tool-search index
- * (`buildIndex`, 50-130 ms at 2,000 tools) away from the sidecar's main thread, so
- * execs running meanwhile never stall behind it. One small dedicated thread per sidecar
- * (not a QuickJS lane of the pool), started by ./index-builder.ts at the first
- * build. Each request `{ id, docs }` arrives on parentPort; the index goes back as plain
- * data (index-wire.ts, typed arrays transferred) on the `results` port given in
- * workerData, followed by a small `{ id }` on parentPort, so the main thread can take
- * the result with `receiveMessageOnPort` and time exactly what it costs there.
+ * (`buildIndex`) away from the sidecar's main thread, so execs running meanwhile never
+ * stall behind it. One small dedicated thread per sidecar (never a QuickJS lane of the
+ * pool), started by ./index-builder.ts at the first build. Each request `{ id, docs }`
+ * arrives on parentPort; the index goes back as plain data (./search/index-wire.ts, typed
+ * arrays transferred) on the `results` port given in workerData, followed by a small
+ * `{ id }` on parentPort, so the main thread can take the result with
+ * `receiveMessageOnPort` and time exactly what it costs there.
  */
 import { parentPort, workerData, type MessagePort } from "node:worker_threads";
 import { buildIndex } from "./search/index-build.js";

@@ -2,19 +2,16 @@
  * A large tool answer kept as the bytes it arrived in, so its VM can start parsing before
  * the main thread has even decoded it.
  *
- * A gateway's answer is a `result_json` string of a BridgeCallbackRequest (or of the
- * `answer` of an ExecSessionRequest). Decoded the usual way, its 0.7 MB (W5 of the bench)
- * were turned into a JS string (0.5 ms) before the handler ran, and encoded back to UTF-8
- * (0.4 ms) to be staged to the VM (../worker/staged-answers.ts). These decoders leave the
- * text as bytes when it is large and provably the same text: the handler stages those bytes
- * at once (`answerBytes`) and the string is made when first read, while the VM parses.
- *
- * Only the plain case takes this path, where the result is exactly what the generated
- * decoder gives: `result_json` occurs once and no other member of its oneof occurs (nor,
- * for ExecSession, another member of the request's oneof, nor a second `answer`, which
- * protobuf would merge), and its bytes are valid UTF-8 without a leading byte-order mark
- * (which the generated decoder strips). Anything else, malformed input included, is
- * decoded by the generated decoder, errors and all.
+ * A gateway's answer is the `result_json` string of a BridgeCallbackRequest (or of the
+ * `answer` of an ExecSessionRequest). Decoded the usual way, it becomes a JS string before
+ * the handler runs, only to be encoded back to UTF-8 to be staged to the VM
+ * (../worker/staged-answers.ts). These decoders leave a text of STAGE_MIN bytes or more as
+ * bytes when it is provably the same text: the handler stages them at once (`answerBytes`)
+ * and the string is made when first read, while the VM parses. Only the plain case takes
+ * this path, where the result must be exactly what the generated decoder gives:
+ * `result_json` once, no other member of its oneof (nor, for ExecSession, of the request's
+ * oneof, nor a second `answer`, which protobuf would merge), and valid UTF-8 without a
+ * leading byte-order mark. Anything else is decoded by the generated decoder, errors and all.
  */
 import { fromBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType, getTextEncoding } from "@bufbuild/protobuf/wire";

@@ -5,7 +5,7 @@
  * know the call either, what this sidecar remembers explains the misuse precisely:
  * another scope's call (PERMISSION_DENIED), a second answer (ALREADY_EXISTS), an answer
  * after its exec ended (FAILED_PRECONDITION), or an unknown id (NOT_FOUND). Settled and
- * ended ids are remembered for ten minutes (and 50,000 at most), then forgotten.
+ * ended ids are remembered for REMEMBER_MS (REMEMBER of them at most), then forgotten.
  */
 import { LRUCache } from "lru-cache";
 import { ServiceError } from "../../protocol/service-error.js";
@@ -19,7 +19,7 @@ export type LiveCall = {
   parentCallId: string;
   startedAtMs: number;
   deliver(answer: { ok: true; json: string } | { ok: false; error: PlainError }): void;
-  /** A call whose VM runs here: lets it parse an answer's text while the text is checked (../../pool-contract.ts). */
+  /** A call whose VM runs here: lets it parse an answer's text while the text is checked (../pool/pool-contract.ts). */
   stage?(text: string | Uint8Array): void;
   unstage?(): void;
   /** Filled when answered. */

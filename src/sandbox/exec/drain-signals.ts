@@ -2,16 +2,14 @@
  * Signals for a drain's hold on the calls in flight, shared by all of them, and a way to
  * combine a call's own signal with them that lets go again.
  *
- * Two AbortControllers per exec (one to cancel it when the drain's grace runs out, one
- * to suspend it) and an AbortSignal.any of the stream's signal with the first were about
- * 30 µs of the sidecar's main thread per exec, 9% of it (W1 at 2 concurrent, CPU time of
- * the main thread from /proc, medians of 8 sidecars each: 351 against 320 µs). One pair
- * now serves every call in flight and is replaced once used, so a call that starts later
- * is not touched.
+ * One pair of controllers (one to cancel the calls when the drain's grace runs out, one to
+ * suspend them) serves every call in flight and is replaced once used, so a call that
+ * starts later is not touched: controllers and an AbortSignal.any of their own would cost
+ * the main thread on every exec.
  *
- * A shared signal must not be given to AbortSignal.any: Node 20 keeps a reference from
- * each source to every signal `any` made from it, for good (200,000 calls left 200,000
- * dependants and 11.6 MB on the source). `linkedSignal` detaches when done.
+ * A shared signal must never be given to AbortSignal.any: Node 20 keeps a reference from
+ * each source to every signal `any` made from it, for good, so the source would grow with
+ * every call. `linkedSignal` detaches when done.
  */
 import { setMaxListeners } from "node:events";
 

@@ -25,7 +25,7 @@ export type TelemetryInput = {
 export type ResultInput =
   | { status: "completed"; valueJson: string }
   | { status: "failed"; error: string; code?: ErrorCodeName | undefined }
-  | { status: "waiting"; runId: string; reason: "pending_tools" | "yield"; pending: Array<{ callId: string; toolId: string; toolName: string }> };
+  | { status: "waiting"; codeModeRunId: string; reason: "pending_tools" | "yield"; pending: Array<{ callId: string; toolId: string; toolName: string }> };
 
 const CODE_ENUM: Record<ErrorCodeName, ErrorCode> = {
   invalid_input: ErrorCode.INVALID_INPUT,
@@ -114,13 +114,13 @@ export function buildResult(r: ResultInput, output: readonly OutputItem[], t: Te
       };
       break;
     case "waiting":
-      model.runId = r.runId;
+      model.runId = r.codeModeRunId;
       model.reason = r.reason;
       if (r.pending.length > 0) model.pendingToolCalls = r.pending.map((p) => ({ id: p.callId, toolId: p.toolId, name: p.toolName }));
       wire = {
         ...base,
         status: ResultStatus.WAITING,
-        codeModeRunId: r.runId,
+        codeModeRunId: r.codeModeRunId,
         reason: r.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
         pendingToolCalls: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName })),
       };

@@ -174,7 +174,7 @@ export class Segment {
         },
         onToolCall: (m) => {
           const { callId } = m;
-          // An unknown id's "did you mean" reads the index, being built off the main thread (catalog/index-builder.ts).
+          // An unknown id's "did you mean" reads the index, being built off the main thread (../catalog/index-builder.ts).
           const ready = m.via === "tools" ? catalog?.indexReadyFor(m.target) : undefined;
           if (ready) {
             this.made.set(callId, { callId, kind: "call", toolId: m.target.slice(0, 256), toolName: "" });
@@ -221,7 +221,7 @@ export class Segment {
         onRequest: (reqId, op, payloadJson) => {
           this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
           const payload = requestPayload(payloadJson);
-          // A search, or describing an unknown id ("did you mean"), waits for its version's index, being built off the main thread (catalog/index-builder.ts).
+          // A search, or describing an unknown id ("did you mean"), waits for its version's index, being built off the main thread (../catalog/index-builder.ts).
           const ready = op === "search" ? catalog?.indexReady() : op === "describe" ? catalog?.indexReadyFor(payload.id) : undefined;
           if (ready) return void ready.then(() => events.onRequest(reqId, op, payloadJson));
           const base = run?.counters ?? { search: 0, describe: 0 };
@@ -357,6 +357,8 @@ export class Segment {
         status: r.status,
         code: r.status === "failed" ? r.code : undefined,
         reason: r.status === "waiting" ? r.reason : undefined,
+        // Set when the gateway (or a drain) cancelled the segment: why it ended, whatever its status says.
+        cancelledBy: this.cancelledBy,
         snapshotBytes,
         ms: Math.round(durationMs),
         calls: nested.length,

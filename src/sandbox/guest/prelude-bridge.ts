@@ -1,11 +1,10 @@
 /**
  * The guest side of the host bridge, shared by every surface's prelude: `request(op,
- * payload)` sends a host operation and returns a promise its answer settles, `deliver`
- * is how the host settles it (by call id; the empty id asks for the program's
- * settlement after a restore; a large answer may be parsed ahead, while the main thread
- * still validates its text, ../worker/staged-answers.ts), and `run` starts the program
- * once and reports how it settled. Surfaces differ in the API they build on `request`;
- * this protocol is one.
+ * payload)` sends a host operation and returns a promise its answer settles, `deliver` is
+ * how the host settles it (by call id; the empty id asks for the program's settlement after
+ * a restore; a large answer may be parsed ahead while the main thread still validates its
+ * text, ../worker/staged-answers.ts), and `run` starts the program once and reports how it
+ * settled. Surfaces differ in the API they build on `request`; this protocol is one.
  *
  * Source fragments spliced into a prelude's function body after MARSHAL_SOURCE:
  * BRIDGE_SOURCE first (it defines `method`, `then`, `waiting`, `request`, `deliver`),

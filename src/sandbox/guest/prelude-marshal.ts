@@ -2,23 +2,16 @@
  * The part of the guest prelude that turns guest values into text: JSON for the bridge
  * (tool inputs, json(), the result value) and display text for console/text().
  *
- * Guest code may have patched any built-in before it hands us a value, so this code
- * runs only on intrinsics captured when the prelude starts (before the model's program
- * exists): brand checks instead of `instanceof` or `Object.prototype.toString`, property
- * reads through own descriptors (an accessor is never invoked, an inherited index or
- * `toJSON` from Object.prototype/Array.prototype is never consulted), `Reflect.apply`
- * instead of `.call`, and strings built without touching Array.prototype. Work is bounded
- * by the data: a declared array length larger than the bridge could carry is refused at
- * once instead of being walked.
+ * Guest code may have patched any built-in before it hands us a value, so this code must
+ * run only on intrinsics captured when the prelude starts, before the model's program
+ * exists: brand checks, never `instanceof`; own-descriptor reads (no accessor invoked, no
+ * inherited index or `toJSON` consulted); `Reflect.apply`, not `.call`. Work is bounded by
+ * the data: an array length larger than the bridge could carry is refused at once. All the
+ * prelude does after the model's code ran keeps these rules
+ * (docs/module-notes.md#srcsandboxguestprelude-marshalts).
  *
- * The same holds for everything the prelude does after the model's code ran: property
- * descriptors are null-prototype objects (`dataDesc`, `defineData`), parsed host data is
- * read by own property (`ownData`), options bags never see Object.prototype (`optionOf`),
- * and `thenOf` never consults a guest species constructor.
- *
- * This is a source fragment spliced into the prelude's function body; it defines names
- * the rest of the prelude uses (`toJsonText`, `displayText`, `errorJson`, the helpers
- * above, the captured intrinsics).
+ * A source fragment spliced into the prelude's function body; it defines names the rest of
+ * the prelude uses (`toJsonText`, `displayText`, `errorJson`, the captured intrinsics).
  */
 import { MAX_BRIDGE_BYTES } from "../worker/json-bridge.js";
 

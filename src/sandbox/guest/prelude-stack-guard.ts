@@ -1,26 +1,17 @@
 /**
- * Keeps the prelude's functions out of the guest's reach through stack traces.
- *
- * QuickJS-ng supports V8's `Error.prepareStackTrace(error, callSites)`, and its CallSite
- * objects have `getFunction()`: a hook the guest installs would receive, for every error
- * made while a prelude function is on the stack (a tool error delivered by the host, a
- * brand check while marshaling, a guest getter or proxy trap the prelude runs into), the
- * prelude's internal functions themselves (`request`, `run`, the run's settle callback,
- * `deliver`), and calling them forges tool calls or the program's result.
- *
- * Code mode keeps the hook working as model code expects (a custom `stack` string, call
- * sites with file, function name, line and column), but the hook never sees the engine's
- * call sites: the prelude captures the engine's accessor before any guest code exists,
- * installs its own non-configurable `Error.prepareStackTrace` accessor, and when the guest
- * sets a function, the engine calls a guard that hands the guest copies whose
- * `getFunction()` and `getThis()` return undefined for every frame (as V8 does for strict
- * code). `Error.captureStackTrace` goes through the same hook. Every other CallSite method
- * answers from the engine's own call site, which the copies hold in a WeakMap the guest
- * cannot read. Without a guest hook the engine formats stacks itself, unchanged.
+ * Keeps the prelude's functions out of the guest's reach through stack traces. QuickJS-ng
+ * supports V8's `Error.prepareStackTrace(error, callSites)`, and a CallSite's
+ * `getFunction()` would hand a guest hook the prelude's internal functions (`request`,
+ * `run`, `deliver`) for every error made while one is on the stack; calling them forges
+ * tool calls or the program's result. So a guest hook must never see the engine's call
+ * sites: the prelude captures the engine's accessor before any guest code exists and
+ * installs its own non-configurable accessor, and a guest hook gets copies whose
+ * `getFunction()` and `getThis()` return undefined, as V8 does for strict code
+ * (docs/module-notes.md#srcsandboxguestprelude-stack-guardts).
  *
  * A source fragment spliced into the code-mode and Tool Search preludes after
- * prelude-marshal's. (The codemode.run prelude installs its own hook and refuses to let
- * the script set one: ../surfaces/mcp-run/prelude-stack.ts.)
+ * ./prelude-marshal.ts. (The codemode.run prelude installs its own hook:
+ * ../surfaces/mcp-run/prelude-stack.ts.)
  */
 export const STACK_GUARD_SOURCE = String.raw`
   {

@@ -1,18 +1,17 @@
 /**
  * Everyday web-platform globals model code expects, with their web semantics:
- * `setTimeout`/`setInterval`/`clearTimeout`/`clearInterval`/`queueMicrotask`, `atob`/`btoa`,
- * `TextEncoder`/`TextDecoder` (UTF-8) and `structuredClone`. (`URL` and `URLSearchParams`
- * come from quickjs-wasi's URL extension, loaded by the worker.)
+ * `setTimeout`/`setInterval`/`clearTimeout`/`clearInterval`/`queueMicrotask`,
+ * `atob`/`btoa`, `TextEncoder`/`TextDecoder` (UTF-8) and `structuredClone`. (`URL` and
+ * `URLSearchParams` come from quickjs-wasi's URL extension, loaded by the worker.)
  *
  * Timers are host timers: each armed timer is pending host work like a tool call (a run
- * does not complete while one is armed; past `timeoutMs` the run suspends and `wait`
- * fires it when due), bounded in number by the host, gone with the VM, and snapshot-safe
- * because the guest keeps its callbacks in its own table keyed by the host's call id. An
- * exception thrown by a timer callback or a microtask fails the run, as an uncaught
- * exception would end a Node process.
+ * does not complete while one is armed; past `timeoutMs` the run suspends and `wait` fires
+ * it when due), bounded in number by the host, gone with the VM, and snapshot-safe because
+ * the guest keeps its callbacks in its own table keyed by the host's call id. An exception
+ * thrown by a timer callback or a microtask fails the run, as it would end a Node process.
  *
- * A source fragment spliced into the prelude after prelude-marshal's; it uses `waiting`
- * and the host functions.
+ * A source fragment spliced in after ./prelude-marshal.ts; it uses `waiting` and the host
+ * functions.
  */
 export const WEB_SOURCE = String.raw`
   const Uint8ArrayCtor = Uint8Array, DateCtor = Date, RegExpCtor = RegExp, MapCtor = Map, SetCtor = Set;

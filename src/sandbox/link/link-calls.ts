@@ -3,8 +3,8 @@
  *
  * When the orchestrator's welcome says it takes them, ResolveRun, SuspendRun, ClaimRun,
  * ReleaseRun and RouteToolResult go as LinkCall messages on the open stream and come back
- * as LinkReply messages with the same id (see ../../orchestrator/link/link-calls.ts for why: a
- * tenth of a unary call's cost, on the path of every suspension and every wait). They
+ * as LinkReply messages with the same id (../../orchestrator/link/link-calls.ts says why: a
+ * fraction of a unary call's cost, on the path of every suspension and every wait). They
  * fail the way the unary calls do, so callers and their retries see no difference: the
  * orchestrator's ServiceError as it was thrown, and "unavailable" when the stream ends
  * before the reply, the deadline passes or the caller cancels (a unary call's

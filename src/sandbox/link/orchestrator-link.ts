@@ -23,11 +23,26 @@ import { requireScope, type Scope } from "../../shared/scope.js";
 import type { Logger } from "../../shared/logger.js";
 import { linkRpc, StreamCalls, type LinkRpc } from "./link-calls.js";
 import { POOL_STARTED, type PoolHealth } from "../pool/pool-health.js";
+import { testKnobMs } from "../../shared/limits.js";
 
 export type LinkState = "connecting" | "up" | "down" | "closed";
 
 const HEARTBEAT_MS = 5_000;
 const MAX_BACKOFF_MS = 5_000;
+/**
+ * The link's gRPC keepalive: a ping after this long without traffic, and the connection
+ * given up when its answer takes more than half of it (at most 5 s), so a silent network
+ * path ends the link and it is opened again. Tests shorten it with
+ * CODEMODE_TEST_LINK_KEEPALIVE_MS (clamped to 1 s to 10 min) rather than wait a frozen
+ * link out. A test knob, not config: no deployment has needed another value, a shorter
+ * one only adds pings on every link, and the orchestrator's side (../../orchestrator/link/)
+ * has no keepalive of its own to keep in step; the variable's name says it is for tests.
+ */
+export const KEEPALIVE_LIMIT = { default: 10_000, min: 1_000, max: 600_000 } as const;
+export function linkKeepalive(env: NodeJS.ProcessEnv = process.env): { timeMs: number; timeoutMs: number } {
+  const timeMs = testKnobMs("CODEMODE_TEST_LINK_KEEPALIVE_MS", KEEPALIVE_LIMIT, env);
+  return { timeMs, timeoutMs: Math.min(5_000, Math.round(timeMs / 2)) };
+}
 
 /** What an operator should check when the link is refused for a reason of configuration. */
 function hintFor(err: unknown, tls: boolean): { hint?: string } {
@@ -81,12 +96,13 @@ export class OrchestratorLink {
     private pool: PoolHealth = POOL_STARTED,
     private readonly colocated?: ColocatedOrchestrator,
   ) {
+    const keepalive = linkKeepalive();
     this.client = createClient(
       SidecarLink,
       address,
       {
-        "grpc.keepalive_time_ms": 10_000,
-        "grpc.keepalive_timeout_ms": 5_000,
+        "grpc.keepalive_time_ms": keepalive.timeMs,
+        "grpc.keepalive_timeout_ms": keepalive.timeoutMs,
         "grpc.max_receive_message_length": 64 * 1024 * 1024,
       },
       security,

@@ -1,7 +1,7 @@
 /**
  * A few tries of a link call that may meet a peer restarting: the sidecar retries a claim
  * while the orchestrator comes back, and hands over late answers the same way. Backoff is
- * short and linear (200 ms, 400 ms) because a gateway is waiting on the result.
+ * short and linear (`200 * attempt` ms) because a gateway is waiting on the result.
  */
 export async function withRetries<T>(call: () => Promise<T>, retryable: (err: unknown) => boolean, attempts = 3): Promise<T> {
   for (let attempt = 1; ; attempt++) {

@@ -1,21 +1,17 @@
 /**
  * Resolving a run the moment it is opened, when the orchestrator that opened it runs in
- * this process (`codemode start`, ../../shared/colocated.ts): this sidecar is the one that will
- * run it, and the gateway's first exec is still on its way (OpenRun's answer, then the exec
- * over the gateway's sandbox connection, often a new one).
+ * this process (`codemode start`, ../../shared/colocated.ts): this sidecar is the one that
+ * will run it, and the gateway's first exec is still on its way (OpenRun's answer, then the
+ * exec over the gateway's sandbox connection, often a new one).
  *
  * The resolve a run's first exec would start with is made now, through the usual path
- * (./run-resolver.ts): the answer is cached as an exec's would be, and an exec that
- * arrives while it is in flight waits for it instead of asking again. It is the same work,
- * moved earlier, so it is done only where its answer can be cached (the orchestrator tells
- * of opened runs only then). Nothing is recorded (no trajectory step, no counters); a
- * failure is logged at debug and the exec resolves the run itself, as it would have.
- *
- * Not done: preparing the catalog's VM image as well (a warm-up probe on each thread). On
- * this 2-core machine the probes competed with the main thread and the gateway for the
- * cores, and the first exec after a start took 17.2 ms with one probe and 23.7 ms with two
- * against 14.4 ms with the resolve alone (medians of 20 starts each, alternating); the
- * image costs the exec about 1 ms (../worker/warm-vms.ts).
+ * (./run-resolver.ts): the answer is cached as an exec's would be, and an exec that arrives
+ * while it is in flight waits for it instead of asking again. It is the same work, moved
+ * earlier, so it is done only where its answer can be cached (the orchestrator tells of
+ * opened runs only then). Nothing is recorded (no trajectory step, no counters); a failure
+ * is logged at debug and the exec resolves the run itself. It does not prepare the
+ * catalog's VM image as well (docs/performance-history.md#srcsandboxlinkrun-prefetchts says
+ * why).
  */
 import type { Logger } from "../../shared/logger.js";
 import type { Scope } from "../../shared/scope.js";

@@ -1,13 +1,13 @@
 /**
  * Which tool answers a parked VM image may not hold yet, so a run continued from it (on
- * another thread, ./pool.ts) is given them again. The worker consumes every answer it has
- * received before its VM goes idle, and it parks only when idle; so an image holds every
- * answer the worker had received on its port when it parked, and lacks those still in
+ * another thread, ./pool-task.ts) is given them again. The worker consumes every answer it
+ * has received before its VM goes idle, and it parks only when idle; so an image holds
+ * every answer the worker had received on its port when it parked, and lacks those still in
  * flight then, plus (for a run already continued from an image) those that image lacked.
  * The worker stamps each message with how many answers it had received (`rx`), so the
- * answers it certainly holds are dropped here, and this list stays as short as the
- * answers in flight. A duplicate answer is harmless: the VM ignores an answer for a call
- * it no longer awaits.
+ * answers it certainly holds are dropped here, and this list stays as short as the answers
+ * in flight. A duplicate answer is harmless: the VM ignores an answer for a call it no
+ * longer awaits.
  */
 import type { AnswerMessage } from "./task-protocol.js";
 

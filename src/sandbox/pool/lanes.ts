@@ -1,35 +1,17 @@
 /**
- * The pool's worker threads as lanes: one single-thread piscina per thread, so the pool,
- * not piscina, decides which thread a task goes to.
+ * The pool's worker threads as lanes (base, surge, background: LaneKind), one single-thread
+ * piscina per thread, so the pool, not piscina, decides which thread a task goes to.
  *
- * A guest that computes holds its thread: every VM co-hosted there, and every task
- * already posted to it, waits until that guest yields, ends or is killed. Each lane's
- * worker therefore publishes, in shared memory, since when a VM has held its thread
- * (0 while none runs). A lane whose VM has held the thread for longer than a slice
- * (HOG_MS) is *hogged*: the fair queue (./scheduler.ts) sends new tasks to the other
- * lanes, and a task posted to a lane that became hogged before the task started is
- * withdrawn and sent to another lane (see SandboxPool: the task's claim flag decides,
- * without a race, whether the worker started it or the pool took it back).
- *
- * Sessions whose guests compute (*heavy*, ../../scheduler.ts) run on *background* lanes only,
- * one per half of the base lanes, added when heavy work waits: their threads run at a
- * lower OS priority (BACKGROUND_NICE, ../worker/priority.ts), so when the cores are short
- * the kernel runs the light sessions' threads, the main thread and the gateway first, and
- * loops get the rest. When light lanes are held by a computing guest (a session's first
- * loop, before it counts as heavy) or full while light tasks wait, the pool adds a *surge*
- * lane (a thread beyond one per core, up to as many again): the computing guests and the
- * others then share the cores through the OS scheduler, instead of the others waiting
- * until the loops end. A surge or background lane idle for a while is retired (which also
- * gives back what its worker's memory grew to).
- *
- * A lane whose thread is new (a surge lane, or one whose thread was killed for a loop
- * that ignored its deadline and replaced) is *warming* until the pool's warm-up probes
- * ran there (`onWarm`, ./lane-warmup.ts): its worker loads its modules, compiles the
- * prelude and prepares the images of the catalogs in use. The fair queue sends it no heavy
- * session's task, and a light one only when no warm lane can take it: before, light work
- * was posted to a replaced thread while others were free, and waited for all of that
- * (100-250 ms under load). A lane whose new thread cannot run code stays warming while
- * ./pool-health.ts retries it.
+ * A guest that computes holds its thread: every VM co-hosted there waits until it yields,
+ * ends or is killed. So each lane's worker publishes in shared memory since when a VM has
+ * held its thread; a lane held longer than HOG_MS is *hogged*: the fair queue
+ * (./scheduler.ts) sends new tasks elsewhere, and a task posted there but not started is
+ * withdrawn (./pool-task.ts; the claim word decides, without a race). Heavy sessions run
+ * only on background lanes, whose threads run at BACKGROUND_NICE (../worker/priority.ts);
+ * surge lanes are added while light lanes are held or full; idle surge and background lanes
+ * are retired. A lane whose thread is new stays *warming* until the warm-up probes ran
+ * there (./lane-warmup.ts), or while ./pool-health.ts retries it
+ * (docs/module-notes.md#srcsandboxpoollanests).
  */
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -130,7 +112,7 @@ export class Lane {
   down = false;
   /** Settles when the thread this lane last terminated has exited: a warm-up posts its probes then (before, piscina gave them to the dying thread). */
   replaced: Promise<unknown> = Promise.resolve();
-  /** Those tasks by session (tenant, ../../cpu-budget.ts). */
+  /** Those tasks by session (tenant, ./cpu-budget.ts). */
   readonly tenants = new Map<string, number>();
   /** Its thread's memory, as last reported with a task's outcome (none since the thread started: undefined). */
   memory: WorkerMemory | undefined;

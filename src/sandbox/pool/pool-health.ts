@@ -1,37 +1,17 @@
 /**
- * Whether a sandbox pool that started can still run code, watched at runtime. The start
- * probe (./pool-start.ts) proves it once; afterwards a thread killed for a loop that
- * ignored its deadline (or one that died) is replaced by piscina, and the replacement may
- * fail to load the worker module or to run code (files changed under the process, memory,
- * QuickJS). Without this the sidecar kept telling its orchestrator it could run code while
- * every exec waited for its timeout. The sidecar reports this health over its link
- * (../server.ts → OrchestratorLink.setPoolHealth, which logs each change once with its
- * reason): the orchestrator gives Tool Search runs of mode code mode tools while no
- * attached sidecar can run code (the seed's fallback when the runtime cannot launch an
- * isolate), and mode code again as soon as one can.
+ * Whether a sandbox pool that started can still run code, watched at runtime (PoolHealth).
+ * The start probe (./pool-start.ts) proves it once; afterwards a thread killed for a loop
+ * that ignored its deadline (or one that died) is replaced by piscina, and the replacement
+ * may fail to load the worker module or to run code. The sidecar reports this health over
+ * its link (../server.ts → OrchestratorLink.setPoolHealth): the orchestrator gives Tool
+ * Search runs of mode code mode tools while no attached sidecar can run code.
  *
- * Semantics:
- * - A lane (./lanes.ts) is *down* when its latest warm-up (./lane-warmup.ts, run for every
- *   new thread) had every probe fail: rejected, ended failed, or not started within the
- *   warm-up's limit (a thread that failed to start ends it at once). A probe that started
- *   but did not finish in time means the thread loaded and is busy: not down. A lane that
- *   loses its thread outside a kill (piscina reports a thread error and the lane has none)
- *   is warmed, so it is probed too.
- * - A down lane stays *warming* and `down` (the fair queue sends it nothing) and is retried with one probe after a backoff (RETRY_FIRST_MS,
- *   doubling to RETRY_MAX_MS). Each retry is what starts a new thread: piscina does not
- *   replace a thread that failed before it loaded (`workerFailsDuringBootstrap`; with
- *   `minThreads: 1` it starts one only for a new task), so a worker file that cannot load
- *   costs one thread start per backoff, never a respawn loop. A probe that completes, in a
- *   retry or late from an earlier warm-up, brings the lane up: it takes work again.
- * - The pool can run code while at least one base lane (one per `--threads`) is not down;
- *   surge lanes come and go and do not count. The reason is the first base lane's, fixed
- *   for the episode (one report, one log line).
- * - While the pool cannot run code, a new exec (and a task waiting in the fair queue, or
- *   posted to a lane but not started) fails at once with `runtime_unavailable` and this
- *   reason (./pool.ts), instead of waiting for its timeout; a wait is refused
- *   before it claims its run (../exec-service.ts reads the link's pool health).
- * - Logs: a lane going down (warn, with the reason and the next retry), its retries failing
- *   again (debug), it coming back (info); the pool's changes are logged by the link.
+ * A lane (./lanes.ts) is *down* when its latest warm-up (./lane-warmup.ts) had every probe
+ * fail: it stays warming, gets nothing from the fair queue, and is retried with one probe
+ * after a backoff (RETRY_FIRST_MS doubling to RETRY_MAX_MS), never in a respawn loop. The
+ * pool can run code while one base lane is not down; while it cannot, a new exec fails at
+ * once with `runtime_unavailable` (./pool-task.ts) and a wait is refused before it claims
+ * its run (docs/module-notes.md#srcsandboxpoolpool-healthts).
  */
 import type { Lane, Lanes } from "./lanes.js";
 import { warmLane, type RecentCatalogs } from "./lane-warmup.js";

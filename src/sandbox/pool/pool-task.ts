@@ -80,7 +80,7 @@ export class PoolTask {
   private moves = 0;
   /** Moves the running attempt off its lane if another guest holds it (set per attempt). */
   private nudge: (() => void) | undefined;
-  /** Re-arms the running attempt's kill timer (set per attempt). */
+  /** Re-arms the running attempt's kill timer for a cancel (set per attempt). */
   private killAfter: ((ms: number) => void) | undefined;
 
   /**
@@ -230,15 +230,21 @@ export class PoolTask {
     /** Withdrawn before it started: another attempt runs the task; ignore this one. */
     let superseded = false;
     let killTimer: NodeJS.Timeout | undefined;
-    const armKill = (inMs: number) => {
+    // `reason`: what armed the timer, its deadline or a cancel (the gateway's, or a drain's),
+    // logged with the grace when the kill comes: what an operator, and the tests, read it by.
+    const armKill = (inMs: number, reason: "deadline" | "cancelled") => {
       clearTimeout(killTimer);
+      const graceMs = killGraceMs(this.submission.limits.timeoutMs);
       killTimer = setTimeout(() => {
         if (this.finished || superseded) return;
         // Another guest holds the thread (this VM could not run to meet its deadline):
         // that one is killed by its own timer; this run is not to blame.
         const holder = lane.holder();
-        if (holder !== 0 && holder !== taskId) return armKill(HOG_MS - killGraceMs(this.submission.limits.timeoutMs));
-        this.pool.log.warn({ threadId, timeoutMs: this.submission.limits.timeoutMs }, "guest ignored its deadline; terminating its worker thread");
+        if (holder !== 0 && holder !== taskId) return armKill(HOG_MS - graceMs, reason);
+        this.pool.log.warn(
+          { threadId, timeoutMs: this.submission.limits.timeoutMs, killReason: reason, graceMs },
+          reason === "cancelled" ? "guest ignored its cancel; terminating its worker thread" : "guest ignored its deadline; terminating its worker thread",
+        );
         this.finish({
           status: "failed",
           error: `code mode exec timed out after ${this.submission.limits.timeoutMs} ms (the sandbox stopped a loop that ignored interrupts).`,
@@ -246,7 +252,7 @@ export class PoolTask {
           outputBytes: this.submission.outputBytesUsed,
         });
         this.pool.terminate(threadId);
-      }, inMs + killGraceMs(this.submission.limits.timeoutMs));
+      }, inMs + graceMs);
       killTimer.unref();
     };
     const startTimer = setTimeout(() => {
@@ -296,14 +302,18 @@ export class PoolTask {
           threadId = m.threadId;
           clearTimeout(startTimer);
           for (const b of this.backlog.splice(0)) channel.port1.postMessage(b);
-          armKill(this.cancelledReason !== undefined ? 0 : this.submission.limits.timeoutMs);
-          this.killAfter = armKill;
+          if (this.cancelledReason !== undefined) armKill(0, "cancelled");
+          else armKill(this.submission.limits.timeoutMs, "deadline");
+          this.killAfter = (ms) => armKill(ms, "cancelled");
           break;
         case "watch":
           // The worker moved its own deadline (the VM got the thread, or a snapshot is
           // being encoded): the kill follows it, with the same grace.
           // A cancel already asked for the kill: a watch sent before the worker saw it must not put it off.
-          if (started) armKill(this.cancelledReason !== undefined ? 0 : Math.max(0, m.untilMs - Date.now()));
+          if (started) {
+            if (this.cancelledReason !== undefined) armKill(0, "cancelled");
+            else armKill(Math.max(0, m.untilMs - Date.now()), "deadline");
+          }
           break;
         case "done":
           clearTimeout(killTimer);

@@ -15,7 +15,7 @@ import { logLaneAdded, RecentCatalogs } from "./lane-warmup.js";
 import { PoolHealthMonitor } from "./pool-health.js";
 import { PoolTask, type TaskPool } from "./pool-task.js";
 import { FairScheduler } from "./scheduler.js";
-import { CpuBudget, INTERNAL_TENANT, WINDOW_MS } from "./cpu-budget.js";
+import { CpuBudget, cpuShareWindowMs, INTERNAL_TENANT } from "./cpu-budget.js";
 import type { Logger } from "../../shared/logger.js";
 import type { VmStart, WorkerMemory } from "./task-protocol.js";
 
@@ -42,7 +42,7 @@ export class SandboxPool {
   readonly threads: number;
   /** Execs the pool runs at once: threads times execs per worker. */
   readonly slots: number;
-  /** How tasks' VMs started (worker/warm-vms.ts), for metrics. */
+  /** How tasks' VMs started (../worker/warm-vms.ts), for metrics. */
   readonly vmStarts: Record<VmStart, number> = { reused: 0, restored: 0, fresh: 0, snapshot: 0 };
   /** Execs that may wait for a free worker slot before new ones are refused: two more rounds of every slot. */
   readonly maxQueue: number;
@@ -51,8 +51,8 @@ export class SandboxPool {
 
   private constructor(lanes: Lanes, threads: number, slots: number, log: Logger) {
     this.lanes = lanes;
-    this.budget = new CpuBudget(threads);
-    this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), WINDOW_MS * threads);
+    this.budget = new CpuBudget(threads, cpuShareWindowMs());
+    this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), this.budget.windowMs * threads);
     lanes.onAdd = logLaneAdded(lanes, log);
     this.health = new PoolHealthMonitor(lanes, this.recent, log);
     lanes.onWarmed = () => this.scheduler.pump();

@@ -3,18 +3,12 @@
  *
  * A worker keeps, beside instances of its images' exact size, one instance a run grew
  * (../worker/warm-vms.ts, ../worker/grown-images.ts): a run that needs a large heap (a big
- * tool answer parsed into thousands of objects) starts there with the room already owned
- * by its allocator. But resetting a grown instance writes all of its memory (8 MiB, about
- * 0.25 ms, against 0.05 ms for an image-sized one), so a small program should not take it.
- * Which execs need room is not known before they run; the session is the best guess (an
- * agent calls the same tools again). When a session's exec grows its instance, its next
- * ROOMY_EXECS execs ask for a grown instance; any other exec takes an image-sized one, a
- * new one if none is idle.
- *
- * Before this, a small exec took the grown spare whenever no image-sized one was idle, and
- * kept it grown: after one large answer, every small exec on that worker paid the large
- * reset, and W1 throughput at 2 concurrent fell from about 1,600 to 1,000 execs/s for as long
- * as the sidecar ran.
+ * tool answer parsed into thousands of objects) starts there with the room already owned by
+ * its allocator. But resetting a grown instance writes all of its memory, so a small
+ * program should never take it. Which execs need room is not known before they run; the
+ * session is the best guess (an agent calls the same tools again). When a session's exec
+ * grows its instance, its next ROOMY_EXECS execs ask for a grown instance; any other exec
+ * takes an image-sized one, a new one if none is idle.
  */
 import { LRUCache } from "lru-cache";
 

@@ -1,36 +1,17 @@
 /**
- * The pool's queue, fair between sessions. A task waits here until a lane (a worker
- * thread, ./lanes.ts) has room and is not held by a computing guest; then the waiting
- * task of the session that used the least CPU over the last window goes first (oldest
- * first among equals). A session whose programs burn CPU thus waits behind the others
- * instead of the others waiting behind it. A *heavy* session (one that used more than
- * HEAVY_SHARE of the pool's thread time over the window, or whose guest holds a lane now or
- * held one for LOOP_MS within HOG_MEMORY_MS) runs only on *background* lanes: threads at a lower OS priority,
- * one per half of the base lanes, added when heavy work waits (./lanes.ts). So loops never
- * hold the threads light sessions run on, and when the cores are short the kernel runs the
- * light sessions' threads (and the main thread) first; a heavy session runs at most one
- * task per background lane, and its waiting tasks wait here, not piled up behind a loop. A
- * task that no longer needs a lane (finished, cancelled, out of time) is dropped when its
- * turn comes. When computing guests hold light lanes (a session's first loop, before it
- * counts as heavy) while light work waits, it adds a surge lane (./lanes.ts). A lane whose
- * thread is new takes no heavy session's task until it has warmed, and a light one only
- * when no warm lane can.
+ * The pool's queue, fair between sessions. A task waits here until a lane (./lanes.ts) has
+ * room and is not held by a computing guest; then the waiting task of the session that used
+ * the least CPU over the last window goes first (oldest first among equals), so a session
+ * whose programs burn CPU waits behind the others, never the others behind it. A *heavy*
+ * session (over HEAVY_SHARE of the pool's thread time, or whose guest holds a lane now or
+ * held one for LOOP_MS within HOG_MEMORY_MS) runs only on background lanes, one task per
+ * lane at most. While computing guests hold light lanes and light work waits, it adds a
+ * surge lane; a new thread takes no heavy task until it has warmed.
  *
- * A session's light work *joins its own working thread* before it wakes an idle one: a
- * light task goes to the busiest base lane that has room and runs only tasks of the same
- * session placed less than PACK_YOUNG_MS ago (about to be done: an older one may be a VM
- * awaiting tool answers, which a computing newcomer would keep off its thread when they
- * come, and from suspending when the sidecar drains); else to the least loaded lane. On
- * this 2-core machine, W1 at two concurrent in one session ran 9-22% more execs a second
- * that way (about as many as with one thread) than spread over both threads: a second
- * worker thread woken for every other exec competes with the main thread and the gateway
- * for the cores, for a VM that runs 0.2 ms. Other sessions' tasks never share a thread this way: joining any busy
- * lane let a session's bridge flood slow its neighbours (benign p99 3.3× the baseline in
- * the hostile-mix bench's flood phase, against 2.8× spread). The pool gives a *packed* task
- * a leash (./pool.ts): if it has not started after PACK_LEASH_MS, it is taken back and
- * placed spread, so a guest of its session that turns out to compute long delays it by
- * that much at most. The sidecar's own tasks (start-up probes, warm-ups: one per thread,
- * submitted together) never join.
+ * A session's light work *joins its own working thread* (a lane running only its tasks
+ * placed less than PACK_YOUNG_MS ago) before it wakes an idle one; other sessions' tasks
+ * and the sidecar's own never join. A packed task not started within PACK_LEASH_MS is
+ * placed spread (./pool-task.ts). Why: docs/module-notes.md#srcsandboxpoolschedulerts.
  */
 import { HOG_MS, type Lane, type Lanes } from "./lanes.js";
 import { INTERNAL_TENANT } from "./cpu-budget.js";
@@ -58,7 +39,7 @@ export const HOG_MEMORY_MS = 10 * 60_000;
 export const LOOP_MS = 250;
 /** A light task joins a busy lane only while every task there was placed less than this ago. */
 export const PACK_YOUNG_MS = 2;
-/** How long a packed task may wait to start before it is placed spread instead (./pool.ts). */
+/** How long a packed task may wait to start before it is placed spread instead (./pool-task.ts). */
 export const PACK_LEASH_MS = 3;
 
 export type Waiting = {
@@ -195,7 +176,7 @@ export class FairScheduler {
 
   /**
    * Adds a surge lane when computing guests hold lanes (at most one per slice): for waiting
-   * tasks, or for an idle run on a held lane that has nowhere to move (../../pool.ts).
+   * tasks, or for an idle run on a held lane that has nowhere to move (./pool-task.ts).
    */
   surge(): void {
     const now = Date.now();

@@ -2,11 +2,11 @@
  * A catalog version's guest tables, shared with the workers instead of copied per exec.
  *
  * The compact catalog a VM may read (MCP and namespace tables, ALL_TOOLS, the convenience
- * names) is hundreds of KB at a few thousand tools. Posted with every task, it would be
- * copied (structured clone) on every exec, so exec cost would grow with the catalog. The
- * main thread instead encodes each version once into a SharedArrayBuffer (posting one
- * moves no bytes), and each worker decodes a version once and keeps it; a worker's
- * prepared VM image is keyed by the version too (../worker/warm-vms.ts).
+ * names) is large for a large catalog. Posted with every task, it would be copied
+ * (structured clone) on every exec, so exec cost would grow with the catalog. The main
+ * thread instead encodes each version once into a SharedArrayBuffer (posting one moves no
+ * bytes), and each worker decodes a version once and keeps it; a worker's prepared VM image
+ * is keyed by the version too (../worker/warm-vms.ts).
  */
 
 /**

@@ -32,7 +32,7 @@ export type ExecTask = {
   source: string;
   language: Language;
   limits: TaskLimits;
-  /** A worker receives a versioned catalog shared (../../shared-catalog.ts) and opens it. */
+  /** A worker receives a versioned catalog shared (./shared-catalog.ts) and opens it. */
   catalog: GuestCatalog | SharedCatalog;
   /** JSON text of the run context namespaces may reference ("null" when none needs it). */
   contextJson: string;
@@ -40,7 +40,7 @@ export type ExecTask = {
   outputBytesUsed: number;
   /**
    * Which guest prelude the VM gets: code mode's (default), Tool Search's reduced one
-   * (`tool_search_code`), or Code Mode for MCP's (`codemode.run`, ../../mcp-run/prelude.ts).
+   * (`tool_search_code`), or Code Mode for MCP's (`codemode.run`, ../surfaces/mcp-run/prelude.ts).
    */
   surface?: TaskSurface;
   /**
@@ -199,7 +199,7 @@ export type MainMessage =
 /**
  * How a task's VM started: an idle instance overwritten with a prepared image or with a
  * resumed or moved run's state (`reused`), a new instance restored from a prepared image
- * (`restored`), see worker/warm-vms.ts; `fresh` (created and the prelude run), or
+ * (`restored`), see ../worker/warm-vms.ts; `fresh` (created and the prelude run), or
  * `snapshot` (a new instance for a resumed or moved run). For metrics.
  */
 export type VmStart = "reused" | "restored" | "fresh" | "snapshot";
@@ -222,7 +222,7 @@ export type TaskOutcome = (
   vmStart?: VmStart;
   /** The run grew its instance's memory past what it started with (the pool remembers it for the session: ./room-hints.ts). */
   grew?: boolean;
-  /** How long the segment's VM held its worker thread (ms): the pool's CPU share per session (../../cpu-budget.ts). */
+  /** How long the segment's VM held its worker thread (ms): the pool's CPU share per session (./cpu-budget.ts). */
   cpuMs?: number;
   /** Set by the pool: ms from submission to the first start on a thread, and times the run moved to another thread (moves, continuations, resubmissions). */
   queuedMs?: number;

@@ -1,9 +1,9 @@
 /**
- * TypeScript cells become JavaScript by a source transform only (no typechecking, no
- * module resolution). sucrase was chosen by measurement (bench/ts-transform.bench.mjs):
- * ~50 ms to load, ~0.4 ms per cell. It keeps line numbers; its source map then puts each
- * token back at its TypeScript column (./ts-columns.ts), so guest errors point at the
- * model's own line and column. It is imported lazily: a JavaScript cell never loads it.
+ * TypeScript cells become JavaScript by a source transform only (no typechecking, no module
+ * resolution), with sucrase, chosen by measurement (bench/ts-transform.bench.mjs). It keeps
+ * line numbers; its source map then puts each token back at its TypeScript column
+ * (./ts-columns.ts), so guest errors point at the model's own line and column. It is
+ * imported lazily: a JavaScript cell never loads it.
  */
 import { CELL_PREFIX } from "../guest/bridge-names.js";
 import { restoreColumns } from "./ts-columns.js";

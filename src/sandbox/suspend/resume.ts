@@ -67,7 +67,7 @@ export type WaitDeps = {
  */
 async function collect(
   link: OrchestratorLink,
-  runId: string,
+  codeModeRunId: string,
   token: string,
   seen: Set<string>,
   onAnswer: (id: string, a: Answer) => void,
@@ -81,7 +81,7 @@ async function collect(
     if (left <= 0) return true;
     try {
       const res = await link.client.awaitToolResults(
-        { codeModeRunId: runId, claimToken: token, timeoutMs: Math.min(left, POLL_MS), seenCallIds: [...seen] },
+        { codeModeRunId, claimToken: token, timeoutMs: Math.min(left, POLL_MS), seenCallIds: [...seen] },
         { signal, deadlineMs: Math.min(left, POLL_MS) + LINK_DEADLINE_MS },
       );
       if (!res.claimCurrent) return false;
@@ -96,24 +96,24 @@ async function collect(
       if (got && once) return true;
     } catch (err) {
       if (signal.aborted) return true;
-      log.warn({ err, runId }, "waiting for tool answers at the orchestrator failed; retrying");
+      log.warn({ err, codeModeRunId }, "waiting for tool answers at the orchestrator failed; retrying");
       await new Promise((r) => setTimeout(r, 500).unref());
     }
   }
   return true;
 }
 
-export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSignal): Promise<void> {
+export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: AbortSignal): Promise<void> {
   const { link, sealer, log, run, drainSignal } = deps;
   const early = deps.segment(runConfig(run.configLayer));
-  early.recordInput({ runId });
+  early.recordInput({ runId: codeModeRunId });
   const scope = deps.init.scope;
   // The token is ours, so a claim whose reply was lost can be retried without "busy".
   const token = randomUUID();
   let claim;
   try {
     claim = await withRetries(
-      () => link.rpc.claimRun({ scope, codeModeRunId: runId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS }),
+      () => link.rpc.claimRun({ scope, codeModeRunId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS }),
       (err) => err instanceof ServiceError && err.code === "unavailable" && !signal.aborted,
     );
   } catch (err) {
@@ -122,7 +122,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   }
   if (claim.refused || !claim.run) return early.finish({ status: "failed", error: claim.refused || UNAVAILABLE, code: "invalid_input" }, 0);
   const rec = claim.run;
-  const release = (keep: boolean) => releaseClaim(link, runId, token, keep, log);
+  const release = (keep: boolean) => releaseClaim(link, codeModeRunId, token, keep, log);
 
   const outputBytesUsed = Number(rec.outputBytes);
   const pending = new Map<string, PendingInfo>();
@@ -147,7 +147,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
       pending: pending.values(),
       outputBytes: outputBytesUsed,
     });
-    envelope = sealer.open(rec.snapshot, { codeModeRunId: runId, scopeKey: deps.init.scopeKey, meta, generation });
+    envelope = sealer.open(rec.snapshot, { codeModeRunId, scopeKey: deps.init.scopeKey, meta, generation });
   } catch (err) {
     if (!(err instanceof SnapshotAuthError)) throw err;
     if (err instanceof SnapshotKeyUnavailableError) {
@@ -155,7 +155,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
       // a key not (or no longer) configured here. The run may well be intact: leave it.
       await release(true);
       if (!sealer.shared) {
-        log.warn({ runId, keyId: err.keyId }, "cannot resume a run sealed by another sidecar process (no shared CODEMODE_SNAPSHOT_KEYS)");
+        log.warn({ codeModeRunId, keyId: err.keyId }, "cannot resume a run sealed by another sidecar process (no shared CODEMODE_SNAPSHOT_KEYS)");
         return early.finish(
           {
             status: "failed",
@@ -165,7 +165,10 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
           outputBytesUsed,
         );
       }
-      log.warn({ runId, keyId: err.keyId, keyIds: sealer.keyIds }, "cannot resume a run sealed under a snapshot key this sidecar does not have; leaving it");
+      log.warn(
+        { codeModeRunId, keyId: err.keyId, keyIds: sealer.keyIds },
+        "cannot resume a run sealed under a snapshot key this sidecar does not have; leaving it",
+      );
       return early.finish(
         {
           status: "failed",
@@ -175,7 +178,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
         outputBytesUsed,
       );
     }
-    log.error({ runId, generation, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
+    log.error({ codeModeRunId, generation, reason: err.message }, "refused a suspended run whose snapshot failed authentication; deleting it");
     await release(false);
     return early.finish(
       { status: "failed", error: `code mode run's snapshot failed authentication and was discarded (${err.message}).`, code: "internal_error" },
@@ -194,7 +197,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     );
   }
   const seg = deps.segment(config);
-  seg.recordInput({ runId });
+  seg.recordInput({ runId: codeModeRunId });
   const answers = new Map<string, Answer>();
   for (const w of rec.answers) {
     const a = answerFromWire(w);
@@ -221,7 +224,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     const until = Math.min(Date.now() + config.timeoutMs, timerDue);
     // Not AbortSignal.any: the drain's signal is shared and would keep every one (../exec/drain-signals.ts).
     const either = linkedSignal([signal, drainSignal]);
-    const current = await collect(link, runId, token, seen, onAnswer, either.signal, until, true, log).finally(either.done);
+    const current = await collect(link, codeModeRunId, token, seen, onAnswer, either.signal, until, true, log).finally(either.done);
     if (!current) return seg.finish({ status: "failed", error: UNAVAILABLE, code: "invalid_input" }, outputBytesUsed);
     if (signal.aborted) {
       await release(false);
@@ -230,7 +233,12 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
     // Nothing came, or the sidecar stops before the VM was restored: the run stays as it was.
     if ((answers.size === 0 && !timerReady()) || drainSignal.aborted) {
       await release(true);
-      const still: ResultInput = { status: "waiting", runId, reason: "pending_tools", pending: unsettledCalls(pending.values(), (id) => answers.has(id)) };
+      const still: ResultInput = {
+        status: "waiting",
+        codeModeRunId,
+        reason: "pending_tools",
+        pending: unsettledCalls(pending.values(), (id) => answers.has(id)),
+      };
       return seg.finish(still, outputBytesUsed, rec.snapshot.byteLength);
     }
   }
@@ -255,7 +263,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   };
   let poller: Promise<void> = Promise.resolve();
   const poll = () => {
-    poller = collect(link, runId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log).then((current) => {
+    poller = collect(link, codeModeRunId, token, seen, onLive, polling.signal, Number.POSITIVE_INFINITY, false, log).then((current) => {
       if (!current) running.abort("the run's claim was lost (it expired or the run was closed)");
     });
   };
@@ -290,7 +298,7 @@ export async function serveWait(runId: string, deps: WaitDeps, signal: AbortSign
   await endSegment(seg, outcome, {
     scope,
     scopeKey: deps.init.scopeKey,
-    codeModeRunId: runId,
+    codeModeRunId,
     execCallId: rec.execCallId,
     config,
     catalogVersion: run.catalog?.version ?? rec.catalogVersion,

@@ -1,33 +1,17 @@
 /**
  * Seals snapshot envelopes with authenticated encryption (AES-256-GCM) under a key only
- * sidecars hold. A snapshot is VM memory, tool results included: the orchestrator and
- * its store keep sealed bytes they can neither read nor forge, and restoring a forged
- * one would hand an attacker the sandbox's state machine. The associated data binds the
- * ciphertext to the code-mode run id, the scope, the run's stored metadata (config,
- * reason, pending calls, output used), the run's generation in the store, and a
- * not-after time, so a valid snapshot moved to another run's record, a record whose
- * limits or pending calls were edited, an older snapshot of the same run put back after
- * a newer one was stored (its generation is behind the store's), or one replayed after
- * its TTL (plus clock slack), is refused. The check runs on the main thread, before any
- * worker sees the bytes.
+ * sidecars hold. A snapshot is VM memory, tool results included: the orchestrator and its
+ * store keep sealed bytes they can neither read nor forge. The associated data binds the
+ * ciphertext to the code-mode run id, the scope, the run's stored metadata, its generation
+ * in the store and a not-after time, so a snapshot moved to another run, a record whose
+ * limits or pending calls were edited, an older snapshot put back after a newer one was
+ * stored, or one replayed after its TTL is refused. The check runs on the main thread,
+ * before any worker sees the bytes; the key must never enter a thread that runs guest code.
  *
- * Sealed layout (integers little-endian):
- *   "CMSS" ‖ version u8 (2) ‖ key id length u8 (1..64) ‖ key id (ASCII)
- *   ‖ nonce (12 random bytes) ‖ generation u64 ‖ not-after u64 (ms since epoch)
- *   ‖ AES-256-GCM ciphertext of the envelope ‖ GCM tag (16 bytes)
- * Associated data: that header (everything before the ciphertext) ‖ 0x00 ‖ the JSON
- * text of ["codemode-snapshot-v2", run id, scope key, metadata, generation].
- *
- * Keys: CODEMODE_SNAPSHOT_KEYS="k2:<secret>,k1:<secret>" (every secret at least 32
- * characters; ids 1-64 of A-Z a-z 0-9 . _ -). The first key seals; every listed key
- * opens. An entry without ":" is a bare secret whose id is derived from it ("key-" and 12
- * hex digits of an HKDF of the secret). CODEMODE_SNAPSHOT_KEY=<secret> (the single key of
- * earlier builds) is one bare secret; set beside CODEMODE_SNAPSHOT_KEYS it is accepted
- * for reading only. Each secret goes through HKDF-SHA256 to the 256-bit AEAD key. Every
- * sidecar that may resume another's runs needs the keys they were sealed under; without
- * any, a sidecar makes a random per-process key (its id "process-" and random hex), and
- * only that process can resume the runs it suspended. One key seals at most about 2^32
- * snapshots before random 96-bit nonces risk colliding: rotate well before.
+ * Keys come from CODEMODE_SNAPSHOT_KEYS (`id:secret` entries: the first seals, every one
+ * opens) and CODEMODE_SNAPSHOT_KEY (one bare secret; beside the list, for reading only);
+ * without any, a per-process random key, so only that process can resume its runs. Sealed
+ * layout, key rules and rotation: docs/module-notes.md#srcsandboxsuspendsnapshot-sealts.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 

@@ -148,7 +148,7 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
   }
   const answered = new Set([...included.keys(), ...res.answeredCallIds]);
   return {
-    result: { status: "waiting", runId: ctx.codeModeRunId, reason: outcome.reason, pending: unsettledCalls(pending, (id) => answered.has(id)) },
+    result: { status: "waiting", codeModeRunId: ctx.codeModeRunId, reason: outcome.reason, pending: unsettledCalls(pending, (id) => answered.has(id)) },
     snapshotBytes: sealed.byteLength,
   };
 }

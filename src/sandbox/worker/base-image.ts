@@ -1,14 +1,14 @@
 /**
  * The memory image that snapshots are stored as a delta against: a VM with the guest
  * prelude installed for an empty catalog, exactly as every exec starts. A suspended run
- * then differs from it only in what its catalog and program added (a trivial run is a
- * few KB instead of the ~20 KB the prelude alone would cost).
+ * then differs from it only in what its catalog and program added, so a trivial run's
+ * stored snapshot is small.
  *
- * The image must be byte-identical in every sidecar process of the same build, so the
- * VM it is taken from gets a fixed clock and fixed randomness, and the prelude's
- * bytecode comes from the same compiler. Its sha256 is the engine fingerprint every
- * snapshot carries: a sidecar restores only snapshots made against its own image, so a
- * change to quickjs-wasi or to the prelude can never restore into the wrong layout.
+ * The image must be byte-identical in every sidecar process of the same build, so the VM it
+ * is taken from gets a fixed clock and fixed randomness, and the prelude's bytecode comes
+ * from the same compiler. Its sha256 is the engine fingerprint every snapshot carries: a
+ * sidecar restores only snapshots made against its own image, so a change to quickjs-wasi
+ * or to the prelude can never restore into the wrong layout.
  */
 import { createHash } from "node:crypto";
 import { QuickJS } from "quickjs-wasi";

@@ -1,14 +1,14 @@
 /**
- * quickjs-wasi's native extensions a guest VM may load: today only `url` (WHATWG `URL`
- * and `URLSearchParams`, from ada). Loading one costs about a millisecond per VM, so the
- * worker loads it only for programs that name those globals (see `extensionsFor`), and
- * a restored VM gets exactly the extensions its snapshot records. The extension module is
- * compiled once per worker thread, on first use.
+ * quickjs-wasi's native extensions a guest VM may load: today only `url` (WHATWG `URL` and
+ * `URLSearchParams`, from ada). Loading one adds to every VM's start, so the worker loads
+ * it only for programs that name those globals (see `extensionsFor`), and a restored VM
+ * gets exactly the extensions its snapshot records. The extension module is compiled once
+ * per worker thread, on first use.
  *
  * Node 20's V8 compiles these modules only with extended constant expressions enabled
  * (`--experimental-wasm-extended-const`, on by default from Node 22). `codemode` sets it
- * for the whole process as it starts (../../cli/v8-flags.ts); setting it again here,
- * before the first compile, changes nothing then, and covers a pool started some other way.
+ * for the whole process as it starts (../../cli/v8-flags.ts); setting it again here, before
+ * the first compile, changes nothing then, and covers a pool started some other way.
  */
 import { readFile } from "node:fs/promises";
 import v8 from "node:v8";

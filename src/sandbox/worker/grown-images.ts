@@ -1,27 +1,17 @@
 /**
- * Grown variants of a prepared image, so an instance that a run made larger than its
- * image can still be reused instead of dropped.
+ * Grown variants of a prepared image, so an instance that a run made larger than its image
+ * can still be reused instead of dropped.
  *
- * WebAssembly memory cannot shrink. A run that needs more heap than the image has (a
- * 0.7 MB tool answer parsed into 5,000 objects, say) grows its instance, and an instance
- * is reset only to an image of exactly its size. Before this, every such run left an
- * instance that was dropped, and the next exec instantiated a new one: about 2 ms, plus
- * the garbage collection of the old instance's memory, on the worker thread.
- *
- * A grown variant is the image's state in a memory of a fixed larger size whose extra
- * pages the guest's allocator already owns: the variant is prepared once, in a new
- * instance restored from the image, by one `malloc` of nearly the extra size and its
- * `free` (wasi-libc's dlmalloc keeps the freed space as its top chunk; it cannot give
- * memory back), then padded with zero pages to the size. The next run in a reset instance
- * allocates from that free space instead of growing the memory again. Checked: 30
- * alternating runs of 20,000 rows each in a 16 MiB variant left the memory at 16 MiB.
- *
- * A reset to a variant writes every byte: the prepared bytes up to the last non-zero one,
- * then zeros to the end (memory stays at exactly the variant's size), so the guarantee
- * of ./warm-vms.ts holds unchanged. Variants come in a few sizes only, to bound what a
- * worker keeps (a reset zero-fills the rest of a variant, and a parked copy of an idle VM
- * is as large as its memory's non-zero part: 16 MiB variants cost the hostile-mix soak
- * more than they saved).
+ * WebAssembly memory cannot shrink, and an instance is reset only to an image of exactly
+ * its size: without variants, every run that grew its instance (a large tool answer parsed
+ * into thousands of objects) would leave an instance to drop. A variant is the image's
+ * state in a memory of one of GROWN_SIZES whose extra pages the guest's allocator already
+ * owns: prepared once, in a new instance restored from the image, by one `malloc` of nearly
+ * the extra size and its `free` (dlmalloc keeps the freed space as its top chunk), then
+ * padded with zero pages. A reset to a variant writes every byte (the prepared bytes up to
+ * the last non-zero one, then zeros to the end), so the guarantee of ./warm-vms.ts holds
+ * unchanged. Variants come in a few sizes only, to bound what a worker keeps
+ * (docs/module-notes.md#srcsandboxworkergrown-imagests).
  */
 import { QuickJS } from "quickjs-wasi";
 import { nonZeroEnd } from "./zero-tail.js";

@@ -2,13 +2,13 @@
  * The bytes a QuickJS runtime has allocated, read in constant time, and a way to measure
  * what one step allocated.
  *
- * quickjs-wasi's `getMemoryUsage()` walks every object (0.14 ms with the bench's 5,000
- * rows parsed). The runtime keeps the running total itself: quickjs-ng's JSRuntime starts
- * with its five allocator function pointers, then JSMallocState's `malloc_count` and
- * `malloc_size`, so on wasm32 the total is the 32-bit word at the runtime's address + 24.
- * That layout is quickjs-ng's, not an API: each thread checks it once against
- * `getMemoryUsage()`, before and after an allocation, and when it does not match,
- * `allocatedBy` measures nothing (its callers then take the cautious path).
+ * quickjs-wasi's `getMemoryUsage()` walks every object, so its cost grows with the heap.
+ * The runtime keeps the running total itself: quickjs-ng's JSRuntime starts with its five
+ * allocator function pointers, then JSMallocState's `malloc_count` and `malloc_size`, so on
+ * wasm32 the total is the 32-bit word at the runtime's address + 24. That layout is
+ * quickjs-ng's, not an API: each thread checks it once against `getMemoryUsage()`, before
+ * and after an allocation, and when it does not match, `allocatedBy` measures nothing (its
+ * callers then take the cautious path).
  */
 import type { QuickJS } from "quickjs-wasi";
 

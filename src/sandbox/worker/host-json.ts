@@ -1,20 +1,17 @@
 /**
  * JSON bytes parsed straight into a guest value by QuickJS's own parser.
  *
- * A large answer reached the guest as a JS string: the main thread posted the text (a
- * structured clone of 0.7 MB, about 0.8 ms to arrive), quickjs-wasi encoded it into the
- * VM's memory and made a guest string of it, and the guest's `JSON.parse` turned that
- * string back into UTF-8 before parsing. Now the main thread posts the text's UTF-8
- * bytes (transferred, not copied), they are written into the VM's memory once, and
- * `JS_ParseJSON` parses them there: the function the guest's `JSON.parse` itself calls
- * on the same bytes, so the value is the one the guest would have made (same objects,
- * same prototypes, same handling of `__proto__` keys and of numbers). What the guest may
- * have done to its own `JSON.parse` plays no part.
+ * The main thread posts a large answer's UTF-8 bytes (transferred, not copied); they are
+ * written into the VM's memory once, and `JS_ParseJSON` parses them there, with no guest
+ * string made of them. It is the function the guest's `JSON.parse` itself calls on
+ * the same bytes, so the value is the one the guest would have made (same objects, same
+ * prototypes, same handling of `__proto__` keys and of numbers); what the guest may have
+ * done to its own `JSON.parse` plays no part.
  *
- * The runtime's stack guard applies (on the pool's threads, whose 16 MB stack lets it trip
- * first, a text nested too deep is a RangeError, not a trap) and so does its memory limit. Any failure is reported as undefined, with the guest's
- * pending exception cleared: the caller then parses the text at settlement as any answer,
- * and meets the same error there.
+ * The runtime's stack guard applies (on the pool's threads, whose large stack lets it trip
+ * first, a text nested too deep is a RangeError, not a trap), and so does its memory limit.
+ * Any failure is reported as undefined, with the guest's pending exception cleared: the
+ * caller then parses the text at settlement as any answer, and meets the same error there.
  */
 import { JSValueHandle, type QuickJS } from "quickjs-wasi";
 

@@ -1,8 +1,8 @@
 /**
- * What a worker thread holds in memory, reported with task outcomes (at most once a
- * second per thread) so the pool can publish it (`codemode_worker_memory_bytes`). The
- * sidecar's RSS is its main thread's heap plus each worker's; only the main thread's was
- * visible before, so growth in the workers could not be told from the C allocator's.
+ * What a worker thread holds in memory, reported with task outcomes (at most once per
+ * EVERY_MS per thread) so the pool can publish it (`codemode_worker_memory_bytes`). The
+ * sidecar's RSS is its main thread's heap plus each worker's: without this, growth in the
+ * workers could not be told from the C allocator's.
  */
 import { getHeapStatistics } from "node:v8";
 import type { WorkerMemory } from "../pool/task-protocol.js";

@@ -1,13 +1,13 @@
 /**
- * Which VM sessions this worker thread hosts right now. A thread is killed when one
- * guest's native loop ignores its deadline, and every VM on it dies with it; so whenever
- * a thread hosts more than one session, each idle VM keeps a parked copy of itself on the
- * main thread (see GuestSession.park), from which the pool continues it on another
- * thread. A session that arrives parks its idle neighbours before it runs anything.
+ * Which VM sessions this worker thread hosts right now. A thread is killed when one guest's
+ * native loop ignores its deadline, and every VM on it dies with it; so whenever a thread
+ * hosts more than one session, each idle VM keeps a parked copy of itself on the main
+ * thread (GuestSession.parkIfIdle, ./vm-session.ts), from which the pool continues it on
+ * another thread. A session that arrives parks its idle neighbours before it runs anything.
  *
- * The pool may also move a parked VM while a neighbour holds the thread (the VM could
- * not take an answer before the neighbour yields): the task's claim word decides who
- * owns the run, without a race (../pool/task-protocol.ts, `claim`).
+ * The pool may also move a parked VM while a neighbour holds the thread (the VM could not
+ * take an answer before the neighbour yields): the task's claim word decides who owns the
+ * run, without a race (../pool/task-protocol.ts, `claim`).
  */
 import type { QuickJS } from "quickjs-wasi";
 import { liveState } from "./instance-reset.js";

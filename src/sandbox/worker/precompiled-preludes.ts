@@ -1,12 +1,12 @@
 /**
- * The guest preludes, and their bytecode compiled at build time. Every worker thread used
- * to compile the preludes it needed as it started, 10-25 ms each on the way to the ready
- * line. scripts/bundle.mjs compiles them once into dist/bundle/preludes.json, under a key
- * over quickjs.wasm's sha256 and each prelude's source, file name and compile flags; a
- * worker takes them when the key matches its own (the pool passes the wasm digest in
- * workerData), else it compiles them as before. Either way the bytes are those this QuickJS
- * build compiles from this source (test/integration/bundle.test.ts compares them), so the base image,
- * whose digest every snapshot carries, is the same.
+ * The guest preludes' bytecode compiled at build time, so a worker thread need not compile
+ * the preludes it needs as it starts, on the way to the ready line. scripts/bundle.mjs
+ * compiles them once into dist/bundle/preludes.json, under a key over quickjs.wasm's sha256
+ * and each prelude's source, file name and compile flags; a worker takes them when the key
+ * matches its own (the pool passes the wasm digest in workerData), else it compiles them
+ * itself. Either way the bytes must be those this QuickJS build compiles from this source
+ * (test/integration/bundle.test.ts compares them), so the base image, whose digest every
+ * snapshot carries, is the same.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";

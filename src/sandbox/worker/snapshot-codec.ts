@@ -1,34 +1,17 @@
 /**
  * Turns a QuickJS VM snapshot into the compact envelope the store keeps, and back.
  *
- * A raw snapshot is the VM's whole linear memory (1.3 MB for an empty VM). Most of it
- * is identical to a fresh VM, so the memory is stored as a page delta against this
- * build's base image (a bitmap of changed 4 KB pages, each XORed with the base) and
- * brotli-compressed: a trivial suspended run is a few KB, and only changed pages cost
- * compression time. When most pages changed, the plain memory is compressed too and
- * the smaller encoding wins.
+ * A raw snapshot is the VM's whole linear memory, most of it identical to a fresh VM, so
+ * the memory is stored as a page delta against this build's base image (./base-image.ts: a
+ * bitmap of changed pages, each XORed with the base) and brotli-compressed; when most pages
+ * changed, the plain memory is compressed too and the smaller wins. The envelope starts
+ * with the magic "CMSN" and a version, and carries the engine fingerprint, the VM's
+ * pointers, the guest handle token and the loaded extensions (layout:
+ * docs/module-notes.md#srcsandboxworkersnapshot-codects).
  *
- * Envelope, version 2 (integers little-endian):
- *
- *   0   4  magic "CMSN"
- *   4   1  version (2)
- *   5   1  encoding: 0 plain memory, 1 page delta against the base image
- *   6   2  extension table bytes (E, at most 4096)
- *   8  32  engine fingerprint: sha256 of the base image
- *  40   4  memory bytes (uncompressed)
- *  44   4  stack pointer
- *  48   4  runtime pointer
- *  52   4  context pointer
- *  56   4  payload bytes
- *  60   4  guest handle token: the prelude's delivery function, exported with
- *          quickjs-wasi's exportHandle, so no global name is needed to reach it
- *  64   E  extension table: JSON [{name, memoryBase, tableBase, initFn}] of the native
- *          extensions the VM had loaded (only known extension names are accepted)
- *  64+E N  brotli(payload)
- *
- * Authentication (HMAC) is added and checked outside, on the sidecar's main thread, so
- * the key never enters a thread that runs guest code. Decoding still treats every field
- * as untrusted: sizes are bounded before anything is allocated.
+ * Authentication is added and checked on the main thread (../suspend/snapshot-seal.ts): the
+ * key never enters a thread that runs guest code. Decoding still treats every field as
+ * untrusted; sizes are bounded before anything is allocated.
  */
 import { brotliCompressSync, brotliDecompressSync, constants as zlib } from "node:zlib";
 import type { Snapshot } from "quickjs-wasi";

@@ -2,26 +2,16 @@
  * Host answers into the VM, and large answers parsed in the VM while the main thread is
  * still validating their text.
  *
- * A gateway's 0.7 MB answer (W5 of the bench, 5,000 rows) was checked on the main thread
- * (JSON.parse and the nesting cap, about 2.5 ms) before it was posted here, and only then
- * parsed by the guest, one after the other. Now the main thread posts a large text's
- * UTF-8 bytes first (`stage`, transferred), QuickJS parses them into a value
- * (./host-json.ts) that the prelude's `deliver` keeps in a slot only the bridge can reach
- * (mode 1, ../guest/prelude-bridge.ts), and the verdict follows on the same port: the
- * answer marked `staged` (settle the call from the parsed value) or `unstage` (forget
- * it; the call stays pending and the gateway may answer again). The main thread's check
- * stays the only judge of what is accepted; nothing parsed ahead reaches the program
- * before it. A text that does not parse ahead (out of memory, say) is decoded and parsed
- * by the guest at settlement, as any answer, so what the program sees is what it saw
- * before: the bytes are exactly the text's (the main thread stages only well-formed text).
- *
- * A value parsed ahead is also held by the prelude after it settled its call (mode 4),
- * so that its memory is never freed object by object (0.6 ms for W5's rows, on the way
- * to the result): the instance is reset after the run. Only a value whose parse left at
- * most 1/16 of the run's memory limit allocated is held (measured, ./heap-size.ts: the
- * text's length says little, 1 MiB of `[{},{},…]` takes 28 MiB), and only the last one,
- * so a program that drops its answers has at most that much less room than it would
- * otherwise.
+ * The main thread posts a large text's UTF-8 bytes first (`stage`); QuickJS parses them
+ * (./host-json.ts) into a slot only the bridge can reach (../guest/prelude-bridge.ts), and
+ * the verdict follows on the same port: `staged` (settle the call from the parsed value) or
+ * `unstage` (forget it; the call stays pending). The main thread's check stays the only
+ * judge of what is accepted: nothing parsed ahead may reach the program before it. A text
+ * that does not parse ahead is parsed by the guest at settlement, as any answer. The last
+ * value parsed ahead is also held after its call settled, so its memory is not freed object
+ * by object before the instance is reset, if its parse took at most 1/HOLD_FRACTION of the
+ * run's memory limit (./heap-size.ts;
+ * docs/module-notes.md#srcsandboxworkerstaged-answersts).
  */
 import { JSException, type JSValueHandle, type QuickJS } from "quickjs-wasi";
 import type { MainMessage, PendingKind } from "../pool/task-protocol.js";

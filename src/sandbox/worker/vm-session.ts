@@ -1,23 +1,17 @@
 /**
  * One segment of a code-mode run in one QuickJS VM (reset to a prepared image for `exec`,
- * holding a suspended run's state for `wait`). Both end in the same drain loop: every host
- * answer that arrives before the deadline goes into the live VM, so the program continues
- * within the same call. Ends in a TaskOutcome; never throws.
+ * holding a suspended run's state for `wait`; starts: ./sessions.ts). Both end in one drain
+ * loop: every host answer that arrives before the deadline goes into the live VM, so the
+ * program continues within the same call. It ends in a TaskOutcome and never throws; done when
+ * the value settled and nothing is pending.
  *
- * A segment suspends instead of failing when the deadline passes with host calls still
- * pending, or when the guest yields (`yield_control`) and has nothing else ready: the
- * idle VM is snapshotted, encoded against the base image, and handed back with what it
- * awaits. Host callbacks are registered under stable names, and the guest keeps its
- * awaiting promises in its own table keyed by call id, so a restored VM only needs the
- * callbacks re-registered and the answers delivered by id.
- *
- * Completion follows the seed: done when the value settled and nothing is pending (calls,
- * timers, yields). A VM sharing its thread parks a copy on the main thread when idle.
- *
- * Limits enforced here: the deadline and a cancel (interrupt handler, reading the shared
- * cancel flag), output bytes, pending host calls, armed timers, memory (QuickJS allocator
- * limit) and stack (QuickJS stack guard). The host's wall-clock kill for native loops
- * that ignore interrupts lives on the main thread. How sessions start: ./sessions.ts.
+ * It suspends instead of failing when the deadline passes with host calls pending, or when the
+ * guest yields with nothing else ready: the idle VM is snapshotted and handed back with what it
+ * awaits; callbacks have stable names and the guest keeps its promises by call id, so a restore
+ * needs only those re-registered and the answers delivered. A VM sharing its thread parks a
+ * copy when idle (./occupancy.ts). Enforced here: deadline and cancel (interrupt handler,
+ * shared cancel flag), output bytes, pending calls, armed timers, memory, stack; a loop that
+ * ignores interrupts is killed by the main thread (../pool/pool-task.ts).
  */
 import { type QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";

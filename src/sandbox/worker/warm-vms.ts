@@ -1,35 +1,17 @@
 /**
- * Reused QuickJS instances, reset to a prepared image for every exec.
+ * Reused QuickJS instances, reset to a prepared image for every exec. A worker prepares one
+ * image per (prelude, boot data): the memory of a VM right after its prelude ran and booted
+ * with the run's catalog. A reset overwrites the whole linear memory with the image, restores
+ * the stack and runtime/context pointers, and clears the wrapper's host-side state
+ * (./instance-reset.ts); nothing runs in an idle instance between resets. The same reset puts
+ * a suspended run's snapshot or a parked VM into an idle instance (`acquireState`).
  *
- * Creating a WebAssembly instance and running the prelude costs about 2 ms per exec,
- * plus the garbage collection of dead instances. Instead, a worker prepares one image per
- * (prelude, boot data) — the memory of a VM right after its prelude ran and booted with
- * the run's catalog, with the prelude's `deliver` and `run` kept as exported handles — and
- * resets an idle instance to it: the whole linear memory is overwritten with the image, the stack pointer and
- * the runtime/context pointers are restored, and the wrapper's host-side state (host
- * callbacks, owned and cached handles, handlers) is cleared. The reset runs when an
- * instance is released, once the task's result is posted, to what it last ran on; the next
- * exec for that image takes it as it is (otherwise, or for another image, the reset runs
- * as the exec takes the instance). Nothing runs in an idle instance in between.
- *
- * A new catalog's image costs one more reset: each prelude's image before boot is kept
- * (made once per worker, by a new instance running the prelude), and an instance reset to
- * it runs only the prelude's `boot` with the catalog before it is copied. That is about
- * 1 ms, against 3.5–5 ms for a new instance running the whole prelude.
- *
- * The guarantee: a run cannot observe anything of an earlier run on the same instance.
- * WebAssembly state is the memory, the globals and the tables. The module has exactly one
- * global (`__stack_pointer`, restored) and a function table that only extension loading
- * changes (instances with extensions are never reused; the table length is checked).
- * Memory is reset only at exactly the size of what it is reset to, so after a reset every
- * byte of it equals that. An instance that trapped or whose run failed in the host is
- * discarded, never reset; one a run grew is reset to a grown variant of the image
- * (./grown-images.ts) or discarded. The same reset puts a suspended run's snapshot or a
- * parked VM into an idle instance (`acquireState`). A killed thread takes its instances
- * with it. test/vm-reset.test.ts checks all of this byte for byte and with hostile programs.
- *
- * The wrapper's private fields are quickjs-wasi internals: `supported()` checks that they
- * exist, and without them every exec takes the fresh path (QuickJS.create per exec).
+ * The guarantee: a run must never observe anything of an earlier run on the same instance.
+ * Memory is reset only at exactly the size of its target, the one global is restored, and the
+ * function table only extensions change (such instances are never reused). An instance that
+ * trapped or whose run failed in the host is discarded; one a run grew is reset to a grown
+ * variant (./grown-images.ts) or discarded. test/integration/vm-reset.test.ts checks it
+ * (docs/module-notes.md#srcsandboxworkerwarm-vmsts).
  */
 import { createHash } from "node:crypto";
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";

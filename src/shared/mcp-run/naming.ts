@@ -1,12 +1,12 @@
 /**
- * How Code Mode for MCP names what the sandbox exposes (seeds/code-mode-for-mcp-spec.md
- * 5.0.1 and 6.1): the module path segment of each MCP server (`@codemode/servers/<id>`,
- * also its `serverId` everywhere the script sees one), and the export identifier of each
- * tool. One pure function builds the whole table from a run's catalog view, so the
- * orchestrator's declarations (DescribeSurface), the sidecar's guest modules and its input
- * validation always agree. Same catalog, same names, whatever order entries arrive in.
- * Tools are named by their canonical MCP names, read back from catalog names that carry
- * them escaped (./tool-names.ts: names catalog ids cannot hold).
+ * How Code Mode for MCP names what the sandbox exposes (the Code Mode for MCP spec, 5.0.1
+ * and 6.1): the module path segment of each MCP server (`@codemode/servers/<id>`, also its
+ * `serverId` everywhere the script sees one), and the export identifier of each tool. One
+ * pure function builds the whole table from a run's catalog view, so the orchestrator's
+ * declarations (DescribeSurface), the sidecar's guest modules and its input validation
+ * always agree. Same catalog, same names, whatever order entries arrive in. Tools are named
+ * by their canonical MCP names, read back from catalog names that carry them escaped
+ * (./tool-names.ts: names catalog ids cannot hold).
  */
 import type { McpServerData } from "../catalog-types.js";
 import { assignIdentifiers } from "../declarations/identifiers.js";

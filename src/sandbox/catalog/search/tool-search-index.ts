@@ -1,17 +1,16 @@
 /**
- * Relevance search over a tool catalog for `tools.search(query)`: a field-weighted
- * BM25 (BM25F) built once per catalog version, off the exec path, and shared by every
- * surface. Fields: the tool's name (identifier split), its server (name, title,
- * aliases), label, description, parameter names, parameter descriptions and enum
- * values, aliases/keywords, and the server's description (index-build.ts). On top of
- * word overlap: synonyms of a query's words (verbs above all) as alternatives, a
- * per-server vocabulary score (a query using words a server's tools use favours that
- * server), argument-like words (times, numbers, quoted text, file names, "called …",
- * capitalised names no tool or server has) counting less, and the ranking rules of
- * rules.ts (verb, exact name or label word, name coverage, a server named in full).
- * Every (term, tool) contribution is precomputed, so a search only adds up a few
- * posting lists. No fuzzy or prefix matching in search (they flood results with
- * noise), except a prefix fallback for a query word that matches nothing; typo
+ * Relevance search over a tool catalog for `tools.search(query)`: a field-weighted BM25
+ * (BM25F) built once per catalog version, off the exec path, and shared by every surface.
+ * Fields: the tool's name (identifier split), its server (name, title, aliases), label,
+ * description, parameter names, parameter descriptions and enum values, aliases/keywords,
+ * and the server's description (./index-build.ts). On top of word overlap: synonyms of a
+ * query's words (verbs above all) as alternatives, a per-server vocabulary score (a query
+ * using words a server's tools use favours that server), argument-like words (times,
+ * numbers, quoted text, file names, "called …", capitalised names no tool or server has)
+ * counting less, and the ranking rules of ./rules.ts (verb, exact name or label word, name
+ * coverage, a server named in full). Every (term, tool) contribution is precomputed, so a
+ * search only adds up a few posting lists. Search never matches fuzzily or by prefix (noise
+ * floods the results), except a prefix fallback for a query word that matches nothing; typo
  * tolerance lives in `suggest`, for "did you mean" on unknown ids and names.
  */
 import { allowedEdits, editDistance } from "./fuzzy.js";

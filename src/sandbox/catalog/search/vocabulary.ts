@@ -2,7 +2,7 @@
  * The word lists of tool search, kept apart from the tokenizing code so they can be
  * read and reviewed in one place: stopwords, abbreviations and what they stand for,
  * and everyday synonyms (verbs above all) that a query may use for the word a tool's
- * name uses. Argument-like words (times, dates) are in phrases.ts, with their rules.
+ * name uses. Argument-like words (times, dates) are in ./phrases.ts, with their rules.
  */
 
 /** Words that carry no tool meaning in a task-style query ("can you please open a …"). */

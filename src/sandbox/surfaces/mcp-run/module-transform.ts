@@ -1,21 +1,17 @@
 /**
  * ES module semantics for `codemode.run` scripts on an engine that runs compiled scripts
- * (spec 3.2.1). The sidecar parses the script as a module with acorn (so syntax errors,
- * a top-level `return`, duplicate bindings and the like are reported exactly as a module
+ * (spec 3.2.1). The sidecar parses the script as a module with acorn (so syntax errors, a
+ * top-level `return`, duplicate bindings and the like are reported exactly as a module
  * loader would, before anything runs), links its static imports against the built-in
  * modules (an unknown module or export is an IMPORT_FAILURE diagnostic, as a link error
- * would be), and rewrites it into an async function body:
+ * would be), and rewrites it into an async function body.
  *
- * - line 1 is a new prologue: `"use strict"`, then one `const` per import declaration,
- *   bound through the function the prelude passes as the body's only argument, which goes
- *   inert once the imports are bound (imports are hoisted, as in a module);
- * - the import declarations and `export` keywords are blanked with spaces (newlines
- *   kept), so every position of the script is on the same line and column one line down;
- * - `export default <expression>` becomes `;(<expression>)`, and `import(x)` calls the
- *   prelude's dynamic import of the same modules.
- *
- * `import.meta` is refused. Top-level `this` is undefined and declarations stay local,
- * as in a module.
+ * Line 1 of the body is a new prologue (`"use strict"`, one `const` per import, bound
+ * through the body's only argument); import declarations and `export` keywords are blanked
+ * with spaces, so every position of the script is one line down, same column; `export
+ * default <expression>` becomes `;(<expression>)`; `import(x)` calls the prelude's dynamic
+ * import. `import.meta` is refused. Top-level `this` is undefined and declarations stay
+ * local, as in a module (docs/module-notes.md#srcsandboxsurfacesmcp-runmodule-transformts).
  */
 import { parse, type Node } from "acorn";
 import type { Diagnostic } from "./diagnostic.js";

@@ -1,22 +1,17 @@
 /**
- * The console of a `codemode.run` script (spec 3.3.1, 9) and the prelude's other reports
- * to the host, all as tagged JSON output items the sidecar turns into the response:
- * `{"k":"log", level, message, timeMs}`, `{"k":"trace", ...}` (a finished tool call,
- * without its input or output), `{"k":"diag", ...}`, `{"k":"uncaught", ...}` (the class,
- * hint and path of an uncaught codemode error) and `{"k":"trunc"}` (logs were dropped).
+ * The console of a `codemode.run` script (spec 3.3.1, 9) and the prelude's other reports to
+ * the host, all as tagged JSON output items the sidecar turns into the response: `log`,
+ * `trace` (a finished tool call, never its input or output), `diag`, `uncaught` and `trunc`
+ * (logs were dropped).
  *
- * Serialization follows the spec: arguments joined with spaces, primitives as
- * `String(value)`, objects and arrays as JSON with sorted keys, and
- * "[Unserializable Object]" when that fails (a cycle, too deep, a throwing proxy). It
- * reads own data properties only (an accessor shows as "[Getter]"), never an inherited
- * toJSON, and runs on intrinsics captured before the script exists.
+ * Serialization follows the spec (arguments joined with spaces, objects as JSON with sorted
+ * keys, "[Unserializable Object]" when that fails); it reads own data properties only,
+ * never an inherited toJSON, on intrinsics captured before the script exists. Log bytes are
+ * counted here as the host charges them, so the sidecar's output budget always holds what
+ * the guest lets through; past `maxLogBytes` entries are dropped and the host appends the
+ * warning (docs/module-notes.md#srcsandboxsurfacesmcp-runprelude-logsts).
  *
- * Log bytes are counted here, each entry as the UTF-8 size of its JSON text plus 32 (the
- * host's per-item charge), so the sidecar's output budget always holds what the guest
- * lets through; past `maxLogBytes` entries are dropped and the host appends the warning.
- *
- * A source fragment spliced into the MCP-run prelude after prelude-marshal's; it uses
- * `context` (the per-run limits) and `hostSync`.
+ * A source fragment spliced in after prelude-marshal's; it uses `context` and `hostSync`.
  */
 export const LOGS_SOURCE = String.raw`
   const arraySort = ArrayProto.sort, DateNow = Date.now, startMs = Date.now();

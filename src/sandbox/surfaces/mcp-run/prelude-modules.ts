@@ -1,20 +1,17 @@
 /**
  * The `@codemode/*` modules inside the sandbox (spec 4, 5, 10): `@codemode/discovery`,
  * `@codemode/errors`, and one `@codemode/servers/<id>` namespace per MCP server with an
- * async function per tool and `__meta__`, plus `link`, the one-shot function the
- * rewritten script's first line receives to bind its imports (and `import()` for later).
+ * async function per tool and `__meta__`, plus `link`, the one-shot function the rewritten
+ * script's first line receives to bind its imports (and `import()` for later).
  *
  * A binding sends `{id, input}` as an `mcp` host call (the sidecar validates the input
- * against the tool's schema before the gateway sees it) and unwraps the MCP result by the
- * spec's rules: structuredContent; else the text of a single text block; else the whole
- * result (image/audio blocks included). A result with `isError` throws ToolCallError.
- * Calls beyond `maxToolCalls` throw SandboxLimitError; calls beyond the host's
- * concurrency wait in a queue. Namespaces are frozen, null-prototype, with sorted keys,
- * built at boot before any script code runs; every value handed out is a fresh copy.
- * An error a binding, a discovery function or `import()` rejects with carries, as its
- * stack, where the script called it (./prelude-stack.ts), so an uncaught one is placed.
- *
- * A source fragment spliced into the MCP-run prelude after the errors and logs fragments.
+ * before the gateway sees it) and unwraps the MCP result by the spec's rules; `isError`
+ * throws ToolCallError, calls beyond `maxToolCalls` throw SandboxLimitError, calls beyond
+ * the host's concurrency wait in a queue. Namespaces are frozen, null-prototype, with
+ * sorted keys, built at boot before any script code runs; every value handed out is a fresh
+ * copy. A rejected binding's error carries where the script called it (./prelude-stack.ts).
+ * Spliced into the MCP-run prelude after the errors and logs fragments
+ * (docs/module-notes.md#srcsandboxsurfacesmcp-runprelude-modulests).
  */
 export const MODULES_SOURCE = String.raw`
   const SymbolToStringTag = Symbol.toStringTag;

@@ -1,26 +1,16 @@
 /**
  * The `codemode.run` prelude's hook into how QuickJS builds stack traces
- * (`Error.prepareStackTrace`, which QuickJS-ng calls for every error that gets a stack:
- * when it is constructed, or when one the engine threw without a stack first passes
- * through a bytecode frame). It exists for two things the engine does not do itself:
- *
- * - Spec 7.4, the memory limit: QuickJS reports a refused allocation as a catchable
- *   `InternalError: out of memory`. The hook sees that error before any `catch` does,
- *   tells the host (`memory_limit`, with the position in the script), which ends the run
- *   at its next interrupt check or job boundary, whatever the script catches; from then
- *   on the prelude makes no host request and records no log (`halted`). The response
- *   reports SANDBOX_LIMIT / SandboxLimitError naming maxMemoryBytes (./response.ts).
- * - Script positions for errors of the bindings (tool calls, discovery, `import()`): they
- *   are made in the prelude, often in a later job, so their own stack holds no line of the
- *   script. `callSite()` records where the script called in (the innermost frame of the
- *   script), and `placed()` gives the error that position as its stack, which an uncaught
- *   error's diagnostic then reports like any other (spec 3.3.3 `path` / message).
- *
- * Every other stack is formatted exactly as QuickJS's own (`    at name (file:line:col)`).
- * The hook is installed through the engine's setter (the engine keeps it internally), then
- * the property is replaced by one that reads undefined and refuses to be set (a TypeError),
- * so the script can neither replace nor call the hook. A source fragment spliced into the
- * MCP-run prelude right after prelude-marshal's; it uses `hostSync`.
+ * (`Error.prepareStackTrace`), for two things the engine does not do itself:
+ * - Spec 7.4, the memory limit: the hook sees QuickJS's catchable `InternalError: out of
+ *   memory` before any `catch` does and tells the host (`memory_limit`), which ends the run
+ *   whatever the script catches; from then on the prelude makes no host request and records
+ *   no log (`halted`). The response reports SANDBOX_LIMIT (./response.ts).
+ * - Script positions for the bindings' errors (tool calls, discovery, `import()`):
+ *   `callSite()` records where the script called in, `placed()` gives the error that place.
+ * Other stacks are formatted exactly as QuickJS's own. The hook is installed through the
+ * engine's setter, then the property is replaced by one that reads undefined and refuses
+ * to be set: the script can neither replace nor call the hook. Spliced in right after
+ * prelude-marshal's; it uses `hostSync` (docs/module-notes.md#srcsandboxsurfacesmcp-runprelude-stackts).
  */
 import { CELL_FILENAME } from "../../guest/bridge-names.js";
 

@@ -1,21 +1,17 @@
 /**
- * The guest prelude of the Code Mode for MCP surface (`codemode.run`,
- * seeds/code-mode-for-mcp-spec.md): the spec's globals (console with levels, timers
- * without setInterval, TextEncoder/Decoder, URL, `__codemode_result__`), the `@codemode/*`
- * modules (./prelude-modules.ts), and the end of a run: the response's `result` is read
- * from `globalThis.__codemode_result__` once the module body has finished AND nothing it
- * started (tool calls, timers) is still pending, checked after every answer by a 0 ms host
- * timer that fires only once the microtasks are drained.
+ * The guest prelude of the Code Mode for MCP surface (`codemode.run`): the spec's globals
+ * (console with levels, timers without setInterval, TextEncoder/Decoder, URL,
+ * `__codemode_result__`), the `@codemode/*` modules (./prelude-modules.ts), and the end of
+ * a run: `result` is read from `globalThis.__codemode_result__` once the module body has
+ * finished AND nothing it started is still pending, checked after every answer by a
+ * zero-delay host timer that fires only once the microtasks are drained.
  *
- * The sidecar rewrites the script (./module-transform.ts) into an async function body
- * whose first line binds its imports through the function this prelude passes as the
- * cell's only argument (`link`), which goes inert once the imports are bound. It speaks
- * the host protocol of ../code-mode/prelude.ts (same host functions, boot call, ops `mcp`,
- * `describe`, `search`, `timer`, and the same [deliver, run] pair, plus `memory_limit`
- * from ./prelude-stack.ts), so the worker's VM session runs it. It reads the boot answer
- * as it runs and returns no `boot`: its VMs are always made fresh, never from an image; `eval` is removed from the
- * global object (guest VMs have no eval intrinsic anyway), as the spec lists it among what
- * a sandbox must not provide.
+ * The sidecar rewrites the script (./module-transform.ts) into an async function body whose
+ * first line binds its imports through `link`, the body's only argument. It speaks the host
+ * protocol of ../code-mode/prelude.ts (host functions, boot call, ops `mcp`, `describe`,
+ * `search`, `timer`, the [deliver, run] pair, plus `memory_limit` from ./prelude-stack.ts),
+ * so the worker's VM session runs it. It returns no `boot`: its VMs are always made fresh,
+ * never from an image. `eval` is removed from the global object (the spec forbids it).
  */
 import { MARSHAL_SOURCE } from "../../guest/prelude-marshal.js";
 import { EARLY_SOURCE } from "../../guest/prelude-bridge.js";

@@ -3,16 +3,15 @@
  * `mcp_run.enabled`. It reads the request (`input_json`), reports adjusted limits and
  * unavailable capabilities at once, parses and links the script as an ES module
  * (./module-transform.ts), runs it on the pool in a fresh VM with the Code Mode for MCP
- * prelude (never suspended: a script that outlives `timeoutMs` is stopped), validates
- * every tool call's input before the gateway sees it, answers discovery from the catalog
- * itself, and ends with one Result whose `model_json` is the spec's response (also when
- * the script fails) and whose `value_json` is the response's `result`.
+ * prelude (never suspended: a script that outlives `timeoutMs` is stopped), validates every
+ * tool call's input before the gateway sees it, answers discovery from the catalog itself,
+ * and ends with one Result whose `model_json` is the spec's response (also when the script
+ * fails) and whose `value_json` is the response's `result`.
  *
- * The gateway stream carries: one `ToolCallRequested` per tool call (answered with
- * BridgeCallback: an MCP CallToolResult as `result_json`, or an error), an `Output` (a
- * `json` item `{level, message, timeMs}`) per console entry as it happens, and the Result.
- * The Result's `status` says how the script ended (completed, or failed with a code);
- * either way its `model_json` is what the model gets, as a successful tool result.
+ * The gateway stream carries one `ToolCallRequested` per tool call (answered with
+ * BridgeCallback: an MCP CallToolResult as `result_json`, or an error), an `Output`
+ * (`{level, message, timeMs}`) per console entry as it happens, and the Result; its
+ * `status` says how the script ended, and its `model_json` is what the model gets.
  */
 import type { ExecRequest } from "../../../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { CodeModeConfig } from "../../../shared/config.js";
