@@ -47,14 +47,25 @@ export async function openRun(
 
 export type Answered = { call: ToolCallRequested; input: unknown };
 
+/** An answer BridgeCallback refused: the call, and the status it refused it with. */
+export type Refused = { call: ToolCallRequested; code: string; message: string };
+
+/**
+ * Runs `code` as the gateway would: each nested call is answered with its tool's handler
+ * through BridgeCallback. An answer the sidecar refuses fails the exec's promise, unless
+ * `options.refusals` is "return": then the refusals come back in `refused` for the test
+ * to check (a test whose answers arrive after the exec ended, for example).
+ */
 export async function gatewayExec(
   stack: Stack,
   scope: RunScope | ReturnType<typeof newScope>,
   tools: TestTool[],
   code: string,
   config: Record<string, unknown> = {},
-): Promise<ExecOutcome & { answered: Answered[] }> {
+  options: { refusals?: "fail" | "return" } = {},
+): Promise<ExecOutcome & { answered: Answered[]; refused: Refused[] }> {
   const answered: Answered[] = [];
+  const refused: Refused[] = [];
   const inflight: Promise<void>[] = [];
   const out = await execute(stack, { scope, code, config }, (call) => {
     const input = JSON.parse(call.inputJson) as unknown;
@@ -71,10 +82,18 @@ export async function gatewayExec(
         } catch (err) {
           outcome = { case: "error", value: { name: (err as Error).name, message: (err as Error).message } };
         }
-        await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome });
+        try {
+          await stack.sandbox.bridgeCallback({ scope, callId: call.callId, outcome });
+        } catch (err) {
+          refused.push({ call, code: String((err as { code?: unknown }).code ?? "unknown"), message: (err as Error).message });
+        }
       })(),
     );
   });
-  await Promise.allSettled(inflight);
-  return { ...out, answered };
+  await Promise.all(inflight);
+  if (refused.length > 0 && options.refusals !== "return") {
+    const list = refused.map((r) => `${r.call.toolName} (${r.call.callId}): ${r.code}: ${r.message}`).join("; ");
+    throw new Error(`BridgeCallback refused ${refused.length} answer(s): ${list}`);
+  }
+  return { ...out, answered, refused };
 }

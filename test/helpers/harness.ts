@@ -16,6 +16,7 @@ import type { Result } from "../../src/gen/codemode/common/v1/common_pb.js";
 import { createClient, type ServiceClient } from "../../src/protocol/grpc-client.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ExecRequestSchema } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+import { until } from "./until.js";
 
 export const BIN = fileURLToPath(new URL("../../bin/codemode.js", import.meta.url));
 
@@ -57,18 +58,25 @@ export async function spawnCodemode(args: string[], env: Record<string, string> 
 }
 
 /**
- * Resolves once a line of `proc`'s stderr matches `pattern`. Log lines travel through a pipe
- * (and pino writes asynchronously), so a line the process wrote before answering an RPC can
- * reach the test after the answer: assert on logs with this, never on a one-off read.
+ * Resolves once a line of `proc`'s stderr matches `pattern` (only lines from index `from`
+ * on, when given: what the process logged after a point the test noted with
+ * `proc.stderr.length`). Log lines travel through a pipe (and pino writes asynchronously),
+ * so a line the process wrote before answering an RPC can reach the test after the answer:
+ * assert on logs with this, never on a one-off read.
  */
-export async function logged(proc: Proc, pattern: RegExp, ms = 10_000): Promise<string> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const line = proc.stderr.find((l) => pattern.test(l));
-    if (line !== undefined) return line;
-    if (Date.now() > until) throw new Error(`no log line matching ${pattern} within ${ms} ms; stderr:\n${proc.stderr.join("\n")}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+export async function logged(proc: Proc, pattern: RegExp, options: number | { ms?: number; from?: number } = {}): Promise<string> {
+  const { ms = 10_000, from = 0 } = typeof options === "number" ? { ms: options } : options;
+  return until(() => proc.stderr.slice(from).find((l) => pattern.test(l)), `a log line matching ${pattern}`, {
+    ms,
+    everyMs: 20,
+    detail: () => `stderr:\n${proc.stderr.slice(from).join("\n")}`,
+  });
+}
+
+/** The index in `proc`'s stderr of the first line from `from` on that matches `pattern` (-1 when none yet): for orderings of events. */
+export function lineIndex(proc: Proc, pattern: RegExp, from = 0): number {
+  const i = proc.stderr.slice(from).findIndex((l) => pattern.test(l));
+  return i < 0 ? -1 : i + from;
 }
 
 export type Stack = {
@@ -127,12 +135,17 @@ export type ExecOutcome = { result: Result; model: Model; events: ExecEvent[] };
 
 export type ToolCallEvent = Extract<ExecEvent["event"], { case: "toolCall" }>["value"];
 
-/** Reads an exec or wait stream to its Result. */
-export async function collectStream(stream: AsyncIterable<ExecEvent>, onToolCall?: (call: ToolCallEvent) => void): Promise<ExecOutcome> {
+/** Reads an exec or wait stream to its Result; `onEvent` sees each event as it arrives. */
+export async function collectStream(
+  stream: AsyncIterable<ExecEvent>,
+  onToolCall?: (call: ToolCallEvent) => void,
+  onEvent?: (event: ExecEvent) => void,
+): Promise<ExecOutcome> {
   const events: ExecEvent[] = [];
   let result: Result | undefined;
   for await (const ev of stream) {
     events.push(ev);
+    onEvent?.(ev);
     if (ev.event.case === "toolCall") onToolCall?.(ev.event.value);
     if (ev.event.case === "result") result = ev.event.value;
   }
@@ -162,6 +175,28 @@ export async function execute(
     runScope = await openEmptyRun(stack.control);
   }
   return collectStream(stack.sandbox.exec({ ...request, scope: runScope } as MessageInitShape<typeof ExecRequestSchema>), onToolCall);
+}
+
+/**
+ * Starts an exec whose program writes output before it computes or waits: `running`
+ * resolves at its first Output event (its VM got a thread and ran), and rejects if the
+ * exec ends first; `done` settles with the outcome, or the stream's error (a cancelled
+ * exec's: catch it). The event, not a sleep, tells a test the program is under way.
+ */
+export function startExec(
+  sandbox: ServiceClient<typeof Sandbox.method>,
+  request: MessageInitShape<typeof ExecRequestSchema>,
+  options: { signal?: AbortSignal; onToolCall?: (call: ToolCallEvent) => void } = {},
+): { running: Promise<void>; done: Promise<ExecOutcome> } {
+  let ran!: () => void;
+  const output = new Promise<void>((r) => (ran = r));
+  const done = collectStream(sandbox.exec(request, options.signal ? { signal: options.signal } : {}), options.onToolCall, (ev) => {
+    if (ev.event.case === "output") ran();
+  });
+  const endedFirst = done.then((o) => {
+    throw new Error(`the exec ended before it wrote output: ${JSON.stringify(o.model)}`);
+  });
+  return { running: Promise.race([output, endedFirst]), done };
 }
 
 /** Runs a wait to its end. */

@@ -4,6 +4,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { service as healthService } from "grpc-health-check";
+import { until } from "./until.js";
 
 type Reply = { status: string };
 type RawHealth = grpc.Client & {
@@ -26,12 +27,12 @@ export function healthClient(address: string) {
     },
     /** Polls Check until it answers `status`. */
     async until(service: string, status: string, ms = 20_000): Promise<void> {
-      const end = Date.now() + ms;
       let last = "";
-      while ((last = await this.check(service)) !== status) {
-        if (Date.now() > end) throw new Error(`health of ${JSON.stringify(service)} at ${address} stayed ${last}, not ${status}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await until(async () => (last = await this.check(service)) === status, `health of ${JSON.stringify(service)} at ${address} to be ${status}`, {
+        ms,
+        everyMs: 100,
+        detail: () => `it stayed ${last}`,
+      });
     },
     watch(service: string): Watch {
       const call = raw.watch({ service });

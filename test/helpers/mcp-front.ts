@@ -113,14 +113,21 @@ export async function startHttpFront(
   return { ...f, proc, url };
 }
 
-/** The fixture server over streamable HTTP (with a bearer token), for `url`/`headers` configs. */
-export async function startHttpFixture(token: string): Promise<{ url: string; stop(): void }> {
+/** The fixture server over streamable HTTP (with a bearer token), for `url`/`headers` configs; `stop` resolves once its process is gone. */
+export async function startHttpFixture(token: string): Promise<{ url: string; stop(): Promise<void> }> {
   const child = spawn(process.execPath, [FIXTURE, "--name", "fixture-http", "--http", "0", "--token", token], { stdio: ["ignore", "pipe", "inherit"] });
   const port = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on("line", (l) => l.startsWith("ready port=") && resolve(l.slice("ready port=".length)));
     child.once("exit", (code) => reject(new Error(`the HTTP fixture exited ${code}`)));
   });
-  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => void child.kill("SIGTERM") };
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    stop: () => {
+      child.kill("SIGTERM");
+      return exited;
+    },
+  };
 }
 
 /** The TypeScript block of the codemode.run description. */

@@ -13,14 +13,20 @@ import { createClient } from "../../src/protocol/grpc-client.js";
 import { addService } from "../../src/protocol/grpc-service.js";
 import { ServiceError } from "../../src/protocol/service-error.js";
 import { silentLogger } from "../../src/shared/logger.js";
+import { until } from "../helpers/until.js";
 
 const server = new grpc.Server();
 let control: ReturnType<typeof createClient<typeof Control.method>>;
 let sandbox: ReturnType<typeof createClient<typeof Sandbox.method>>;
 const scope = (agentId: string) => ({ agentId, sessionId: "s", sessionKey: "k", agentRunId: "r" });
-/** Handlers that answer at once, or wait for the client to go when the agent id says "hang". */
-const hangs = (agentId: string | undefined, signal: AbortSignal) =>
-  agentId === "hang" ? new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true })) : Promise.resolve();
+/** Hanging handlers that started, by agent id: the call is in flight at the server. */
+const hanging = new Map<string, number>();
+/** Handlers that answer at once, or wait for the client to go when the agent id starts with "hang". */
+const hangs = (agentId: string | undefined, signal: AbortSignal) => {
+  if (!agentId?.startsWith("hang")) return Promise.resolve();
+  hanging.set(agentId, (hanging.get(agentId) ?? 0) + 1);
+  return new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+};
 
 beforeAll(async () => {
   const log = silentLogger();
@@ -101,9 +107,10 @@ describe("a call's AbortSignal", () => {
 
   it("cancels a call in flight when it aborts", async () => {
     const ac = new AbortController();
-    const unary = failure(control.describeSurface({ scope: scope("hang") }, { signal: ac.signal }));
-    const stream = failure(drain(sandbox.exec({ scope: scope("hang"), code: "" }, { signal: ac.signal })));
-    await new Promise((r) => setTimeout(r, 100));
+    const unary = failure(control.describeSurface({ scope: scope("hang-in-flight") }, { signal: ac.signal }));
+    const stream = failure(drain(sandbox.exec({ scope: scope("hang-in-flight"), code: "" }, { signal: ac.signal })));
+    // Both handlers run: the calls are in flight when the signal aborts.
+    await until(() => hanging.get("hang-in-flight") === 2, "both calls to reach the server", { everyMs: 10 });
     ac.abort();
     expect(((await unary) as Error).message).toMatch(/cancelled on client/i);
     expect(((await stream) as Error).message).toMatch(/cancelled on client/i);

@@ -170,22 +170,37 @@ describe("catalog (seed: tool catalog)", () => {
 
 describe("search, describe, call (seed: guest runtime API)", () => {
   it("tools.search ranks by relevance, honours the default limit and the clamp", async () => {
-    const { scope } = await openRun(stack, TOOLS, {}, { config: { searchDefaultLimit: 2 } });
     const code = `
       const top = await tools.search("calendar event");
       const dflt = await tools.search("e");
       const clamped = await tools.search("a", { limit: 500 });
       const byParam = await tools.search("url");
-      return { top: top[0].id, dflt: dflt.length, clamped: clamped.length <= 50, byParam: byParam[0].id, hasSchema: "parameters" in top[0] };`;
+      return { top: top[0].id, dflt: dflt.length, clamped: clamped.length, byParam: byParam[0].id, hasSchema: "parameters" in top[0] };`;
+    // Unclamped first: "a" matches more tools than the clamp below lets through.
+    const open = await openRun(stack, TOOLS, {}, { config: { searchDefaultLimit: 2 } });
+    const unclamped = await gatewayExec(stack, open.scope, TOOLS, code);
+    expect((unclamped.model.value as { clamped: number }).clamped).toBeGreaterThan(3);
+    const { scope } = await openRun(stack, TOOLS, {}, { config: { searchDefaultLimit: 2, maxSearchLimit: 3 } });
     const { model } = await gatewayExec(stack, scope, TOOLS, code);
     expect(model.value).toEqual({
       top: "openclaw:calendar:calendar_create",
       dflt: 2,
-      clamped: true,
+      clamped: 3,
       byParam: "openclaw:browser:browser_request",
       hasSchema: false,
     });
     expect(model.telemetry).toMatchObject({ searchCount: 4 });
+  });
+
+  it("maxSearchLimit caps tools.search whatever limit the program asks for", async () => {
+    const reports: TestTool[] = Array.from({ length: 12 }, (_, i) => ({ name: `report_${i}`, description: `Build the quarterly report number ${i}` }));
+    const code = `return (await tools.search("quarterly report", { limit: 50 })).map((e) => e.id);`;
+    const uncapped = await openRun(stack, reports);
+    expect((await gatewayExec(stack, uncapped.scope, reports, code)).model.value).toHaveLength(12);
+    const capped = await openRun(stack, reports, {}, { config: { maxSearchLimit: 2 } });
+    const { model } = await gatewayExec(stack, capped.scope, reports, code);
+    expect(model.status).toBe("completed");
+    expect(model.value).toHaveLength(2);
   });
 
   it("searches, describes and calls a tool in one exec", async () => {
@@ -323,6 +338,37 @@ describe("nested tool execution (seed: nested calls through the gateway)", () =>
 });
 
 describe("BridgeCallback under misuse", () => {
+  it("another scope's answer for a live call is refused with permission_denied and not delivered; the run's own answer then is", async () => {
+    const { scope } = await openRun(stack, TOOLS);
+    const intruder = { ...scope, agentRunId: `${scope.agentRunId}-other` };
+    /** What BridgeCallback said: its status code, or whether the answer went into a live VM. */
+    const said = (p: Promise<{ deliveredLive: boolean }>) =>
+      p.then(
+        (r) => ({ deliveredLive: r.deliveredLive }),
+        (err: { code?: string }) => ({ code: err.code }),
+      );
+    const replies: Array<Promise<unknown>> = [];
+    const out = await execute(stack, { scope, code: `return await tools.message({ channel: "#a", text: "hi" });` }, (call) => {
+      // The VM awaits this call while both answers arrive: the other scope's first, then the run's own.
+      const answer = (s: typeof scope, value: string) =>
+        said(stack.sandbox.bridgeCallback({ scope: s, callId: call.callId, outcome: { case: "resultJson", value } }));
+      replies.push((async () => ({ intruder: await answer(intruder, '"from another scope"'), own: await answer(scope, '"from the run"') }))());
+    });
+    expect(replies).toHaveLength(1);
+    expect(await replies[0]).toEqual({ intruder: { code: "permission_denied" }, own: { deliveredLive: true } });
+    expect(out.model).toMatchObject({ status: "completed", value: "from the run" });
+  });
+
+  it("the test gateway does not swallow a refused answer: the exec's promise fails, or the refusal is returned when asked", async () => {
+    const late: TestTool[] = [{ name: "late", description: "Answers after the program ended", handler: () => sleep(400).then(() => "late") }];
+    const { scope } = await openRun(stack, late);
+    const code = `tools.late({}); throw new Error("ended first")`;
+    await expect(gatewayExec(stack, scope, late, code)).rejects.toThrow(/BridgeCallback refused 1 answer\(s\): late \(c_\w+\): failed_precondition/);
+    const returned = await gatewayExec(stack, scope, late, code, {}, { refusals: "return" });
+    expect(returned.model).toMatchObject({ status: "failed", error: expect.stringMatching(/^Error: ended first/) });
+    expect(returned.refused.map((r) => [r.call.toolName, r.code])).toEqual([["late", "failed_precondition"]]);
+  });
+
   it("unknown call id, wrong scope, duplicate answer, answer after the exec ended: clear statuses, nothing crashes", async () => {
     const { scope } = await openRun(stack, TOOLS);
     await expect(stack.sandbox.bridgeCallback({ scope, callId: "c_nope", outcome: { case: "resultJson", value: "1" } })).rejects.toMatchObject({

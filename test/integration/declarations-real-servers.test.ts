@@ -174,6 +174,7 @@ describe("declarations for real MCP servers", () => {
   });
 
   it("every tool has its documented function in its server's file, and the index lists every server", () => {
+    expect(rendered.map((r) => r.server.name)).toEqual(PACKAGES);
     for (const r of rendered) {
       expect(files["mcp/index.d.ts"]).toContain(`- MCP.${r.server.key} (${r.path}, ${r.tools.length} tool`);
       expect(r.text).toContain(`declare namespace MCP.${r.server.key} {`);
@@ -217,6 +218,7 @@ describe("declarations for real MCP servers", () => {
   });
 
   it("rendering is deterministic", () => {
+    expect(rendered.map((r) => r.server.name)).toEqual(PACKAGES);
     for (const r of rendered) expect(renderServerFile(r.server, [...r.tools].reverse())).toBe(r.text);
   });
 });

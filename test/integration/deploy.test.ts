@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import ts from "typescript";
 import { parse, parseAllDocuments } from "yaml";
 import { BIN, SHARED_SNAPSHOT_KEY, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 import { startRedis, type RedisServer } from "../helpers/redis.js";
 import { typecheck } from "../helpers/typecheck.js";
 
@@ -261,10 +262,7 @@ describe("every codemode command line in deploy/ starts the product", () => {
         const health = (service: string) =>
           spawnSync(process.execPath, [BIN, "health", "--address", grpcAt, "--service", service], { encoding: "utf8" }).status;
         expect(health("liveness")).toBe(0);
-        for (let i = 0; health("") !== 0; i++) {
-          expect(i, `${args.join(" ")} never became ready`).toBeLessThan(50);
-          await new Promise((r) => setTimeout(r, 100));
-        }
+        await until(() => health("") === 0, `${args.join(" ")} to become ready`, { everyMs: 100 });
         expect((await fetch(`http://${proc.ready.metrics}/metrics`)).status).toBe(200);
       } finally {
         expect(await proc.stop()).toBe(0);

@@ -9,7 +9,8 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gatewayExec, openRun, type TestTool } from "../helpers/gateway.js";
-import { execute, startStack, waitFor, type Stack } from "../helpers/harness.js";
+import { execute, logged, startStack, waitFor, type Stack } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 const TOOLS: TestTool[] = [
   { name: "echo", description: "Returns its input.", handler: (input) => ({ got: input }) },
@@ -27,6 +28,16 @@ afterAll(async () => {
 });
 
 const run = (code: string, config: Record<string, unknown> = {}, tools: TestTool[] = TOOLS) => gatewayExec(stack, scope, tools, code, config);
+
+type Steps = Awaited<ReturnType<Stack["control"]["getTrajectory"]>>["steps"];
+/** The run's trajectory once `ready` holds for it (a segment's record reaches the orchestrator after its result). */
+async function stepsOnceThere(of: typeof scope, ready: (steps: Steps) => boolean): Promise<Steps> {
+  let steps: Steps = [];
+  return until(async () => ready((steps = (await stack.control.getTrajectory({ scope: of })).steps)) && steps, "the trajectory's steps", {
+    everyMs: 100,
+    detail: () => JSON.stringify(steps, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v)),
+  });
+}
 const texts = (output: unknown[] | undefined) => (output ?? []).map((o) => (o as { text: string }).text);
 
 describe("everyday globals", () => {
@@ -163,8 +174,13 @@ describe("completion: only when no work is pending", () => {
     let release: () => void = () => {};
     const gate = new Promise<void>((r) => (release = r));
     const tools = TOOLS.map((t) => (t.name === "slow" ? { ...t, handler: async () => (await gate, "eventually") } : t));
-    setTimeout(() => release(), 1500);
+    // The gateway answers once the exec has returned waiting (the sidecar logs the result it sent).
+    const returned = logged(stack.proc, new RegExp(`"agentRunId":"${scope.agentRunId}".*"status":"waiting".*"msg":"exec finished"`), {
+      ms: 30_000,
+      from: stack.proc.stderr.length,
+    }).finally(release);
     const first = await run(`tools.slow({}).then((r) => text(r)); return "settled before the call"`, { timeoutMs: 300 }, tools);
+    await returned;
     expect(first.model).toMatchObject({ status: "waiting", pendingToolCalls: [expect.objectContaining({ toolId: "openclaw:core:slow" })] });
     const resumed = await waitFor(stack.sandbox, { scope, runId: first.model.runId! });
     expect(resumed.model).toMatchObject({ status: "completed", value: "settled before the call", output: [{ type: "text", text: "eventually" }] });
@@ -338,8 +354,13 @@ describe("trajectory and telemetry that tell the truth", () => {
     let release: () => void = () => {};
     const gate = new Promise<void>((r) => (release = r));
     const tools = TOOLS.map((t) => (t.name === "slow" ? { ...t, handler: async () => (await gate, "late answer") } : t));
-    setTimeout(() => release(), 1200);
+    // The gateway answers once the exec has returned waiting (the sidecar logs the result it sent).
+    const returned = logged(stack.proc, new RegExp(`"agentRunId":"${opened.scope.agentRunId}".*"status":"waiting".*"msg":"exec finished"`), {
+      ms: 30_000,
+      from: stack.proc.stderr.length,
+    }).finally(release);
     const first = await gatewayExec(stack, opened.scope, tools, `return await tools.slow({})`, { timeoutMs: 300 });
+    await returned;
     expect(first.model.status).toBe("waiting");
     const done = await waitFor(stack.sandbox, { scope: opened.scope, runId: first.model.runId! });
     expect(done.model).toMatchObject({ status: "completed", value: "late answer" });
@@ -351,25 +372,23 @@ describe("trajectory and telemetry that tell the truth", () => {
     // The gateway cancels an exec whose guest computes: the step says cancelled.
     const controller = new AbortController();
     const stream = stack.sandbox.exec(
-      { scope: opened.scope, execCallId: "cancelled-exec", code: "for (;;) {}", config: { timeoutMs: 1500 } },
+      { scope: opened.scope, execCallId: "cancelled-exec", code: `text("computing"); for (;;) {}`, config: { timeoutMs: 1500 } },
       { signal: controller.signal },
     );
-    setTimeout(() => controller.abort(), 200);
     await expect(
       (async () => {
-        for await (const _ of stream) void _;
+        // Cancelled once the guest runs (its output streamed).
+        for await (const ev of stream) if (ev.event.case === "output") controller.abort();
       })(),
-    ).rejects.toBeDefined();
+    ).rejects.toMatchObject({ name: "ServiceError", message: expect.stringMatching(/cancelled on client/i) });
 
-    let steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
-    for (let i = 0; i < 100 && !steps.some((s) => s.callId === "cancelled-exec"); i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
-    }
+    const steps = await stepsOnceThere(opened.scope, (ss) => ss.some((s) => s.callId === "cancelled-exec"));
     const [exec, wait, big, cancelled] = steps;
     expect(exec).toMatchObject({ kind: "exec", status: "waiting" });
     expect(exec!.nestedCalls[0]).toMatchObject({ toolId: "openclaw:core:slow", outcome: "ok", answeredWhileSuspended: true });
-    expect(exec!.nestedCalls[0]!.durationMs).toBeGreaterThan(500);
+    // The call's time runs to its answer, which came after the exec had ended: the call ends after its exec.
+    const call = exec!.nestedCalls[0]!;
+    expect(Number(call.startedAtMs) + call.durationMs).toBeGreaterThan(Number(exec!.startedAtMs) + exec!.durationMs);
     expect(JSON.parse(exec!.input!.text)).toEqual({ code: "return await tools.slow({})" });
     expect(JSON.parse(exec!.result!.text)).toMatchObject({ status: "waiting", runId: first.model.runId });
     expect(wait).toMatchObject({ kind: "wait", status: "completed" });
@@ -382,13 +401,11 @@ describe("trajectory and telemetry that tell the truth", () => {
 
   it("a call left pending when the program throws is recorded as abandoned", async () => {
     const opened = await openRun(stack, TOOLS);
-    const out = await gatewayExec(stack, opened.scope, TOOLS, `tools.slow({}); throw new Error("boom")`);
+    const out = await gatewayExec(stack, opened.scope, TOOLS, `tools.slow({}); throw new Error("boom")`, {}, { refusals: "return" });
     expect(out.model).toMatchObject({ status: "failed", error: expect.stringMatching(/^Error: boom/) });
-    let steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
-    for (let i = 0; i < 50 && steps[0]?.nestedCalls[0]?.outcome !== "abandoned"; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
-    }
+    // The gateway's answer came after the exec ended: refused, and said so.
+    expect(out.refused.map((r) => [r.call.toolName, r.code])).toEqual([["slow", "failed_precondition"]]);
+    const steps = await stepsOnceThere(opened.scope, (ss) => ss[0]?.nestedCalls[0]?.outcome === "abandoned");
     expect(steps[0]).toMatchObject({ kind: "exec", status: "failed" });
     expect(steps[0]!.nestedCalls).toHaveLength(1);
     expect(steps[0]!.nestedCalls[0]).toMatchObject({ toolId: "openclaw:core:slow", outcome: "abandoned" });
@@ -400,11 +417,7 @@ describe("trajectory and telemetry that tell the truth", () => {
     expect(out.model).toMatchObject({ status: "completed" });
     const modelJson = out.result.modelJson;
     expect(Buffer.byteLength(modelJson)).toBeGreaterThan(64 * 1024);
-    let steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
-    for (let i = 0; i < 50 && !steps[0]?.result; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      steps = (await stack.control.getTrajectory({ scope: opened.scope })).steps;
-    }
+    const steps = await stepsOnceThere(opened.scope, (ss) => ss[0]?.result !== undefined);
     expect(steps[0]!.result).toMatchObject({
       text: "",
       bytes: BigInt(Buffer.byteLength(modelJson)),

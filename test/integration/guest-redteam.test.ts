@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toWireTool } from "../../src/shared/tool-wire.js";
 import { gatewayExec, openRun, type TestTool } from "../helpers/gateway.js";
 import { scope as newScope, startStack, waitFor, type Stack } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 const TOOLS: TestTool[] = [
   { name: "echo", description: "Returns its input.", handler: (input) => ({ got: input }) },
@@ -135,8 +136,11 @@ describe("stack traces reveal no prelude function or receiver", () => {
       { timeoutMs: 200 },
     );
     expect(first.model.status).toBe("waiting");
-    let resumed = await waitFor(stack.sandbox, { scope, runId: first.model.runId! });
-    for (let i = 0; i < 10 && resumed.model.status === "waiting"; i++) resumed = await waitFor(stack.sandbox, { scope, runId: first.model.runId! });
+    // The model waits again while the tool has not answered.
+    const resumed = await until(async () => {
+      const w = await waitFor(stack.sandbox, { scope, runId: first.model.runId! });
+      return w.model.status !== "waiting" && w;
+    }, "the run to leave waiting");
     expect(resumed.model).toMatchObject({ status: "completed", value: { stack: "hooked", fns: 0, receivers: 0 } });
   });
 

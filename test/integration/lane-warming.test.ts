@@ -14,6 +14,7 @@ import { FairScheduler, HOG_MEMORY_MS } from "../../src/sandbox/pool/scheduler.j
 import { RecentCatalogs } from "../../src/sandbox/pool/lane-warmup.js";
 import { EMPTY_GUEST_CATALOG } from "../../src/sandbox/pool/task-protocol.js";
 import { execute, logged, openEmptyRun, startStack } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 const wasmModule = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const WORKER = fileURLToPath(new URL("../../dist/sandbox/worker/worker.js", import.meta.url));
@@ -28,7 +29,7 @@ describe("a warming lane (real worker threads)", () => {
     lanes.onWarm = (lane, done) => warmups.push({ lane, done });
     lanes.onWarmed = () => scheduler.pump();
     const lane = lanes.all[0]!;
-    for (let i = 0; i < 100 && lane.piscina.threads.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await until(() => lane.piscina.threads.length > 0, "the lane's thread", { everyMs: 20 });
     const threadId = lane.piscina.threads[0]!.threadId;
 
     lanes.terminate(threadId);
@@ -68,7 +69,7 @@ describe("a warming lane (real worker threads)", () => {
     try {
       const scheduler = new FairScheduler(two, 2, () => 0, 10_000);
       two.onWarm = () => undefined;
-      for (let i = 0; i < 100 && two.all.some((l) => l.piscina.threads.length === 0); i++) await new Promise((r) => setTimeout(r, 20));
+      await until(() => two.all.every((l) => l.piscina.threads.length > 0), "both lanes' threads", { everyMs: 20 });
       two.terminate(two.all[0]!.piscina.threads[0]!.threadId);
       const ran: Lane[] = [];
       for (let i = 0; i < 2; i++) scheduler.submit({ tenant: `chat-${i}`, run: (l) => ran.push(l), gone: () => false });
@@ -80,7 +81,7 @@ describe("a warming lane (real worker threads)", () => {
 
   it("runs its thread with a capped V8 young generation (V8's default lets new space reach 32 MiB per thread)", async () => {
     const lane = lanes.all[0]!;
-    for (let i = 0; i < 100 && lane.piscina.threads.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await until(() => lane.piscina.threads.length > 0, "the lane's thread", { everyMs: 20 });
     // The limits the thread's isolate was made with, as Node reports them for a running worker.
     const limits = lane.piscina.threads[0]!.resourceLimits!;
     expect(limits.maxYoungGenerationSizeMb).toBe(WORKER_YOUNG_GENERATION_MB);

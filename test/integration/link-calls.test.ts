@@ -12,6 +12,7 @@ import { createClient, type ServiceClient } from "../../src/protocol/grpc-client
 import { ServiceError } from "../../src/protocol/service-error.js";
 import { linkRpc, StreamCalls, type LinkRpc } from "../../src/sandbox/link/link-calls.js";
 import { spawnCodemode, type Proc } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 describe("an orchestrator answering link calls on the Attach stream", () => {
   let orchestrator: Proc;
@@ -60,6 +61,7 @@ describe("an orchestrator answering link calls on the Attach stream", () => {
 
   it("keeps serving when a sidecar closes its side with calls in flight (their replies have no stream left)", async () => {
     const scope = { agentId: "a", sessionId: "s", sessionKey: "k", agentRunId: "r" };
+    const from = orchestrator.stderr.length;
     for (let i = 0; i < 5; i++) {
       const stream = link.attach();
       stream.send({ message: { case: "hello", value: { sidecarId: `sc_gone_${i}`, address: "127.0.0.1:1", version: "test" } } });
@@ -75,7 +77,10 @@ describe("an orchestrator answering link calls on the Attach stream", () => {
         // drained until the orchestrator ends its side
       }
     }
-    await new Promise((r) => setTimeout(r, 200));
+    // Every call was answered (each refusal is logged) after its stream was gone.
+    await until(() => orchestrator.stderr.slice(from).filter((l) => l.includes('"msg":"refused a wait"')).length >= 100, "the 100 calls to be answered", {
+      detail: () => orchestrator.stderr.slice(from).join("\n"),
+    });
     expect(orchestrator.child.exitCode).toBeNull();
     expect((await link.claimRun({ scope, codeModeRunId: "cm_after", leaseMs: 1_000, claimToken: "t" })).refused).toBe(
       "code mode run is unavailable or expired.",

@@ -3,7 +3,8 @@
 //
 // Sidecar A reaches the orchestrator through a TCP balancer that can freeze its open
 // connections (bytes stop, sockets stay open: a silent network path). A's keepalive gives
-// up on the frozen link and A attaches again over a new connection; the orchestrator sees
+// up on the frozen link (1 s here, CODEMODE_TEST_LINK_KEEPALIVE_MS, instead of the product's
+// 10 s) and A attaches again over a new connection; the orchestrator sees
 // nothing of the old one until the balancer closes it. Before the fix, that late end
 // detached A's new link too: an answer a gateway sent to sidecar B for a call of A's live
 // VM was no longer forwarded to A (and A's cached runs stopped getting invalidations).
@@ -24,7 +25,9 @@ let control: ServiceClient<typeof Control.method>;
 beforeAll(async () => {
   orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"]);
   balancer = await startBalancer([orchestrator.ready.link!]);
-  a = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", balancer.address, "--threads", "1"]);
+  a = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", balancer.address, "--threads", "1"], {
+    CODEMODE_TEST_LINK_KEEPALIVE_MS: "1000",
+  });
   b = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", orchestrator.ready.link!, "--threads", "1"]);
   control = createClient(Control, orchestrator.ready.orchestrator!);
 }, 60_000);
@@ -63,7 +66,7 @@ it("keeps a sidecar attached when its earlier link ends after it attached again,
   expect(await answeredThroughB()).toEqual({ deliveredLive: true, value: 7 });
 
   balancer.freeze();
-  // A's keepalive (10 s, then 5 s for the ping's answer) ends the frozen link; A attaches again.
+  // A's keepalive (a ping after 1 s, then 0.5 s for its answer) ends the frozen link; A attaches again.
   await logged(a, /"orchestrator link down"/, 30_000);
   await logged(orchestrator, new RegExp(`"sidecarId":"${sidecarA}".*"replacedLink":true.*"sidecar attached"`), 30_000);
   // Only now does the orchestrator see the old link end.

@@ -8,14 +8,7 @@ import { Control } from "../../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient } from "../../src/protocol/grpc-client.js";
 import { openEmptyRun, spawnCodemode } from "../helpers/harness.js";
-
-async function until(check: () => boolean, what: string, ms = 20_000) {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+import { until } from "../helpers/until.js";
 
 it("the sidecar re-opens its orchestrator link after the orchestrator restarts", async () => {
   let orch = await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0"]);

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ToolSource } from "../../src/gen/codemode/common/v1/common_pb.js";
 import { gatewayExec, openRun, type TestTool } from "../helpers/gateway.js";
-import { startStack, waitFor, type Stack } from "../helpers/harness.js";
+import { logged, startStack, waitFor, type Stack } from "../helpers/harness.js";
 import { typecheck } from "../helpers/typecheck.js";
 
 const obj = (properties: Record<string, unknown>, required: string[] = []) => ({ type: "object", properties, required });
@@ -357,21 +357,21 @@ describe("MCP namespace and API files", () => {
     const slow: TestTool[] = CATALOG.map((t) =>
       t.name === "list_issues" ? { ...t, handler: async () => (await gate, { content: [{ type: "text", text: "3 open" }] }) } : t,
     );
-    const execP = gatewayExec(
+    // The exec returns `waiting` while the gateway still holds the call; the gateway answers
+    // once the sidecar logged that result (gatewayExec itself resolves only after its answers).
+    const returned = logged(stack.proc, new RegExp(`"agentRunId":"${scope.agentRunId}".*"status":"waiting".*"msg":"exec finished"`), {
+      ms: 30_000,
+      from: stack.proc.stderr.length,
+    }).finally(release);
+    const first = await gatewayExec(
       stack,
       scope,
       slow,
       `text("before"); const r = await MCP.github.listIssues({ state: "open" }); text("after"); return r.content[0].text;`,
       { timeoutMs: 1500 },
     );
-    const first = await new Promise<Awaited<typeof execP>>((resolve, reject) => {
-      // The exec returns `waiting` while the gateway still holds the call; gatewayExec
-      // waits for its answers, so read the result as soon as it streams.
-      execP.then(resolve, reject);
-      setTimeout(() => release(), 4000);
-    });
-    // gatewayExec resolves only after its answers were sent, so the answer was given
-    // after the exec had already returned waiting: it is stored with the suspended run.
+    await returned;
+    // So the answer was given after the exec had already returned waiting: it is stored with the suspended run.
     expect(first.model.status).toBe("waiting");
     expect(first.model.pendingToolCalls).toEqual([expect.objectContaining({ toolId: "mcp:github:list_issues" })]);
     const resumed = await waitFor(stack.sandbox, { scope, runId: first.model.runId! });

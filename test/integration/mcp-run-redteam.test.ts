@@ -133,7 +133,7 @@ describe("codemode.run: Object.prototype pollution and a Promise species change 
     expect(res.servers).toHaveLength(2);
     expect(res.described).toMatchObject({ serverId: "fixture", description: expect.any(String), version: "3.1.4" });
     expect(res.tools.every((t) => typeof t.description === "string")).toBe(true);
-    expect(res.tool.inputSchema).toBeDefined();
+    expect(res.tool.inputSchema).toEqual({ type: "object", properties: { text: { type: "string" } }, required: ["text"] });
     expect(clean.logs.map((l) => l.level)).toEqual(["log", "warn", "error"]);
     expect(clean.toolTrace?.map((t) => [t.toolName, t.ok])).toEqual([
       ["echo.v2", true],

@@ -61,12 +61,11 @@ describe("spec 10: multi-server orchestration", () => {
     const r = await http.run(`
       import * as fixture from "@codemode/servers/fixture";
       import * as everything from "@codemode/servers/everything";
-      const t0 = Date.now();
       const out = await Promise.all([fixture.slow({ ms: 600, tag: "a" }), fixture.slow({ ms: 600, tag: "b" }), fixture.slow({ ms: 600, tag: "c" }), everything.echo({ message: "x" })]);
-      globalThis.__codemode_result__ = { out, ms: Date.now() - t0, stats: await fixture.stats({}) };`);
-    const res = r.result as { out: string[]; ms: number; stats: { maxConcurrent: number } };
+      globalThis.__codemode_result__ = { out, stats: await fixture.stats({}) };`);
+    const res = r.result as { out: string[]; stats: { maxConcurrent: number } };
     expect(res.out).toEqual(["slept 600 a", "slept 600 b", "slept 600 c", "Echo: x"]);
-    expect(res.ms).toBeLessThan(1_500);
+    // Concurrent, by the server's own count: the three slow calls were in flight at once.
     expect(res.stats.maxConcurrent).toBe(3);
   });
 
@@ -100,8 +99,7 @@ describe("spec 10: multi-server orchestration", () => {
     try {
       const before = await f.run(`import { echo_v2 } from "@codemode/servers/flaky"; globalThis.__codemode_result__ = await echo_v2({ text: "up" });`);
       expect(before.result).toBe("up");
-      fixture.stop();
-      await new Promise((r) => setTimeout(r, 300));
+      await fixture.stop();
       const r = await f.run(`
         import * as flaky from "@codemode/servers/flaky";
         import * as everything from "@codemode/servers/everything";
@@ -111,7 +109,7 @@ describe("spec 10: multi-server orchestration", () => {
       expect(r.result).toEqual({ failed: [true, "flaky"], other: "Echo: still here" });
     } finally {
       await f.close();
-      fixture.stop();
+      await fixture.stop();
     }
   });
 

@@ -5,14 +5,30 @@
  * kept, and cancellation reaching the upstream server. The fixture also runs over HTTP
  * with a bearer token, for AuthenticationError.
  */
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { standardServers, startHttpFixture, startStdioFront, type Front } from "../helpers/mcp-front.js";
+import { FIXTURE, standardServers, startHttpFixture, startStdioFront, type Front } from "../helpers/mcp-front.js";
+import { until } from "../helpers/until.js";
 
 let front: Front;
 let httpFixture: { url: string; stop(): void };
+/** Where the fixture server notes each `slow` call as it starts. */
+const events = join(mkdtempSync(join(tmpdir(), "codemode-fixture-")), "events.log");
+const slowStarted = () =>
+  existsSync(events)
+    ? readFileSync(events, "utf8")
+        .split("\n")
+        .filter((l) => l.startsWith("slow started")).length
+    : 0;
 beforeAll(async () => {
   httpFixture = await startHttpFixture("s3cret");
-  front = await startStdioFront({ ...standardServers(), remote: { url: httpFixture.url, headers: { Authorization: "Bearer s3cret" } } });
+  front = await startStdioFront({
+    ...standardServers(),
+    fixture: { command: process.execPath, args: [FIXTURE, "--name", "fixture-server", "--events", events] },
+    remote: { url: httpFixture.url, headers: { Authorization: "Bearer s3cret" } },
+  });
 });
 afterAll(async () => {
   await front?.close();
@@ -237,20 +253,22 @@ globalThis.__codemode_result__ = s;`,
     });
     expect(r.diagnostics.at(-1)).toMatchObject({ code: "SANDBOX_LIMIT", errorClass: "SandboxLimitError" });
     expect(r.logs.map((l) => l.message)).toEqual(["calling"]);
-    await expect.poll(async () => (await stats()).cancelled, { timeout: 5_000 }).toBeGreaterThan(before);
+    await until(async () => (await stats()).cancelled > before, "the upstream call to be cancelled", { everyMs: 100 });
   });
 
   it("R7.4-3 cancelling codemode.run terminates the sandbox and cancels its in-flight MCP calls (notifications/cancelled)", async () => {
     const before = (await stats()).cancelled;
+    const started = slowStarted();
     const ctl = new AbortController();
     const pending = front.call(
       { code: `import { slow } from "@codemode/servers/fixture"; await Promise.all([slow({ ms: 8000, tag: "a" }), slow({ ms: 8000, tag: "b" })]);` },
       { signal: ctl.signal },
     );
-    await new Promise((r) => setTimeout(r, 600));
+    // Both slow calls are in flight upstream (the server notes each as it starts) when the run is cancelled.
+    await until(() => slowStarted() >= started + 2, "both slow calls in flight upstream");
     ctl.abort();
-    await expect(pending).rejects.toThrow();
-    await expect.poll(async () => (await stats()).cancelled, { timeout: 5_000 }).toBeGreaterThanOrEqual(before + 2);
-    await expect.poll(() => front.stderr.some((l) => l.includes('"codemode.run finished"') && l.includes('"internal_error"')), { timeout: 5_000 }).toBe(true);
+    await expect(pending).rejects.toMatchObject({ name: "McpError", message: expect.stringMatching(/AbortError/) });
+    await until(async () => (await stats()).cancelled >= before + 2, "both upstream calls to be cancelled", { everyMs: 100 });
+    await until(() => front.stderr.some((l) => l.includes('"codemode.run finished"') && l.includes('"internal_error"')), "the run's end in the front's log");
   });
 });

@@ -8,6 +8,7 @@
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHttpFront, startStdioFront, type Front } from "../helpers/mcp-front.js";
+import { until } from "../helpers/until.js";
 
 let front: Front;
 let http: Front;
@@ -42,7 +43,7 @@ describe("spec 8: tool list changes", () => {
   it("R8.1-2 the codemode.run declarations are refreshed and MCP clients are told (notifications/tools/list_changed)", async () => {
     const before = notified.stdio;
     await front.run(`import { add_tool } from "@codemode/servers/fixture"; await add_tool({ name: "announced" });`);
-    await expect.poll(() => notified.stdio, { timeout: 5_000 }).toBeGreaterThan(before);
+    await until(() => notified.stdio > before, "notifications/tools/list_changed over stdio");
     expect((await front.tool()).description).toContain("export function announced(");
   });
 
@@ -68,6 +69,6 @@ describe("spec 8: tool list changes", () => {
     await http.run(`import { add_tool } from "@codemode/servers/fixture"; await add_tool({ name: "over_http" });`);
     const r = await http.run(`import { over_http } from "@codemode/servers/fixture"; globalThis.__codemode_result__ = await over_http();`);
     expect(r.result).toBe("dynamic over_http");
-    await expect.poll(() => notified.http, { timeout: 5_000 }).toBeGreaterThan(before);
+    await until(() => notified.http > before, "notifications/tools/list_changed over http");
   });
 });

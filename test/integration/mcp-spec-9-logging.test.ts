@@ -28,11 +28,15 @@ describe("spec 9: logging conventions", () => {
   });
 
   it("R9-2 log times are integer milliseconds since the sandbox started, in order", async () => {
+    const sent = performance.now();
     const r = await front.run(`for (let i = 0; i < 5; i++) { console.log(i); await new Promise((ok) => setTimeout(ok, 10)); }`);
+    const callMs = Math.ceil(performance.now() - sent);
     const times = r.logs.map((l) => l.timeMs);
     expect(times.every(Number.isInteger)).toBe(true);
     expect([...times].sort((a, b) => a - b)).toEqual(times);
-    expect(times[0]).toBeLessThan(1_000);
+    // Counted from the sandbox's start, not the epoch: the sandbox started after the call was
+    // sent and logged before its answer came, so every time fits inside the call.
+    expect(times.at(-1)).toBeLessThanOrEqual(callMs);
   });
 
   it("R9-3 the host encourages agents to aggregate, filter and summarize before logging", async () => {

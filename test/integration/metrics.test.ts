@@ -10,6 +10,7 @@ import { openRun, type TestTool } from "../helpers/gateway.js";
 import { spawnSync } from "node:child_process";
 import { BIN, execute, spawnCodemode, startStack, waitFor, type Proc, type Stack, type ToolCallEvent } from "../helpers/harness.js";
 import { sample, scrape } from "../helpers/metrics-scrape.js";
+import { until } from "../helpers/until.js";
 
 const tools: TestTool[] = [{ name: "lookup", description: "Looks something up", parameters: { type: "object", properties: { key: { type: "string" } } } }];
 
@@ -123,11 +124,19 @@ describe("codemode start --metrics-address", () => {
   });
 
   it("reports the worker threads' memory: V8 heaps, the prepared images and compiler, and a grown instance kept for reuse", async () => {
-    // A thread reports with a task's outcome at most once a second: the pause makes this one report.
-    await new Promise((r) => setTimeout(r, 1_100));
     const grown = await execute(stack, { code: "const a = []; for (let i = 0; i < 150000; i++) a.push({ i }); return a.length" });
     expect(grown.model).toMatchObject({ status: "completed", value: 150000 });
-    const text = await scrape(metricsAt);
+    // A thread reports with a task's outcome at most once a second: small execs follow until
+    // one's outcome brought a report that has the grown instance, kept as a spare, in it.
+    const text = await until(
+      async () => {
+        await execute(stack, { code: "return 1" });
+        const t = await scrape(metricsAt);
+        return sample(t, "codemode_worker_memory_bytes", { part: "spares" }) >= 4 << 20 && t;
+      },
+      "a memory report with the grown instance kept as a spare",
+      { everyMs: 250 },
+    );
     const part = (p: string) => sample(text, "codemode_worker_memory_bytes", { part: p });
     expect(part("heap_total")).toBeGreaterThan(part("heap_used"));
     expect(part("heap_used")).toBeGreaterThan(1 << 20);
@@ -195,17 +204,13 @@ describe("codemode sandbox and orchestrator, each with --metrics-address", () =>
     const orchestratorMetrics = orchestrator.ready.metrics!;
     expect(sidecarMetrics).not.toBe(orchestratorMetrics);
 
-    const until = async (check: (text: string) => boolean, address: string) => {
-      const deadline = Date.now() + 20_000;
-      for (;;) {
-        const text = await scrape(address);
-        if (check(text)) return text;
-        if (Date.now() > deadline) throw new Error(`metrics never matched:\n${text}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+    /** The metrics at `address` once `check` holds. */
+    const matching = (check: (text: string) => boolean, address: string) => {
+      let text = "";
+      return until(async () => check((text = await scrape(address))) && text, `metrics at ${address} to match`, { everyMs: 100, detail: () => text });
     };
-    await until((t) => sample(t, "codemode_orchestrator_link_up") === 1, sidecarMetrics);
-    const o = await until((t) => sample(t, "codemode_attached_sidecars") === 1, orchestratorMetrics);
+    await matching((t) => sample(t, "codemode_orchestrator_link_up") === 1, sidecarMetrics);
+    const o = await matching((t) => sample(t, "codemode_attached_sidecars") === 1, orchestratorMetrics);
     // The orchestrator's registry has its own metrics, not the sidecar's.
     expect(o).not.toContain("codemode_execs_total");
     expect(await scrape(sidecarMetrics)).not.toContain("codemode_suspended_runs ");
@@ -224,7 +229,7 @@ describe("codemode sandbox and orchestrator, each with --metrics-address", () =>
 
     orchestrator.child.kill("SIGKILL");
     await new Promise((r) => orchestrator.child.once("exit", r));
-    const down = await until((t) => sample(t, "codemode_orchestrator_link_up") === 0, sidecarMetrics);
+    const down = await matching((t) => sample(t, "codemode_orchestrator_link_up") === 0, sidecarMetrics);
     expect(sample(down, "codemode_orchestrator_link_changes_total", { state: "down" })).toBeGreaterThanOrEqual(1);
     // Readiness follows the link; liveness (what a kubelet restarts on) does not.
     const health = (service: string) =>
@@ -234,7 +239,7 @@ describe("codemode sandbox and orchestrator, each with --metrics-address", () =>
 
     orchestrator = await spawnCodemode(["orchestrator", "--orchestrator-address", orchestratorAt, "--link-address", linkAt]);
     expect(orchestrator.ready.metrics).toBeUndefined();
-    const up = await until((t) => sample(t, "codemode_orchestrator_link_up") === 1, sidecarMetrics);
+    const up = await matching((t) => sample(t, "codemode_orchestrator_link_up") === 1, sidecarMetrics);
     expect(sample(up, "codemode_orchestrator_link_changes_total", { state: "up" })).toBeGreaterThanOrEqual(2);
   });
 });

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { namespaceContext, namespaceTool, NamespaceScopeError, serializeNamespaceScope } from "../../src/shared/namespace-scope.js";
 import { NamespaceCatalog } from "../../src/sandbox/catalog/namespace-catalog.js";
 import { gatewayExec, openRun, type TestTool } from "../helpers/gateway.js";
-import { BIN, startStack, waitFor, type Stack } from "../helpers/harness.js";
+import { BIN, logged, startStack, waitFor, type Stack } from "../helpers/harness.js";
 
 const GITHUB: TestTool[] = [
   {
@@ -330,9 +330,14 @@ describe("internal namespaces", () => {
     const gate = new Promise<void>((r) => (release = r));
     const slow = GITHUB.map((t) => (t.name === "github_list_issues" ? { ...t, handler: async () => (await gate, [{ number: 9 }]) } : t));
     const run = await openRun(stack, slow);
+    // The gateway answers once the exec has returned waiting (the sidecar logs the result it sent).
+    const returned = logged(stack.proc, new RegExp(`"agentRunId":"${run.scope.agentRunId}".*"status":"waiting".*"msg":"exec finished"`), {
+      ms: 30_000,
+      from: stack.proc.stderr.length,
+    }).finally(release);
     const execP = gatewayExec(stack, run.scope, slow, `const issues = await Issues.list({}); text("resumed"); return issues.length;`, { timeoutMs: 1000 });
-    setTimeout(() => release(), 3000);
     const first = await execP;
+    await returned;
     expect(first.model.status).toBe("waiting");
     expect(first.model.pendingToolCalls).toEqual([expect.objectContaining({ toolId: "openclaw:github:github_list_issues" })]);
     const resumed = await waitFor(stack.sandbox, { scope: run.scope, runId: first.model.runId! });

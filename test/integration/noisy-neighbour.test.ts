@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { Control } from "../../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient, type ServiceClient } from "../../src/protocol/grpc-client.js";
-import { collectStream, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { collectStream, logged, spawnCodemode, type Proc } from "../helpers/harness.js";
 import { openRun } from "../helpers/gateway.js";
 
 let proc: Proc;
@@ -39,6 +39,8 @@ afterAll(async () => {
 it("a run co-hosted with a native runaway loop survives the kill of their thread", async () => {
   const { scope } = await openRun({ control }, [{ name: "slow", description: "Answers late." }]);
   const calls: string[] = [];
+  let announce!: (callId: string) => void;
+  const called = new Promise<string>((r) => (announce = r));
   const victim = collectStream(
     sandbox.exec({
       scope,
@@ -47,14 +49,16 @@ it("a run co-hosted with a native runaway loop survives the kill of their thread
     }),
     (call) => {
       calls.push(call.callId);
-      // Answer well after the neighbour's loop got the thread killed (about 1.75 s from its start).
-      setTimeout(() => void sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: '"late"' } }), 4_000);
+      announce(call.callId);
     },
   );
-  await new Promise((r) => setTimeout(r, 500));
+  // The victim's VM is idle, awaiting its tool, when the neighbour's loop comes.
+  const callId = await called;
   const hostileScope = (await openRun({ control }, [{ name: "x" }])).scope;
   const hostile = await collectStream(sandbox.exec({ scope: hostileScope, code: 'new Array(2 ** 32 - 1).join("")', config: { timeoutMs: 1_000 } }));
   expect(hostile.model).toMatchObject({ status: "failed", code: "timeout" });
+  // Answered after the neighbour's loop got the thread killed (its exec ended with the kill).
+  await sandbox.bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: '"late"' } });
   const out = await victim;
   expect(out.model).toMatchObject({ status: "completed", value: { r: "late", n: [2, 4, 6] } });
   expect(out.model.output).toEqual([
@@ -64,9 +68,5 @@ it("a run co-hosted with a native runaway loop survives the kill of their thread
   expect(calls).toHaveLength(1);
   // Either the pool moved the idle run to a surge thread while the loop held theirs, or it
   // continued it there after the kill: from its parked image both ways.
-  expect(
-    proc.stderr.some(
-      (l) => l.includes("continuing a run whose worker was killed for another run") || l.includes("moving an idle run off a lane another guest holds"),
-    ),
-  ).toBe(true);
+  await logged(proc, /continuing a run whose worker was killed for another run|moving an idle run off a lane another guest holds/);
 });

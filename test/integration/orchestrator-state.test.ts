@@ -13,6 +13,7 @@ import { toWireTool } from "../../src/shared/tool-wire.js";
 import { openRun, type TestTool } from "../helpers/gateway.js";
 import { scope as newScope, spawnCodemode, type Proc } from "../helpers/harness.js";
 import { startRedis, type RedisServer } from "../helpers/redis.js";
+import { until } from "../helpers/until.js";
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -201,7 +202,7 @@ it("when Redis goes away, gateway and sidecar calls fail UNAVAILABLE and each fa
     await expect(orch.control.closeRun({ scope })).rejects.toMatchObject({ code: "unavailable" });
     const failures = () =>
       orch.proc.stderr.map((l) => JSON.parse(l) as { msg: string; err?: unknown; op?: string }).filter((l) => l.msg === "store call failed");
-    for (let tries = 0; failures().length < 3 && tries < 200; tries++) await new Promise((r) => setTimeout(r, 25));
+    await until(() => failures().length >= 3, "three store failures logged", { detail: () => orch.proc.stderr.join("\n") });
     expect(failures().map((l) => l.op)).toEqual(["read the run", "read the run", "close the run"]);
     expect(failures().every((l) => l.err !== undefined)).toBe(true);
     expect(orch.proc.stderr.some((l) => l.includes('"msg":"handler failed"'))).toBe(false);

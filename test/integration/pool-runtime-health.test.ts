@@ -17,11 +17,12 @@ import { renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResultStatus, SurfaceKind } from "../../src/gen/codemode/common/v1/common_pb.js";
-import { Control } from "../../src/gen/codemode/orchestrator/v1/control_pb.js";
+import { Control, type ModelSurface } from "../../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient, type ServiceClient } from "../../src/protocol/grpc-client.js";
 import { toWireTool } from "../../src/shared/tool-wire.js";
 import { collectStream, copyPackage, logged, openEmptyRun, scope as newScope, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 const TOOLS = { case: "tools" as const, value: { tools: [toWireTool({ name: "message", description: "Send a chat message" })] } };
 /** A native loop: QuickJS's interrupt handler is never polled, so only the host's kill stops it. */
@@ -32,25 +33,20 @@ function spawnFrom(dir: string, args: string[]): Promise<Proc> {
   return spawnCodemode(args, { CODEMODE_LOG_LEVEL: "debug" }, join(dir, "bin", "codemode.js"));
 }
 
-/** The first line of `proc`'s stderr from line `from` on that matches `pattern` (polled, generous deadline). */
-async function loggedSince(proc: Proc, from: number, pattern: RegExp, ms = 60_000): Promise<string> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const line = proc.stderr.slice(from).find((l) => pattern.test(l));
-    if (line !== undefined) return line;
-    if (Date.now() > until) throw new Error(`no log line matching ${pattern} within ${ms} ms; stderr:\n${proc.stderr.slice(from).join("\n")}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** The first line of `proc`'s stderr from line `from` on that matches `pattern` (a generous deadline). */
+const loggedSince = (proc: Proc, from: number, pattern: RegExp) => logged(proc, pattern, { ms: 60_000, from });
 
-/** Polls `read` until `ok` holds (generous deadline); returns the last value read. */
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 200));
-  }
+/** The surface once it is of `kind` (asked again until it is). */
+async function surfaceOf(read: () => Promise<ModelSurface>, kind: SurfaceKind): Promise<ModelSurface> {
+  let last: ModelSurface | undefined;
+  return until(
+    async () => {
+      last = await read();
+      return last.kind === kind && last;
+    },
+    `the surface to be of kind ${SurfaceKind[kind]}`,
+    { ms: 60_000, everyMs: 200, detail: () => JSON.stringify(last) },
+  );
 }
 
 /** The value of an unlabelled gauge in Prometheus text. */
@@ -128,7 +124,7 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
     const reported = JSON.parse(await loggedSince(orch, orchMark, canRunCode("cannot"))) as { reason: string };
     expect(reported.reason).toBe(down.reason);
 
-    const s = await until(surface, (x) => x.kind === SurfaceKind.TOOL_SEARCH_TOOLS);
+    const s = await surfaceOf(surface, SurfaceKind.TOOL_SEARCH_TOOLS);
     expect(s).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_TOOLS, fallback: true });
     expect(s.fallbackReason).toContain(`no sandbox sidecar attached to the orchestrator can run code (${sidecarId}: ${down.reason}`);
     expect(s.tools.map((t) => t.name)).toEqual(["tool_search", "tool_describe", "tool_call"]);
@@ -151,10 +147,10 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
     // The sidecar retries its thread with a growing backoff, one thread start per retry
     // (no respawn loop), and reports the pool down once.
     await loggedSince(sidecar, 0, /"worker thread cannot run code: retrying it with a backoff"/);
-    await until(
-      async () => sidecar.stderr.filter((l) => l.includes('"worker thread still cannot run code"')).length,
-      (n) => n >= 2,
-    );
+    await until(() => sidecar.stderr.filter((l) => l.includes('"worker thread still cannot run code"')).length >= 2, "two retries of the thread", {
+      ms: 60_000,
+      everyMs: 200,
+    });
     const retries = sidecar.stderr
       .filter((l) => l.includes('"worker thread still cannot run code"'))
       .map((l) => (JSON.parse(l) as { retryInMs: number }).retryInMs);
@@ -176,7 +172,7 @@ describe("a sidecar whose worker threads can no longer start reports it, and rec
     broken = false;
     await loggedSince(sidecar, sidecarMark, /"sandbox pool can run code again/);
     await loggedSince(orch, orchMark, canRunCode("can"));
-    const s = await until(surface, (x) => x.kind === SurfaceKind.TOOL_SEARCH_CODE);
+    const s = await surfaceOf(surface, SurfaceKind.TOOL_SEARCH_CODE);
     expect(s).toMatchObject({ kind: SurfaceKind.TOOL_SEARCH_CODE, fallback: false, fallbackReason: "" });
     const ran = await collectStream(sandbox.exec({ scope: await openEmptyRun(control, "runtime-health-back"), code: "return 6 * 7" }));
     expect(ran.result.status).toBe(ResultStatus.COMPLETED);

@@ -13,7 +13,8 @@ import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient, type ServiceClient } from "../../src/protocol/grpc-client.js";
 import { toWireTool } from "../../src/shared/tool-wire.js";
 import { serializeNamespaceScope } from "../../src/shared/namespace-scope.js";
-import { collectStream, logged, scope as newScope, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { collectStream, lineIndex, logged, scope as newScope, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 let orchestrator: Proc;
 let sidecars: Array<{ proc: Proc; sandbox: ServiceClient<typeof Sandbox.method> }>;
@@ -129,12 +130,7 @@ describe("the run cache", () => {
     expect((await run(1, scope, "return 0")).model.value).toBe(0);
     expect((await run(0, scope, two)).model.value).toBe(3);
     // The record leaves sidecar 0 after its result: wait until the orchestrator has it.
-    for (let i = 0; ; i++) {
-      const { steps } = await control.getTrajectory({ scope });
-      if (steps.some((s) => s.nestedCalls.length === 2)) break;
-      if (i > 100) throw new Error("the segment was never recorded");
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await until(async () => (await control.getTrajectory({ scope })).steps.some((s) => s.nestedCalls.length === 2), "the segment to be recorded");
     const capped = await run(1, scope, `await tools.echo({ n: 1 }); try { await tools.echo({ n: 2 }); return "not capped"; } catch (e) { return e.message; }`);
     expect(capped.model.value).toMatch(/made 3 tool calls, its limit \(maxToolCallsPerRun\)/);
   });
@@ -156,17 +152,17 @@ describe("the run cache", () => {
     const scope = newScope("cache-silent");
     await open(scope, ["delta"]);
     // Attached by now (the hello was sent before OpenRun): resolving makes it a holder.
-    for (let i = 0; ; i++) {
-      const r = await link.resolveRun({ scope, sidecarId: "silent-sidecar" });
-      if (r.cacheable) break;
-      if (i > 50) throw new Error("the silent sidecar never became cache-eligible");
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const t0 = Date.now();
+    await until(async () => (await link.resolveRun({ scope, sidecarId: "silent-sidecar" })).cacheable, "the silent sidecar to become cache-eligible");
+    const from = orchestrator.stderr.length;
     await open(scope, ["epsilon"]);
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_500);
     expect(await ended).toBe("unavailable");
-    await logged(orchestrator, /disconnecting a sidecar: its cached runs cannot be trusted/);
+    // The change waited for the ack until its deadline: the silent sidecar was disconnected
+    // before the run was opened again (the orchestrator logs both, in that order).
+    const reopened = new RegExp(`"agentRunId":"${scope.agentRunId}".*"msg":"run opened"`);
+    await logged(orchestrator, reopened, { from });
+    const disconnected = lineIndex(orchestrator, /"sidecarId":"silent-sidecar".*disconnecting a sidecar: its cached runs cannot be trusted/, from);
+    expect(disconnected).toBeGreaterThan(-1);
+    expect(disconnected).toBeLessThan(lineIndex(orchestrator, reopened, from));
     link.close();
   });
 });

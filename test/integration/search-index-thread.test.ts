@@ -56,7 +56,8 @@ describe("search index built off the main thread", () => {
     const built = parse(await logged(stack.proc, new RegExp(`^(?=.*"search index built")(?=.*"catalogVersion":"${cached.catalogVersion}")`)));
     expect(built).toMatchObject({ tools: 2000, thread: "worker" });
     expect(built.indexBuildMs).toBeGreaterThan(0);
-    expect(built.mainThreadMs).toBeGreaterThanOrEqual(0);
+    // The main thread's own share (handing the catalog over, decoding the index) is measured, not left at 0.
+    expect(built.mainThreadMs).toBeGreaterThan(0);
     expect(stack.proc.stderr.some((l) => /worker thread unavailable/.test(l))).toBe(false);
   });
 

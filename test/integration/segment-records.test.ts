@@ -16,6 +16,7 @@ import { OrchestratorLink } from "../../src/sandbox/link/orchestrator-link.js";
 import { silentLogger } from "../../src/shared/logger.js";
 import type { ColocatedOrchestrator } from "../../src/shared/colocated.js";
 import { execute, logged, scope as newScope, startCluster, startStack, type Cluster, type Stack } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 /** 40 execs, each followed at once by a read of the trajectory: every step is there, in order. */
 async function stepsReadableAtOnce(control: Cluster["control"], sandbox: Cluster["sidecars"][number]["sandbox"] | Stack["sandbox"]) {
@@ -100,16 +101,17 @@ describe("a sidecar's link to an orchestrator in its process", () => {
       const sent = link.recordOnLink({ scope, step: { kind: "exec", callId: `c-${i}`, status: "completed", startedAtMs: BigInt(Date.now()) }, callDelta: 1 });
       expect(sent).toBe(true);
     }
-    for (let tries = 0; tries < 200; tries++) {
-      const { steps } = await control.getTrajectory({ scope });
-      if (steps.length >= n) {
-        // The counters moved with the steps.
-        expect((await link.client.resolveRun({ scope, sidecarId: link.sidecarId })).callCount).toBe(n);
-        return steps.map((s) => s.callId);
-      }
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    throw new Error(`the ${n} records did not all arrive`);
+    const steps = await until(
+      async () => {
+        const { steps } = await control.getTrajectory({ scope });
+        return steps.length >= n && steps;
+      },
+      `the ${n} records to arrive`,
+      { everyMs: 10 },
+    );
+    // The counters moved with the steps.
+    expect((await link.client.resolveRun({ scope, sidecarId: link.sidecarId })).callCount).toBe(n);
+    return steps.map((s) => s.callId);
   }
 
   const expected = (n: number) => Array.from({ length: n }, (_, i) => `c-${i}`);

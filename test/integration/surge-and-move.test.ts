@@ -9,7 +9,7 @@ import { afterEach, beforeEach, expect, it } from "vitest";
 import { Control } from "../../src/gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient, type ServiceClient } from "../../src/protocol/grpc-client.js";
-import { collectStream, logged, scope as newScope, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { collectStream, logged, scope as newScope, spawnCodemode, startExec, type Proc } from "../helpers/harness.js";
 
 // A sidecar per test: a surge thread left from one test would change where the next runs.
 let proc: Proc;
@@ -43,21 +43,26 @@ async function open(prefix: string) {
   return { scope };
 }
 
-/** A busy loop in a session of its own; resolves with when it ended. */
-async function loop(timeoutMs: number) {
-  const { scope } = await open("hog");
-  const out = await collectStream(sandbox.exec({ scope, code: "for (;;) {}", config: { timeoutMs } }));
-  return { model: out.model, at: Date.now() };
+/** Events in the order the test saw them (an ordering, not a clock). */
+let seen = 0;
+
+/** A busy loop in a session of its own: `running` once its VM holds a thread, `done` with when (in `seen` order) it ended. */
+function loop(timeoutMs: number) {
+  const started = open("hog").then(({ scope }) => startExec(sandbox, { scope, code: `text("looping"); for (;;) {}`, config: { timeoutMs } }));
+  return {
+    running: started.then((s) => s.running),
+    done: started.then((s) => s.done).then((out) => ({ model: out.model, at: ++seen })),
+  };
 }
 
 it("a light session's exec runs on a surge thread while a loop holds the only one", async () => {
   const hog = loop(4_000);
-  await new Promise((r) => setTimeout(r, 500));
+  await hog.running;
   const { scope } = await open("light");
   const light = await collectStream(sandbox.exec({ scope, code: "return [1, 2, 3].map((x) => x * 7)" }));
-  const lightAt = Date.now();
+  const lightAt = ++seen;
   expect(light.model).toMatchObject({ status: "completed", value: [7, 14, 21] });
-  const h = await hog;
+  const h = await hog.done;
   expect(h.model).toMatchObject({ status: "failed", code: "timeout" });
   expect(lightAt).toBeLessThan(h.at);
   await logged(proc, /adding a surge thread/);
@@ -66,7 +71,7 @@ it("a light session's exec runs on a surge thread while a loop holds the only on
 it("a run idle on a thread a neighbour's loop holds moves to another thread and completes before the loop ends", async () => {
   const { scope } = await open("victim");
   const calls: string[] = [];
-  let hog: Promise<{ model: { status: string; code?: string }; at: number }> | undefined;
+  let hog: ReturnType<typeof loop> | undefined;
   const victim = collectStream(
     sandbox.exec({
       scope,
@@ -75,20 +80,21 @@ it("a run idle on a thread a neighbour's loop holds moves to another thread and 
     }),
     (call) => {
       calls.push(call.callId);
-      // The neighbour's loop starts on the victim's thread while the victim awaits this answer.
+      // The neighbour's loop starts on the victim's thread while the victim awaits this
+      // answer, which comes once the loop holds the thread.
       hog = loop(6_000);
-      setTimeout(() => void sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: '"late"' } }), 1_000);
+      void hog.running.then(() => sandbox.bridgeCallback({ scope, callId: call.callId, outcome: { case: "resultJson", value: '"late"' } }));
     },
   );
   const out = await victim;
-  const victimAt = Date.now();
+  const victimAt = ++seen;
   expect(out.model).toMatchObject({ status: "completed", value: { r: "late", n: [2, 4, 6] } });
   expect(out.model.output).toEqual([
     { type: "text", text: "before" },
     { type: "text", text: "after late" },
   ]);
   expect(calls).toHaveLength(1);
-  const h = await hog!;
+  const h = await hog!.done;
   expect(h.model).toMatchObject({ status: "failed", code: "timeout" });
   expect(victimAt).toBeLessThan(h.at);
   await logged(proc, /moving an idle run off a lane another guest holds, from its parked image/);

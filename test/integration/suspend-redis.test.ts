@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Redis } from "ioredis";
 import { openRun, type TestTool } from "../helpers/gateway.js";
 import { execute, logged, startCluster, waitFor, type Cluster, type scope as Scope, type ToolCallEvent } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 import { startRedis, type RedisServer } from "../helpers/redis.js";
 
 const tools: TestTool[] = [
@@ -31,14 +32,15 @@ afterAll(async () => {
 
 /** A gateway retries an answer while the orchestrator behind the sidecar is coming back. */
 async function answerWithRetry(scope: ReturnType<typeof Scope>, callId: string, value: unknown) {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await cluster.sidecars[1]!.sandbox.bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: JSON.stringify(value) } });
-    } catch (err) {
-      if ((err as { code?: string }).code !== "unavailable" || attempt >= 40) throw err;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
+  return until(
+    () =>
+      cluster.sidecars[1]!.sandbox.bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: JSON.stringify(value) } }).catch((err: unknown) => {
+        if ((err as { code?: string }).code !== "unavailable") throw err;
+        return undefined;
+      }),
+    "the sidecar to take the answer (its orchestrator is coming back)",
+    { everyMs: 250 },
+  );
 }
 
 describe("suspended runs in Redis", () => {

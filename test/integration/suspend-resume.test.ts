@@ -17,6 +17,7 @@ import {
   type Cluster,
   type ToolCallEvent,
 } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 const tools: TestTool[] = [
   { name: "slow_lookup", description: "Looks something up slowly", parameters: { type: "object", properties: { key: { type: "string" } } } },
@@ -39,6 +40,13 @@ async function errorCode(p: Promise<unknown>): Promise<string | undefined> {
   } catch (err) {
     return (err as { code?: string }).code;
   }
+}
+
+/** Resolves once the orchestrator logged that a wait claimed run `runId` (call it before starting the wait). */
+function claimed(runId: string): Promise<string> {
+  return logged(cluster.orchestrator, new RegExp(`"codeModeRunId":"${runId}".*"suspended run claimed by a wait"`), {
+    from: cluster.orchestrator.stderr.length,
+  });
 }
 
 /** Execs `code` on sidecar A with the test tools and a short timeout; nested calls are left unanswered. */
@@ -155,8 +163,10 @@ describe("exec → waiting → wait on another sidecar (seed E2E 12–16)", () =
       { timeoutMs: 2000 },
     );
     await answer(A(), scope, calls[0]!.callId, 1);
-    setTimeout(() => void answer(B(), scope, calls[1]!.callId, 2), 100);
+    // The second answer arrives once the wait has claimed the run, so during that wait.
+    const late = claimed(model.runId!).then(() => answer(B(), scope, calls[1]!.callId, 2));
     const done = await waitFor(B(), { scope, runId: model.runId! });
+    await late;
     expect(done.model).toMatchObject({ status: "completed", value: 3 });
   });
 });
@@ -164,18 +174,23 @@ describe("exec → waiting → wait on another sidecar (seed E2E 12–16)", () =
 describe("answers for live calls on another sidecar", () => {
   it("an answer sent to the wrong sidecar is forwarded to the one whose live VM awaits it", async () => {
     const { scope } = await openRun(cluster, tools, {}, { config: { timeoutMs: 20_000 } });
-    let callId = "";
-    const onA = execute({ sandbox: A() }, { scope, code: `const r = await tools.slow_lookup({ key: "k" }); return "live " + r;` }, (c) => (callId = c.callId));
-    for (let i = 0; i < 100 && !callId; i++) await new Promise((r) => setTimeout(r, 50));
-    // The VM is live on A; the gateway answers on B.
+    let announce!: (callId: string) => void;
+    const called = new Promise<string>((r) => (announce = r));
+    const onA = execute({ sandbox: A() }, { scope, code: `const r = await tools.slow_lookup({ key: "k" }); return "live " + r;` }, (c) => announce(c.callId));
+    const callId = await called;
+    // The VM is live on A. Another scope's answer is not delivered, on either sidecar: A, which
+    // knows whose call it is, refuses it; B, which never saw the call, finds no one to take it.
+    const other = { ...scope, agentRunId: `${scope.agentRunId}-other` };
+    expect(await errorCode(answer(A(), other, callId, "from another scope"))).toBe("permission_denied");
+    expect(await errorCode(answer(B(), other, callId, "from another scope"))).toBe("not_found");
+    // The gateway answers on B.
     const res = await B().bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: '"via B"' } });
     expect(res.deliveredLive).toBe(true);
     const out = await onA;
     expect(out.model).toMatchObject({ status: "completed", value: "live via B" });
-    // Still precise: another scope's answer for it is not delivered, and the call is settled now.
-    expect(await errorCode(B().bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: '"again"' } }))).toMatch(
-      /not_found|already_exists|failed_precondition/,
-    );
+    // Still precise once settled: another scope's answer for it is refused, and a second answer too.
+    expect(await errorCode(answer(A(), other, callId, "again"))).toBe("permission_denied");
+    expect(await errorCode(answer(A(), scope, callId, "again"))).toBe("already_exists");
   });
 });
 
@@ -253,9 +268,10 @@ describe("wait refusals and cleanup", () => {
   it("allows one wait in flight per run", async () => {
     const { scope, calls, model } = await suspendOnA(`return await tools.slow_lookup({ key: "k" });`, { timeoutMs: 3000 });
     expect(model.status).toBe("waiting");
+    const isClaimed = claimed(model.runId!);
     const first = waitFor(A(), { scope, runId: model.runId! });
     // The first wait claims the run at once, then holds the claim while it waits for an answer (up to 3 s).
-    await new Promise((r) => setTimeout(r, 1000));
+    await isClaimed;
     const second = await waitFor(B(), { scope, runId: model.runId! });
     expect(second.model).toMatchObject({ status: "failed", code: "invalid_input", error: "a wait is already in flight for this code mode run." });
     expect(second.result.refusal).toBe(Refusal.WAIT_IN_FLIGHT);
@@ -286,17 +302,17 @@ describe("wait refusals and cleanup", () => {
 
     const aborted = await suspendOnA(`return await tools.slow_lookup({ key: "k" });`, { timeoutMs: 5000 });
     const ac = new AbortController();
+    const abortedClaimed = claimed(aborted.model.runId!);
     const gone = waitFor(B(), { scope: aborted.scope, runId: aborted.model.runId!, signal: ac.signal }).catch((err: unknown) => err);
-    await new Promise((r) => setTimeout(r, 1000));
+    await abortedClaimed;
     ac.abort();
     await gone;
-    let after;
-    for (let i = 0; i < 50; i++) {
-      after = await waitFor(A(), { scope: aborted.scope, runId: aborted.model.runId! });
-      if (after.model.error !== "a wait is already in flight for this code mode run.") break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(after!.model.error).toBe("code mode run is unavailable or expired.");
+    // The aborted wait lets its claim go as it winds down: ask until it has.
+    const after = await until(async () => {
+      const w = await waitFor(A(), { scope: aborted.scope, runId: aborted.model.runId! });
+      return w.model.error !== "a wait is already in flight for this code mode run." && w;
+    }, "the aborted wait to release its claim");
+    expect(after.model.error).toBe("code mode run is unavailable or expired.");
 
     const closed = await suspendOnA(`await yield_control(); return 1;`);
     const res = await cluster.control.closeRun({ scope: closed.scope });

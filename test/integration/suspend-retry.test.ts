@@ -8,6 +8,7 @@
 // orchestrator, and the store takes it as already stored. Without the retry the model was
 // told the exec failed while its run sat in the store until its TTL; without the store
 // taking the resend, the retry was refused as a second suspension of a live run.
+import { once } from "node:events";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ResultStatus } from "../../src/gen/codemode/common/v1/common_pb.js";
@@ -28,7 +29,12 @@ let sidecar: Proc;
 beforeAll(async () => {
   redis = await startRedis();
   for (let i = 0; i < 2; i++)
-    orchestrators.push(await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--store", redis.url]));
+    orchestrators.push(
+      // Debug logs: the orchestrator says when it sends a suspended run to the store.
+      await spawnCodemode(["orchestrator", "--orchestrator-address", "127.0.0.1:0", "--link-address", "127.0.0.1:0", "--store", redis.url], {
+        CODEMODE_LOG_LEVEL: "debug",
+      }),
+    );
   links = await startBalancer(orchestrators.map((o) => o.ready.link!));
   controls = await startBalancer(orchestrators.map((o) => o.ready.orchestrator!));
   sidecar = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", links.address, "--threads", "1"], {
@@ -45,8 +51,6 @@ afterAll(async () => {
   await controls?.close();
   await redis?.stop();
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 it("a suspension whose reply died with its orchestrator is sent again through the link address; the store takes it once and the run goes on", async () => {
   const control = createClient(Control, controls.address);
@@ -69,6 +73,7 @@ it("a suspension whose reply died with its orchestrator is sent again through th
 
     // Redis is paused once the VM runs (its tool call is out), then the call is answered:
     // the VM yields, and the sidecar's store request meets the paused Redis.
+    const from = orchestrators[linkedTo]!.stderr.length;
     const exec = collectStream(
       client.exec({ scope, execCallId: "exec-1", code: 'const a = await tools.ping({}); yield_control("checkpoint"); return a;' }),
       (call) => {
@@ -77,10 +82,12 @@ it("a suspension whose reply died with its orchestrator is sent again through th
       },
     );
     await logged(sidecar, /"VM snapshotted"/);
-    // Long enough for the store request to reach that orchestrator and its command Redis's socket.
-    await sleep(300);
+    // The store request reached that orchestrator, which logs it as it writes the command
+    // to Redis's socket; then the orchestrator dies, and only then does Redis run it.
+    await logged(orchestrators[linkedTo]!, /"storing a suspended run"/, { from });
+    const killed = once(orchestrators[linkedTo]!.child, "exit");
     orchestrators[linkedTo]!.child.kill("SIGKILL");
-    await sleep(100);
+    await killed;
     redis.resume();
 
     const out = await exec;

@@ -25,7 +25,8 @@ import { createClient } from "../../src/protocol/grpc-client.js";
 import { toWireTool } from "../../src/shared/tool-wire.js";
 import type { ServiceError } from "../../src/protocol/service-error.js";
 import { healthClient } from "../helpers/health-client.js";
-import { BIN, collectStream, scope as newScope, SHARED_SNAPSHOT_KEY, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { BIN, collectStream, logged, scope as newScope, SHARED_SNAPSHOT_KEY, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 const GATEWAY_TOKEN = "gateway-token-0123456789abcdef";
 const LINK_TOKEN = "link-token-fedcba9876543210";
@@ -157,10 +158,7 @@ beforeAll(async () => {
     { CODEMODE_LINK_TOKEN: LINK_TOKEN, CODEMODE_AUTH_TOKEN: GATEWAY_TOKEN, CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY },
   );
   sandboxAt = side.ready.sandbox!;
-  for (let i = 0; !side.stderr.some((l) => l.includes('"msg":"orchestrator link up"')); i++) {
-    if (i > 200) throw new Error(`the sidecar's link never came up:\n${side.stderr.join("\n")}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await logged(side, /"msg":"orchestrator link up"/, 20_000);
 });
 
 afterAll(async () => {
@@ -382,14 +380,16 @@ describe("the sidecar link has its own port and credentials", () => {
             w.env,
           ),
         );
-      const end = Date.now() + 3_000;
-      while (Date.now() < end) {
-        for (const p of procs) {
-          const h = healthClient(p.ready.sandbox!);
-          expect(await h.check("")).toBe("NOT_SERVING");
-          h.close();
-        }
-        await new Promise((r) => setTimeout(r, 300));
+      // Each sidecar tried its link, was refused, tried again and was refused again: it is
+      // in its retry loop, and not serving.
+      for (const [i, p] of procs.entries())
+        await until(() => p.stderr.filter((l) => wrong[i]!.expect.test(l)).length >= 2, `sidecar ${i}'s second refused link`, {
+          detail: () => p.stderr.join("\n"),
+        });
+      for (const p of procs) {
+        const h = healthClient(p.ready.sandbox!);
+        expect(await h.check("")).toBe("NOT_SERVING");
+        h.close();
       }
       procs.forEach((p, i) => {
         const log = p.stderr.join("\n");
@@ -430,13 +430,9 @@ describe("codemode start with TLS and a token", () => {
       const sandbox = createClient(Sandbox, start.ready.sandbox!, {}, client);
       const scope = newScope("start");
       await control.openRun({ scope, catalog: { case: "tools", value: { tools: [] } } });
-      let out;
-      for (let i = 0; ; i++) {
-        out = await collectStream(sandbox.exec({ scope, execCallId: `c${i}`, code: "return 6 * 7" }));
-        // The embedded link may still be coming up right after the ready line.
-        if (out.model.status === "completed" || i > 50) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      // The embedded link may still be coming up right after the ready line: wait for it.
+      await logged(start, /"msg":"orchestrator link up"/, 20_000);
+      const out = await collectStream(sandbox.exec({ scope, execCallId: "c0", code: "return 6 * 7" }));
       expect(out.model).toMatchObject({ status: "completed", value: 42 });
       control.close();
       sandbox.close();

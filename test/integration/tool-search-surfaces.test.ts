@@ -230,7 +230,7 @@ describe("tool_search / tool_describe / tool_call (mode tools)", () => {
     const { scope } = await open({ enabled: true, mode: "tools" });
     const found = await stack.sandbox.toolSearch({ scope, callId: "m1", query: "gh issue create", limit: 3 });
     expect(found.tools[0]).toMatchObject({ id: "mcp:github:create_issue", source: ToolSource.MCP, sourceName: "github" });
-    expect(found.tools.length).toBeLessThanOrEqual(3);
+    expect(found.tools).toHaveLength(3);
     expect(JSON.parse(found.modelJson)[0]).toEqual({
       id: "mcp:github:create_issue",
       name: "create_issue",
@@ -310,10 +310,14 @@ describe("policy: denied tools are returned by no surface", () => {
     for (const denied of ["delete_repository", "secret_rotate"]) expect(names).not.toContain(denied);
 
     const tools = await open({ enabled: true, mode: "tools" });
+    const foundByTools: string[] = [];
     for (const q of ["delete repository", "rotate production secrets", ""]) {
       const r = await stack.sandbox.toolSearch({ scope: tools.scope, query: q, limit: 50 });
       for (const id of DENIED_IDS) expect(r.tools.map((t) => t.id)).not.toContain(id);
+      foundByTools.push(...r.tools.map((t) => t.id));
     }
+    // The searches do find the tools they are near (so their missing the denied ones means something).
+    expect(foundByTools).toEqual(expect.arrayContaining(["mcp:github:create_issue", "openclaw:core:guarded_deploy"]));
     for (const id of DENIED_IDS) {
       expect((await stack.sandbox.toolDescribe({ scope: tools.scope, id })).error?.name).toBe("ToolNotFound");
       const seen: ToolCallEvent[] = [];
@@ -339,12 +343,14 @@ describe("policy: denied tools are returned by no surface", () => {
       seen,
     );
     expect(tsc.model.status).toBe("completed");
+    expect(tsc.model.value).toEqual(expect.arrayContaining(["mcp:github:create_issue", "openclaw:core:guarded_deploy"]));
     for (const id of DENIED_IDS) expect(tsc.model.value).not.toContain(id);
     expect(seen).toEqual([]);
     for (const config of [{}, { searchIncludesMcp: true }]) {
       const cm = await open(undefined, config);
       const r = await program(cm.scope, probe);
       expect(r.model.status).toBe("completed");
+      expect(r.model.value).toContain("openclaw:core:guarded_deploy");
       for (const id of DENIED_IDS) expect(r.model.value).not.toContain(id);
     }
   });
@@ -354,12 +360,42 @@ describe("config", () => {
   it("clamps the Tool Search keys and refuses a bad mode", async () => {
     const { surface } = await open({ enabled: true, mode: "tools", maxSearchLimit: 500, searchDefaultLimit: 200, codeTimeoutMs: 5 });
     expect(surface.tools[0]!.description).toMatch(/\(default 50, at most 50\)/);
+    expect(JSON.parse(surface.tools[0]!.inputSchemaJson).properties.limit).toEqual({ type: "integer", minimum: 1, maximum: 50 });
     const code = await open({ enabled: true, codeTimeoutMs: 999_999, maxSearchLimit: 0 });
     expect(code.surface.tools[0]!.description).toMatch(/\(default 1, at most 1\)[\s\S]*Limit: 60000 ms/);
+    // The clamped limit is the one searches get, not only the one the description names.
+    const issues = `return (await openclaw.tools.search("github issues", { limit: 50 })).map((e) => e.id);`;
+    const unclamped = await program((await open({ enabled: true })).scope, issues);
+    expect((unclamped.model.value as string[]).length).toBeGreaterThan(1);
+    const clamped = await program(code.scope, issues);
+    expect(clamped.model).toMatchObject({ status: "completed", value: [(unclamped.model.value as string[])[0]] });
     await expect(open({ enabled: true, mode: "both" })).rejects.toMatchObject({
       code: "invalid_argument",
       message: expect.stringMatching(/toolSearch\.mode must be "code" or "tools"/),
     });
+  });
+
+  it("maxSearchLimit caps tool_search and openclaw.tools.search whatever limit is asked for", async () => {
+    // Twelve tools that all match the query, so only the cap can hold a search to two.
+    const reports = Array.from({ length: 12 }, (_, i) => ({ name: `report_${i}`, description: `Build the quarterly report number ${i}` }));
+    const openReports = async (toolSearch: Record<string, unknown>) => {
+      const scope = newScope("ts-cap");
+      await stack.control.openRun({ scope, catalog: { case: "tools", value: { tools: reports.map(toWireTool) } }, toolSearch });
+      return scope;
+    };
+    const code = `return (await openclaw.tools.search("quarterly report", { limit: 50 })).map((e) => e.id);`;
+    for (const [maxSearchLimit, expected] of [
+      [50, 12],
+      [2, 2],
+    ] as const) {
+      const tools = await openReports({ enabled: true, mode: "tools", maxSearchLimit });
+      const found = await stack.sandbox.toolSearch({ scope: tools, callId: `cap-${maxSearchLimit}`, query: "quarterly report", limit: 50 });
+      expect(found.tools).toHaveLength(expected);
+      expect(JSON.parse(found.modelJson)).toHaveLength(expected);
+      const inCode = await program(await openReports({ enabled: true, maxSearchLimit }), code);
+      expect(inCode.model.status).toBe("completed");
+      expect(inCode.model.value).toHaveLength(expected);
+    }
   });
 
   it("code mode enabled explicitly supersedes Tool Search (the seed's rule); disabled code mode does not block it", async () => {

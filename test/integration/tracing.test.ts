@@ -15,6 +15,7 @@ import { serviceDefinition } from "../../src/protocol/grpc-service.js";
 import { tracingConfig } from "../../src/shared/tracing.js";
 import { openRun, type TestTool } from "../helpers/gateway.js";
 import { collectStream, spawnCodemode, type Proc } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
 
 type OtlpValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
 type OtlpSpan = {
@@ -131,14 +132,11 @@ describe("spans of exec, wait and nested calls, parented to the gateway's trace"
     await receiver?.close();
   });
 
-  const spansUntil = async (check: (spans: Span[]) => boolean) => {
-    const deadline = Date.now() + 15_000;
-    while (!check(receiver.spans)) {
-      if (Date.now() > deadline) throw new Error(`spans never arrived: ${JSON.stringify(receiver.spans.map((s) => [s.name, s.attrs]))}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    return receiver.spans;
-  };
+  const spansUntil = (check: (spans: Span[]) => boolean) =>
+    until(() => check(receiver.spans) && receiver.spans, "the spans", {
+      everyMs: 100,
+      detail: () => `spans so far: ${JSON.stringify(receiver.spans.map((s) => [s.name, s.attrs]))}`,
+    });
 
   it("an exec with a nested call, then a yield resumed by wait: one trace, linked spans, ids but no inputs", async () => {
     const control = createClient(Control, proc.ready.orchestrator!);

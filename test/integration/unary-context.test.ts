@@ -13,8 +13,17 @@ import { silentLogger } from "../../src/shared/logger.js";
 
 const server = new grpc.Server();
 let client: ReturnType<typeof createClient<typeof Control.method>>;
-const seen: Record<string, boolean> = {};
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A promise and what settles it: the handlers and the test tell each other what happened. */
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+/** Each handler started; what each read of its signal; a later call on the same connection arrived. */
+const began = { early: deferred(), late: deferred() };
+const read = { early: deferred<boolean>(), late: deferred<boolean>() };
+const marker = deferred();
 
 beforeAll(async () => {
   addService(
@@ -25,12 +34,16 @@ beforeAll(async () => {
         const how = req.scope?.agentId ?? "";
         if (how === "early") {
           const signal = ctx.signal;
+          began.early.resolve();
           await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-          seen.early = signal.aborted;
+          read.early.resolve(signal.aborted);
         } else if (how === "late") {
-          await sleep(400);
-          seen.late = ctx.signal.aborted;
-        }
+          began.late.resolve();
+          // Read only once a later call on the same connection arrived: HTTP/2 frames come in
+          // order, so by then the server has taken in the client's cancel of this one.
+          await marker.promise;
+          read.late.resolve(ctx.signal.aborted);
+        } else if (how === "marker") marker.resolve();
         return {};
       },
     },
@@ -49,28 +62,28 @@ afterAll(() => {
 
 const scope = (agentId: string) => ({ agentId, sessionId: "s", sessionKey: "k", agentRunId: "r" });
 
-async function cancelledCall(agentId: string): Promise<void> {
+/** A call the client cancels once its handler runs. */
+async function cancelledCall(agentId: "early" | "late"): Promise<void> {
   const ac = new AbortController();
   const call = client.describeSurface({ scope: scope(agentId) }, { signal: ac.signal }).catch((err: Error) => err);
-  await sleep(100);
+  await began[agentId].promise;
   ac.abort();
-  expect(await call).toBeInstanceOf(Error);
+  expect(await call).toMatchObject({ name: "ServiceError", message: expect.stringMatching(/cancelled on client/i) });
 }
 
 describe("a unary handler's signal, made when read", () => {
   it("aborts when the client cancels, read before", async () => {
     await cancelledCall("early");
-    await sleep(100);
-    expect(seen.early).toBe(true);
+    expect(await read.early.promise).toBe(true);
   });
 
   it("is already aborted when first read after the client cancelled", async () => {
     await cancelledCall("late");
-    await sleep(500);
-    expect(seen.late).toBe(true);
+    await client.describeSurface({ scope: scope("marker") });
+    expect(await read.late.promise).toBe(true);
   });
 
   it("is not needed by a handler that never reads it", async () => {
-    await expect(client.describeSurface({ scope: scope("plain") })).resolves.toBeDefined();
+    await expect(client.describeSurface({ scope: scope("plain") })).resolves.toMatchObject({ $typeName: "codemode.orchestrator.v1.DescribeSurfaceResponse" });
   });
 });

@@ -130,7 +130,7 @@ describe("a new catalog's image, booted from the prelude's image before boot", (
     const warm = new WarmVms(wasm);
     await warm.image(prelude, bootOf([], []), "code:empty");
     const discarded = warm.stats.discarded;
-    await expect(warm.image(prelude, "{not json", "code:broken")).rejects.toThrow();
+    await expect(warm.image(prelude, "{not json", "code:broken")).rejects.toMatchObject({ name: "SyntaxError", message: expect.stringMatching(/JSON/) });
     expect(warm.stats.discarded).toBe(discarded + 1);
     const ok = (await warm.image(prelude, bootOf(["delta"], []), "code:delta"))!;
     expect(JSON.parse(await surveyImage(warm, ok)).mcp).toEqual(["delta"]);

@@ -15,9 +15,10 @@ import { readFileSync } from "node:fs";
 import { pino } from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { Lanes, type Lane } from "../../src/sandbox/pool/lanes.js";
-import { FairScheduler } from "../../src/sandbox/pool/scheduler.js";
+import { FairScheduler, PACK_YOUNG_MS } from "../../src/sandbox/pool/scheduler.js";
 import { EMPTY_GUEST_CATALOG, type TaskOutcome } from "../../src/sandbox/pool/task-protocol.js";
 import type { ExecEvents } from "../../src/sandbox/pool/pool-contract.js";
+import { until } from "../helpers/until.js";
 
 const wasmModule = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const WORKER = fileURLToPath(new URL("../../dist/sandbox/worker/worker.js", import.meta.url));
@@ -68,7 +69,8 @@ describe("where the fair queue puts a light task (real worker threads)", () => {
 
   it("does not join a lane whose task was placed a while ago (it may be a VM awaiting tool answers)", async () => {
     second.enter("chat", 5);
-    await new Promise((r) => setTimeout(r, 10));
+    // Until the lane's own clock has the task older than the packing window.
+    await until(() => second.oldestTaskMs() > PACK_YOUNG_MS, "the task to be older than PACK_YOUNG_MS", { everyMs: 1 });
     expect(place("chat")).toEqual([first, false]);
     second.leave("chat", 5);
   });

@@ -399,10 +399,13 @@ describe("ToolSearchIndex.search", () => {
   });
   it("survives hostile input: a 100 KB query, odd characters, huge fields, broken schemas", () => {
     const big = "issue ".repeat(20_000);
-    const t0 = performance.now();
-    expect(index.search(big, 5)[0]).toMatch(/issue/i);
+    const found = index.search(big, 5);
+    expect(found[0]).toMatch(/issue/i);
+    // A 100 KB query costs what a short one does: only its head (256 characters) is read,
+    // so the head alone finds the same, and nothing past it changes the answer.
+    expect(index.search(big.slice(0, 256), 5)).toEqual(found);
+    expect(index.search(`${big} weather forecast in Oslo`, 5)).toEqual(found);
     expect(index.search("\u0000\uffff𝕏🙂 ".repeat(1000), 5)).toEqual([]);
-    expect(performance.now() - t0).toBeLessThan(500);
     const idx = new ToolSearchIndex([
       { ...mcp("x", "broken", "Broken schema"), parametersJson: "{".repeat(100_000) },
       { ...mcp("x", "huge", "d ".repeat(500_000)), name: "n".repeat(100_000), aliases: Array.from({ length: 10_000 }, () => "alias") },
