@@ -288,10 +288,43 @@ export const URL_SHIM_SOURCE = String.raw`
     const uspToString = USP.prototype.toString;
     const weakGet = WeakMap.prototype.get, weakSet = WeakMap.prototype.set;
     const bound = new WeakMap(), iteratorKey = Symbol.iterator;
+    // QuickJS checks its interrupt every ~10000 calls and back-edges, not by time, and ada's
+    // work on a long query is native: a loop over big params would reach the next check
+    // only seconds after its deadline. charge(n) spends about n/64 back-edges, so the engine
+    // checks at least once per ~640 KB of query ada handles (a few percent of ada's cost).
+    const charge = (n) => { for (let i = n >> 6; i > 0; i--); };
+    const uspSize = getOwnDesc(USP.prototype, "size").get;
+    // ada converts a second argument even when converting the first threw, and that
+    // second error replaces the first: a deadline's uncatchable "interrupted" raised in the
+    // first argument's toString became a catchable error. Convert in JavaScript first, so
+    // the native methods never run guest code.
+    // ToString as the web's binding does it: a Symbol throws a TypeError.
+    const toStr = (v) => { if (typeof v === "symbol") throw new TypeErrorCtor("Cannot convert a Symbol value to a string"); return StringCtor(v); };
+    const replace = (name, wrapped, native) => {
+      defineProperty(wrapped, "length", dataDesc(native.length, false, false, true));
+      defineProperty(USP.prototype, name, dataDesc(wrapped, true, false, true));
+      if (USP.prototype[iteratorKey] === native) defineProperty(USP.prototype, iteratorKey, dataDesc(wrapped, true, false, true));
+    };
+    for (const name of ["append", "set", "has", "delete", "get", "getAll"]) {
+      const native = USP.prototype[name];
+      const wrapped = {
+        [name](a, b) {
+          if (arguments.length >= 2 && b !== undefined) return apply(native, this, [toStr(a), toStr(b)]);
+          if (arguments.length >= 1) return apply(native, this, [toStr(a)]);
+          return apply(native, this, []);
+        },
+      }[name];
+      replace(name, wrapped, native);
+    }
+    for (const name of ["keys", "values", "entries", "forEach", "sort", "toString"]) {
+      const native = USP.prototype[name];
+      const wrapped = { [name](...args) { charge(apply(uspSize, this, []) << 5); return apply(native, this, args); } }[name];
+      replace(name, wrapped, native);
+    }
     class BoundSearchParams extends USP {
       #url;
-      constructor(url, query) { super(query); this.#url = url; }
-      #sync() { const q = apply(uspToString, this, []); apply(searchSet, this.#url, [q === "" ? "" : "?" + q]); }
+      constructor(url, query) { charge(query.length); super(query); this.#url = url; }
+      #sync() { const q = apply(uspToString, this, []); charge(q.length); apply(searchSet, this.#url, [q === "" ? "" : "?" + q]); }
       append(name, value) { super.append(name, value); this.#sync(); }
       delete(name, value) { if (arguments.length > 1) super.delete(name, value); else super.delete(name); this.#sync(); }
       set(name, value) { super.set(name, value); this.#sync(); }

@@ -30,6 +30,7 @@ const MAY_REFER = /import|export|require|\\/i;
 export function findModuleAccess(source: string): ModuleAccess | undefined {
   if (!MAY_REFER.test(source)) return undefined;
   let prev: Token | undefined;
+  let beforePrev: Token | undefined;
   let pendingImport: Token | undefined;
   let pendingRequire: Token | undefined;
   const at = (t: Token, pattern: string): ModuleAccess => ({
@@ -50,6 +51,15 @@ export function findModuleAccess(source: string): ModuleAccess | undefined {
         pendingImport = undefined;
       }
       const afterDot = prev?.type === tokTypes.dot || prev?.type === tokTypes.questionDot;
+      // acorn's tokenizer treats a word after "?." as it would not after ".": a keyword
+      // (`o?.return`, `o?.delete`, `o?.typeof`…) or the contextual `of`/`yield` lets the next
+      // "/" start a regex, where QuickJS sees a division (a property access ends an
+      // expression): `o?.return / import("x") /g` would hide an import. acorn's parser shares
+      // the misreading (with a line break before the "/", ASI even makes it parse cleanly),
+      // so neither can decide. No valid reading has a regex right after `?.name`: refused.
+      if (tok.type === tokTypes.regexp && (prev?.type === tokTypes.name || prev?.type.keyword !== undefined) && beforePrev?.type === tokTypes.questionDot) {
+        return at(tok, UNVERIFIABLE);
+      }
       if (tok.type === tokTypes._import && !afterDot) pendingImport = tok;
       else if (tok.type === tokTypes._export && !afterDot) return at(tok, "export");
       else if (tok.type === tokTypes.name && LOADER_NAMES.has(String((tok as Token & { value?: unknown }).value))) {
@@ -61,6 +71,7 @@ export function findModuleAccess(source: string): ModuleAccess | undefined {
         if (tok.type === tokTypes.parenL) return at(pendingRequire, "require()");
         pendingRequire = undefined;
       }
+      beforePrev = prev;
       prev = tok;
     }
     if (pendingImport) return at(pendingImport, "import");

@@ -22,6 +22,35 @@ export const SNAPSHOT_BUDGET_MS = 30_000;
  */
 export const OUTPUT_ITEM_OVERHEAD_BYTES = 32;
 
+/** An error keeps at least this much of its text, even when output used the whole budget. */
+export const MIN_ERROR_BYTES = 1_024;
+/**
+ * And at most this much, whatever the budget: a Result carries the error twice (`error` and
+ * `model_json`), and with the rest of the Result it must fit a gRPC client's default
+ * receive limit.
+ */
+export const MAX_ERROR_BYTES = 1_048_576;
+
+/**
+ * An error's text within what is left of the output budget (at least MIN_ERROR_BYTES, at
+ * most MAX_ERROR_BYTES), cut on a character boundary and marked, as the guest's name,
+ * message and stack are guest-sized. Every outcome a session hands back passes here
+ * (./vm-session.ts `run`).
+ */
+export function boundedError(error: string, budgetBytes: number): string {
+  const cap = Math.min(MAX_ERROR_BYTES, Math.max(MIN_ERROR_BYTES, budgetBytes));
+  // Cheap test first: UTF-8 takes at most 3 bytes per UTF-16 unit.
+  if (error.length * 3 <= cap) return error;
+  const bytes = Buffer.byteLength(error, "utf8");
+  if (bytes <= cap) return error;
+  const marker = ` … [error truncated: ${bytes} bytes, the output budget leaves ${cap}]`;
+  let head = Buffer.from(error.slice(0, cap), "utf8")
+    .subarray(0, Math.max(0, cap - Buffer.byteLength(marker, "utf8")))
+    .toString("utf8");
+  if (head.endsWith("\uFFFD")) head = head.slice(0, -1);
+  return head + marker;
+}
+
 export function failed(error: string, outputBytes: number, code?: ErrorCodeName): TaskOutcome {
   return code ? { status: "failed", error, code, outputBytes } : { status: "failed", error, outputBytes };
 }

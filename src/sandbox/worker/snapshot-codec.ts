@@ -44,10 +44,24 @@ export type DecodedSnapshot = Snapshot & { guestToken: number };
  * in 4.4 ms to 96 KB where quality 5 took 14.7 ms for 82 KB (a trivial run: 6.2 KB, 1.2 ms
  * against 5.7 KB, 2.3 ms); the encoding is on the suspending exec's path.
  */
-function compress(data: Uint8Array): Buffer {
-  return brotliCompressSync(data, {
-    params: { [zlib.BROTLI_PARAM_QUALITY]: 2, [zlib.BROTLI_PARAM_SIZE_HINT]: data.byteLength },
-  });
+function compress(data: Uint8Array, maxBytes = Number.POSITIVE_INFINITY): Buffer {
+  try {
+    return brotliCompressSync(data, {
+      params: { [zlib.BROTLI_PARAM_QUALITY]: 2, [zlib.BROTLI_PARAM_SIZE_HINT]: data.byteLength },
+      // Stops (and lets go of what it made) as soon as the output passes the limit.
+      ...(Number.isFinite(maxBytes) ? { maxOutputLength: Math.max(1, Math.floor(maxBytes)) } : {}),
+    });
+  } catch (err) {
+    if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") throw new SnapshotTooLarge(maxBytes);
+    throw err;
+  }
+}
+
+/** The encoded snapshot would pass the run's maxSnapshotBytes: refused before it is all made. */
+export class SnapshotTooLarge extends Error {
+  constructor(readonly limitBytes: number) {
+    super(`code mode snapshot is over maxSnapshotBytes (${limitBytes} bytes); the run cannot be suspended.`);
+  }
 }
 
 /** target[tOff + i] ^= source[sOff + i] for i < len: 32 bits at a time when both are aligned. */
@@ -78,8 +92,9 @@ function pageDelta(mem: Uint8Array, base: Uint8Array): { payload: Buffer; change
   const bitmap = Buffer.alloc(Math.ceil(pages / 8));
   const m = Buffer.from(mem.buffer, mem.byteOffset, mem.byteLength);
   const b = Buffer.from(base.buffer, base.byteOffset, base.byteLength);
-  const chunks: Buffer[] = [bitmap];
+  // First pass: which pages changed (no copies), so the payload is allocated once.
   let changedPages = 0;
+  let payloadBytes = bitmap.byteLength;
   for (let p = 0; p < pages; p++) {
     const off = p * PAGE;
     const end = Math.min(off + PAGE, mem.byteLength);
@@ -87,11 +102,21 @@ function pageDelta(mem: Uint8Array, base: Uint8Array): { payload: Buffer; change
     if (inBase === end - off ? m.compare(b, off, end, off, end) === 0 : inBase === 0 && m.compare(ZERO_PAGE, 0, end - off, off, end) === 0) continue;
     bitmap[p >> 3]! |= 1 << (p & 7);
     changedPages++;
-    const page = Buffer.from(m.subarray(off, end));
-    if (inBase > 0) xorInto(page, 0, b, off, inBase);
-    chunks.push(page);
+    payloadBytes += end - off;
   }
-  return { payload: Buffer.concat(chunks), changedPages };
+  const payload = Buffer.allocUnsafe(payloadBytes);
+  bitmap.copy(payload, 0);
+  let at = bitmap.byteLength;
+  for (let p = 0; p < pages; p++) {
+    if ((bitmap[p >> 3]! & (1 << (p & 7))) === 0) continue;
+    const off = p * PAGE;
+    const end = Math.min(off + PAGE, mem.byteLength);
+    const inBase = Math.max(0, Math.min(end, base.byteLength) - off);
+    m.copy(payload, at, off, end);
+    if (inBase > 0) xorInto(payload, at, b, off, inBase);
+    at += end - off;
+  }
+  return { payload, changedPages };
 }
 
 /**
@@ -122,7 +147,7 @@ function applyPageDelta(delta: Buffer, target: Uint8Array, base: Uint8Array): vo
   }
 }
 
-export function encodeSnapshot(snapshot: Snapshot, base: BaseImage, guestToken = 0): EncodedSnapshot {
+export function encodeSnapshot(snapshot: Snapshot, base: BaseImage, guestToken = 0, maxEnvelopeBytes = Number.POSITIVE_INFINITY): EncodedSnapshot {
   for (const ext of snapshot.extensions)
     if (!KNOWN_EXTENSIONS.has(ext.name)) throw new SnapshotFormatError(`snapshots of VMs with the ${ext.name} extension are not supported`);
   const table =
@@ -131,16 +156,25 @@ export function encodeSnapshot(snapshot: Snapshot, base: BaseImage, guestToken =
       : Buffer.alloc(0);
   if (table.byteLength > MAX_EXTENSION_TABLE) throw new SnapshotFormatError("the snapshot's extension table is too large");
   const mem = snapshot.memory;
-  const delta = pageDelta(mem, base.memory);
+  const maxPayload = maxEnvelopeBytes - HEADER_BYTES - table.byteLength;
+  let delta: { payload: Buffer; changedPages: number } | undefined = pageDelta(mem, base.memory);
   const changedPages = delta.changedPages;
-  let payload = compress(delta.payload);
+  let payload: Buffer;
+  try {
+    payload = compress(delta.payload, maxPayload);
+  } catch (err) {
+    throw err instanceof SnapshotTooLarge ? new SnapshotTooLarge(maxEnvelopeBytes) : err;
+  }
+  delta = undefined;
   let encoding = ENCODING_DELTA;
-  // Mostly rewritten memory: the plain image may compress better than the delta.
+  // Mostly rewritten memory: the plain image may compress better than the delta (only worth finishing if it does).
   if (changedPages * 2 > Math.ceil(mem.byteLength / PAGE)) {
-    const plain = compress(mem);
-    if (plain.byteLength < payload.byteLength) {
+    try {
+      const plain = compress(mem, payload.byteLength - 1);
       payload = plain;
       encoding = ENCODING_PLAIN;
+    } catch (err) {
+      if (!(err instanceof SnapshotTooLarge)) throw err;
     }
   }
   const out = Buffer.alloc(HEADER_BYTES + table.byteLength + payload.byteLength);

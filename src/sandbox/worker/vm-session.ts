@@ -20,17 +20,22 @@ import type { CancelFlag, ErrorCodeName, MainMessage, PendingKind, PendingRef, T
 import { parseBridgeJson } from "./json-bridge.js";
 import { guestError, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
-import { encodeSnapshot } from "./snapshot-codec.js";
+import { encodeSnapshot, SnapshotTooLarge } from "./snapshot-codec.js";
 import { liveState } from "./instance-reset.js";
 import { cohosted, enter, leave, parkedImage, publishParked, stillOwned } from "./occupancy.js";
 import { ThreadHold } from "./busy.js";
 import { HOLD_FRACTION, StagedAnswers } from "./staged-answers.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
-import { completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
+import { boundedError, completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
 
 export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
 
 type Fatal = { code: ErrorCodeName | undefined; message: string };
+
+/** How long guest code may keep running after QuickJS was told to stop before the instance is abandoned. */
+export const INTERRUPT_GRACE_MS = 25;
+/** Thrown by the interrupt handler through the WASM stack when the engine dropped its interrupt. */
+class InterruptIgnored extends Error {}
 
 /** The state of one segment: host callbacks, what the guest awaits, and the drain loop. */
 export class GuestSession {
@@ -104,12 +109,31 @@ export class GuestSession {
   }
   /** Set while the host lets go of answers before a snapshot (prelude code only): a passed deadline must not fail that call. */
   private quiet = false;
-  readonly interrupt = () =>
-    !this.quiet &&
-    (this.fatal !== undefined ||
-      this.cancelled !== undefined ||
-      (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) ||
-      Date.now() > this.deadline);
+  /** Whether the run must stop now (deadline, cancel, fatal); a plain read, for host code. */
+  readonly interruptDue = (): boolean =>
+    this.fatal !== undefined ||
+    this.cancelled !== undefined ||
+    (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) ||
+    Date.now() > this.deadline;
+  /** When QuickJS was first told to stop (0: never). The run ends then, whatever the engine did with its "interrupted". */
+  private interruptedAt = 0;
+  /**
+   * The VM's interrupt handler. QuickJS throws its uncatchable "interrupted" when this says
+   * true, but some engine paths drop that exception: build_backtrace discards whatever a
+   * guest `Error.prepareStackTrace` threw, and a native that converts two arguments in a
+   * row (URLSearchParams append/set) lets the second conversion's catchable error replace
+   * it. So the first true is the polite stop; if the engine asks again more than
+   * INTERRUPT_GRACE_MS later, guest code is still running after it was stopped, and the
+   * handler throws a host error through the WASM frames: the instance is abandoned (never
+   * reused) and the run fails with its timeout or cancel, without a thread kill.
+   */
+  readonly interrupt = (): boolean => {
+    if (this.quiet || !this.interruptDue()) return false;
+    const now = Date.now();
+    if (this.interruptedAt === 0) this.interruptedAt = now;
+    else if (now - this.interruptedAt > INTERRUPT_GRACE_MS) throw new InterruptIgnored();
+    return true;
+  };
 
   /** Cancelled by the gateway (or the drain), known from the flag even before the message arrives. */
   private cancelReason(): string | undefined {
@@ -336,7 +360,14 @@ export class GuestSession {
     }
     const base = await baseImage(wasm);
     // From the live memory where it can be (no 1.4 MB copy): nothing runs in the VM until it is encoded.
-    return suspendedOutcome(reason, encodeSnapshot(liveState(this.vm!) ?? this.vm!.snapshot(), base, this.guestToken), pendingRefs, this.outputBytes, t0);
+    let encoded: ReturnType<typeof encodeSnapshot>;
+    try {
+      encoded = encodeSnapshot(liveState(this.vm!) ?? this.vm!.snapshot(), base, this.guestToken, this.limits.maxSnapshotBytes);
+    } catch (err) {
+      if (err instanceof SnapshotTooLarge) return this.fail(err.message, "snapshot_limit_exceeded");
+      throw err;
+    }
+    return suspendedOutcome(reason, encoded, pendingRefs, this.outputBytes, t0);
   }
 
   /** This session's hold on the worker thread (./busy.ts); its task id is the pool's. */
@@ -344,6 +375,7 @@ export class GuestSession {
   /** Runs `start` (which puts the program in motion), then drains until the segment ends; the outcome says how long the VM held the thread. */
   async run(start: () => void, wasm: WebAssembly.Module): Promise<TaskOutcome> {
     const outcome = await this.drive(start, wasm);
+    if (outcome.status === "failed") outcome.error = boundedError(outcome.error, this.limits.maxOutputBytes - outcome.outputBytes);
     return { ...outcome, cpuMs: Math.round(this.held.ms) };
   }
 
@@ -354,8 +386,11 @@ export class GuestSession {
       try {
         start();
         for (;;) {
+          // The engine may have dropped an interrupt and returned normally: the stop stands.
+          if (this.interruptedAt !== 0) return this.outcomeFor(undefined);
           this.vm!.executePendingJobs();
           if (this.fatal) return this.fail(this.fatal.message, this.fatal.code);
+          if (this.interruptedAt !== 0) return this.outcomeFor(undefined);
           // The seed: completed only when the value settled and no work is pending
           // (nested calls, timers, yields); a failure ends the run at once.
           if (this.settled && (!this.settled.ok || this.pending.size === 0)) break;
@@ -394,7 +429,7 @@ export class GuestSession {
           }
           while (this.inbox.length > 0) {
             const m = this.inbox.shift()!;
-            if (this.deliverFn) this.answers.take(this.vm!, this.deliverFn, m, this.pending, this.interrupt);
+            if (this.deliverFn) this.answers.take(this.vm!, this.deliverFn, m, this.pending, this.interruptDue);
           }
         }
       } catch (err) {
