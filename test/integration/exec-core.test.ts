@@ -311,8 +311,11 @@ describe("security regressions", () => {
     expect((model.output as unknown[]).length).toBeLessThanOrEqual(65536 / 32);
   });
 
-  it('a returned value\'s getter is never run by the host: it crosses as "[Getter]"', async () => {
-    const { model } = await execute(stack, { code: "let ran = false; return { get x() { ran = true; throw new Error('getter') }, y: 1 }" });
-    expect(model).toMatchObject({ status: "completed", value: { x: "[Getter]", y: 1 } });
+  it("a returned value's own getter runs once, inside the VM, as JSON.stringify would; one that throws fails the run with its error", async () => {
+    const ok = await execute(stack, { code: "let n = 0; setTimeout(() => text('reads ' + n), 10); return { get x() { return ++n }, y: 1 }" });
+    expect(ok.model).toMatchObject({ status: "completed", value: { x: 1, y: 1 }, output: [{ type: "text", text: "reads 1" }] });
+    const bad = await execute(stack, { code: "return { get x() { throw new Error('getter') }, y: 1 }" });
+    expect(bad.model).toMatchObject({ status: "failed" });
+    expect(bad.model.error).toMatch(/^Error: getter/);
   });
 });

@@ -209,3 +209,41 @@ describe("the module check reads code as QuickJS does", () => {
     });
   }
 });
+
+describe("a memory exhaustion is reported as one", () => {
+  const OOM = `const a = []; for (;;) a.push(new Array(1e5).fill(a.length));`;
+  /** Runs `code` in a session of its own (`tag`), so the fair share never refuses the mix. */
+  const runIn = async (on: Stack, tag: string, code: string, config: Record<string, unknown> = {}) =>
+    (await execute(on, { scope: await openEmptyRun(on.control, tag), code, config })).model;
+
+  /** Twelve runs of the program, each beside a loop, a plain exec and one that allocates within its limit. */
+  async function underMixedLoad(on: Stack) {
+    for (let i = 0; i < 12; i++) {
+      const [oom, loop, plain, alloc] = await Promise.all([
+        runIn(on, `oom${i}`, OOM, { memoryLimitBytes: 16_777_216n }),
+        runIn(on, `loop${i}`, `for (;;) {}`, { timeoutMs: 300 }),
+        runIn(on, `plain${i}`, `text("hi"); return 1 + 1;`),
+        runIn(on, `alloc${i}`, `const b = []; for (let j = 0; j < 50; j++) b.push(new Array(1e4).fill(j)); return b.length;`),
+      ]);
+      expect(oom.code, `run ${i}: ${oom.error}`).not.toBe("runtime_unavailable");
+      expect(oom, `run ${i}`).toMatchObject({ status: "failed", error: expect.stringMatching(/^InternalError: out of memory/) });
+      expect(oom.code ?? "").toBe("");
+      expect(loop).toMatchObject({ status: "failed", code: "timeout" });
+      expect(plain).toMatchObject({ status: "completed", value: 2 });
+      expect(alloc).toMatchObject({ status: "completed", value: 50 });
+    }
+  }
+
+  it("a program that exhausts its memory, run 12 times under mixed load, fails with the memory error every time (1 thread)", async () => {
+    await underMixedLoad(stack);
+  });
+
+  it("a program that exhausts its memory, run 12 times under mixed load, fails with the memory error every time (2 threads)", async () => {
+    const two = await startStack(["--threads", "2"]);
+    try {
+      await underMixedLoad(two);
+    } finally {
+      expect(await two.stop()).toBe(0);
+    }
+  });
+});

@@ -256,6 +256,53 @@ describe("schemaToType (spec 6.2)", () => {
     check({ type: "array", items: [{ type: "string" }] }, ['["a", {}, 3]'], ["[1]"]);
   });
 
+  it("a tuple closes at maxItems, in both spellings; minItems below its length makes the rest optional", () => {
+    // Draft-07: items array with no additionalItems, closed by maxItems alone.
+    const draft07 = check(
+      { type: "array", items: [{ type: "string" }, { type: "number" }], minItems: 2, maxItems: 2 },
+      ['["a", 1]'],
+      ['["a"]', '["a", 1, 2]', '["a", 1, "x"]', '[1, "a"]'],
+    );
+    expect(draft07.type).toBe("[string, number]");
+    // Draft 2020-12: prefixItems with no items keyword, closed by maxItems alone.
+    const prefix = check(
+      { type: "array", prefixItems: [{ type: "string" }, { type: "number" }], minItems: 2, maxItems: 2 },
+      ['["a", 1]'],
+      ['["a"]', '["a", 1, 2]', '[1, "a"]'],
+    );
+    expect(prefix.type).toBe("[string, number]");
+    // maxItems wins over a rest schema: no element can reach it.
+    const restSchema = check(
+      { type: "array", prefixItems: [{ type: "string" }, { type: "number" }], items: { type: "boolean" }, minItems: 2, maxItems: 2 },
+      ['["a", 1]'],
+      ['["a", 1, true]'],
+    );
+    expect(restSchema.type).toBe("[string, number]");
+    expect(
+      check({ type: "array", items: [{ type: "string" }], additionalItems: { type: "number" }, minItems: 1, maxItems: 1 }, ['["a"]'], ['["a", 1]']).type,
+    ).toBe("[string]");
+    // minItems below the length: the elements past it are optional, and the tuple stays closed.
+    const optional = check(
+      { type: "array", items: [{ type: "string" }, { type: "number" }], minItems: 1, maxItems: 2 },
+      ['["a"]', '["a", 1]'],
+      ["[]", '["a", 1, 2]', '["a", "b"]'],
+    );
+    expect(optional.type).toBe("[string, number?]");
+    expect(check({ type: "array", prefixItems: [{ type: "string" }, { type: "number" }], items: false, minItems: 1 }, ['["a"]'], ['["a", 1, 2]']).type).toBe(
+      "[string, number?]",
+    );
+    expect(
+      check({ type: "array", prefixItems: [{ type: "string" }, { type: "number" }], maxItems: 2 }, ["[]", '["a"]', '["a", 1]'], ['["a", 1, 2]']).type,
+    ).toBe("[string?, number?]");
+    // maxItems below the length drops the positions past it; 0 leaves the empty tuple.
+    expect(
+      check({ type: "array", items: [{ type: "string" }, { type: "number" }, { type: "boolean" }], maxItems: 1 }, ["[]", '["a"]'], ['["a", 1]']).type,
+    ).toBe("[string?]");
+    expect(check({ type: "array", prefixItems: [{ type: "string" }], maxItems: 0 }, ["[]"], ['["a"]']).type).toBe("[]");
+    // maxItems above the length leaves the tuple open, as before (wider than the schema, never narrower).
+    expect(check({ type: "array", items: [{ type: "string" }], minItems: 1, maxItems: 3 }, ['["a", 1, 2]'], ["[1]"]).type).toBe("[string, ...unknown[]]");
+  });
+
   it("items schemas as T[], required vs optional, names that are not identifiers", () => {
     const r = check(
       {

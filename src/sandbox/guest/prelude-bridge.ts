@@ -56,7 +56,7 @@ export const BRIDGE_SOURCE = String.raw`
   const promiseReject = Promise.reject;
   function request(op, payload) {
     let id;
-    try { id = hostAsync(op, toJsonText(payload)); } catch (e) { return apply(promiseReject, PromiseCtor, [e]); }
+    try { id = hostAsync(op, payloadText(payload)); } catch (e) { return apply(promiseReject, PromiseCtor, [e]); }
     return new PromiseCtor((resolve, reject) => { waiting[id] = [resolve, reject]; });
   }
   // "" until the program settled, then "1" + value JSON or "0" + error JSON.

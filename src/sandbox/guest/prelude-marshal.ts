@@ -4,14 +4,14 @@
  *
  * Guest code may have patched any built-in before it hands us a value, so this code must
  * run only on intrinsics captured when the prelude starts, before the model's program
- * exists: brand checks, never `instanceof`; own-descriptor reads (no accessor invoked, no
- * inherited index or `toJSON` consulted); `Reflect.apply`, not `.call`. Work is bounded by
- * the data: an array length larger than the bridge could carry is refused at once. All the
- * prelude does after the model's code ran keeps these rules
- * (docs/module-notes.md#srcsandboxguestprelude-marshalts).
+ * exists: brand checks, never `instanceof`; own-descriptor reads (an own getter runs once,
+ * as JSON.stringify would; no inherited index, accessor or `toJSON` of Object/Array.prototype
+ * consulted); `Reflect.apply`, not `.call`. Work is bounded by the data: an array length
+ * larger than the bridge could carry is refused at once. All the prelude does after the
+ * model's code ran keeps these rules (docs/module-notes.md#srcsandboxguestprelude-marshalts).
  *
  * A source fragment spliced into the prelude's function body; it defines names the rest of
- * the prelude uses (`toJsonText`, `displayText`, `errorJson`, the captured intrinsics).
+ * the prelude uses (`toJsonText`, `payloadText`, `displayText`, `errorJson`, the intrinsics).
  */
 import { MAX_BRIDGE_BYTES } from "../worker/json-bridge.js";
 
@@ -141,15 +141,25 @@ export const MARSHAL_SOURCE = String.raw`
     }
     return undefined;
   }
-  /** A toJSON method the value defines itself (never one inherited from Object/Array.prototype). */
+  /**
+   * A toJSON method the value defines itself or has from its class (never one inherited from
+   * Object/Array.prototype); an own getter for it runs once, as JSON.stringify's read would.
+   */
   function ownToJSON(v) {
     let o = v;
     for (let i = 0; i < 256 && o !== null && o !== ObjectProto && o !== ArrayProto; i++) {
       const d = getOwnDesc(o, "toJSON");
-      if (d !== undefined) return hasOwn(d, "value") && typeof d.value === "function" ? d.value : undefined;
+      if (d !== undefined) {
+        const f = hasOwn(d, "value") ? d.value : i === 0 && typeof d.get === "function" ? apply(d.get, v, []) : undefined;
+        return typeof f === "function" ? f : undefined;
+      }
       o = getProto(o);
     }
     return undefined;
+  }
+  /** An own property's value as JSON.stringify reads it (descriptor d): a getter runs once, on obj. */
+  function ownValue(obj, d) {
+    return hasOwn(d, "value") ? d.value : typeof d.get === "function" ? apply(d.get, obj, []) : undefined;
   }
   function functionName(f) {
     const n = dataOf(f, "name");
@@ -166,7 +176,8 @@ export const MARSHAL_SOURCE = String.raw`
   function tooLarge() { return new RangeErrorCtor("value is larger than " + MAX_CHARS + " bytes and cannot cross the bridge"); }
 
   // JSON for the bridge: the seed's output adapter (non-JSON values become plain data).
-  function enc(v, depth, stack, st) {
+  // key: the value's name in its holder, for toJSON (an index stays a number until needed).
+  function enc(v, depth, stack, st, key) {
     switch (typeof v) {
       case "string": st.n += v.length; if (st.n > MAX_CHARS) throw tooLarge(); return stringify(v);
       case "number": st.n += 8; return numIsFinite(v) ? stringify(v) : stringify(StringCtor(v));
@@ -191,8 +202,8 @@ export const MARSHAL_SOURCE = String.raw`
     if (kind === "map") {
       if (apply(mapSize, v, []) * 2 > MAX_CHARS) throw tooLarge();
       let out = "[", first = true;
-      apply(mapForEach, v, [(val, key) => {
-        const k = enc(key, depth + 2, frame, st), x = enc(val, depth + 2, frame, st);
+      apply(mapForEach, v, [(val, mapKey) => {
+        const k = enc(mapKey, depth + 2, frame, st, 0), x = enc(val, depth + 2, frame, st, 1);
         out += (first ? "[" : ",[") + (k === undefined ? "null" : k) + "," + (x === undefined ? "null" : x) + "]";
         first = false;
       }]);
@@ -200,11 +211,11 @@ export const MARSHAL_SOURCE = String.raw`
     }
     if (kind === "set") {
       if (apply(setSize, v, []) * 2 > MAX_CHARS) throw tooLarge();
-      let out = "[", first = true;
+      let out = "[", n = 0;
       apply(setForEach, v, [(val) => {
-        const x = enc(val, depth + 1, frame, st);
-        out += (first ? "" : ",") + (x === undefined ? "null" : x);
-        first = false;
+        const x = enc(val, depth + 1, frame, st, n);
+        out += (n === 0 ? "" : ",") + (x === undefined ? "null" : x);
+        n++;
       }]);
       return out + "]";
     }
@@ -215,7 +226,7 @@ export const MARSHAL_SOURCE = String.raw`
     }
     if (protoIs(v, PromiseProto)) return '"[Promise]"';
     const toJSON = ownToJSON(v);
-    if (toJSON !== undefined) return enc(apply(toJSON, v, [""]), depth + 1, frame, st);
+    if (toJSON !== undefined) return enc(apply(toJSON, v, [typeof key === "number" ? StringCtor(key) : key]), depth + 1, frame, st, key);
     if (array) {
       const ld = getOwnDesc(v, "length");
       const len = ld !== undefined && hasOwn(ld, "value") ? ld.value : 0;
@@ -223,7 +234,7 @@ export const MARSHAL_SOURCE = String.raw`
       let out = "[";
       for (let i = 0; i < len; i++) {
         const d = getOwnDesc(v, i);
-        const x = d === undefined ? undefined : enc(hasOwn(d, "value") ? d.value : "[Getter]", depth + 1, frame, st);
+        const x = d === undefined ? undefined : enc(ownValue(v, d), depth + 1, frame, st, i);
         st.n += 1;
         if (st.n > MAX_CHARS) throw tooLarge();
         out += (i === 0 ? "" : ",") + (x === undefined ? "null" : x);
@@ -236,7 +247,7 @@ export const MARSHAL_SOURCE = String.raw`
       const k = ks[i];
       const d = getOwnDesc(v, k);
       if (d === undefined) continue;
-      const x = enc(hasOwn(d, "value") ? d.value : "[Getter]", depth + 1, frame, st);
+      const x = enc(ownValue(v, d), depth + 1, frame, st, k);
       if (x === undefined) continue;
       st.n += k.length + 2;
       out += (first ? "" : ",") + stringify(k) + ":" + x;
@@ -245,8 +256,21 @@ export const MARSHAL_SOURCE = String.raw`
     return out + "}";
   }
   function toJsonText(value) {
-    const text = enc(value, 0, null, { n: 0 });
+    const text = enc(value, 0, null, { n: 0 }, "");
     return text === undefined ? "null" : text;
+  }
+  // A host request's payload: an object literal of the prelude's whose members are guest
+  // values, each serialized as JSON.stringify serializes it alone (a toJSON gets the key "").
+  function payloadText(payload) {
+    const st = { n: 0 }, ks = keysOf(payload);
+    let out = "{", first = true;
+    for (let i = 0; i < ks.length; i++) {
+      const x = enc(payload[ks[i]], 1, null, st, "");
+      if (x === undefined) continue;
+      out += (first ? "" : ",") + stringify(ks[i]) + ":" + x;
+      first = false;
+    }
+    return out + "}";
   }
 
   // Display text for console and text(): like a browser console, and never throws.

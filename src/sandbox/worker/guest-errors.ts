@@ -3,6 +3,7 @@
  * {name, message} with no host stack, and a guest's uncaught error leaves as one line
  * with its position in the model's own source.
  */
+import { JSValueHandle, QuickJS } from "quickjs-wasi";
 import { CELL_FILENAME, CELL_PREFIX } from "../guest/bridge-names.js";
 import type { PlainError } from "../pool/task-protocol.js";
 import { BridgeValueError } from "./json-bridge.js";
@@ -13,6 +14,35 @@ export function guestError(name: string, message: string): Error {
   e.name = name;
   e.stack = "";
   return e;
+}
+
+/**
+ * How an error a host callback throws enters the VM: quickjs-wasi's own `newError` assigns
+ * `message` and `name` as a program would (`err.message = ...`), so a setter the guest put on
+ * Error.prototype or Object.prototype ran with the host's text and the error arrived without
+ * it. This one defines them as the error's own properties (no setter runs) and never copies a
+ * host stack. Installed once per worker thread, for every instance (made, reset or restored).
+ */
+export function defineHostErrors(): void {
+  QuickJS.prototype.newError = function newError(this: QuickJS, messageOrError: string | Error): JSValueHandle {
+    const err = new JSValueHandle(this, this._getExports().qjs_new_error());
+    const own = (key: string, text: string) => {
+      const value = this.newString(text);
+      try {
+        this.defineProp(err, key, value, { writable: true, configurable: true });
+      } finally {
+        value.dispose();
+      }
+    };
+    try {
+      own("message", typeof messageOrError === "string" ? messageOrError : String(messageOrError.message));
+      if (typeof messageOrError !== "string" && messageOrError.name) own("name", String(messageOrError.name));
+    } catch (e) {
+      err.dispose();
+      throw e;
+    }
+    return err;
+  };
 }
 
 /** Any host-side failure, reduced to what the guest may see. */

@@ -18,7 +18,7 @@ import type { MessagePort } from "node:worker_threads";
 import { randomText, randomWords } from "../../shared/ids.js";
 import type { CancelFlag, ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../pool/task-protocol.js";
 import { parseBridgeJson } from "./json-bridge.js";
-import { guestError, plainForGuest } from "./guest-errors.js";
+import { defineHostErrors, guestError, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
 import { encodeSnapshot, SnapshotTooLarge } from "./snapshot-codec.js";
 import { liveState } from "./instance-reset.js";
@@ -29,6 +29,9 @@ import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
 import { boundedError, completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
 
 export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
+
+// The errors hostSync and hostAsync throw reach the guest with defined properties only.
+defineHostErrors();
 
 type Fatal = { code: ErrorCodeName | undefined; message: string };
 

@@ -280,10 +280,13 @@ class Generator {
         return { text, prec: PRIMARY, notes: item.notes };
       }
       const min = typeof schema.minItems === "number" && schema.minItems > 0 ? schema.minItems : 0;
-      const outs = tuple.items.map((s, i) => this.node(s, `${path}/${tuple.key}/${i}`, depth + 1, indent));
+      // maxItems at or below the tuple's length closes it (no rest) and drops the positions past it.
+      const max = typeof schema.maxItems === "number" && schema.maxItems >= 0 ? Math.floor(schema.maxItems) : Number.POSITIVE_INFINITY;
+      const closed = tuple.rest === false || max <= tuple.items.length;
+      const outs = tuple.items.slice(0, max).map((s, i) => this.node(s, `${path}/${tuple.key}/${i}`, depth + 1, indent));
       const elements = outs.map((o, i) => (i < min ? o.text : `${paren(o, PRIMARY)}?`));
       const notes = merge(outs);
-      if (tuple.rest !== false) {
+      if (!closed) {
         const rest = tuple.rest === undefined || tuple.rest === true ? prim("unknown") : this.node(tuple.rest, `${path}/${tuple.restKey}`, depth + 1, indent);
         elements.push(`...${paren(rest, PRIMARY)}[]`);
         notes.push(...rest.notes.filter((n) => !notes.includes(n)));
