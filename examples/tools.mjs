@@ -2,7 +2,8 @@
 // gateway, so each nested call from the program runs the handler here. Besides the
 // tools, the module exports the metadata of its MCP server ("tracker", whose tools the
 // program reaches as MCP.tracker.*) and an internal namespace (`Notes`) backed by the
-// "notes" plugin's tools.
+// "notes" plugin's tools. A tool may also say who can call it: `allowedCallers: "model"`
+// (the model directly, never from code), "program" (only from code) or "both" (the default).
 const notes = new Map([["welcome", "Code mode runs your program in a QuickJS sandbox."]]);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,6 +1,7 @@
 /**
  * Loads `codemode exec --tools FILE.mjs`: a module whose default export is an array of
- * tool definitions with handlers, and which may also export `mcpServers` (metadata of
+ * tool definitions with handlers (each may say who can call it: `allowedCallers`
+ * "model", "program" or "both"), and which may also export `mcpServers` (metadata of
  * the MCP servers its `source: "mcp"` tools belong to) and `namespaces` (internal
  * namespace registrations whose callable members are `{ $tool, args? }` markers, as
  * the wire carries them). Checked by zod schemas, and a namespace's scope by the shared
@@ -33,6 +34,7 @@ const toolSchema = z.object({
   source: z.enum(["openclaw", "mcp", "client"]).default("openclaw"),
   owner: z.string().optional(),
   origin: z.enum(["core", "bundled_plugin", "external_plugin"]).optional(),
+  allowedCallers: z.enum(["model", "program", "both"]).optional(),
   handler: z.custom<(input: unknown) => unknown>((v) => typeof v === "function", { message: "handler must be a function" }),
 });
 

@@ -3,11 +3,14 @@
  * `wait`, with descriptions that teach the guest API and the run's limits; with Tool
  * Search, `tool_search_code` (mode code) or `tool_search`/`tool_describe`/`tool_call`
  * (mode tools, or mode code after a fallback); otherwise the run's tools as direct
- * definitions (or none for a run without tools). The serialized bytes are reported so
- * a gateway can compare prompt sizes.
+ * definitions (or none for a run without tools). A tool's allowed callers decide which
+ * side of that line it is on: a direct-only tool stays a direct definition beside a
+ * program surface's tools, and a program-only one is never a direct definition. The
+ * serialized bytes are reported so a gateway can compare prompt sizes.
  */
 import { createHash } from "node:crypto";
 import type { CodeModeConfig, ToolSearchConfig } from "../shared/config.js";
+import { callableByModel, callableFromCode } from "../shared/tool-wire.js";
 import type { ViewEntry, ViewServer } from "./catalog/catalog-view.js";
 import type { McpRunConfig } from "../shared/mcp-run/config.js";
 import { mcpRunModelTool } from "./mcp-run-surface.js";
@@ -106,12 +109,13 @@ function nameFromId(id: string): string {
 /**
  * The run's tools as direct definitions. Model providers refuse two tools with one name,
  * so when visible tools share a name (two owners each have `search`), every one of them
- * is named after its catalog id instead; the gateway maps names back by `toolId`.
+ * is named after its catalog id instead; the gateway maps names back by `toolId`. So is
+ * a tool named like one of `taken`, the program tools it is listed beside (`exec`).
  */
-function directTools(view: readonly ViewEntry[]): ModelToolDef[] {
+function directTools(view: readonly ViewEntry[], taken: ReadonlySet<string> = new Set()): ModelToolDef[] {
   const counts = new Map<string, number>();
-  for (const e of view) counts.set(e.name, (counts.get(e.name) ?? 0) + 1);
-  const used = new Set(view.filter((e) => counts.get(e.name) === 1).map((e) => e.name));
+  for (const e of view) counts.set(e.name, (counts.get(e.name) ?? 0) + (taken.has(e.name) ? 2 : 1));
+  const used = new Set([...taken, ...view.filter((e) => counts.get(e.name) === 1).map((e) => e.name)]);
   return view.map((e) => {
     let name = e.name;
     if (counts.get(e.name)! > 1) {
@@ -152,6 +156,12 @@ export function describeSurface(config: CodeModeConfig, view: readonly ViewEntry
   let kind: SurfaceKindName = "code_mode";
   let fallbackReason = "";
   const ts = extras.toolSearch;
+  // Allowed callers: programs read `program`, the model's direct definitions `direct`, and
+  // a program surface lists `modelOnly` beside its own tools. Without a rule all are the view.
+  const ruled = view.some((e) => e.allowedCallers !== undefined);
+  const program = ruled ? view.filter(callableFromCode) : view;
+  const direct = ruled ? view.filter(callableByModel) : view;
+  const modelOnly = ruled ? view.filter((e) => !callableFromCode(e)) : [];
   if (disableTools) {
     tools = [];
     kind = "none";
@@ -162,25 +172,34 @@ export function describeSurface(config: CodeModeConfig, view: readonly ViewEntry
     inactiveReason = "no tools are visible to the run after policy, so code mode does not activate";
   } else if (extras.mcpRun?.enabled) {
     kind = "mcp_run";
-    tools = [mcpRunModelTool(view, extras.mcpServers ?? [], config, extras.mcpRun, extras.viewVersion ?? "")];
+    tools = [mcpRunModelTool(program, extras.mcpServers ?? [], config, extras.mcpRun, extras.viewVersion ?? "")];
     inactiveReason = "Code Mode for MCP is the run's surface (codemode.run)";
   } else if (ts?.enabled && !extras.codeModeExplicit) {
     fallbackReason = ts.mode === "code" ? (extras.fallbackReason ?? "") : "";
     const code = ts.mode === "code" && !fallbackReason;
     kind = code ? "tool_search_code" : "tool_search";
-    tools = code ? toolSearchCodeTools(ts, view.length) : toolSearchTools(ts, view.length);
+    tools = code ? [...toolSearchCodeTools(ts, program.length), ...directTools(modelOnly, TOOL_SEARCH_CODE_NAMES)] : toolSearchTools(ts, direct.length);
     inactiveReason = code ? "Tool Search is the run's surface (tool_search_code)" : "Tool Search is the run's surface (tool_search, tool_describe, tool_call)";
   } else if (!config.enabled) {
-    tools = directTools(view);
+    tools = directTools(direct);
     kind = "direct";
     inactiveReason = "code mode is disabled in the run's config; the run's tools are exposed directly";
   } else {
-    const hasMcp = (extras.mcpServerCount ?? 0) > 0 || view.some((e) => e.source === "mcp");
-    tools = codeModeTools(config, view.filter((e) => e.source !== "mcp").length, hasMcp, extras.namespaces ?? []);
+    const hasMcp = ruled
+      ? program.some((e) => e.source === "mcp") || (extras.mcpServers ?? []).some((s) => s.resources || s.prompts)
+      : (extras.mcpServerCount ?? 0) > 0 || view.some((e) => e.source === "mcp");
+    tools = [
+      ...codeModeTools(config, program.filter((e) => e.source !== "mcp").length, hasMcp, extras.namespaces ?? []),
+      ...directTools(modelOnly, CODE_MODE_NAMES),
+    ];
   }
   const toolsJson = JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })));
   return { active: inactiveReason === "", inactiveReason, kind, fallbackReason, tools, toolsJson, serializedBytes: Buffer.byteLength(toolsJson, "utf8") };
 }
+
+/** The program tools a direct-only tool is listed beside; one of these names is not reused. */
+const CODE_MODE_NAMES: ReadonlySet<string> = new Set(["exec", "wait"]);
+const TOOL_SEARCH_CODE_NAMES: ReadonlySet<string> = new Set(["tool_search_code"]);
 
 const ENTRY_SHAPE = "{id, name, label?, description, source, sourceName?}";
 

@@ -10,7 +10,7 @@
  * - `tool_search` / `tool_describe` / `tool_call` (mode tools): answered without a VM, from
  *   the run's catalog index; `ToolCall` streams one ToolCallRequested, answered with
  *   BridgeCallback, then one Result. These record before they answer, so the gateway reads
- *   a trajectory and counters that already include them.
+ *   a trajectory and counters that already include them; they never find a program-only tool.
  * Every answer is policy-filtered, counted in the run's telemetry and recorded in its trajectory.
  */
 import { randomText } from "../shared/ids.js";
@@ -217,7 +217,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       const requested = req.limit ?? ts.searchDefaultLimit;
       const limit = Math.min(ts.maxSearchLimit, Math.max(1, requested));
       await run.catalog?.indexReady(); // being built off the main thread (./catalog/index-builder.ts)
-      const entries = run.catalog ? run.catalog.search(req.query.slice(0, MAX_QUERY_CHARS), limit, "tool_search") : [];
+      const entries = run.catalog ? run.catalog.search(req.query.slice(0, MAX_QUERY_CHARS), limit, "tool_search_tools") : [];
       const d = { search: 1, describe: 0, call: 0 };
       const durationMs = performance.now() - t0;
       await record(scope, { kind: "tool_search", callId: req.callId, status: "completed", startedAtMs, durationMs }, d);
@@ -232,7 +232,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       const run = await resolveRun(scope);
       const id = req.id.slice(0, 1_000);
       await run.catalog?.indexReadyFor(id); // an unknown id's "did you mean" reads the index, being built off the main thread
-      const described = run.catalog ? run.catalog.describe(id, "tool_search") : NO_CATALOG;
+      const described = run.catalog ? run.catalog.describe(id, "tool_search_tools") : NO_CATALOG;
       const d = { search: 0, describe: 1, call: 0 };
       const durationMs = performance.now() - t0;
       if (!described.ok) {
@@ -306,7 +306,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       };
       const id = req.id.slice(0, 1_000);
       await run.catalog?.indexReadyFor(id); // an unknown id's "did you mean" reads the index, being built off the main thread
-      const resolved = run.catalog ? run.catalog.resolve(id, "tool_search") : NO_CATALOG;
+      const resolved = run.catalog ? run.catalog.resolve(id, "tool_search_tools") : NO_CATALOG;
       if (!resolved.ok) return finish({ ok: false, error: `${resolved.name}: ${resolved.message}` });
       const e = resolved.entry;
       await deps.tracked(async (drainSignal) => {

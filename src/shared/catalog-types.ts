@@ -3,9 +3,9 @@
  * MCP metadata (the orchestrator's view, the sidecar's run catalog) and an MCP server's
  * metadata. One definition, so the two ends of ResolveRun cannot drift apart.
  */
-import type { Annotations } from "./tool-wire.js";
+import type { Annotations, CallerRule } from "./tool-wire.js";
 
-export type { Annotations };
+export type { Annotations, CallerRule };
 
 export type CatalogEntryData = {
   id: string;
@@ -20,6 +20,8 @@ export type CatalogEntryData = {
   annotations: Annotations;
   examplesJson: string[];
   keywords: string[];
+  /** Who may call the tool; absent for both (the model directly and programs), as a tool without the rule. */
+  allowedCallers?: CallerRule;
 };
 
 /** What a gateway knows about one MCP server (see McpServer in common.proto). */

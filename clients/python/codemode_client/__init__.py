@@ -26,6 +26,7 @@ from .errors import (
     Unavailable,
 )
 from .models import (
+    AllowedCallers,
     Annotations,
     Catalog,
     CodeModeConfig,
@@ -57,6 +58,7 @@ from .models import (
 
 __all__ = [
     "ANSWER_LATER",
+    "AllowedCallers",
     "AlreadyExists",
     "Annotations",
     "Catalog",

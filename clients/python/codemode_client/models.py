@@ -13,7 +13,7 @@ import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
@@ -38,6 +38,34 @@ class ToolOrigin(enum.StrEnum):
     CORE = "core"
     BUNDLED_PLUGIN = "bundled_plugin"
     EXTERNAL_PLUGIN = "external_plugin"
+
+
+class AllowedCallers(enum.StrEnum):
+    """Who may call a tool (``Tool.allowed_callers``): the model directly, a program (code
+    mode's ``exec``, ``tool_search_code``, ``codemode.run``), or both (the default, as a tool
+    without the rule). A ``"model"`` tool is absent from every program's catalog and refused
+    when a program calls it; a ``"program"`` tool is never a direct definition nor found by
+    Tool Search's structured tools."""
+
+    MODEL = "model"
+    PROGRAM = "program"
+    BOTH = "both"
+
+
+# The wire names of AllowedCallers (the proto says MODEL_AND_PROGRAM for "both").
+_CALLERS_WIRE: dict[AllowedCallers, str] = {
+    AllowedCallers.MODEL: "TOOL_CALLERS_MODEL",
+    AllowedCallers.PROGRAM: "TOOL_CALLERS_PROGRAM",
+    AllowedCallers.BOTH: "TOOL_CALLERS_MODEL_AND_PROGRAM",
+}
+
+
+def allowed_callers_to_wire(value: AllowedCallers | str | None) -> str:
+    """The proto ToolCallers value name; ``TOOL_CALLERS_UNSPECIFIED`` (both) for None. A
+    string other than ``"model"``, ``"program"`` or ``"both"`` is a ValueError."""
+    if value is None:
+        return "TOOL_CALLERS_UNSPECIFIED"
+    return _CALLERS_WIRE[AllowedCallers(value)]
 
 
 class Status(enum.StrEnum):
@@ -157,6 +185,8 @@ class ToolSpec:
     plugin id, an MCP server name (required for MCP tools) or a client app name. The catalog
     id is ``<source>:<owner>:<name>`` (``openclaw:core:weather``, ``mcp:github:create_issue``).
     ``handler`` never crosses the wire: ``dispatch()`` routes nested calls to it.
+    ``allowed_callers`` (``"model"``, ``"program"`` or ``"both"``; None: both) says who may
+    call the tool (see ``AllowedCallers``).
     """
 
     name: str
@@ -171,6 +201,7 @@ class ToolSpec:
     examples: Sequence[Any] = ()
     keywords: Sequence[str] = ()
     handler: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
+    allowed_callers: AllowedCallers | Literal["model", "program", "both"] | None = None
 
     @property
     def effective_owner(self) -> str:
@@ -188,6 +219,7 @@ class ToolSpec:
             output_schema_json=json.dumps(self.output_schema) if self.output_schema is not None else "",
             examples_json=[json.dumps(e) for e in self.examples],
             keywords=list(self.keywords),
+            allowed_callers=allowed_callers_to_wire(self.allowed_callers),
         )
         if self.annotations is not None:
             msg.annotations.CopyFrom(self.annotations.to_wire())
@@ -514,17 +546,20 @@ class ExecResult:
 
 @dataclass(frozen=True)
 class ModelTool:
-    """One model-visible tool definition."""
+    """One model-visible tool definition. ``tool_id`` is the catalog id of a direct tool
+    (direct exposure, or a ``"model"``-only tool listed beside ``exec`` and ``wait``); ""
+    for the surface's own tools."""
 
     name: str
     description: str
     input_schema: dict[str, Any]
+    tool_id: str = ""
 
 
 @dataclass(frozen=True)
 class Surface:
-    """What the model sees for a run: with code mode active, exactly ``exec`` and ``wait``.
-    ``tools_json`` is the JSON array of definitions (``{name, description, input_schema}``)
+    """What the model sees for a run: with code mode active, ``exec`` and ``wait`` (and any
+    tool whose ``allowed_callers`` is ``"model"``, beside them). ``tools_json`` is the JSON array of definitions (``{name, description, input_schema}``)
     to send to the model as is."""
 
     code_mode_active: bool
@@ -545,7 +580,7 @@ class Surface:
         return Surface(
             code_mode_active=msg.code_mode_active,
             inactive_reason=msg.inactive_reason,
-            tools=tuple(ModelTool(t.name, t.description, json.loads(t.input_schema_json or "{}")) for t in msg.tools),
+            tools=tuple(ModelTool(t.name, t.description, json.loads(t.input_schema_json or "{}"), t.tool_id) for t in msg.tools),
             tools_json=msg.tools_json,
             serialized_bytes=msg.serialized_bytes,
             catalog_size=msg.catalog_size,

@@ -28,6 +28,7 @@ sys.path.insert(0, str(CLIENT_DIR))
 
 from codemode_client import (  # noqa: E402
     ANSWER_LATER,
+    AllowedCallers,
     AlreadyExists,
     Annotations,
     CodeModeClient,
@@ -57,6 +58,7 @@ from codemode_client import (  # noqa: E402
     ns_context,
     ns_tool,
 )
+from codemode_client._proto import common_pb2  # noqa: E402
 from codemode_client.models import ENUM_WIRE  # noqa: E402
 
 
@@ -209,7 +211,47 @@ class EnumTest(unittest.TestCase):
             self.assertEqual({m.value for m in cls}, proto, cls.__name__)
 
 
+class AllowedCallersWireTest(unittest.TestCase):
+    """ToolSpec.allowed_callers on the wire (Tool.allowed_callers), without a service."""
+
+    def test_each_value_maps_to_its_tool_callers(self) -> None:
+        cases: list[tuple[Any, int]] = [
+            (None, common_pb2.TOOL_CALLERS_UNSPECIFIED),
+            ("both", common_pb2.TOOL_CALLERS_MODEL_AND_PROGRAM),
+            ("model", common_pb2.TOOL_CALLERS_MODEL),
+            ("program", common_pb2.TOOL_CALLERS_PROGRAM),
+            (AllowedCallers.MODEL, common_pb2.TOOL_CALLERS_MODEL),
+            (AllowedCallers.PROGRAM, common_pb2.TOOL_CALLERS_PROGRAM),
+            (AllowedCallers.BOTH, common_pb2.TOOL_CALLERS_MODEL_AND_PROGRAM),
+        ]
+        for value, wire in cases:
+            self.assertEqual(ToolSpec("t", allowed_callers=value).to_wire().allowed_callers, wire, value)
+        self.assertEqual({m.value for m in AllowedCallers}, {"model", "program", "both"})
+        # Every proto value but UNSPECIFIED is reachable from Python.
+        reachable = {ToolSpec("t", allowed_callers=m).to_wire().allowed_callers for m in AllowedCallers}
+        self.assertEqual(reachable, {v for k, v in common_pb2.ToolCallers.items() if not k.endswith("_UNSPECIFIED")})
+
+    def test_an_unknown_value_is_refused_before_anything_is_sent(self) -> None:
+        with self.assertRaises(ValueError):
+            ToolSpec("t", allowed_callers="everyone").to_wire()  # type: ignore[arg-type]
+
+
 class SurfaceTest(ServiceTestCase):
+    def test_allowed_callers_reach_the_surface(self) -> None:
+        tools = [
+            ToolSpec("ask_user", description="Ask the user.", allowed_callers="model"),
+            ToolSpec("sum_rows", description="Sum rows.", allowed_callers=AllowedCallers.PROGRAM, handler=lambda i: 6),
+            ToolSpec("weather", description="Weather.", handler=lambda i: "sunny"),
+        ]
+        run = self.open(tools=tools, mcp_servers=[])
+        surface = run.describe_surface()
+        self.assertEqual(surface.tool_names, ["exec", "wait", "ask_user"])
+        self.assertEqual(surface.tools[2].tool_id, "openclaw:core:ask_user")
+        result = run.exec('return [ALL_TOOLS.map((t) => t.name), await tools.sum_rows({})]')
+        self.assertEqual(result.value, [["sum_rows", "weather"], 6])
+        direct = self.open(tools=tools, mcp_servers=[], config=CodeModeConfig(enabled=False))
+        self.assertEqual(direct.describe_surface().tool_names, ["ask_user", "weather"])
+
     def test_surface_is_exactly_exec_and_wait(self) -> None:
         run = self.open()
         assert run.surface is not None

@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import { ToolOrigin, ToolSource, type McpServer, type Tool } from "../../gen/codemode/common/v1/common_pb.js";
 import { ServiceError } from "../../protocol/service-error.js";
-import { annotationsFromWire, type Annotations } from "../../shared/tool-wire.js";
+import { annotationsFromWire, callerRuleFromWire, type Annotations, type CallerRule } from "../../shared/tool-wire.js";
 import type { McpServerData } from "../../shared/catalog-types.js";
 
 /** MCP tool annotations as stored (only the hints the gateway set). */
@@ -28,6 +28,8 @@ export type StoredTool = {
   annotations: StoredAnnotations;
   examplesJson: string[];
   keywords: string[];
+  /** Who may call the tool; absent for both (a tool without the rule). */
+  allowedCallers?: CallerRule;
 };
 
 /** What a gateway knows about one MCP server (see McpServer in common.proto). */
@@ -107,6 +109,8 @@ function normalize(t: Tool, index: number): StoredTool {
           : t.origin === ToolOrigin.CORE || sourceName === "core"
             ? "core"
             : "external_plugin";
+  const allowedCallers = callerRuleFromWire(t.allowedCallers);
+  if (allowedCallers === null) throw new ServiceError("invalid_argument", `${where}.allowed_callers is not a known ToolCallers (${t.allowedCallers})`);
   return {
     name,
     label: t.label,
@@ -119,6 +123,7 @@ function normalize(t: Tool, index: number): StoredTool {
     annotations: annotationsFromWire(t.annotations),
     examplesJson: examplesOf(t.examplesJson, where),
     keywords: keywordsOf(t.keywords, where),
+    ...(allowedCallers ? { allowedCallers } : {}),
   };
 }
 
@@ -174,7 +179,9 @@ export function catalogIdOf(tools: readonly StoredTool[], servers: readonly Stor
     const base = [t.source, t.sourceName, t.name, t.origin, t.label, t.description, t.parametersJson];
     // Catalogs without the MCP-era fields keep the id they always had.
     const extra = t.outputSchemaJson || t.examplesJson.length > 0 || t.keywords.length > 0 || Object.keys(t.annotations).length > 0;
-    h.update(JSON.stringify(extra ? [...base, t.outputSchemaJson, t.annotations, t.examplesJson, t.keywords] : base)).update("\n");
+    const fields = extra ? [...base, t.outputSchemaJson, t.annotations, t.examplesJson, t.keywords] : base;
+    // A tool without a caller rule keeps its id too.
+    h.update(JSON.stringify(t.allowedCallers ? [...fields, t.allowedCallers] : fields)).update("\n");
   }
   for (const s of servers) h.update(JSON.stringify(["server", s])).update("\n");
   return `sha256:${h.digest("hex")}`;

@@ -4,6 +4,8 @@
  * plugins, MCP, client), and no code-mode or Tool Search control tools. MCP servers are
  * part of the view when something of theirs is visible: a tool, or their resources or
  * prompts operations (ids `mcp:<server>:resources/list` and so on, under the same policy).
+ * An entry keeps its allowed callers (model, program, or both when absent); each surface
+ * applies that rule to the view (../surface.ts, and the sidecar's run catalog).
  */
 import { createHash } from "node:crypto";
 import type { CatalogEntryData } from "../../shared/catalog-types.js";
@@ -56,6 +58,7 @@ export function buildView(catalog: Pick<StoredCatalog, "tools" | "servers">, rul
       annotations: t.annotations,
       examplesJson: t.examplesJson,
       keywords: t.keywords,
+      ...(t.allowedCallers ? { allowedCallers: t.allowedCallers } : {}),
       g: group(t),
     });
   }

@@ -25,6 +25,7 @@ import type { RunCachePush } from "./run-cache-push.js";
 import type { SidecarPools } from "./sidecar-pools.js";
 import { answerLinkCall, type LinkCallHandlers } from "./link-calls.js";
 import type { DrainTracker } from "../../protocol/drain.js";
+import { callerRuleToWire } from "../../shared/tool-wire.js";
 
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
@@ -240,7 +241,7 @@ export function linkHandlers(deps: {
         config: derived.config,
         catalogVersion: ns.version,
         entriesIncluded: include,
-        entries: include ? run.view.map((e) => ({ ...e, source: SOURCE_ENUM[e.source] })) : [],
+        entries: include ? run.view.map((e) => ({ ...e, source: SOURCE_ENUM[e.source], allowedCallers: callerRuleToWire(e.allowedCallers) })) : [],
         mcpServers: include ? (run.mcpServers ?? []) : [],
         namespaces: include ? ns.visible.map((n) => ({ id: n.id, pluginId: n.pluginId, globalName: n.globalName, scopeJson: n.scopeJson })) : [],
         searchCount: run.counters.search,

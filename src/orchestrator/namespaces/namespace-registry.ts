@@ -76,11 +76,15 @@ export class MemoryNamespaceRegistry implements NamespaceRegistry {
   }
 }
 
-/** The registrations a run with this view may see, in id order. */
+/**
+ * The registrations a run with this view may see, in id order. A namespace is called from
+ * programs only, so a required tool that only the model may call (allowedCallers "model")
+ * counts as missing.
+ */
 export function visibleNamespaces(all: readonly CheckedNamespace[], view: readonly ViewEntry[]): CheckedNamespace[] {
   if (all.length === 0) return [];
   const owned = new Set<string>();
-  for (const e of view) if (e.source === "openclaw") owned.add(`${e.sourceName}\0${e.name}`);
+  for (const e of view) if (e.source === "openclaw" && e.allowedCallers !== "model") owned.add(`${e.sourceName}\0${e.name}`);
   return all.filter((ns) => ns.requiredToolNames.every((name) => owned.has(`${ns.pluginId}\0${name}`)));
 }
 

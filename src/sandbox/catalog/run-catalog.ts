@@ -1,17 +1,17 @@
 /**
- * A run's catalog as the sidecar uses it: the policy-filtered view from the
- * orchestrator (cached by version), the guest's compact ALL_TOOLS and convenience
- * names, relevance search (ToolSearchIndex, built once per version on a worker thread
- * when the version arrives (./index-builder.ts; `prepareIndex`); every reader waits for
- * that build: a search (`indexReady`), and describing or calling an unknown id, whose
- * "did you mean" suggestions read the index (`indexReadyFor`); an exec that never reads
- * it never waits; shared by every surface), describe, and call-id resolution with "did
- * you mean" suggestions. In code mode MCP entries stay in the view but are never reachable
+ * A run's catalog as the sidecar uses it: the policy-filtered view from the orchestrator
+ * (cached by version), the guest's compact ALL_TOOLS and convenience names, relevance
+ * search (ToolSearchIndex, built once per version on a worker thread when the version
+ * arrives (./index-builder.ts; `prepareIndex`); a search, and describing or calling an
+ * unknown id ("did you mean"), wait for that build; an exec that never reads it never
+ * waits), describe, and call-id resolution. In code mode MCP entries are never reachable
  * through tools.*: they are the MCP namespace's (./mcp-catalog.ts); with
  * `searchIncludesMcp` tools.search also lists them with their `MCP.<server>.<fn>` path.
- * On the Tool Search surfaces every entry is searchable and callable by id. Internal
- * namespaces are in ./namespace-catalog.ts. Everything the guest prelude needs is
- * serialized once per version (`guest`), not per exec.
+ * On the Tool Search surfaces every entry is searchable and callable by id. A tool's
+ * allowed callers apply to every reader: programs never see a direct-only tool (and are
+ * refused calling it by id), the structured tools never see a program-only one. Internal
+ * namespaces are in ./namespace-catalog.ts. What the guest prelude needs is serialized
+ * once per version (`guest`), not per exec.
  */
 import { oneLine, ToolSearchIndex, type SearchDoc } from "./search/tool-search-index.js";
 import { queryWords } from "./search/tokenize.js";
@@ -20,6 +20,7 @@ import type { GuestCatalog } from "../pool/task-protocol.js";
 import type { CatalogEntryData, McpServerData, NamespaceData } from "./catalog-types.js";
 import { type BuiltIndex, sharedIndexBuilder, type SearchIndexBuilder } from "./index-builder.js";
 import { McpCatalog } from "./mcp-catalog.js";
+import { callableByModel, callableFromCode, modelOnlyMessage } from "../../shared/tool-wire.js";
 import { NamespaceCatalog } from "./namespace-catalog.js";
 
 export type { CatalogEntryData };
@@ -40,9 +41,11 @@ function safeName(name: string): string | undefined {
 /**
  * Who reads the catalog: code mode (MCP entries left out, as the seed says), code mode
  * with `searchIncludesMcp` (MCP entries listed with their `call` path, still called
- * through MCP.*), or a Tool Search surface (every entry, callable by id).
+ * through MCP.*), or a Tool Search surface (every entry, callable by id): a program
+ * (`tool_search`: tool_search_code, and codemode.run's discovery) or the model through
+ * the structured tools (`tool_search_tools`). All but the last are programs.
  */
-export type CatalogSurface = "code" | "code+mcp" | "tool_search";
+export type CatalogSurface = "code" | "code+mcp" | "tool_search" | "tool_search_tools";
 
 /** The seed's ToolCatalogEntry; `call` only for MCP entries under `searchIncludesMcp`. */
 export type CompactEntry = { id: string; name: string; label?: string; description: string; source: string; sourceName?: string; call?: string };
@@ -68,6 +71,10 @@ function searchDoc(e: CatalogEntryData, server: McpServerData | undefined): Sear
 
 export class RunCatalog {
   readonly entries: readonly CatalogEntryData[];
+  /** The entries programs may call: all but the direct-only ones (`entries` itself when no tool has a rule). */
+  readonly program: readonly CatalogEntryData[];
+  /** Some entry has an allowed-callers rule: searches then filter by the reader. */
+  private readonly ruled: boolean;
   private readonly byId = new Map<string, CatalogEntryData>();
   private readonly guestVisible: CatalogEntryData[];
   private built: ToolSearchIndex | undefined;
@@ -97,10 +104,14 @@ export class RunCatalog {
   ) {
     this.entries = entries;
     this.mcpServers = servers;
-    this.mcp = new McpCatalog(entries, servers);
+    this.ruled = entries.some((e) => e.allowedCallers !== undefined);
+    this.program = this.ruled ? entries.filter(callableFromCode) : entries;
+    // A server whose only tools are direct-only has nothing for programs (unless its resources or prompts).
+    const programMcp = new Set(this.program.filter((e) => e.source === "mcp").map((e) => e.sourceName));
+    this.mcp = new McpCatalog(this.program, this.ruled ? servers.filter((s) => programMcp.has(s.name) || s.resources || s.prompts) : servers);
     this.namespaces = new NamespaceCatalog(namespaces, entries);
     for (const e of entries) this.byId.set(e.id, e);
-    this.guestVisible = entries.filter((e) => e.source !== "mcp");
+    this.guestVisible = this.program.filter((e) => e.source !== "mcp");
     const serverMeta = new Map(servers.map((s) => [s.name, s]));
     this.docs = () => entries.map((e) => searchDoc(e, e.source === "mcp" ? serverMeta.get(e.sourceName) : undefined));
     for (const [key, , fns] of this.mcp.guestTable) for (const [fn, id] of fns) this.mcpPaths.set(id, `MCP.${key}.${fn}`);
@@ -202,7 +213,18 @@ export class RunCatalog {
 
   /** Whether a surface lists (searches, describes) an entry. */
   private lists(e: CatalogEntryData, surface: CatalogSurface): boolean {
-    return surface !== "code" || e.source !== "mcp";
+    if (surface === "tool_search_tools") return callableByModel(e);
+    return (surface !== "code" || e.source !== "mcp") && callableFromCode(e);
+  }
+
+  /**
+   * Why a program may not call the entry with this id (its allowed callers are "model"),
+   * or undefined: the check every nested call passes, however the guest made it.
+   */
+  refuseFromCode(id: string): { ok: false; name: string; message: string } | undefined {
+    if (!this.ruled) return undefined;
+    const e = this.byId.get(id);
+    return e && !callableFromCode(e) ? { ok: false, name: "Error", message: modelOnlyMessage(e.name) } : undefined;
   }
 
   /** Best matches first, one-line descriptions; a query with no searchable word ("", "a") lists the catalog in order. */
@@ -214,7 +236,7 @@ export class RunCatalog {
         .filter(keep)
         .slice(0, limit)
         .map((e) => this.entry(e, surface, true));
-    const filter = surface === "code" || only !== undefined ? (id: string) => keep(this.byId.get(id)!) : undefined;
+    const filter = surface === "code" || only !== undefined || this.ruled ? (id: string) => keep(this.byId.get(id)!) : undefined;
     return this.index.search(q, limit, filter).map((id) => this.entry(this.byId.get(id)!, surface, true));
   }
 
@@ -230,8 +252,12 @@ export class RunCatalog {
 
   /** The entry a surface may call by id, or an error message that helps the model. */
   resolve(id: string, surface: CatalogSurface = "code"): { ok: true; entry: CatalogEntryData } | { ok: false; name: string; message: string } {
-    const entry = this.byId.get(id);
-    if (entry && (entry.source !== "mcp" || surface === "tool_search")) return { ok: true, entry };
+    const found = this.byId.get(id);
+    // The structured tools treat a program-only tool as outside the run's view; a program is told the rule.
+    const direct = surface === "tool_search_tools";
+    const entry = found && direct && !callableByModel(found) ? undefined : found;
+    if (entry && !direct && !callableFromCode(entry)) return { ok: false, name: "Error", message: modelOnlyMessage(entry.name) };
+    if (entry && (entry.source !== "mcp" || surface === "tool_search" || direct)) return { ok: true, entry };
     if (entry && entry.source === "mcp") {
       const path = this.mcpPaths.get(id);
       return {
@@ -250,7 +276,10 @@ export class RunCatalog {
     }
     const shown = id.length > MAX_SUGGESTED_ID ? `${id.slice(0, MAX_SUGGESTED_ID)}…` : id;
     const suggestions = this.suggestsFor(id) ? this.suggest(id, surface) : [];
-    const hint = surface === "tool_search" ? " Search the catalog (tool_search) to find tool ids." : " Use tools.search(query) to find tool ids.";
+    const hint =
+      surface === "tool_search" || surface === "tool_search_tools"
+        ? " Search the catalog (tool_search) to find tool ids."
+        : " Use tools.search(query) to find tool ids.";
     return {
       ok: false,
       name: "ToolNotFound",
@@ -264,7 +293,7 @@ export class RunCatalog {
     surface: CatalogSurface = "code",
   ): { ok: true; value: CompactEntry & { parameters: unknown } } | { ok: false; name: string; message: string } {
     const listed = this.byId.get(id);
-    const r = listed && surface === "code+mcp" ? { ok: true as const, entry: listed } : this.resolve(id, surface);
+    const r = listed && surface === "code+mcp" && this.lists(listed, surface) ? { ok: true as const, entry: listed } : this.resolve(id, surface);
     if (!r.ok) return r;
     return { ok: true, value: { ...this.entry(r.entry, surface, false), parameters: JSON.parse(r.entry.parametersJson) as unknown } };
   }

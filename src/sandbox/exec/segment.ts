@@ -44,7 +44,9 @@ const NO_CATALOG = { ok: false as const, name: "ToolNotFound", message: "this ru
 
 /**
  * The catalog entry and input of a nested call, however the guest made it. On the Tool
- * Search surface (`tool_search_code`) a `tools` call reaches MCP entries by id too.
+ * Search surface (`tool_search_code`) a `tools` call reaches MCP entries by id too. A
+ * tool only the model may call (allowedCallers "model") is refused here, whatever path or
+ * guessed id the program used: no nested call reaches the gateway.
  */
 function resolveCall(
   catalog: RunCatalog | undefined,
@@ -52,7 +54,12 @@ function resolveCall(
   surface: CatalogSurface,
 ): { ok: true; entry: CatalogEntryData; inputJson: string } | { ok: false; name: string; message: string } {
   if (!catalog) return { ok: false, name: "ToolNotFound", message: `unknown tool id ${JSON.stringify(m.target.slice(0, 200))}. This run has no tool catalog.` };
-  if (m.via === "ns") return catalog.namespaces.resolveCall(m.target, m.path, m.inputJson);
+  if (m.via === "ns") {
+    const n = catalog.namespaces.resolveCall(m.target, m.path, m.inputJson);
+    return n.ok ? (catalog.refuseFromCode(n.entry.id) ?? n) : n;
+  }
+  const refused = catalog.refuseFromCode(m.target);
+  if (refused) return refused;
   const r = m.via === "mcp" ? catalog.mcp.resolve(m.target) : catalog.resolve(m.target, surface);
   return r.ok ? { ok: true, entry: r.entry, inputJson: m.inputJson } : r;
 }

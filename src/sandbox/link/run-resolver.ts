@@ -13,8 +13,8 @@
  * cached counters as they are recorded, which happens after the result was sent.
  */
 import { LRUCache } from "lru-cache";
-import { SurfaceKind, ToolSource } from "../../gen/codemode/common/v1/common_pb.js";
-import { annotationsFromWire } from "../../shared/tool-wire.js";
+import { SurfaceKind, ToolSource, type ToolCallers } from "../../gen/codemode/common/v1/common_pb.js";
+import { annotationsFromWire, callerRuleFromWire, type CallerRule } from "../../shared/tool-wire.js";
 import type { RecordSegmentRequestSchema } from "../../gen/codemode/orchestrator/v1/link_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CodeModeConfigInput } from "../../shared/config.js";
@@ -71,6 +71,12 @@ const MAX_CACHED_RUNS = 10_000;
  * run until its count bound, about 1 MiB a minute of heap at 3 new runs a second.
  */
 const CACHED_RUN_IDLE_MS = 5 * 60_000;
+/** An entry's allowed callers from the link; a value this build does not know keeps the tool away from programs. */
+function callerRuleOf(v: ToolCallers): { allowedCallers?: CallerRule } {
+  const rule = callerRuleFromWire(v);
+  return rule === undefined ? {} : { allowedCallers: rule ?? "model" };
+}
+
 /** How often expired entries are swept (lru-cache drops them lazily otherwise). */
 const PURGE_EVERY_MS = 30_000;
 
@@ -173,6 +179,7 @@ export class RunResolver {
           annotations: annotationsFromWire(e.annotations),
           examplesJson: e.examplesJson,
           keywords: e.keywords,
+          ...callerRuleOf(e.allowedCallers),
         })),
         res.mcpServers.map((s) => ({
           name: s.name,

@@ -62,7 +62,7 @@ export class McpRunView {
   private readonly validators = new Map<string, ValidateFunction | undefined>();
 
   private constructor(private readonly catalog: RunCatalog | undefined) {
-    this.servers = catalog ? buildServerTable(catalog.entries, catalog.mcpServers) : [];
+    this.servers = catalog ? buildServerTable(catalog.program, catalog.mcpServers) : [];
     for (const server of this.servers) for (const tool of server.tools) this.byId.set(tool.id, { server, tool });
     this.staticJson = JSON.stringify({
       servers: this.servers.map((s) => [
