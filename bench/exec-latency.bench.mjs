@@ -17,11 +17,18 @@
 //   --cold K   process starts for the cold-start rows (default 5)
 //   --warmup W untimed W1 execs (with W2, W3, ... mixed in) before the first cell (default 600)
 //   --cold-only  only the cold-start rows (K starts of the service and of the floor), then exit
+//   --plain-only only the plain-gateway rows and their floors (after the warm-up), then exit
 //
 // Workloads (bench/lib/workloads.mjs): W1 `return 1 + 1`; W2 10 sequential tool calls; W3 16
 // parallel tool calls (Promise.all); W4 a 1e6-iteration loop; W5 a tool returning 5,000 rows
 // (~0.7 MB of JSON) summed in the guest; W1 at 2 concurrent (runs/s); W1 with 2,000 visible
 // tools versus 2; suspend+resume; a TypeScript cell; cold start. Goals are judged on p50.
+//
+// Plain-gateway rows (issue 34), last: W1, W2, W3 through a gateway as a gateway team writes
+// one, in a process of its own (bench/lib/plain-gateway.mjs: generated descriptors, grpc-js
+// defaults, no project module), over ExecSession and over Exec + BridgeCallback; W1, W2 through
+// a Python gateway (bench/lib/python_gateway.py: grpcio and generate.sh's stubs); each beside
+// the floor and this process's own client, interleaved in the same rounds.
 import { startFloorThreads } from "./lib/floor-threads.mjs";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -32,6 +39,7 @@ import { startFloorThread } from "./lib/floor-thread.mjs";
 import { startService, Gateway, mallocSettings } from "./lib/service.mjs";
 import { largeCatalog } from "./lib/catalog.mjs";
 import { W1, W2, W3, W4, W5, TS, SUSPEND, EXPECT, TWO_TOOLS } from "./lib/workloads.mjs";
+import { startPlainGateway, startPythonGateway } from "./lib/gateway-process.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -39,6 +47,7 @@ const { values } = parseArgs({
     cold: { type: "string", default: "5" },
     warmup: { type: "string", default: "600" },
     "cold-only": { type: "boolean", default: false },
+    "plain-only": { type: "boolean", default: false },
   },
 });
 const N = Math.max(4, Number(values.n));
@@ -47,6 +56,7 @@ const COLD = Math.max(1, Number(values.cold));
 const HALF = Math.max(2, Math.floor(N / 2));
 const QUARTER = Math.max(2, Math.floor(N / 4));
 const WARM = Math.min(20, N);
+const PLAIN_ONLY = values["plain-only"];
 const benchStart = performance.now();
 const load0 = loadavg()[0];
 const progress = (what) => process.stderr.write(`[${((performance.now() - benchStart) / 1000).toFixed(0).padStart(3)} s] ${what}\n`);
@@ -59,14 +69,14 @@ const floorRun = (code, expect, options) => () => floorThread.run(code, expect, 
 // ---- Cold start: spawn → ready line, and ready line → first exec result (a gateway's first
 // contact: connect, OpenRun with the two tools, Exec W1). Floor: a process that loads
 // quickjs-wasi and compiles its module, prints "ready", runs one W1 VM, prints the result.
-progress(`cold start x${COLD}`);
+if (!PLAIN_ONLY) progress(`cold start x${COLD}`);
 const coldReady = new Cell("ready");
 const coldFirst = new Cell("first exec");
 const coldOpenRun = [];
 const coldExecOnly = [];
 const floorReady = new Cell("floor ready");
 const floorFirst = new Cell("floor first");
-for (let i = 0; i < COLD; i++) {
+for (let i = 0; i < (PLAIN_ONLY ? 0 : COLD); i++) {
   try {
     const svc = await startService();
     const gw = new Gateway(svc.ready);
@@ -154,6 +164,119 @@ for (let i = 0; i < WARMUP; i++) {
   }
 }
 await gw.closeRun(warmSus);
+
+// ---- Plain gateways (issue 34). Each child times its own execs (send to Result event); the
+// line to the child and back is outside the sample. Sides of one round: the floor, the plain
+// Node gateway both ways, the Python gateway both ways, and this process's own client (the
+// project's encoders, for reference), so all of them see the same drift.
+const PLAIN_WARMUP = Math.min(WARMUP, 300);
+async function measurePlain() {
+  progress("plain gateways: starting (Python stubs from clients/python/generate.sh if missing)");
+  const plain = await startPlainGateway(svc.ready);
+  let python;
+  let pythonError;
+  try {
+    python = await startPythonGateway(svc.ready);
+  } catch (err) {
+    pythonError = err instanceof Error ? err.message : String(err);
+  }
+  progress(`plain gateways: warm-up, ${PLAIN_WARMUP} W1 and ${PLAIN_WARMUP / 5} W2 and W3 each way`);
+  const warm = new Cell("plain warm-up");
+  for (const [w, count] of [
+    ["W1", PLAIN_WARMUP],
+    ["W2", PLAIN_WARMUP / 5],
+    ["W3", PLAIN_WARMUP / 5],
+  ])
+    for (const way of ["ExecSession", "BridgeCallback"]) {
+      await plain.run(w, way, Math.ceil(count)).catch((err) => warm.fail(err));
+      if (python && w !== "W3") await python.run(w, way, Math.ceil(count)).catch((err) => warm.fail(err));
+    }
+  const sides = (w, code, expect, withPython) => [
+    ["floor", floorRun(code, expect)],
+    ["plain session", () => plain.sample(w, "ExecSession")],
+    ["plain bridge", () => plain.sample(w, "BridgeCallback")],
+    ...(withPython && python
+      ? [
+          ["python bridge", () => python.sample(w, "BridgeCallback")],
+          ["python session", () => python.sample(w, "ExecSession")],
+        ]
+      : []),
+    ["own session", () => gw.execSession(small, code, expect)],
+    ["own bridge", () => gw.exec(small, code, expect)],
+  ];
+  const res = {};
+  for (const [w, code, expect, withPython] of [
+    ["W1", W1, EXPECT.W1, true],
+    ["W2", W2, EXPECT.W2, true],
+    ["W3", W3, EXPECT.W3, false],
+  ]) {
+    progress(`plain gateways: ${w} x${N}`);
+    const s = sides(w, code, expect, withPython);
+    const cells = await interleave(s, N, WARM);
+    res[w] = Object.fromEntries(s.map(([name], i) => [name, cells[i]]));
+  }
+  await plain.close();
+  if (python) await python.close();
+  return { res, pythonError, warm };
+}
+
+/** The plain-gateway rows, with issue 34's goals (ratios to the floor's p50 of the same rounds). */
+function plainRows({ res, pythonError }) {
+  const r = (a, b) => a / b;
+  const fx = (v) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : "n/a");
+  const verdict = (v, limit) => (limit === undefined ? "–" : !Number.isFinite(v) ? "n/a" : v <= limit ? "met" : "NOT MET");
+  const out = [];
+  const row = (name, w, side, limit) => {
+    const c = res[w][side] ?? new Cell(side);
+    const f = res[w].floor;
+    const ratio = r(c.p50, f.p50);
+    out.push([name, ms(c.p50), ms(c.p99), ms(f.p50), ms(f.p99), fx(ratio), limit === undefined ? "–" : `<= ${limit}x floor`, verdict(ratio, limit)]);
+  };
+  row("W1 plain gateway, ExecSession", "W1", "plain session", 1.8);
+  row("W2 plain gateway, ExecSession", "W2", "plain session", 3);
+  row("W3 plain gateway, ExecSession", "W3", "plain session", 2.5);
+  row("W1 plain gateway, Exec + BridgeCallback", "W1", "plain bridge", 1.8);
+  row("W2 plain gateway, Exec + BridgeCallback", "W2", "plain bridge", 5);
+  row("W3 plain gateway, Exec + BridgeCallback", "W3", "plain bridge");
+  row(`W1 Python gateway (grpcio), Exec + BridgeCallback${pythonError ? " (failed to start)" : ""}`, "W1", "python bridge", 1.8);
+  row(`W2 Python gateway (grpcio), Exec + BridgeCallback${pythonError ? " (failed to start)" : ""}`, "W2", "python bridge", 5);
+  row("W1 Python gateway (grpcio), ExecSession", "W1", "python session", 1.8);
+  row("W2 Python gateway (grpcio), ExecSession", "W2", "python session", 3);
+  row("(same rounds) W1 this bench's own client, Exec", "W1", "own bridge");
+  row("(same rounds) W2 own client, ExecSession", "W2", "own session");
+  row("(same rounds) W3 own client, ExecSession", "W3", "own session");
+  row("(same rounds) W2 own client, Exec + BridgeCallback", "W2", "own bridge");
+  return out;
+}
+
+function plainNotes({ res, pythonError, warm }) {
+  console.log(
+    `- Plain gateways: bench/lib/plain-gateway.mjs (node, @grpc/grpc-js makeGenericClientConstructor with toBinary/fromBinary over dist/gen's descriptors, default channel options) and bench/lib/python_gateway.py (/usr/bin/python3, grpcio, clients/python/generate.sh's stubs; BridgeCallback.future per call), each a process of its own, each timing its execs from send to Result; ${PLAIN_WARMUP} W1 and ${Math.ceil(PLAIN_WARMUP / 5)} W2 and W3 each way untimed first. One round = one sample of each side (floor, plain both ways, Python both ways for W1/W2, this process's own client both ways), ${N} rounds per workload. "own client" rows are this bench's Gateway (the project's encoders) in the same rounds, for reference; no goal.`,
+  );
+  if (pythonError) console.log(`- The Python gateway did not start: ${pythonError.slice(0, 300)}`);
+  if (warm.errors > 0) console.log(`- FAILED plain warm-up execs: ${warm.errors}, first: ${warm.firstError}`);
+  for (const [w, cells] of Object.entries(res))
+    for (const [side, c] of Object.entries(cells))
+      if (c.errors > 0) console.log(`- FAILED samples (${w} ${side}): ${c.errors} (not timed), first: ${c.firstError}`);
+}
+
+if (PLAIN_ONLY) {
+  const plainResult = await measurePlain();
+  await floorThread.close();
+  gw.close();
+  const exitCode = await svc.stop();
+  console.log("");
+  console.log("## Exec benchmark, plain-gateway rows only (issue 34): service through a plain gateway vs in-process floor");
+  console.log(
+    `node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --warmup ${WARMUP} --plain-only; service ${mallocSettings()}; ${((performance.now() - benchStart) / 1000).toFixed(0)} s in all; sidecar exited ${exitCode} on SIGTERM`,
+  );
+  console.log("");
+  printTable(["workload", "service p50", "service p99", "floor p50", "floor p99", "ratio (p50)", "goal", "met?"], plainRows(plainResult));
+  console.log("");
+  console.log("Notes:");
+  plainNotes(plainResult);
+  process.exit(0);
+}
 
 progress(`W1 x${N}`);
 const [w1s, w1f] = await interleave(
@@ -307,6 +430,8 @@ const [tsS, tsF, tsJs] = await interleave(
   WARM,
 );
 
+const plainResult = await measurePlain();
+
 await floorThread.close();
 const mem = svc.memory();
 const bridge = { errors: gw.bridgeErrors, first: gw.firstBridgeError };
@@ -355,6 +480,7 @@ rows.push(["stored snapshot of that run", bytes(snapshot.p50), bytes(snapshot.p9
 latencyRow("TypeScript cell (floor: sucrase + VM) (d)", tsS, tsF, "– (none in issue)", undefined);
 latencyRow("cold: spawn -> ready line (e)", coldReady, floorReady, "<= 300 ms", [coldReady.p50, (v) => v <= 300]);
 latencyRow("cold: ready -> first exec result (e)", coldFirst, floorFirst, "<= 20 ms", [coldFirst.p50, (v) => v <= 20]);
+rows.push(...plainRows(plainResult));
 
 console.log("");
 console.log(`## Exec benchmark: service (gRPC end to end) vs in-process floor`);
@@ -391,6 +517,7 @@ console.log(
 console.log(
   `- W4 floor with a deadline interruptHandler (like the service's): p50 ${ms(w4fi.p50)}, p99 ${ms(w4fi.p99)} (${x(ratio(w4s.p50, w4fi.p50))} service/that).`,
 );
+plainNotes(plainResult);
 const all = {
   warmup,
   w1s,
