@@ -374,12 +374,11 @@ describe("BridgeCallback under misuse", () => {
     scope = (await openRun(stack, late)).scope;
     const code = `tools.late({}); throw new Error("ended first")`;
     mark = stack.proc.stderr.length;
-    await expect(gatewayExec(stack, scope, late, code)).rejects.toThrow(/BridgeCallback refused 1 answer\(s\): late \(c_\w+\): [a-z_]+/);
+    await expect(gatewayExec(stack, scope, late, code)).rejects.toThrow(/BridgeCallback refused 1 answer\(s\): late \(c_[\w-]+\): failed_precondition/);
     mark = stack.proc.stderr.length;
     const returned = await gatewayExec(stack, scope, late, code, {}, { refusals: "return" });
     expect(returned.model).toMatchObject({ status: "failed", error: expect.stringMatching(/^Error: ended first/) });
-    // Whatever status refused it (the exec ended a moment before the answer came), the helper hands the refusal back.
-    expect(returned.refused.map((r) => r.call.toolName)).toEqual(["late"]);
+    expect(returned.refused.map((r) => [r.call.toolName, r.code])).toEqual([["late", "failed_precondition"]]);
   });
 
   it("unknown call id, wrong scope, duplicate answer, answer after the exec ended: clear statuses, nothing crashes", async () => {
