@@ -28,19 +28,26 @@ function modules(dir = "src"): string[] {
   return out;
 }
 
-/** The comment a module opens with (after a shebang): one block comment, or a run of line comments. */
+/**
+ * The comment a module opens with (after a shebang): block comments and runs of line
+ * comments, up to the first line that is neither (a doc comment glued to the header with no
+ * blank line between reads as one header, and counts as one).
+ */
 function leadingComment(text: string): string[] {
   const lines = text.split("\n");
   let i = lines[0]?.startsWith("#!") ? 1 : 0;
   const out: string[] = [];
-  if (lines[i]?.trimStart().startsWith("/*")) {
-    for (; i < lines.length; i++) {
-      out.push(lines[i]!);
-      if (lines[i]!.includes("*/")) break;
-    }
-    return out;
+  while (i < lines.length) {
+    const line = lines[i]!.trimStart();
+    if (line.startsWith("/*")) {
+      for (; i < lines.length; i++) {
+        out.push(lines[i]!);
+        if (lines[i]!.includes("*/")) break;
+      }
+      i++;
+    } else if (line.startsWith("//")) out.push(lines[i++]!);
+    else break;
   }
-  for (; i < lines.length && lines[i]!.startsWith("//"); i++) out.push(lines[i]!);
   return out;
 }
 

@@ -13,6 +13,7 @@
  * prelude returned and before the program runs; it reads the boot answer (the run's catalog
  * and context) and builds what depends on it.
  */
+
 /**
  * What every prelude's `deliver(id, ok, json, mode)` shares for answers the host stages
  * (../worker/staged-answers.ts). Mode 0 (or absent): settle the call from json. 1: keep
@@ -24,8 +25,8 @@
  * call settles with.
  *
  * Why hold: a value the program drops is freed object by object when its last reference
- * goes, and for the 5,000 rows of the bench's W5 that is 0.6 ms, spent when the program's
- * function returns, before its result can leave. A held value is never freed: the
+ * goes, when the program's function returns and before its result can leave
+ * (docs/performance.md, "What stop 21 changed, and what it measured"). A held value is never freed: the
  * instance is reset to its image after the run (../worker/warm-vms.ts). The host holds
  * only a value whose parse took at most 1/16 of the run's memory limit, one at a time,
  * and lets go of it before a snapshot.
