@@ -9,9 +9,9 @@
  * guest yields with nothing else ready: the idle VM is snapshotted and handed back with what it
  * awaits; callbacks have stable names and the guest keeps its promises by call id, so a restore
  * needs only those re-registered and the answers delivered. A VM sharing its thread parks a
- * copy when idle (./occupancy.ts). Enforced here: deadline and cancel (interrupt handler,
- * shared cancel flag), output bytes, pending calls, armed timers, memory, stack; a loop that
- * ignores interrupts is killed by the main thread (../pool/pool-task.ts).
+ * copy when idle (./occupancy.ts). Enforced here: deadline and cancel (the interrupt handler
+ * and shared cancel flag of ./run-stop.ts), output bytes, pending calls, armed timers, memory,
+ * stack; a loop that ignores interrupts is killed by the main thread (../pool/pool-task.ts).
  */
 import { type QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
@@ -24,6 +24,7 @@ import { encodeSnapshot, SnapshotTooLarge } from "./snapshot-codec.js";
 import { liveState } from "./instance-reset.js";
 import { cohosted, enter, leave, parkedImage, publishParked, stillOwned } from "./occupancy.js";
 import { ThreadHold } from "./busy.js";
+import { RunStop } from "./run-stop.js";
 import { HOLD_FRACTION, StagedAnswers } from "./staged-answers.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
 import { boundedError, completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
@@ -33,21 +34,13 @@ export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
 // The errors hostSync and hostAsync throw reach the guest with defined properties only.
 defineHostErrors();
 
-type Fatal = { code: ErrorCodeName | undefined; message: string };
-
-/** How long guest code may keep running after QuickJS was told to stop before the instance is abandoned. */
-export const INTERRUPT_GRACE_MS = 25;
-/** Thrown by the interrupt handler through the WASM stack when the engine dropped its interrupt. */
-class InterruptIgnored extends Error {}
-
 /** The state of one segment: host callbacks, what the guest awaits, and the drain loop. */
 export class GuestSession {
   vm: QuickJS | undefined;
-  /** Set when the VM first gets the thread: time queued behind another VM does not count. */
-  deadline = Number.POSITIVE_INFINITY;
+  /** When the session must stop, and the interrupt handler QuickJS polls (./run-stop.ts). */
+  private readonly stop = new RunStop();
+  readonly interrupt = this.stop.interrupt;
   outputBytes: number;
-  private fatal: Fatal | undefined;
-  private cancelled: string | undefined;
   private settled: Settled | undefined;
   private readonly pending = new Map<string, PendingKind>();
   /** Armed timers: call id → when it is due (epoch ms). Each is also in `pending`. */
@@ -64,7 +57,7 @@ export class GuestSession {
   /** Answers received on the port so far (stamped on what the VM sends, ../pool/task-protocol.ts). */
   private received = 0;
   private readonly onMessage = (m: MainMessage) => {
-    if (m.t === "cancel") this.cancelled = m.reason;
+    if (m.t === "cancel") this.stop.cancelled = m.reason;
     else if (m.t === "suspend") this.suspendRequested = true;
     else if (m.t === "stage" || m.t === "unstage") this.inbox.push(m);
     else {
@@ -98,52 +91,16 @@ export class GuestSession {
   recycle: ((vm: QuickJS, healthy: boolean) => void) | undefined;
   /** False once the instance trapped or the run failed in the host. */
   private healthy = true;
-  /** Set by the main thread through shared memory when the task is cancelled. */
-  cancelFlag: Int32Array | undefined;
   /** Who owns the run (../pool/task-protocol.ts, `claim`); images parked so far. */
   private claim: Int32Array | undefined;
   private parkSeq = 0;
 
   /** Takes the pool's shared words and id for the task. */
   bind(task: CancelFlag): void {
-    if (task.cancelFlag) this.cancelFlag = new Int32Array(task.cancelFlag);
+    if (task.cancelFlag) this.stop.cancelFlag = new Int32Array(task.cancelFlag);
     if (task.claim) this.claim = new Int32Array(task.claim);
     if (task.taskId) this.held.taskId = task.taskId;
   }
-  /** Set while the host lets go of answers before a snapshot (prelude code only): a passed deadline must not fail that call. */
-  private quiet = false;
-  /** Whether the run must stop now (deadline, cancel, fatal); a plain read, for host code. */
-  readonly interruptDue = (): boolean =>
-    this.fatal !== undefined ||
-    this.cancelled !== undefined ||
-    (this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0) ||
-    Date.now() > this.deadline;
-  /** When QuickJS was first told to stop (0: never). The run ends then, whatever the engine did with its "interrupted". */
-  private interruptedAt = 0;
-  /**
-   * The VM's interrupt handler. QuickJS throws its uncatchable "interrupted" when this says
-   * true, but some engine paths drop that exception: build_backtrace discards whatever a
-   * guest `Error.prepareStackTrace` threw, and a native that converts two arguments in a
-   * row (URLSearchParams append/set) lets the second conversion's catchable error replace
-   * it. So the first true is the polite stop; if the engine asks again more than
-   * INTERRUPT_GRACE_MS later, guest code is still running after it was stopped, and the
-   * handler throws a host error through the WASM frames: the instance is abandoned (never
-   * reused) and the run fails with its timeout or cancel, without a thread kill.
-   */
-  readonly interrupt = (): boolean => {
-    if (this.quiet || !this.interruptDue()) return false;
-    const now = Date.now();
-    if (this.interruptedAt === 0) this.interruptedAt = now;
-    else if (now - this.interruptedAt > INTERRUPT_GRACE_MS) throw new InterruptIgnored();
-    return true;
-  };
-
-  /** Cancelled by the gateway (or the drain), known from the flag even before the message arrives. */
-  private cancelReason(): string | undefined {
-    if (this.cancelled !== undefined) return this.cancelled;
-    return this.cancelFlag !== undefined && Atomics.load(this.cancelFlag, 0) !== 0 ? "the gateway cancelled the call" : undefined;
-  }
-
   private post(m: WorkerMessage): void {
     this.port.postMessage(m);
   }
@@ -154,8 +111,8 @@ export class GuestSession {
 
   /** Starts the VM's deadline (or continues one set elsewhere), and moves the host's kill timer with it. */
   startDeadline(atMs?: number): void {
-    this.deadline = atMs ?? Date.now() + this.limits.timeoutMs;
-    this.post({ t: "watch", untilMs: this.deadline });
+    this.stop.deadline = atMs ?? Date.now() + this.limits.timeoutMs;
+    this.post({ t: "watch", untilMs: this.stop.deadline });
   }
 
   /** True while the session waits for host answers (its VM is not on the stack). */
@@ -178,7 +135,7 @@ export class GuestSession {
         parked,
         pending: this.pendingRefs(),
         outputBytes: this.outputBytes,
-        deadlineAtMs: this.deadline,
+        deadlineAtMs: this.stop.deadline,
         seq,
         rx: this.received,
       } satisfies WorkerMessage,
@@ -211,8 +168,8 @@ export class GuestSession {
   private record(kind: "text" | "json", data: string): void {
     const bytes = Buffer.byteLength(data, "utf8") + OUTPUT_ITEM_OVERHEAD_BYTES;
     if (this.outputBytes + bytes > this.limits.maxOutputBytes) {
-      this.fatal = { code: "output_limit_exceeded", message: `code mode output exceeded maxOutputBytes (${this.limits.maxOutputBytes} bytes).` };
-      throw guestError("RangeError", this.fatal.message);
+      this.stop.fatal = { code: "output_limit_exceeded", message: `code mode output exceeded maxOutputBytes (${this.limits.maxOutputBytes} bytes).` };
+      throw guestError("RangeError", this.stop.fatal.message);
     }
     this.outputBytes += bytes;
     this.post({ t: "output", kind, data, rx: this.received });
@@ -249,7 +206,7 @@ export class GuestSession {
         case "memory_limit":
           // The MCP-run prelude saw QuickJS refuse an allocation (its catchable "out of memory"):
           // the run ends at the next interrupt check or job boundary, whatever the script catches.
-          this.fatal ??= { code: undefined, message: `InternalError: out of memory${/^\(line \d+, column \d+\)$/.test(arg) ? ` ${arg}` : ""}` };
+          this.stop.fatal ??= { code: undefined, message: `InternalError: out of memory${/^\(line \d+, column \d+\)$/.test(arg) ? ` ${arg}` : ""}` };
           return vm.undefined;
         case "uncaught":
           // A timer callback or microtask threw: the run fails, even after its value settled.
@@ -330,10 +287,10 @@ export class GuestSession {
   }
 
   private outcomeFor(err: unknown): TaskOutcome {
-    if (this.fatal) return this.fail(this.fatal.message, this.fatal.code);
-    const cancelled = this.cancelReason();
+    if (this.stop.fatal) return this.fail(this.stop.fatal.message, this.stop.fatal.code);
+    const cancelled = this.stop.cancelReason();
     if (cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
-    if (Date.now() > this.deadline) return this.fail(`code mode exec timed out after ${this.limits.timeoutMs} ms.`, "timeout");
+    if (Date.now() > this.stop.deadline) return this.fail(`code mode exec timed out after ${this.limits.timeoutMs} ms.`, "timeout");
     return thrownOutcome(err, this.outputBytes);
   }
 
@@ -355,11 +312,11 @@ export class GuestSession {
       };
     }
     this.post({ t: "watch", untilMs: Date.now() + SNAPSHOT_BUDGET_MS });
-    this.quiet = true;
+    this.stop.quiet = true;
     try {
       if (this.deliverFn) this.answers.withdrawAll(this.vm!, this.deliverFn);
     } finally {
-      this.quiet = false;
+      this.stop.quiet = false;
     }
     const base = await baseImage(wasm);
     // From the live memory where it can be (no 1.4 MB copy): nothing runs in the VM until it is encoded.
@@ -390,10 +347,10 @@ export class GuestSession {
         start();
         for (;;) {
           // The engine may have dropped an interrupt and returned normally: the stop stands.
-          if (this.interruptedAt !== 0) return this.outcomeFor(undefined);
+          if (this.stop.stopped) return this.outcomeFor(undefined);
           this.vm!.executePendingJobs();
-          if (this.fatal) return this.fail(this.fatal.message, this.fatal.code);
-          if (this.interruptedAt !== 0) return this.outcomeFor(undefined);
+          if (this.stop.fatal) return this.fail(this.stop.fatal.message, this.stop.fatal.code);
+          if (this.stop.stopped) return this.outcomeFor(undefined);
           // The seed: completed only when the value settled and no work is pending
           // (nested calls, timers, yields); a failure ends the run at once.
           if (this.settled && (!this.settled.ok || this.pending.size === 0)) break;
@@ -406,7 +363,7 @@ export class GuestSession {
             }
             if (this.hasPendingYield() && !this.answers.due) return await this.suspend("yield", wasm);
             const now = Date.now();
-            const remaining = this.deadline - now;
+            const remaining = this.stop.deadline - now;
             if (remaining <= 0) return await this.suspend("pending_tools", wasm);
             const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now));
             this.idle = true;
@@ -425,14 +382,14 @@ export class GuestSession {
             this.idle = false;
             this.held.take();
             this.dirty = true;
-            const cancelled = this.cancelReason();
+            const cancelled = this.stop.cancelReason();
             if (cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
             this.fireDueTimers();
-            if (this.inbox.length === 0 && Date.now() > this.deadline) return await this.suspend("pending_tools", wasm);
+            if (this.inbox.length === 0 && Date.now() > this.stop.deadline) return await this.suspend("pending_tools", wasm);
           }
           while (this.inbox.length > 0) {
             const m = this.inbox.shift()!;
-            if (this.deliverFn) this.answers.take(this.vm!, this.deliverFn, m, this.pending, this.interruptDue);
+            if (this.deliverFn) this.answers.take(this.vm!, this.deliverFn, m, this.pending, this.stop.due);
           }
         }
       } catch (err) {
