@@ -3,7 +3,9 @@
 // tools, the module exports the metadata of its MCP server ("tracker", whose tools the
 // program reaches as MCP.tracker.*) and an internal namespace (`Notes`) backed by the
 // "notes" plugin's tools. A tool may also say who can call it: `allowedCallers: "model"`
-// (the model directly, never from code), "program" (only from code) or "both" (the default).
+// (the model directly, never from code), "program" (only from code) or "both" (the default),
+// and that a person must approve each call before its handler runs: `needsApproval: true` or
+// the reason (the CLI asks on the terminal, or takes --approve / --deny-approvals).
 const notes = new Map([["welcome", "Code mode runs your program in a QuickJS sandbox."]]);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -55,6 +57,7 @@ export default [
   {
     name: "delete_everything",
     description: "A dangerous tool: try it with --deny 'delete_*'",
+    needsApproval: "it deletes everything",
     handler: async () => ({ deleted: "everything" }),
   },
   {

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """A complete minimal gateway for codemode-sidecar.
 
-It registers three tools (one of them from an MCP server, one slow), opens a run, gives
-the model exactly `exec` and `wait`, runs a program "the model wrote", answers every
-nested tool call, follows `waiting` results with `wait` as the model would, and prints
-each result's `model_json` (the exec/wait tool result the model reads) as one line.
+It registers four tools (one of them from an MCP server, one slow, one that needs a
+person's approval), opens a run, gives the model exactly `exec` and `wait`, runs a program
+"the model wrote", answers every nested tool call, follows `waiting` results with `wait` as
+the model would, and prints each result's `model_json` (the exec/wait tool result the model
+reads) as one line. The approval is asked on stdin (`approve send_summary {...}? [y/N]`, on
+stderr); anything but y/yes, or the end of stdin, denies it.
 
     npm start                                             # in another terminal
     clients/python/generate.sh                            # once: the gRPC stubs
@@ -13,7 +15,9 @@ each result's `model_json` (the exec/wait tool result the model reads) as one li
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -25,10 +29,13 @@ from codemode_client import (  # noqa: E402
     Annotations,
     CodeModeClient,
     CodeModeConfig,
+    Decision,
     McpServerSpec,
     Scope,
+    ToolCall,
     ToolSource,
     ToolSpec,
+    WaitReason,
 )
 
 
@@ -48,6 +55,23 @@ def create_issue(args: dict[str, Any]) -> dict[str, Any]:  # an MCP tool: answer
     return {"content": [{"type": "text", "text": f"created issue #42: {args['title']}"}], "structuredContent": {"number": 42}}
 
 
+def send_summary(args: dict[str, Any]) -> dict[str, Any]:  # runs only once a person approved it
+    return {"sent_to": args["to"], "chars": len(args["text"])}
+
+
+_ask_lock = threading.Lock()  # parallel calls needing approval ask one after another
+
+
+def ask_on_stdin(call: ToolCall, reason: str) -> Decision:
+    """The approver: asks the person at the terminal. True approves; a string denies."""
+    with _ask_lock:
+        print(f"approve {call.tool_name} {call.input_json}? ({reason}) [y/N] ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+    if not line:
+        return "nobody answered on stdin"
+    return True if line.strip().lower() in ("y", "yes") else "the person said no"
+
+
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 TOOLS = [
     ToolSpec("get_weather", "Current weather for a city.", CITY, handler=get_weather),
@@ -62,6 +86,13 @@ TOOLS = [
         annotations=Annotations(destructive_hint=True),
         handler=create_issue,
     ),
+    ToolSpec(
+        "send_summary",
+        "Email a summary to someone.",
+        {"type": "object", "properties": {"to": {"type": "string"}, "text": {"type": "string"}}, "required": ["to", "text"]},
+        handler=send_summary,
+        needs_approval="sends an email on your behalf",  # answered "approval pending", then ask_on_stdin decides
+    ),
 ]
 MCP_SERVERS = [McpServerSpec("github", server_id="github-mcp", title="GitHub", version="1.0.0", description="Issues and pull requests.")]
 
@@ -73,7 +104,10 @@ try { await tools.get_weather({ city: "Atlantis" }); } catch (e) { missing = e.m
 const issue = await MCP.github.createIssue({ title: weather.map((w) => `${w.city} ${w.tempC}C`).join(", ") });
 text(issue.content[0].text);
 const report = await tools.build_report({ kind: "weekly" });
-return { weather, missing, issue: issue.structuredContent.number, report };
+let sent;
+try { sent = await tools.send_summary({ to: "team@example.com", text: `report: ${report.rows} rows` }); }
+catch (e) { sent = `${e.name}: ${e.message}`; }  // ApprovalDenied when the person said no
+return { weather, missing, issue: issue.structuredContent.number, report, sent };
 """
 
 
@@ -88,7 +122,7 @@ def main() -> int:
     scope = Scope(agent_id="example-agent", session_id=f"session-{turn}", session_key="agent:example:main", agent_run_id=f"run-{turn}")
     with CodeModeClient(orchestrator=args.orchestrator, sandbox=args.sandbox) as client:
         # Orchestrator: the run's catalog, policy and config (the ToolSpecs' handlers answer calls).
-        run = client.open_run(scope, tools=TOOLS, mcp_servers=MCP_SERVERS, config=CodeModeConfig(timeout_ms=1000))
+        run = client.open_run(scope, tools=TOOLS, mcp_servers=MCP_SERVERS, config=CodeModeConfig(timeout_ms=1000), approver=ask_on_stdin)
         try:
             surface = run.describe_surface()  # send surface.tools_json to the model: exec and wait
             print(f"model tools: {surface.tool_names} ({surface.serialized_bytes} bytes)", file=sys.stderr)
@@ -98,6 +132,12 @@ def main() -> int:
             print(result.model_json)  # the exec tool result, to the model
             waits = 0
             while result.waiting and result.code_mode_run_id and waits < args.max_waits:
+                if result.reason is WaitReason.APPROVAL:
+                    # Only a person's decision can move the program on: a real gateway ends the
+                    # model's turn here and resumes when the decision lands; this one waits for
+                    # the prompt (the decision is kept with the suspended run).
+                    print(f"waiting for approval: {json.dumps([p.tool_name for p in result.awaiting_approval])}", file=sys.stderr)
+                    client.join_answers()
                 # The model called wait({runId}); any sidecar may serve it.
                 result = run.wait(result.code_mode_run_id)
                 print(result.model_json)

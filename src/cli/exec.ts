@@ -7,10 +7,13 @@
  * a model would, each result printed as it comes (a handler may finish long after the
  * exec returned). Exit status is 0 whenever a result came back. `--mode tool_search_code`
  * opens the run with Tool Search instead of code mode, so the program runs on that surface.
+ * A tool with `needsApproval` is answered "approval pending" first, then decided: asked on
+ * the terminal, or `--approve` / `--deny-approvals`; its handler runs only once approved.
  */
 import { readFile } from "node:fs/promises";
+import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { ResultStatus, ToolSource } from "../gen/codemode/common/v1/common_pb.js";
+import { ResultStatus, ToolSource, WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import { Sandbox, type ExecEvent } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import { createClient } from "../protocol/grpc-client.js";
@@ -25,7 +28,11 @@ const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javas
                      [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
                      [--tools FILE.mjs] [--allow PATTERN]... [--deny PATTERN]...
                      [--max-waits N] [--mode code|tool_search_code]
-                     ${SECURITY_USAGE.client}`;
+                     [--approve | --deny-approvals]
+                     ${SECURITY_USAGE.client}
+A --tools tool with needsApproval is asked about on the terminal ("approve <tool> <input>? [y/N]")
+before its handler runs; --approve approves every such call, --deny-approvals denies every one.
+With neither and no terminal (stdin not a TTY, or the program read from it), each is denied.`;
 
 /** Waits followed by default before giving up on a run that keeps waiting. */
 const DEFAULT_MAX_WAITS = 20;
@@ -36,6 +43,29 @@ async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
   return Buffer.concat(chunks).toString("utf8");
+}
+
+/** An answer to a nested call, as BridgeCallback takes it. */
+type Outcome =
+  | { case: "resultJson"; value: string }
+  | { case: "error"; value: { name: string; message: string } }
+  | { case: "approvalPending"; value: { reason: string } }
+  | { case: "approvalDenied"; value: { message: string } };
+
+/** Asks one yes/no question on the terminal (stderr); the end of stdin is a no. */
+function askTerminal(question: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const rl = createInterface({ input: process.stdin, output: process.stderr });
+    let answered = false;
+    rl.once("close", () => {
+      if (!answered) resolve(false);
+    });
+    rl.question(question, (answer) => {
+      answered = true;
+      rl.close();
+      resolve(/^y(es)?$/i.test(answer.trim()));
+    });
+  });
 }
 
 function errorOf(err: unknown): { name: string; message: string } {
@@ -60,6 +90,8 @@ export async function runExec(argv: string[]): Promise<number> {
         deny: { type: "string", multiple: true },
         "max-waits": { type: "string" },
         mode: { type: "string", default: "code" },
+        approve: { type: "boolean", default: false },
+        "deny-approvals": { type: "boolean", default: false },
         ...clientSecurityFlags,
       },
       strict: true,
@@ -102,6 +134,23 @@ export async function runExec(argv: string[]): Promise<number> {
   const toolSearch =
     mode === "tool_search_code" ? { enabled: true, mode: "code", ...(timeoutMs !== undefined ? { codeTimeoutMs: timeoutMs } : {}) } : undefined;
 
+  if (values.approve && values["deny-approvals"]) throw new UsageError(`give --approve or --deny-approvals, not both\n${USAGE}`);
+  // Who decides the calls of tools that need approval: the flags, else the person at the terminal.
+  const interactive = process.stdin.isTTY === true && positionals[0] !== "-";
+  let questions: Promise<unknown> = Promise.resolve();
+  const decide = async (tool: CliTool, inputJson: string, reason: string): Promise<true | string> => {
+    if (values.approve) return true;
+    if (values["deny-approvals"]) return "denied by codemode exec --deny-approvals";
+    if (!interactive) {
+      process.stderr.write(`codemode exec: denied ${tool.name}: no terminal to ask on (pass --approve or --deny-approvals)\n`);
+      return "denied: codemode exec had no terminal to ask on (it takes --approve or --deny-approvals)";
+    }
+    // One question at a time: parallel calls wait their turn.
+    const asked = questions.then(() => askTerminal(`approve ${tool.name} ${inputJson}${reason ? ` (${reason})` : ""}? [y/N] `));
+    questions = asked.catch(() => false);
+    return (await asked) ? true : "denied at the terminal";
+  };
+
   const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", agentRunId: newId("run", 8) };
   const module: ToolsModule = values.tools ? await loadToolsModule(values.tools) : { tools: [], mcpServers: [], namespaces: [] };
   const handlers = new Map<string, CliTool>();
@@ -123,8 +172,28 @@ export async function runExec(argv: string[]): Promise<number> {
 
   const sandbox = createClient(Sandbox, values.sandbox, {}, security);
   try {
+    /** Sends one answer; false when it was refused (said on stderr). */
+    const send = async (callId: string, outcome: Outcome): Promise<boolean> => {
+      try {
+        await sandbox.bridgeCallback({ scope, callId, outcome });
+        return true;
+      } catch (err) {
+        process.stderr.write(`codemode exec: could not answer tool call ${callId}: ${(err as Error).message}\n`);
+        return false;
+      }
+    };
     const answer = async (callId: string, tool: CliTool | undefined, inputJson: string) => {
-      let outcome: { case: "resultJson"; value: string } | { case: "error"; value: { name: string; message: string } };
+      if (tool?.needsApproval) {
+        // Approval pending first (the call stays pending, the run may suspend), then the decision.
+        const reason = typeof tool.needsApproval === "string" ? tool.needsApproval : "";
+        if (!(await send(callId, { case: "approvalPending", value: { reason } }))) return;
+        const decision = await decide(tool, inputJson, reason);
+        if (decision !== true) {
+          await send(callId, { case: "approvalDenied", value: { message: decision } });
+          return;
+        }
+      }
+      let outcome: Outcome;
       try {
         if (!tool) throw new Error("this gateway has no handler for the tool");
         const value = await tool.handler(JSON.parse(inputJson) as unknown);
@@ -132,28 +201,32 @@ export async function runExec(argv: string[]): Promise<number> {
       } catch (err) {
         outcome = { case: "error", value: errorOf(err) };
       }
-      try {
-        await sandbox.bridgeCallback({ scope, callId, outcome });
-      } catch (err) {
-        process.stderr.write(`codemode exec: could not answer tool call ${callId}: ${(err as Error).message}\n`);
-      }
+      await send(callId, outcome);
     };
-    /** Follows one exec or wait stream; returns the code-mode run id when it is waiting. */
-    const follow = async (stream: AsyncIterable<ExecEvent>): Promise<string | undefined> => {
+    /** Answers of calls that needed approval, still being decided or run. */
+    const approvals = new Set<Promise<void>>();
+    /** Follows one exec or wait stream; returns the code-mode run id when it is waiting ("" otherwise). */
+    const follow = async (stream: AsyncIterable<ExecEvent>): Promise<{ runId: string; approval: boolean }> => {
       for await (const ev of stream) {
         if (ev.event.case === "toolCall") {
           const c = ev.event.value;
           const sourceName = c.source === ToolSource.MCP ? "mcp" : c.source === ToolSource.CLIENT ? "client" : "openclaw";
-          void answer(c.callId, handlers.get(`${sourceName}\0${c.sourceName}\0${c.toolName}`), c.inputJson);
+          const tool = handlers.get(`${sourceName}\0${c.sourceName}\0${c.toolName}`);
+          const answered = answer(c.callId, tool, c.inputJson);
+          if (tool?.needsApproval) {
+            approvals.add(answered);
+            void answered.finally(() => approvals.delete(answered));
+          }
         } else if (ev.event.case === "result") {
           const r = ev.event.value;
           process.stdout.write(`${r.modelJson}\n`);
-          return r.status === ResultStatus.WAITING ? r.codeModeRunId : "";
+          const waiting = r.status === ResultStatus.WAITING;
+          return { runId: waiting ? r.codeModeRunId : "", approval: waiting && r.reason === WaitReason.APPROVAL };
         }
       }
       throw new Error("the sandbox closed the stream without a result");
     };
-    let codeModeRunId = await follow(
+    let segment = await follow(
       sandbox.exec({
         scope,
         execCallId: newId("call", 8),
@@ -162,8 +235,11 @@ export async function runExec(argv: string[]): Promise<number> {
         config: timeoutMs !== undefined ? { timeoutMs } : {},
       }),
     );
-    for (let waits = 0; codeModeRunId && waits < maxWaits; waits++) {
-      codeModeRunId = await follow(sandbox.wait({ scope, waitCallId: newId("wait", 8), codeModeRunId }));
+    for (let waits = 0; segment.runId && waits < maxWaits; waits++) {
+      // Waiting for a person: only the decisions can move the program on, so wait for them
+      // (they are kept with the suspended run) before resuming it.
+      if (segment.approval) await Promise.allSettled([...approvals]);
+      segment = await follow(sandbox.wait({ scope, waitCallId: newId("wait", 8), codeModeRunId: segment.runId }));
     }
     return 0;
   } finally {

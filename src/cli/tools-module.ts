@@ -1,7 +1,8 @@
 /**
  * Loads `codemode exec --tools FILE.mjs`: a module whose default export is an array of
  * tool definitions with handlers (each may say who can call it: `allowedCallers`
- * "model", "program" or "both"), and which may also export `mcpServers` (metadata of
+ * "model", "program" or "both"; and that a person must approve each call first:
+ * `needsApproval`, true or the reason), and which may also export `mcpServers` (metadata of
  * the MCP servers its `source: "mcp"` tools belong to) and `namespaces` (internal
  * namespace registrations whose callable members are `{ $tool, args? }` markers, as
  * the wire carries them). Checked by zod schemas, and a namespace's scope by the shared
@@ -35,6 +36,8 @@ const toolSchema = z.object({
   owner: z.string().optional(),
   origin: z.enum(["core", "bundled_plugin", "external_plugin"]).optional(),
   allowedCallers: z.enum(["model", "program", "both"]).optional(),
+  /** The gateway (the CLI) asks a person before each call runs: true, or the reason shown. */
+  needsApproval: z.union([z.boolean(), z.string().min(1)]).optional(),
   handler: z.custom<(input: unknown) => unknown>((v) => typeof v === "function", { message: "handler must be a function" }),
 });
 

@@ -193,7 +193,12 @@ export function controlHandlers(deps: {
           ...(input ? { input: replay(input) } : {}),
           ...(result ? { result: replay(result) } : {}),
           startedAtMs: BigInt(s.startedAtMs),
-          nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: BigInt(n.startedAtMs) })),
+          nestedCalls: s.nestedCalls.map((n) => ({
+            ...n,
+            startedAtMs: BigInt(n.startedAtMs),
+            approvalRequestedAtMs: BigInt(n.approvalRequestedAtMs ?? 0),
+            approvalDecidedAtMs: BigInt(n.approvalDecidedAtMs ?? 0),
+          })),
         })),
       };
     },

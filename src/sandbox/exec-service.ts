@@ -18,7 +18,8 @@ import { ServiceError } from "../protocol/service-error.js";
 import { ConfigError, parseCodeModeConfig, runConfig, type CodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import { newId } from "../shared/ids.js";
-import { answerToWire, INACTIVE_PREFIX, RUN_MESSAGES } from "../shared/link-wire.js";
+import { answerToWire, APPROVAL_ERRORS, INACTIVE_PREFIX, RUN_MESSAGES, type GatewayAnswer } from "../shared/link-wire.js";
+import { approvalMarkOf } from "./exec/approvals.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
 import { NO_OPEN_RUN, requireScope, scopeKeyOf } from "../shared/scope.js";
@@ -29,7 +30,7 @@ import type { OrchestratorLink } from "./link/orchestrator-link.js";
 import type { SandboxPool } from "./pool/pool.js";
 import { serveWait } from "./suspend/resume.js";
 import type { ResolvedRun, RunResolver } from "./link/run-resolver.js";
-import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Answer, type Scope, type SegmentInit } from "./exec/segment.js";
+import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Scope, type SegmentInit } from "./exec/segment.js";
 import type { SnapshotSealer } from "./suspend/snapshot-seal.js";
 import { endSegment, limitsOf } from "./suspend/suspension.js";
 import { tenantOf } from "./pool/cpu-budget.js";
@@ -251,7 +252,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       if (!req.callId) throw new ServiceError("invalid_argument", "call_id is required");
       checkIdLength("call_id", req.callId);
       const scopeKey = scopeKeyOf(scope);
-      let answer: Answer;
+      let answer: GatewayAnswer;
       let withdraw: (() => void) | undefined;
       if (req.outcome.case === "resultJson") {
         // A large text goes to its VM first, which parses it while it is checked here
@@ -271,8 +272,12 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       } else if (req.outcome.case === "error") {
         const e = req.outcome.value;
         answer = { ok: false, error: { name: e.name || "Error", message: e.message } };
+      } else if (req.outcome.case === "approvalPending") {
+        answer = approvalMarkOf(req.outcome.value);
+      } else if (req.outcome.case === "approvalDenied") {
+        answer = { ok: false, error: { name: APPROVAL_ERRORS.denied, message: req.outcome.value.message } };
       } else {
-        throw new ServiceError("invalid_argument", "set result_json or error");
+        throw new ServiceError("invalid_argument", "set result_json, error, approval_pending or approval_denied");
       }
       try {
         if (calls.answerLive(req.callId, scopeKey, answer)) return { deliveredLive: true };

@@ -148,8 +148,11 @@ class SegmentWatch {
         : status === "waiting"
           ? r.reason === WaitReason.YIELD
             ? "yield"
-            : "pending_tools"
+            : r.reason === WaitReason.APPROVAL
+              ? "approval"
+              : "pending_tools"
           : "ok";
+    for (const a of r.telemetry?.approvals ?? []) this.shared.metrics?.approval(a.decision ?? "pending");
     const snapshotBytes = Number(r.telemetry?.snapshotBytes ?? 0);
     this.result = { status, code, seconds: (performance.now() - this.t0) / 1000, snapshotBytes };
     if (r.codeModeRunId) this.span?.setAttribute("codemode.code_mode_run_id", r.codeModeRunId);

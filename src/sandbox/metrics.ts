@@ -27,13 +27,14 @@ export class SandboxMetrics {
   private readonly answers: Counter<"delivery">;
   private readonly snapshotBytes: Histogram;
   private readonly rpcErrors: Counter<"method" | "code">;
+  private readonly approvals: Counter<"decision">;
 
   constructor(registry: Registry, parts: { pool: SandboxPool; link: OrchestratorLink; calls: CallRegistry; resolver: RunResolver }) {
     const registers = [registry];
     const results = (kind: SegmentKind) =>
       new Counter({
         name: `codemode_${kind}s_total`,
-        help: `${kind === "exec" ? "Execs" : "Waits"} by result: status completed|waiting|failed; code: the error code of a failed one (uncaught for a guest exception), the reason of a waiting one (pending_tools|yield), ok for completed`,
+        help: `${kind === "exec" ? "Execs" : "Waits"} by result: status completed|waiting|failed; code: the error code of a failed one (uncaught for a guest exception), the reason of a waiting one (pending_tools|yield|approval), ok for completed`,
         labelNames: ["status", "code"],
         registers,
       });
@@ -77,6 +78,13 @@ export class SandboxMetrics {
       name: "codemode_sandbox_rpc_errors_total",
       help: "Sandbox calls answered with a gRPC error (contract violations, draining), by method and status",
       labelNames: ["method", "code"],
+      registers,
+    });
+
+    this.approvals = new Counter({
+      name: "codemode_approvals_total",
+      help: "Nested calls a gateway answered approval-pending, counted in each exec or wait that saw them, by decision: pending (still undecided when it ended), approved, denied, expired, required (approvalMode error)",
+      labelNames: ["decision"],
       registers,
     });
 
@@ -213,6 +221,10 @@ export class SandboxMetrics {
 
   answer(delivery: "live" | "routed" | "refused"): void {
     this.answers.inc({ delivery });
+  }
+
+  approval(decision: string): void {
+    this.approvals.inc({ decision });
   }
 
   rpcError(method: string, code: string): void {

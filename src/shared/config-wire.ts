@@ -19,6 +19,8 @@ export function configLayerFromWire(c: WireConfig | undefined): Partial<CodeMode
   if (c.searchIncludesMcp !== undefined) out.searchIncludesMcp = c.searchIncludesMcp;
   if (c.maxToolCallsPerRun !== undefined) out.maxToolCallsPerRun = c.maxToolCallsPerRun;
   if (c.maxSearchesPerRun !== undefined) out.maxSearchesPerRun = c.maxSearchesPerRun;
+  if (c.approvalTimeoutMs !== undefined) out.approvalTimeoutMs = c.approvalTimeoutMs;
+  if (c.approvalMode !== undefined) out.approvalMode = c.approvalMode;
   return out as Partial<CodeModeConfigInput>;
 }
 

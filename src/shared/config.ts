@@ -9,6 +9,7 @@ import { LIMITS } from "./limits.js";
 
 export const LANGUAGES = ["javascript", "typescript"] as const;
 export type Language = (typeof LANGUAGES)[number];
+export const APPROVAL_MODES = ["pause", "error"] as const;
 
 export { LIMITS };
 
@@ -54,6 +55,9 @@ const schema = z
     /** Beyond the seed: total nested calls, and searches plus describes, per agent run. */
     maxToolCallsPerRun: clamped("maxToolCallsPerRun"),
     maxSearchesPerRun: clamped("maxSearchesPerRun"),
+    /** Beyond the seed: how long a call may wait for a person's approval, and what an approval-pending answer does. */
+    approvalTimeoutMs: clamped("approvalTimeoutMs"),
+    approvalMode: z.enum(APPROVAL_MODES, { error: (i) => `approvalMode must be "pause" or "error", got ${describe(i.input)}` }).default("pause"),
     /** First id segment of gateway-owned tools; the seed's literal by default. */
     coreSourceName: z
       .string()

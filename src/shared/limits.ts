@@ -14,6 +14,7 @@ export const LIMITS = {
   searchDefaultLimit: { default: 8, min: 1, max: 50 },
   maxToolCallsPerRun: { default: 1_000, min: 1, max: 100_000 },
   maxSearchesPerRun: { default: 1_000, min: 1, max: 100_000 },
+  approvalTimeoutMs: { default: 600_000, min: 1_000, max: 86_400_000 },
 } as const;
 
 /**

@@ -4,6 +4,7 @@
  * orchestrator (keeping them), so the two ends cannot drift apart.
  */
 import { PendingKind as WirePendingKind, type ToolAnswer } from "../gen/codemode/orchestrator/v1/link_pb.js";
+import { WaitReason } from "../gen/codemode/common/v1/common_pb.js";
 
 /** The seed's refusals of a `wait`, as the orchestrator sends them and the sidecar falls back to. */
 export const RUN_MESSAGES = {
@@ -19,11 +20,62 @@ export const RUN_MESSAGES = {
 /** The start of the refusal of an exec on a run whose surface is not code mode. */
 export const INACTIVE_PREFIX = "code mode is not active for this run: ";
 
+/** Why a suspended run waits: tool answers, a yield, or (beyond the seed) only people's approvals. */
+export type SuspendReason = "pending_tools" | "yield" | "approval";
+
+const REASONS_TO_WIRE: Record<SuspendReason, WaitReason> = { pending_tools: WaitReason.PENDING_TOOLS, yield: WaitReason.YIELD, approval: WaitReason.APPROVAL };
+
+export function reasonToWire(reason: SuspendReason): WaitReason {
+  return REASONS_TO_WIRE[reason];
+}
+
+/** Unknown or unset reasons read as pending_tools. */
+export function reasonFromWire(reason: WaitReason): SuspendReason {
+  return reason === WaitReason.YIELD ? "yield" : reason === WaitReason.APPROVAL ? "approval" : "pending_tools";
+}
+
 /** A tool call, a catalog request (search/describe/API), a yield, or an armed timer. */
 export type PendingKind = "call" | "request" | "yield" | "timer";
 
 /** A tool's answer, without the call id it answers. */
 export type AnswerValue = { ok: true; json: string } | { ok: false; error: { name: string; message: string } };
+
+/**
+ * A gateway's "a person is being asked to approve this call": not an answer the guest sees.
+ * The call stays pending until a decision (an AnswerValue) or `expiresAtMs` passes.
+ */
+export type ApprovalMark = { approval: { reason: string; expiresAtMs: number; requestedAtMs: number } };
+
+/** What a gateway may send for a nested call: an answer, or that it awaits approval. */
+export type GatewayAnswer = AnswerValue | ApprovalMark;
+
+export function isApprovalMark(a: GatewayAnswer): a is ApprovalMark {
+  return "approval" in a;
+}
+
+/**
+ * An approval as a run keeps it: no later than `approvalTimeoutMs` after it was asked for
+ * (an expiry of 0 means exactly that long).
+ */
+export function clampApproval(a: ApprovalMark["approval"], approvalTimeoutMs: number): ApprovalMark["approval"] {
+  const latest = a.requestedAtMs + approvalTimeoutMs;
+  return { ...a, expiresAtMs: a.expiresAtMs > 0 ? Math.min(a.expiresAtMs, latest) : latest };
+}
+
+/**
+ * How long a suspended run is kept past the expiry of an approval it awaits (at least), so
+ * a `wait` after the expiry can still tell the program ApprovalExpired.
+ */
+export const APPROVAL_KEEP_MS = 10 * 60_000;
+
+/** The guest-visible error names of the approval flow (a denial is an error answer with the first). */
+export const APPROVAL_ERRORS = { denied: "ApprovalDenied", expired: "ApprovalExpired", required: "ApprovalRequired" } as const;
+
+/** What the guest gets for a call whose approval ran out without a decision. */
+export function approvalExpired(tool: string, a: ApprovalMark["approval"]): AnswerValue {
+  const s = Math.round((a.expiresAtMs - a.requestedAtMs) / 1000);
+  return { ok: false, error: { name: APPROVAL_ERRORS.expired, message: `no decision came within ${s} s for the approval of ${tool}.` } };
+}
 
 const TO_WIRE: Record<PendingKind, WirePendingKind> = {
   call: WirePendingKind.TOOL_CALL,
@@ -44,14 +96,41 @@ export function pendingKindFromWire(kind: WirePendingKind): PendingKind {
   return "call";
 }
 
-export function answerToWire(callId: string, a: AnswerValue) {
-  return { callId, outcome: a.ok ? ({ case: "resultJson", value: a.json } as const) : ({ case: "error", value: a.error } as const) };
+/** When a stored answer was taken, and (for a decision) when its approval was asked for, and why. */
+export type AnswerMeta = { answeredAtMs?: number | undefined; approvalRequestedAtMs?: number | undefined; approvalReason?: string | undefined };
+
+export function answerToWire(callId: string, a: GatewayAnswer, times: AnswerMeta = {}) {
+  const answeredAtMs = BigInt(times.answeredAtMs ?? 0);
+  if (isApprovalMark(a)) {
+    const { reason, expiresAtMs, requestedAtMs } = a.approval;
+    return {
+      callId,
+      outcome: { case: "approvalPending", value: { reason, expiresAtMs: BigInt(expiresAtMs) } } as const,
+      approvalRequestedAtMs: BigInt(requestedAtMs),
+      answeredAtMs,
+    };
+  }
+  return {
+    callId,
+    outcome: a.ok ? ({ case: "resultJson", value: a.json } as const) : ({ case: "error", value: a.error } as const),
+    approvalRequestedAtMs: BigInt(times.approvalRequestedAtMs ?? 0),
+    approvalReason: times.approvalReason ?? "",
+    answeredAtMs,
+  };
 }
 
-/** The answer a ToolAnswer carries; undefined when it sets neither outcome. */
-export function answerFromWire(a: ToolAnswer): AnswerValue | undefined {
+export function answerMetaFromWire(a: ToolAnswer): AnswerMeta {
+  return { answeredAtMs: Number(a.answeredAtMs), approvalRequestedAtMs: Number(a.approvalRequestedAtMs), approvalReason: a.approvalReason };
+}
+
+/** The answer a ToolAnswer carries; undefined when it sets no outcome. */
+export function answerFromWire(a: ToolAnswer): GatewayAnswer | undefined {
   if (a.outcome.case === "resultJson") return { ok: true, json: a.outcome.value };
   if (a.outcome.case === "error") return { ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message } };
+  if (a.outcome.case === "approvalPending") {
+    const { reason, expiresAtMs } = a.outcome.value;
+    return { approval: { reason, expiresAtMs: Number(expiresAtMs), requestedAtMs: Number(a.approvalRequestedAtMs) } };
+  }
   return undefined;
 }
 

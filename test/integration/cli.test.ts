@@ -3,7 +3,7 @@
  * `--tools` as a small gateway with `--allow`/`--deny`, exit statuses, and usage errors;
  * `surface` computed in-process against the same flags answered by a running service.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -144,6 +144,115 @@ describe("codemode exec", () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/codemode:/);
   });
+});
+
+describe("codemode exec: tools that need approval", () => {
+  const CATCH = 'try { return await tools.delete_everything({}) } catch (e) { return e.name + ": " + e.message }';
+  /** A copy of examples/tools.mjs whose handlers log each call they run to a file. */
+  function loggedTools() {
+    const dir = mkdtempSync(join(tmpdir(), "cm-cli-approval-"));
+    const log = join(dir, "calls.jsonl");
+    const file = join(dir, "tools.mjs");
+    writeFileSync(
+      file,
+      `import { appendFileSync } from "node:fs";
+       import tools, { mcpServers, namespaces } from ${JSON.stringify(pathToFileURL(join(root, "examples/tools.mjs")).href)};
+       export { mcpServers, namespaces };
+       export default tools.map((t) => ({ ...t, handler: async (input) => {
+         appendFileSync(${JSON.stringify(log)}, t.name + "\\n");
+         return t.handler(input);
+       } }));`,
+    );
+    writeFileSync(log, "");
+    return { file, ran: () => readFileSync(log, "utf8").split("\n").filter(Boolean) };
+  }
+  /**
+   * The last result is final; any before it waited for the decision (the run may suspend as
+   * soon as its call awaits approval: reason "approval", or "pending_tools" when the decision
+   * landed while it was suspending and is kept with the run).
+   */
+  function final(results: Array<Record<string, unknown>>) {
+    for (const r of results.slice(0, -1)) expect(r).toMatchObject({ status: "waiting", reason: expect.stringMatching(/^(approval|pending_tools)$/) });
+    return results.at(-1);
+  }
+
+  it("--approve runs the handler after the approval; --deny-approvals denies with ApprovalDenied and never runs it", () => {
+    const tools = loggedTools();
+    const approved = cli(["--tools", tools.file, "--approve", "--code", "return await tools.delete_everything({})"]);
+    expect(approved.status, approved.stderr).toBe(0);
+    expect(final(approved.results)).toMatchObject({ status: "completed", value: { deleted: "everything" } });
+    expect(tools.ran()).toEqual(["delete_everything"]);
+    const denied = cli(["--tools", tools.file, "--deny-approvals", "--code", CATCH]);
+    expect(denied.status, denied.stderr).toBe(0);
+    expect(final(denied.results)).toMatchObject({ status: "completed", value: "ApprovalDenied: denied by codemode exec --deny-approvals" });
+    expect(tools.ran()).toEqual(["delete_everything"]); // not a second time
+    // Tools without needsApproval are not asked about.
+    expect(cli(["--tools", tools.file, "--deny-approvals", "--code", "return (await tools.weather({ city: 'Oslo' })).city"]).results).toMatchObject([
+      { status: "completed", value: "Oslo" },
+    ]);
+  });
+  it("without a terminal and without --approve or --deny-approvals, denies and says why", () => {
+    const tools = loggedTools();
+    const r = cli(["--tools", tools.file, "--code", CATCH]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(final(r.results)).toMatchObject({ status: "completed", value: expect.stringMatching(/^ApprovalDenied: denied: .*no terminal.*--approve/) });
+    expect(r.stderr).toMatch(/denied delete_everything: no terminal to ask on \(pass --approve or --deny-approvals\)/);
+    expect(tools.ran()).toEqual([]);
+  });
+  it("--approve with --deny-approvals is a usage error", () => {
+    const r = cli(["--approve", "--deny-approvals", "--code", "return 1"]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/give --approve or --deny-approvals, not both/);
+  });
+  it("on a terminal: asks, the exec returns waiting with reason approval, and y resumes the run with wait", async () => {
+    // util-linux `script` gives the CLI a pseudo-terminal: stdin is a TTY, so it asks.
+    const tools = loggedTools();
+    const q = (a: string) => `'${a.replaceAll("'", "'\\''")}'`;
+    const args = [process.execPath, BIN, "exec", "--sandbox", stack.sandboxAddress, "--orchestrator", stack.orchestratorAddress];
+    const command = [...args, "--tools", tools.file, "--timeout-ms", "1000", "--code", "const r = await tools.delete_everything({}); return r"]
+      .map(q)
+      .join(" ");
+    const child = spawn("script", ["-q", "-e", "-c", command, "/dev/null"], {
+      cwd: root,
+      env: { ...process.env, TERM: "dumb" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    /** The JSON results printed so far (a result may share its line with the prompt; a line still arriving is left out). */
+    const results = () =>
+      output.split(/\r?\n/).flatMap((line) => {
+        const at = line.indexOf('{"status"');
+        try {
+          return at < 0 ? [] : [JSON.parse(line.slice(at).trim()) as Record<string, unknown>];
+        } catch {
+          return [];
+        }
+      });
+    try {
+      const deadline = Date.now() + 20_000;
+      while (!(output.includes("[y/N]") && results().some((r) => r.status === "waiting")) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(output).toContain("approve delete_everything {} (it deletes everything)? [y/N]");
+      const [waiting] = results();
+      expect(waiting).toMatchObject({
+        status: "waiting",
+        reason: "approval",
+        pendingToolCalls: [{ awaitingApproval: true, approvalReason: "it deletes everything" }],
+      });
+      expect(tools.ran()).toEqual([]); // nothing ran before the answer
+      child.stdin.write("y\n");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+      const code = await exited;
+      clearTimeout(timer);
+      expect(code, output).toBe(0);
+      expect(results().at(-1)).toMatchObject({ status: "completed", value: { deleted: "everything" } });
+      expect(tools.ran()).toEqual(["delete_everything"]);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  }, 60_000);
 });
 
 describe("codemode surface", () => {

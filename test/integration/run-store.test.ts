@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createRunStore } from "../../src/orchestrator/state/create-store.js";
 import { MemoryRunStore } from "../../src/orchestrator/suspended/memory-store.js";
 import { RedisRunStore } from "../../src/orchestrator/suspended/redis-store.js";
+import { APPROVAL_KEEP_MS } from "../../src/shared/link-wire.js";
 import { GENERATION_MEMORY_MS, type RunStore, type StoreScope, type StoredAnswer, type SuspendedRecord } from "../../src/orchestrator/suspended/run-store.js";
 import { freePort, startRedis, type RedisServer } from "../helpers/redis.js";
 import { until } from "../helpers/until.js";
@@ -61,6 +62,15 @@ function record(id: string, over: Partial<SuspendedRecord> = {}): SuspendedRecor
 
 function ok(callId: string, value: unknown = callId): StoredAnswer {
   return { callId, ok: true, json: JSON.stringify(value) };
+}
+
+/** Stored answers without the time the store took them (each store stamps its own clock). */
+function plain(answers: StoredAnswer[] | undefined): StoredAnswer[] | undefined {
+  return answers?.map(({ answeredAtMs: _at, ...a }) => a as StoredAnswer);
+}
+
+function mark(callId: string, reason: string, expiresAtMs = 0, requestedAtMs = Date.now()): StoredAnswer {
+  return { callId, approval: { reason, expiresAtMs, requestedAtMs } };
 }
 
 async function claimed(store: RunStore, id: string, scope = SCOPE, leaseMs = LEASE): Promise<{ run: SuspendedRecord; token: string }> {
@@ -216,11 +226,12 @@ describe.each([
     expect(await store.addAnswer(SCOPE, failed)).toEqual({ result: "stored", codeModeRunId: "an" });
 
     const { run, token } = await claimed(store, "an");
-    expect(run.answers).toEqual([ok("an:c1"), failed]);
+    expect(plain(run.answers)).toEqual([ok("an:c1"), failed]);
+    expect(run.answers.every((a) => Math.abs((a.answeredAtMs ?? 0) - Date.now()) < 60_000)).toBe(true);
     // A claimed run still takes answers.
     expect(await store.addAnswer(SCOPE, ok("an:c2"))).toEqual({ result: "stored", codeModeRunId: "an" });
-    expect(await store.answers("an", token, new Set())).toEqual([ok("an:c1"), ok("an:c2"), failed]);
-    expect(await store.answers("an", token, new Set(["an:c1", "an:c3"]))).toEqual([ok("an:c2")]);
+    expect(plain(await store.answers("an", token, new Set()))).toEqual([ok("an:c1"), ok("an:c2"), failed]);
+    expect(plain(await store.answers("an", token, new Set(["an:c1", "an:c3"])))).toEqual([ok("an:c2")]);
     expect(await store.answers("an", "not-the-token", new Set())).toBeUndefined();
 
     await store.suspend(record("an2"), { maxSuspendedRuns: MAX });
@@ -245,12 +256,48 @@ describe.each([
     expect(stored.ok && stored.answeredCallIds.sort()).toEqual(["p2", "p3"]);
 
     const { run } = await claimed(store, "rs");
-    expect(run.answers).toEqual([ok("p2"), ok("p3")]);
+    expect(plain(run.answers)).toEqual([ok("p2"), ok("p3")]);
     expect(run.pending.map((p) => p.callId)).toEqual(["p2", "p3", "p4"]);
     expect(await store.addAnswer(SCOPE, ok("p1"))).toEqual({ result: "duplicate", codeModeRunId: "rs" });
     expect(await store.addAnswer(SCOPE, ok("p3"))).toEqual({ result: "duplicate", codeModeRunId: "rs" });
     expect(await store.addAnswer(SCOPE, ok("p5"))).toEqual({ result: "ended", codeModeRunId: "rs" });
     expect(await store.addAnswer(SCOPE, ok("p4"))).toEqual({ result: "stored", codeModeRunId: "rs" });
+  });
+
+  it("keeps an approval mark until a decision replaces it; a second mark is asking, a decision after the expiry expired", async () => {
+    const store = open();
+    const asked = Date.now();
+    await store.suspend(record("ap", { approvalTimeoutMs: 5_000 }), { maxSuspendedRuns: MAX });
+    // Expiry 0 is the run's approvalTimeoutMs; a later one is clamped to it.
+    expect(await store.addAnswer(SCOPE, mark("ap:c1", "deploy", 0, asked))).toEqual({ result: "stored", codeModeRunId: "ap" });
+    expect(await store.addAnswer(SCOPE, mark("ap:c3", "far", asked + 3_600_000, asked))).toEqual({ result: "stored", codeModeRunId: "ap" });
+    expect(await store.addAnswer(SCOPE, mark("ap:c1", "again"))).toEqual({ result: "asking", codeModeRunId: "ap" });
+    const first = await claimed(store, "ap");
+    expect(first.run.answers).toEqual([mark("ap:c1", "deploy", asked + 5_000, asked), mark("ap:c3", "far", asked + 5_000, asked)]);
+    // A run awaiting a person is kept past the expiry, so a wait then can say ApprovalExpired.
+    expect(first.run.expiresAtMs).toBeGreaterThanOrEqual(asked + 5_000 + APPROVAL_KEEP_MS);
+    // A sidecar that saw the mark still gets the decision.
+    expect(await store.answers("ap", first.token, new Set(["ap:c1#approval", "ap:c3#approval"]))).toEqual([]);
+    expect(await store.addAnswer(SCOPE, ok("ap:c1", "yes"))).toEqual({ result: "stored", codeModeRunId: "ap" });
+    const after = await store.answers("ap", first.token, new Set(["ap:c1#approval", "ap:c3#approval"]));
+    expect(plain(after)).toEqual([{ ...ok("ap:c1", "yes"), approvalRequestedAtMs: asked, approvalReason: "deploy" }]);
+    expect(await store.addAnswer(SCOPE, ok("ap:c1", "twice"))).toEqual({ result: "duplicate", codeModeRunId: "ap" });
+
+    // Re-suspended with a new mark (c2) and a decision for c3 made in the sidecar: the decision replaces the stored mark.
+    const next = record("ap", { answers: [mark("ap:c2", "soon", Date.now() + 300), ok("ap:c3", "sidecar")], generation: 2, approvalTimeoutMs: 5_000 });
+    const stored = await store.suspend(next, { maxSuspendedRuns: MAX, claimToken: first.token });
+    expect(stored.ok && stored.answeredCallIds.sort()).toEqual(["ap:c1", "ap:c3"]);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await store.addAnswer(SCOPE, ok("ap:c2", "late"))).toEqual({ result: "expired", codeModeRunId: "ap" });
+    const second = await claimed(store, "ap");
+    expect(plain(second.run.answers)?.map((a) => [a.callId, "approval" in a ? "mark" : "decision"])).toEqual([
+      ["ap:c1", "decision"],
+      ["ap:c2", "mark"],
+      ["ap:c3", "decision"],
+    ]);
+    // Settled: a decision for the call whose approval expired is still told apart.
+    expect(await store.release("ap", second.token, false)).toBe(true);
+    expect(await store.addAnswer(SCOPE, ok("ap:c2", "later still"))).toEqual({ result: "expired", codeModeRunId: "ap" });
   });
 
   it("keeps a per-run generation: 1 for a new run, the claimed one plus one for each re-suspension, nothing else", async () => {
@@ -374,12 +421,12 @@ describe("redis run store across orchestrators", () => {
     expect(await restarted.addAnswer(SCOPE, ok("nobody"))).toEqual({ result: "unknown" });
     expect(await restarted.count()).toBe(1);
     const { run, token } = await claimed(restarted, "rr");
-    expect(run.answers).toEqual([ok("rr:c1")]);
+    expect(plain(run.answers)).toEqual([ok("rr:c1")]);
     expect(await first.claim("rr", SCOPE, LEASE)).toEqual({ ok: false, why: "busy" });
 
     expect(await first.addAnswer(SCOPE, ok("rr:c2"))).toEqual({ result: "stored", codeModeRunId: "rr" });
     expect(await heard).toBe("rr");
-    expect(await restarted.answers("rr", token, new Set(["rr:c1"]))).toEqual([ok("rr:c2")]);
+    expect(plain(await restarted.answers("rr", token, new Set(["rr:c1"])))).toEqual([ok("rr:c2")]);
     await first.close();
     await restarted.close();
   });

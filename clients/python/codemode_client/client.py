@@ -8,7 +8,9 @@ with ``BridgeCallback``, and ``Run.close`` at the end of the agent run.
 Nested calls are answered on a thread pool, so parallel calls in the guest run in
 parallel here and the event stream keeps being read. A handler that is still running when
 the exec returns ``waiting`` answers when it finishes; the answer is kept with the
-suspended run and delivered by the next ``wait``.
+suspended run and delivered by the next ``wait``. A call that needs a person's approval is
+answered "approval pending" first (``NeedsApproval``), then decided: approved with the
+tool's result, or denied (``approve``/``deny``, or an ``Approver`` on the pool).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import grpc
@@ -63,9 +65,44 @@ class _AnswerLater:
 
 ANSWER_LATER: Final = _AnswerLater()
 
+Decision = bool | str | _AnswerLater
+"""A person's decision on a call that needs approval: True approves it (the tool runs and its
+result answers the call), False denies it with a default message, a string denies it with
+that message, ``ANSWER_LATER`` leaves it to ``Run.approve``/``Run.deny`` later."""
+
+Approver = Callable[[ToolCall, str], Decision]
+"""Asks a person about one call (``ToolCall``, the reason) and returns the ``Decision``. It
+runs on the client's thread pool after the approval-pending answer was sent, so it may block
+while the person thinks (the exec may meanwhile return ``waiting`` with reason
+``approval``; the decision then waits with the suspended run for the next ``wait``)."""
+
+DEFAULT_DENIAL = "a person denied this call"
+
+
+@dataclass(frozen=True)
+class NeedsApproval:
+    """Returned by a handler: the call needs a person's approval first. The client answers
+    "approval pending" with ``reason`` (and ``expires_at_ms``, epoch ms; None: the run's
+    ``approval_timeout_ms`` from now), then, when ``decide`` is given, calls it on the pool
+    and answers with ``run()``'s result if approved or a denial otherwise. Without
+    ``decide`` the decision is left to ``Run.approve``/``Run.deny`` (or ``fail``) later.
+    With the run's ``approval_mode`` ``"error"`` nobody is asked: the guest's call fails at
+    once with ``ApprovalRequired``."""
+
+    reason: str = ""
+    expires_at_ms: int | None = None
+    decide: Callable[[], Decision] | None = field(default=None, compare=False)
+    run: Callable[[], Any] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.decide is not None and self.run is None:
+            raise ValueError("NeedsApproval with decide= needs run= (what an approved call answers)")
+
+
 ToolHandler = Callable[[ToolCall], Any]
 """Runs one nested call. Returns the tool's result (any JSON-compatible value, a ``RawJson``,
-or ``ANSWER_LATER``); raising fails the call (``ToolFailure`` sets the error name)."""
+``ANSWER_LATER`` or ``NeedsApproval``); raising fails the call (``ToolFailure`` sets the
+error name)."""
 
 OutputHandler = Callable[[OutputItem], None]
 Metadata = Sequence[tuple[str, str]]
@@ -74,19 +111,28 @@ Metadata = Sequence[tuple[str, str]]
 AnswerErrorHandler = Callable[[ToolCall, Exception], None]
 
 
-def dispatch(tools: Iterable[ToolSpec]) -> ToolHandler:
+def dispatch(tools: Iterable[ToolSpec], approver: Approver | None = None) -> ToolHandler:
     """A ToolHandler that routes each call to its ToolSpec's ``handler`` (by source, owner
-    and name, as in the catalog id) with the parsed input."""
-    table: dict[tuple[ToolSource, str, str], Callable[[Any], Any]] = {}
+    and name, as in the catalog id) with the parsed input. A ToolSpec with ``needs_approval``
+    returns ``NeedsApproval`` instead: ``approver`` decides (without one, the decision is
+    left to ``Run.approve``/``Run.deny``), and ``handler`` runs only once approved."""
+    table: dict[tuple[ToolSource, str, str], ToolSpec] = {}
     for tool in tools:
         if tool.handler is not None:
-            table[(tool.source, tool.effective_owner, tool.name)] = tool.handler
+            table[(tool.source, tool.effective_owner, tool.name)] = tool
 
     def handle(call: ToolCall) -> Any:
-        handler = table.get((call.source, call.source_name, call.tool_name))
-        if handler is None:
+        tool = table.get((call.source, call.source_name, call.tool_name))
+        if tool is None or tool.handler is None:
             raise ToolFailure(f"the gateway has no handler for {call.tool_id}", name="ToolUnavailable")
-        return handler(call.input)
+        handler = tool.handler
+        reason = tool.approval_reason
+        if reason is None:
+            return handler(call.input)
+        if approver is None:
+            return NeedsApproval(reason)
+        ask, why = approver, reason
+        return NeedsApproval(why, decide=lambda: ask(call, why), run=lambda: handler(call.input))
 
     return handle
 
@@ -144,6 +190,8 @@ class CodeModeClient:
         self._inflight: set[Future[None]] = set()
         # call id -> index of the sidecar whose stream announced it (answers go there first).
         self._call_sidecar: dict[str, int] = {}
+        # scope -> the approval_mode its OpenRun config set (an "error" run asks nobody).
+        self._approval_modes: dict[Scope, str] = {}
         self._on_answer_error = on_answer_error
         self._closed = False
 
@@ -166,10 +214,12 @@ class CodeModeClient:
         config: CodeModeConfig | None = None,
         disable_tools: bool = False,
         on_tool_call: ToolHandler | None = None,
+        approver: Approver | None = None,
     ) -> Run:
         """Opens (or replaces) the run for ``scope``, with tools sent inline or a catalog id
         from ``put_catalog``. ``on_tool_call`` is the run's default handler; without one, the
-        ToolSpecs' own handlers answer (``dispatch``)."""
+        ToolSpecs' own handlers answer (``dispatch``, with ``approver`` deciding the calls of
+        tools that have ``needs_approval``)."""
         if (tools is None) == (catalog_id is None):
             raise ValueError("open_run needs exactly one of tools= or catalog_id=")
         req = control_pb2.OpenRunRequest(scope=scope.to_wire(), disable_tools=disable_tools)
@@ -182,7 +232,12 @@ class CodeModeClient:
         if config is not None:
             req.config.CopyFrom(config.to_wire())
         res = self._unary(self._control.OpenRun, req)
-        handler = on_tool_call if on_tool_call is not None else (dispatch(tools) if tools is not None else None)
+        with self._lock:
+            if config is not None and config.approval_mode is not None:
+                self._approval_modes[scope] = config.approval_mode
+            else:
+                self._approval_modes.pop(scope, None)
+        handler = on_tool_call if on_tool_call is not None else (dispatch(tools, approver) if tools is not None else None)
         return Run(self, scope, handler, catalog_id=res.catalog_id, surface=Surface.from_wire(res.surface))
 
     def run(self, scope: Scope, on_tool_call: ToolHandler | None = None) -> Run:
@@ -201,6 +256,8 @@ class CodeModeClient:
     def close_run(self, scope: Scope) -> int:
         """Closes the run; returns how many suspended code-mode runs were deleted."""
         res = self._unary(self._control.CloseRun, control_pb2.CloseRunRequest(scope=scope.to_wire()))
+        with self._lock:
+            self._approval_modes.pop(scope, None)
         return int(res.suspended_runs_deleted)
 
     def register_namespace(self, spec: NamespaceSpec) -> NamespaceRegistered:
@@ -247,7 +304,8 @@ class CodeModeClient:
         if config is not None:
             req.config.CopyFrom(config.to_wire())
         index = self._pick(sidecar)
-        return self._follow(scope, index, lambda: self._sandboxes[index].Exec(req, metadata=_metadata(metadata)), on_tool_call, on_output)
+        mode = config.approval_mode if config is not None else None
+        return self._follow(scope, index, lambda: self._sandboxes[index].Exec(req, metadata=_metadata(metadata)), on_tool_call, on_output, mode)
 
     def wait(
         self,
@@ -275,6 +333,25 @@ class CodeModeClient:
     def fail(self, scope: Scope, call_id: str, message: str, *, name: str = "Error", sidecar: int | None = None) -> bool:
         """Fails a nested call: the guest gets a catchable Error with ``name`` and ``message``."""
         return self._bridge(scope, call_id, ("error", common_pb2.ToolError(name=name, message=message)), sidecar)
+
+    def request_approval(self, scope: Scope, call_id: str, reason: str = "", *, expires_at_ms: int | None = None, sidecar: int | None = None) -> bool:
+        """Answers a nested call "approval pending": a person is being asked. The call stays
+        pending until ``approve``/``deny``/``fail`` or the expiry (epoch ms on the sidecar's
+        clock; None: the run's ``approval_timeout_ms`` from now, later values are clamped to
+        it, a past one is ``InvalidArgument``). A second request for the same call is
+        ``AlreadyExists``. Returns ``delivered_live``."""
+        return self._bridge(scope, call_id, _pending_outcome(reason, expires_at_ms), sidecar)
+
+    def approve(self, scope: Scope, call_id: str, value: Any = None, *, sidecar: int | None = None) -> bool:
+        """Approves a call that awaits approval by answering it with the tool's result: run the
+        tool first, then pass its result here (the same as ``answer``). After the expiry it is
+        ``FailedPrecondition``; a second decision ``AlreadyExists``."""
+        return self.answer(scope, call_id, value, sidecar=sidecar)
+
+    def deny(self, scope: Scope, call_id: str, message: str = DEFAULT_DENIAL, *, sidecar: int | None = None) -> bool:
+        """Denies a call that awaits approval: the guest gets a catchable Error named
+        ``ApprovalDenied`` with ``message``."""
+        return self._bridge(scope, call_id, ("approval_denied", common_pb2.ApprovalDenied(message=message)), sidecar)
 
     def join_answers(self, timeout: float | None = None) -> bool:
         """Blocks until every handler started so far has run and its answer was sent.
@@ -323,8 +400,13 @@ class CodeModeClient:
         start: Callable[[], Any],  # opens the Exec or Wait stream: an iterator of ExecEvent
         on_tool_call: ToolHandler | None,
         on_output: OutputHandler | None,
+        approval_mode: str | None = None,
     ) -> ExecResult:
         handler = on_tool_call or _no_handler
+        if approval_mode is None:
+            with self._lock:
+                approval_mode = self._approval_modes.get(scope)
+        asks = approval_mode != "error"
         calls: list[ToolCall] = []
         result: common_pb2.Result | None = None
         stream = start()
@@ -336,7 +418,7 @@ class CodeModeClient:
                     calls.append(call)
                     with self._lock:
                         self._call_sidecar[call.call_id] = index
-                    self._start_handler(scope, call, handler)
+                    self._start_handler(scope, call, handler, asks)
                 elif kind == "output" and on_output is not None:
                     on_output(OutputItem.from_wire(event.output))
                 elif kind == "result":
@@ -350,8 +432,8 @@ class CodeModeClient:
             raise CodeModeError("the stream ended without a Result", grpc.StatusCode.INTERNAL)
         return ExecResult.from_wire(result, calls)
 
-    def _start_handler(self, scope: Scope, call: ToolCall, handler: ToolHandler) -> None:
-        future = self._pool.submit(self._handle, scope, call, handler)
+    def _start_handler(self, scope: Scope, call: ToolCall, handler: ToolHandler, asks: bool) -> None:
+        future = self._pool.submit(self._handle, scope, call, handler, asks)
         with self._lock:
             self._inflight.add(future)
         future.add_done_callback(self._forget)
@@ -360,24 +442,50 @@ class CodeModeClient:
         with self._lock:
             self._inflight.discard(future)
 
-    def _handle(self, scope: Scope, call: ToolCall, handler: ToolHandler) -> None:
-        outcome: tuple[str, Any]
-        try:
-            value = handler(call)
-            if value is ANSWER_LATER:
-                return
-            outcome = _result_outcome(value)
-        except ToolFailure as failure:
-            outcome = ("error", common_pb2.ToolError(name=failure.name, message=failure.message))
-        except Exception as err:  # the guest sees name and message, never a host stack
-            outcome = ("error", common_pb2.ToolError(name=type(err).__name__, message=str(err)))
+    def _handle(self, scope: Scope, call: ToolCall, handler: ToolHandler, asks: bool) -> None:
+        value = _run_tool(lambda: handler(call))
+        if isinstance(value, NeedsApproval):
+            value = self._approval(scope, call, value, asks)
+        if value is ANSWER_LATER:
+            return
+        if not isinstance(value, _Outcome):
+            result = value
+            value = _run_tool(lambda: _Outcome(_result_outcome(result)))  # a value that is not JSON fails the call
+        self._send(scope, call, value.outcome)
+
+    def _approval(self, scope: Scope, call: ToolCall, request: NeedsApproval, asks: bool) -> Any:
+        """Sends the approval-pending answer, then asks; returns what answers the call (a
+        result or an ``_Outcome``), or ``ANSWER_LATER`` when nothing is to be sent now."""
+        # The person is asked only once the sidecar knows the call awaits approval.
+        if not self._send(scope, call, _pending_outcome(request.reason, request.expires_at_ms)):
+            return ANSWER_LATER
+        if request.decide is None or not asks:
+            return ANSWER_LATER  # decided later (approve/deny), or approval_mode "error": nobody to ask
+        decision = _run_tool(request.decide)
+        if decision is ANSWER_LATER or isinstance(decision, _Outcome):
+            return decision
+        if decision is True:
+            assert request.run is not None
+            value = _run_tool(request.run)
+            if value is ANSWER_LATER or isinstance(value, NeedsApproval):
+                return _Outcome(("error", common_pb2.ToolError(name="TypeError", message="an approved call must answer with the tool's result")))
+            return value
+        if decision is False or isinstance(decision, str):
+            message = decision if isinstance(decision, str) else DEFAULT_DENIAL
+            return _Outcome(("approval_denied", common_pb2.ApprovalDenied(message=message)))
+        return _Outcome(("error", common_pb2.ToolError(name="TypeError", message=f"the approver returned {decision!r}, not a Decision")))
+
+    def _send(self, scope: Scope, call: ToolCall, outcome: tuple[str, Any]) -> bool:
+        """Sends one answer for a handler; reports a refusal (on_answer_error or the log)."""
         try:
             self._bridge(scope, call.call_id, outcome, None)
+            return True
         except Exception as err:
             if self._on_answer_error is not None:
                 self._on_answer_error(call, err)
             else:
                 log.warning("could not answer nested call %s (%s): %s", call.call_id, call.tool_id, err)
+            return False
 
     def _bridge(self, scope: Scope, call_id: str, outcome: tuple[str, Any], sidecar: int | None) -> bool:
         req = sandbox_pb2.BridgeCallbackRequest(scope=scope.to_wire(), call_id=call_id)
@@ -385,7 +493,9 @@ class CodeModeClient:
         if kind == "result_json":
             req.result_json = payload
         else:
-            req.error.CopyFrom(payload)
+            getattr(req, kind).CopyFrom(payload)
+        # An approval-pending answer is not the last one: the decision still goes there first.
+        settles = kind != "approval_pending"
         with self._lock:
             announced = self._call_sidecar.get(call_id)
         first = sidecar if sidecar is not None else (announced if announced is not None else 0)
@@ -398,11 +508,13 @@ class CodeModeClient:
                 last = from_rpc_error(err)
                 if isinstance(last, Unavailable):
                     continue  # any sidecar accepts an answer (live runs' answers are forwarded)
-                with self._lock:
-                    self._call_sidecar.pop(call_id, None)  # answered, settled or unknown: done with it
+                if settles:
+                    with self._lock:
+                        self._call_sidecar.pop(call_id, None)  # answered, settled or unknown: done with it
                 raise last from None
-            with self._lock:
-                self._call_sidecar.pop(call_id, None)
+            if settles:
+                with self._lock:
+                    self._call_sidecar.pop(call_id, None)
             return bool(res.delivered_live)
         assert last is not None
         raise last
@@ -501,6 +613,18 @@ class Run:
     def fail(self, call_id: str, message: str, *, name: str = "Error", sidecar: int | None = None) -> bool:
         return self.client.fail(self.scope, call_id, message, name=name, sidecar=sidecar)
 
+    def request_approval(self, call_id: str, reason: str = "", *, expires_at_ms: int | None = None, sidecar: int | None = None) -> bool:
+        """Answers a call "approval pending" (``CodeModeClient.request_approval``)."""
+        return self.client.request_approval(self.scope, call_id, reason, expires_at_ms=expires_at_ms, sidecar=sidecar)
+
+    def approve(self, call_id: str, value: Any = None, *, sidecar: int | None = None) -> bool:
+        """Approves a call that awaits approval with the tool's result (run the tool first)."""
+        return self.client.approve(self.scope, call_id, value, sidecar=sidecar)
+
+    def deny(self, call_id: str, message: str = DEFAULT_DENIAL, *, sidecar: int | None = None) -> bool:
+        """Denies a call that awaits approval: the guest gets a catchable ``ApprovalDenied``."""
+        return self.client.deny(self.scope, call_id, message, sidecar=sidecar)
+
     def trajectory(self) -> list[TrajectoryStep]:
         return self.client.trajectory(self.scope)
 
@@ -513,6 +637,29 @@ class Run:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """An answer that is not the tool's result: an error or a denial (a handler's plain
+    tuple result stays a JSON array)."""
+
+    outcome: tuple[str, Any]
+
+
+def _run_tool(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or the error ``_Outcome`` of what it raised (the guest sees name and
+    message, never a host stack)."""
+    try:
+        return fn()
+    except ToolFailure as failure:
+        return _Outcome(("error", common_pb2.ToolError(name=failure.name, message=failure.message)))
+    except Exception as err:
+        return _Outcome(("error", common_pb2.ToolError(name=type(err).__name__, message=str(err))))
+
+
+def _pending_outcome(reason: str, expires_at_ms: int | None) -> tuple[str, Any]:
+    return ("approval_pending", common_pb2.ApprovalPending(reason=reason, expires_at_ms=expires_at_ms or 0))
 
 
 def _result_outcome(value: Any) -> tuple[str, Any]:

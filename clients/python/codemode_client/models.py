@@ -86,8 +86,30 @@ class ErrorCode(enum.StrEnum):
 
 
 class WaitReason(enum.StrEnum):
+    """Why a ``waiting`` result waits: tool calls still running, ``yield_control``, or (beyond
+    the seed) every call the program still awaits waits for a person's approval."""
+
     PENDING_TOOLS = "pending_tools"
     YIELD = "yield"
+    APPROVAL = "approval"
+
+
+class ApprovalDecision(enum.StrEnum):
+    """Where a call that needed approval stands (``ApprovalRecord.decision``): asked and not
+    decided yet, approved, denied, expired before a decision, or ``required`` (the run's
+    ``approval_mode`` is ``"error"``: the guest got ``ApprovalRequired`` at once)."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    REQUIRED = "required"
+
+
+ApprovalMode = Literal["pause", "error"]
+"""``CodeModeConfig.approval_mode``: ``"pause"`` (the default: the call stays pending while a
+person decides, and the run suspends with reason ``approval``) or ``"error"`` (the guest's call
+fails at once with a catchable ``ApprovalRequired`` error carrying the reason)."""
 
 
 class Refusal(enum.StrEnum):
@@ -187,6 +209,9 @@ class ToolSpec:
     ``handler`` never crosses the wire: ``dispatch()`` routes nested calls to it.
     ``allowed_callers`` (``"model"``, ``"program"`` or ``"both"``; None: both) says who may
     call the tool (see ``AllowedCallers``).
+    ``needs_approval`` (True, or the reason as a string) never crosses the wire either: with
+    it, ``dispatch()`` answers each call "approval pending" first and runs ``handler`` only
+    once a person approved it (``dispatch``'s ``approver``).
     """
 
     name: str
@@ -202,6 +227,15 @@ class ToolSpec:
     keywords: Sequence[str] = ()
     handler: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
     allowed_callers: AllowedCallers | Literal["model", "program", "both"] | None = None
+    needs_approval: bool | str = False
+
+    @property
+    def approval_reason(self) -> str | None:
+        """The reason sent with the approval-pending answer ("" for ``needs_approval=True``);
+        None when the tool needs no approval."""
+        if self.needs_approval is False or self.needs_approval == "":
+            return None
+        return self.needs_approval if isinstance(self.needs_approval, str) else ""
 
     @property
     def effective_owner(self) -> str:
@@ -284,6 +318,10 @@ class CodeModeConfig:
     max_search_limit: int | None = None
     languages: Sequence[str] = ()
     core_source_name: str | None = None
+    # Beyond the seed: how long a call may await a person's approval (server clamp
+    # 1000-86400000 ms, default 10 min), and what an approval-pending answer does.
+    approval_timeout_ms: int | None = None
+    approval_mode: ApprovalMode | None = None
 
     def to_wire(self) -> common_pb2.CodeModeConfig:
         msg = common_pb2.CodeModeConfig(languages=list(self.languages))
@@ -298,6 +336,8 @@ class CodeModeConfig:
             "search_default_limit",
             "max_search_limit",
             "core_source_name",
+            "approval_timeout_ms",
+            "approval_mode",
         ):
             value = getattr(self, name)
             if value is not None:
@@ -408,11 +448,27 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class PendingCall:
-    """A nested call still unsettled when the run suspended."""
+    """A nested call still unsettled when the run suspended. ``awaiting_approval``: the
+    gateway answered "approval pending" and no decision came yet; the reason it gave, and
+    when the request expires (epoch ms, 0 when not awaiting approval)."""
 
     call_id: str
     tool_id: str
     tool_name: str
+    awaiting_approval: bool = False
+    approval_reason: str = ""
+    approval_expires_at_ms: int = 0
+
+    @staticmethod
+    def from_wire(msg: common_pb2.PendingToolCall) -> PendingCall:
+        return PendingCall(
+            call_id=msg.call_id,
+            tool_id=msg.tool_id,
+            tool_name=msg.tool_name,
+            awaiting_approval=msg.awaiting_approval,
+            approval_reason=msg.approval_reason,
+            approval_expires_at_ms=msg.approval_expires_at_ms,
+        )
 
 
 @dataclass(frozen=True)
@@ -445,6 +501,38 @@ class SourceCounts:
 
 
 @dataclass(frozen=True)
+class ApprovalRecord:
+    """One approval a segment saw (``Telemetry.approvals``): asked for, and decided or not.
+    ``decision`` is an ``ApprovalDecision`` (a plain string for a value this client does not
+    know); ``decided_at_ms`` is 0 while pending."""
+
+    call_id: str
+    tool_id: str
+    decision: ApprovalDecision | str
+    reason: str
+    requested_at_ms: int
+    decided_at_ms: int
+
+    @staticmethod
+    def from_wire(msg: common_pb2.ApprovalRecord) -> ApprovalRecord:
+        return ApprovalRecord(
+            call_id=msg.call_id,
+            tool_id=msg.tool_id,
+            decision=_approval_decision(msg.decision),
+            reason=msg.reason,
+            requested_at_ms=msg.requested_at_ms,
+            decided_at_ms=msg.decided_at_ms,
+        )
+
+
+def _approval_decision(text: str) -> ApprovalDecision | str:
+    try:
+        return ApprovalDecision(text)
+    except ValueError:
+        return text
+
+
+@dataclass(frozen=True)
 class Telemetry:
     catalog_size: int
     sources: SourceCounts
@@ -455,6 +543,7 @@ class Telemetry:
     duration_ms: float
     snapshot_bytes: int
     output_bytes: int
+    approvals: tuple[ApprovalRecord, ...] = ()
 
     @staticmethod
     def from_wire(msg: common_pb2.Telemetry) -> Telemetry:
@@ -468,6 +557,7 @@ class Telemetry:
             duration_ms=msg.duration_ms,
             snapshot_bytes=msg.snapshot_bytes,
             output_bytes=msg.output_bytes,
+            approvals=tuple(ApprovalRecord.from_wire(a) for a in msg.approvals),
         )
 
 
@@ -507,6 +597,21 @@ class ExecResult:
         return self.status is Status.FAILED
 
     @property
+    def awaiting_approval(self) -> tuple[PendingCall, ...]:
+        """The pending calls that wait for a person's approval (the reason is
+        ``WaitReason.APPROVAL`` when these are all the program awaits)."""
+        return tuple(p for p in self.pending_calls if p.awaiting_approval)
+
+    @property
+    def approval_message(self) -> str | None:
+        """The waiting result's ``approval`` text, which tells the model a person is being
+        asked; None when the result has none."""
+        if self.status is not Status.WAITING:
+            return None
+        text = self.model.get("approval")
+        return text if isinstance(text, str) else None
+
+    @property
     def model(self) -> dict[str, Any]:
         """``model_json`` parsed."""
         parsed: dict[str, Any] = json.loads(self.model_json)
@@ -534,7 +639,7 @@ class ExecResult:
             value_json=msg.value_json,
             code_mode_run_id=msg.code_mode_run_id or None,
             reason=enum_from_wire(WaitReason, msg.reason),
-            pending_calls=tuple(PendingCall(p.call_id, p.tool_id, p.tool_name) for p in msg.pending_tool_calls),
+            pending_calls=tuple(PendingCall.from_wire(p) for p in msg.pending_tool_calls),
             error=msg.error or None,
             code=enum_from_wire(ErrorCode, msg.code),
             refusal=enum_from_wire(Refusal, msg.refusal),
@@ -607,6 +712,13 @@ class NestedCall:
     started_at_ms: int
     duration_ms: float
     parent_call_id: str
+    # Beyond the seed: "" when the call never needed approval; else an ApprovalDecision value
+    # ("pending", "approved", "denied", "expired", "required"), the reason, and when it was
+    # asked for and decided (epoch ms; 0 while pending).
+    approval: str = ""
+    approval_reason: str = ""
+    approval_requested_at_ms: int = 0
+    approval_decided_at_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -631,7 +743,20 @@ class TrajectoryStep:
             started_at_ms=msg.started_at_ms,
             duration_ms=msg.duration_ms,
             nested_calls=tuple(
-                NestedCall(n.call_id, n.tool_id, n.tool_name, n.outcome, n.error_message, n.started_at_ms, n.duration_ms, n.parent_call_id)
+                NestedCall(
+                    n.call_id,
+                    n.tool_id,
+                    n.tool_name,
+                    n.outcome,
+                    n.error_message,
+                    n.started_at_ms,
+                    n.duration_ms,
+                    n.parent_call_id,
+                    approval=n.approval,
+                    approval_reason=n.approval_reason,
+                    approval_requested_at_ms=n.approval_requested_at_ms,
+                    approval_decided_at_ms=n.approval_decided_at_ms,
+                )
                 for n in msg.nested_calls
             ),
         )

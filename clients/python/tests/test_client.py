@@ -31,6 +31,7 @@ from codemode_client import (  # noqa: E402
     AllowedCallers,
     AlreadyExists,
     Annotations,
+    ApprovalDecision,
     CodeModeClient,
     CodeModeConfig,
     CodeModeError,
@@ -40,6 +41,7 @@ from codemode_client import (  # noqa: E402
     InvalidArgument,
     McpServerSpec,
     NamespaceSpec,
+    NeedsApproval,
     NotFound,
     OutputItem,
     PermissionDenied,
@@ -55,6 +57,7 @@ from codemode_client import (  # noqa: E402
     ToolSpec,
     Unavailable,
     WaitReason,
+    dispatch,
     ns_context,
     ns_tool,
 )
@@ -234,6 +237,44 @@ class AllowedCallersWireTest(unittest.TestCase):
     def test_an_unknown_value_is_refused_before_anything_is_sent(self) -> None:
         with self.assertRaises(ValueError):
             ToolSpec("t", allowed_callers="everyone").to_wire()  # type: ignore[arg-type]
+
+
+class ApprovalWireTest(unittest.TestCase):
+    """The approval options on the client side, without a service."""
+
+    def test_config_and_tool_options(self) -> None:
+        wire = CodeModeConfig(approval_timeout_ms=5000, approval_mode="error").to_wire()
+        self.assertEqual((wire.approval_timeout_ms, wire.approval_mode), (5000, "error"))
+        self.assertFalse(CodeModeConfig().to_wire().HasField("approval_mode"))
+        self.assertEqual([ToolSpec("t").approval_reason, ToolSpec("t", needs_approval=True).approval_reason], [None, ""])
+        self.assertEqual(ToolSpec("t", needs_approval="costs money").approval_reason, "costs money")
+        with self.assertRaises(ValueError):
+            NeedsApproval("no run", decide=lambda: True)
+
+    def test_dispatch_asks_before_running_the_handler(self) -> None:
+        ran: list[Any] = []
+        asked: list[tuple[str, str]] = []
+
+        def pay(args: Any) -> str:
+            ran.append(args)
+            return "paid"
+
+        def approver(call: ToolCall, reason: str) -> bool:
+            asked.append((call.call_id, reason))
+            return True
+
+        tool = ToolSpec("pay", handler=pay, needs_approval="moves money")
+        call = ToolCall("c1", "openclaw:core:pay", "pay", ToolSource.OPENCLAW, "core", {"eur": 5}, '{"eur":5}', "exec-1", "cm_x")
+        later = dispatch([tool])(call)
+        self.assertEqual(later, NeedsApproval("moves money"))  # no approver: decided later
+        request = dispatch([tool], approver=approver)(call)
+        self.assertIsInstance(request, NeedsApproval)
+        assert isinstance(request, NeedsApproval) and request.decide is not None and request.run is not None
+        self.assertEqual(ran, [])  # nothing runs before the decision
+        self.assertIs(request.decide(), True)
+        self.assertEqual(asked, [("c1", "moves money")])
+        self.assertEqual(request.run(), "paid")
+        self.assertEqual(ran, [{"eur": 5}])
 
 
 class SurfaceTest(ServiceTestCase):
@@ -540,6 +581,138 @@ class SuspendTest(ServiceTestCase):
         self.assertEqual(run.close(), 1)
 
 
+class ApprovalTest(ServiceTestCase):
+    """Calls that need a person's approval: the approval-pending answer, then a decision."""
+
+    def test_approval_pending_suspends_then_approve_completes_with_the_tools_result(self) -> None:
+        run = self.open([ToolSpec("wire_money", "Moves money.")], on_tool_call=lambda call: NeedsApproval("moves 100 EUR"))
+        asked_at = int(time.time() * 1000)
+        first = run.exec("const r = await tools.wire_money({ eur: 100 }); return { r }", config=CodeModeConfig(timeout_ms=2000))
+        self.assertEqual((first.status, first.reason), (Status.WAITING, WaitReason.APPROVAL), first.model_json)
+        assert first.code_mode_run_id is not None
+        (pending,) = first.pending_calls
+        self.assertEqual(first.awaiting_approval, (pending,))
+        self.assertEqual((pending.tool_id, pending.awaiting_approval, pending.approval_reason), ("openclaw:core:wire_money", True, "moves 100 EUR"))
+        # No expiry given: the run's approval_timeout_ms (default 10 min) from when it was asked.
+        self.assertGreaterEqual(pending.approval_expires_at_ms, asked_at + 590_000)
+        self.assertLessEqual(pending.approval_expires_at_ms, int(time.time() * 1000) + 600_000)
+        model = first.model
+        self.assertEqual((model["status"], model["reason"], model["runId"]), ("waiting", "approval", first.code_mode_run_id))
+        self.assertEqual(model["pendingToolCalls"][0]["awaitingApproval"], True)
+        self.assertEqual(model["pendingToolCalls"][0]["approvalReason"], "moves 100 EUR")
+        self.assertIsInstance(model["approval"], str)
+        self.assertEqual(first.approval_message, model["approval"])
+        assert first.telemetry is not None
+        (record,) = first.telemetry.approvals
+        self.assertEqual((record.call_id, record.tool_id, record.decision, record.reason), (pending.call_id, pending.tool_id, ApprovalDecision.PENDING, "moves 100 EUR"))
+        self.assertEqual(record.decided_at_ms, 0)
+        self.assertGreaterEqual(record.requested_at_ms, asked_at)
+        # The call awaits approval already; another scope does not own it.
+        with self.assertRaises(AlreadyExists):
+            run.request_approval(pending.call_id, "asked twice")
+        with self.assertRaises(PermissionDenied):
+            self.open([ToolSpec("wire_money", "Moves money.")]).approve(pending.call_id, "forged")
+        # Approved (the tool ran at the gateway): the answer is kept with the suspended run.
+        self.assertFalse(run.approve(pending.call_id, {"wired": 100}))
+        with self.assertRaises(AlreadyExists):
+            run.deny(pending.call_id, "changed my mind")
+        done = run.wait(first.code_mode_run_id)
+        self.assertEqual(done.status, Status.COMPLETED, done.model_json)
+        self.assertEqual(done.value, {"r": {"wired": 100}})
+        # The wait's telemetry has the decision, with the reason and times it was asked and decided.
+        assert done.telemetry is not None
+        (decided,) = [a for a in done.telemetry.approvals if a.call_id == pending.call_id]
+        self.assertEqual((decided.decision, decided.reason, decided.requested_at_ms), (ApprovalDecision.APPROVED, "moves 100 EUR", record.requested_at_ms))
+        self.assertGreaterEqual(decided.decided_at_ms, decided.requested_at_ms)
+
+    def test_denied_later_the_program_catches_approval_denied(self) -> None:
+        run = self.open([ToolSpec("drop_table", "Drops a table.")], on_tool_call=lambda call: NeedsApproval("drops the users table"))
+        first = run.exec(
+            'try { await tools.call("openclaw:core:drop_table", { name: "users" }); return "dropped" } catch (e) { return e.name + ": " + e.message }',
+            config=CodeModeConfig(timeout_ms=2000),
+        )
+        self.assertEqual((first.status, first.reason), (Status.WAITING, WaitReason.APPROVAL), first.model_json)
+        assert first.code_mode_run_id is not None
+        call_id = first.pending_calls[0].call_id
+        self.assertFalse(run.deny(call_id, "not the users table"))
+        done = run.wait(first.code_mode_run_id)
+        self.assertEqual(done.status, Status.COMPLETED, done.model_json)
+        self.assertEqual(done.value, "ApprovalDenied: not the users table")
+        # The trajectory's nested call says it was denied, and when.
+        nested = [n for step in run.trajectory() for n in step.nested_calls if n.call_id == call_id]
+        self.assertTrue(nested, "the call is in the trajectory")
+        self.assertEqual({(n.approval, n.approval_reason) for n in nested}, {("denied", "drops the users table")}, nested)
+        self.assertTrue(all(n.approval_decided_at_ms >= n.approval_requested_at_ms > 0 for n in nested), nested)
+
+    def test_approver_decides_and_the_tool_runs_only_when_approved(self) -> None:
+        ran: list[str] = []
+        asked: list[tuple[str, str]] = []
+
+        def checked_weather(args: dict[str, Any]) -> dict[str, Any]:
+            ran.append(args["city"])
+            return weather(args)
+
+        def approver(call: ToolCall, reason: str) -> bool | str:
+            asked.append((call.input["city"], reason))
+            return True if call.input["city"] == "Oslo" else "not for Lima"
+
+        tool = ToolSpec("weather", "Current weather.", CITY, handler=checked_weather, needs_approval="reads your location")
+        run = self.open([tool], approver=approver, mcp_servers=[])
+        results = run.run_until_done(
+            """
+            const out = [];
+            for (const city of ["Oslo", "Lima"]) {
+              try { out.push(await tools.weather({ city })) } catch (e) { out.push(e.name + ": " + e.message) }
+            }
+            return out;
+            """
+        )
+        done = results[-1]
+        self.assertEqual(done.status, Status.COMPLETED, [r.model_json for r in results])
+        self.assertEqual(done.value, [{"city": "Oslo", "tempC": 4}, "ApprovalDenied: not for Lima"])
+        self.assertEqual(asked, [("Oslo", "reads your location"), ("Lima", "reads your location")])
+        self.assertEqual(ran, ["Oslo"])  # the denied call never ran
+        decisions = {a.decision for r in results if r.telemetry for a in r.telemetry.approvals}
+        self.assertLessEqual({ApprovalDecision.APPROVED, ApprovalDecision.DENIED}, decisions)
+
+    def test_approval_mode_error_fails_the_call_with_approval_required(self) -> None:
+        asked: list[ToolCall] = []
+
+        def approver(call: ToolCall, reason: str) -> bool:
+            asked.append(call)
+            return True
+
+        tool = ToolSpec("deploy", "Deploys.", handler=lambda args: "deployed", needs_approval="needs a release manager")
+        run = self.open([tool], approver=approver, mcp_servers=[], config=CodeModeConfig(approval_mode="error"))
+        result = run.exec('try { await tools.deploy({}); return "deployed" } catch (e) { return [e.name, e.message] }')
+        self.assertEqual(result.status, Status.COMPLETED, result.model_json)
+        self.assertEqual(result.value[0], "ApprovalRequired")
+        self.assertIn("needs a release manager", result.value[1])
+        self.assertTrue(self.client.join_answers(timeout=10))
+        self.assertEqual(asked, [])  # nobody is asked in "error" mode
+        assert result.telemetry is not None
+        self.assertEqual([(a.decision, a.reason) for a in result.telemetry.approvals], [(ApprovalDecision.REQUIRED, "needs a release manager")])
+
+    def test_expiry_and_bad_requests(self) -> None:
+        run = self.open([ToolSpec("job", "A job.")], on_tool_call=lambda call: ANSWER_LATER, config=CodeModeConfig(approval_timeout_ms=1000))
+        with self.assertRaises(NotFound):
+            run.request_approval("c_unknown", "why")
+        first = run.exec("try { return await tools.job({}) } catch (e) { return e.name }", config=CodeModeConfig(timeout_ms=300))
+        self.assertEqual((first.status, first.reason), (Status.WAITING, WaitReason.PENDING_TOOLS), first.model_json)
+        assert first.code_mode_run_id is not None
+        call_id = first.pending_calls[0].call_id
+        with self.assertRaises(InvalidArgument):  # an expiry in the past
+            run.request_approval(call_id, "too late", expires_at_ms=int(time.time() * 1000) - 60_000)
+        # A later expiry is clamped to the run's approval_timeout_ms (1 s) from now.
+        run.request_approval(call_id, "quick", expires_at_ms=int(time.time() * 1000) + 3_600_000)
+        time.sleep(1.5)
+        with self.assertRaises(FailedPrecondition):
+            run.approve(call_id, "after the expiry")
+        done = run.wait(first.code_mode_run_id)
+        self.assertEqual(done.status, Status.COMPLETED, done.model_json)
+        self.assertEqual(done.value, "ApprovalExpired")
+
+
 class NamespaceTest(ServiceTestCase):
     def test_internal_namespace(self) -> None:
         plugin = f"issues-plugin-{uuid.uuid4().hex[:6]}"
@@ -741,13 +914,18 @@ class TracingTest(unittest.TestCase):
 
 
 class ExampleGatewayTest(ServiceTestCase):
-    def test_example_gateway_runs_to_completion(self) -> None:
-        out = subprocess.run(
+    def example(self, stdin: str) -> subprocess.CompletedProcess[str]:
+        """Runs example_gateway.py, with ``stdin`` as the person's answer to its approval prompt."""
+        return subprocess.run(
             [sys.executable, str(CLIENT_DIR / "example_gateway.py"), "--sandbox", self.sandbox, "--orchestrator", self.orchestrator],
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=60,
         )
+
+    def test_example_gateway_runs_to_completion(self) -> None:
+        out = self.example("y\n")
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         results = [json.loads(line) for line in out.stdout.splitlines()]
         self.assertEqual(results[0]["status"], "waiting")
@@ -756,6 +934,15 @@ class ExampleGatewayTest(ServiceTestCase):
         self.assertEqual(results[-1]["value"]["issue"], 42)
         self.assertEqual(results[-1]["value"]["missing"], "no weather station in Atlantis")
         self.assertIn("model tools: ['exec', 'wait']", out.stderr)
+        self.assertIn('approve send_summary {"to":"team@example.com","text":"report: 3 rows"}? (sends an email on your behalf) [y/N]', out.stderr)
+        self.assertEqual(results[-1]["value"]["sent"], {"sent_to": "team@example.com", "chars": 14})
+
+    def test_example_gateway_denied_approval(self) -> None:
+        out = self.example("n\n")
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        final = json.loads(out.stdout.splitlines()[-1])
+        self.assertEqual(final["status"], "completed")
+        self.assertEqual(final["value"]["sent"], "ApprovalDenied: the person said no")
 
 
 if __name__ == "__main__":

@@ -99,12 +99,24 @@ export function linkHandlers(deps: {
         errorMessage: s.errorMessage,
         startedAtMs: Number(s.startedAtMs),
         durationMs: s.durationMs,
-        nestedCalls: s.nestedCalls.map((n) => ({ ...n, startedAtMs: Number(n.startedAtMs) })),
+        nestedCalls: s.nestedCalls.map(({ approval, approvalReason, approvalRequestedAtMs, approvalDecidedAtMs, ...n }) => ({
+          ...n,
+          startedAtMs: Number(n.startedAtMs),
+          ...(approval
+            ? { approval, approvalReason, approvalRequestedAtMs: Number(approvalRequestedAtMs), approvalDecidedAtMs: Number(approvalDecidedAtMs) }
+            : {}),
+        })),
         ...(s.input ? { input: replayFromWire(s.input) } : {}),
         ...(s.result ? { result: replayFromWire(s.result) } : {}),
       },
       { search: req.searchDelta, describe: req.describeDelta, call: req.callDelta },
-      req.resolved.map((n) => ({ callId: n.callId, outcome: n.outcome, errorMessage: n.errorMessage, deliveredAtMs: Number(n.deliveredAtMs) })),
+      req.resolved.map((n) => ({
+        callId: n.callId,
+        outcome: n.outcome,
+        errorMessage: n.errorMessage,
+        deliveredAtMs: Number(n.deliveredAtMs),
+        ...(n.approval ? { approval: n.approval, approvalDecidedAtMs: Number(n.approvalDecidedAtMs) } : {}),
+      })),
     );
     // Other sidecars' cached counters of the run are now behind: they re-resolve it.
     void cache.invalidate(scope, { ...(req.sidecarId ? { exceptSidecar: req.sidecarId } : {}), awaitAcks: false });

@@ -8,9 +8,9 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Scope } from "../../shared/scope.js";
-import type { AnswerValue } from "../../shared/link-wire.js";
+import type { GatewayAnswer } from "../../shared/link-wire.js";
 
-type Deliver = (requestId: string, scope: Scope, callId: string, answer: AnswerValue) => void;
+type Deliver = (requestId: string, scope: Scope, callId: string, answer: GatewayAnswer) => void;
 
 /** How long the orchestrator waits for the sidecars' acks. */
 const ACK_DEADLINE_MS = 3_000;
@@ -36,7 +36,7 @@ export class LiveForwarder {
   }
 
   /** True when some other sidecar's live VM took the answer. */
-  forward(originSidecarId: string, scope: Scope, callId: string, answer: AnswerValue): Promise<boolean> {
+  forward(originSidecarId: string, scope: Scope, callId: string, answer: GatewayAnswer): Promise<boolean> {
     const targets = [...this.sidecars].filter(([id]) => id !== originSidecarId);
     if (targets.length === 0) return Promise.resolve(false);
     const requestId = randomUUID();

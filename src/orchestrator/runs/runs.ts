@@ -28,13 +28,18 @@ export type TrajectoryNested = {
   sourceName?: string;
   /** Answered while the run was suspended; delivered by a later wait. */
   answeredWhileSuspended?: boolean;
+  /** The call awaited a person's approval: its decision so far, reason, and when it was asked and decided (absent when it never did). */
+  approval?: string;
+  approvalReason?: string;
+  approvalRequestedAtMs?: number;
+  approvalDecidedAtMs?: number;
 };
 
 /** A text kept for replay: whole up to 64 KiB, else only its size and hash. */
 export type ReplayText = { text: string; bytes: number; sha256: string };
 
 /** How a later segment settles a call an earlier one made (answered while suspended). */
-export type ResolvedCall = { callId: string; outcome: string; errorMessage: string; deliveredAtMs: number };
+export type ResolvedCall = { callId: string; outcome: string; errorMessage: string; deliveredAtMs: number; approval?: string; approvalDecidedAtMs?: number };
 
 /**
  * Applies resolved calls to the newest steps that still list them as pending: the
@@ -51,6 +56,7 @@ export function applyResolved(steps: TrajectoryStepRecord[], resolved: readonly 
           errorMessage: r.errorMessage,
           durationMs: Math.max(0, r.deliveredAtMs - n.startedAtMs),
           answeredWhileSuspended: true,
+          ...(r.approval ? { approval: r.approval, approvalDecidedAtMs: r.approvalDecidedAtMs ?? r.deliveredAtMs } : {}),
         });
       }
       break;

@@ -5,6 +5,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../../shared/logger.js";
+import { APPROVAL_KEEP_MS, clampApproval } from "../../shared/link-wire.js";
+import { LIMITS } from "../../shared/limits.js";
 import {
   GENERATION_MEMORY_MS,
   SETTLED_CALL_MEMORY_MS,
@@ -17,10 +19,15 @@ import {
   type StoredAnswer,
   type SuspendedRecord,
   type SuspendResult,
+  isStoredMark,
+  seenKey,
 } from "./run-store.js";
 
-/** answered: an answer was stored (or delivered); ended: dropped from pending without one. */
-type CallState = "pending" | "answered" | "ended";
+/**
+ * answered: an answer was stored (or delivered); ended: dropped from pending without one;
+ * approval: a person is being asked, until `untilMs` (then a decision is refused as expired).
+ */
+type CallState = "pending" | "answered" | "ended" | { approval: true; untilMs: number };
 
 type Run = {
   /** The record as stored; its `answers` live in `answers`, its snapshot is the store's copy. */
@@ -31,7 +38,7 @@ type Run = {
   claim: { token: string; leaseEndMs: number } | undefined;
 };
 
-type SettledCall = { codeModeRunId: string; scopeKey: string; answered: boolean; forgetAtMs: number };
+type SettledCall = { codeModeRunId: string; scopeKey: string; answered: boolean; forgetAtMs: number; approvalUntilMs?: number };
 
 /** Settled call ids remembered at most; the oldest are forgotten first. */
 const MAX_SETTLED_CALLS = 100_000;
@@ -59,7 +66,7 @@ export class MemoryRunStore implements RunStore {
     const existing = this.live(id, now);
     // This very request again (its reply was lost with an orchestrator): already stored as sent.
     if (existing && existing.record.generation === record.generation && Buffer.compare(existing.record.snapshot, record.snapshot) === 0) {
-      return { ok: true, answeredCallIds: [...existing.answers.keys()] };
+      return { ok: true, answeredCallIds: answeredIds(existing.answers) };
     }
     if (options.claimToken === undefined) {
       if (existing) return { ok: false, why: "claim_lost" };
@@ -76,17 +83,23 @@ export class MemoryRunStore implements RunStore {
     const calls = new Map<string, CallState>();
     if (existing) {
       for (const [callId, answer] of existing.answers) if (pending.has(callId)) answers.set(callId, answer);
-      for (const [callId, state] of existing.calls) calls.set(callId, state === "pending" && !pending.has(callId) ? "ended" : state);
+      for (const [callId, state] of existing.calls)
+        calls.set(callId, typeof state !== "string" || state === "pending" ? (pending.has(callId) ? state : "ended") : state);
     }
-    for (const answer of record.answers) if (pending.has(answer.callId) && !answers.has(answer.callId)) answers.set(answer.callId, answer);
+    // One answer per call; a decision replaces a mark that a person is being asked.
+    for (const answer of record.answers) {
+      if (!pending.has(answer.callId)) continue;
+      const held = answers.get(answer.callId);
+      if (!held || (isStoredMark(held) && !isStoredMark(answer))) answers.set(answer.callId, answer);
+    }
     for (const callId of pending) {
       if (calls.get(callId) !== "answered") calls.set(callId, "pending");
       this.callRuns.set(callId, id);
     }
-    for (const callId of answers.keys()) calls.set(callId, "answered");
+    for (const [callId, a] of answers) calls.set(callId, isStoredMark(a) ? { approval: true, untilMs: a.approval.expiresAtMs } : "answered");
     this.runs.set(id, { record: copyRecord(record), answers, calls, claim: undefined });
     this.rememberGeneration(id, record.generation, record.expiresAtMs);
-    return { ok: true, answeredCallIds: [...answers.keys()] };
+    return { ok: true, answeredCallIds: answeredIds(answers) };
   }
 
   async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID()): Promise<ClaimResult> {
@@ -122,14 +135,31 @@ export class MemoryRunStore implements RunStore {
       const state = run.calls.get(answer.callId);
       if (state === "answered") return { result: "duplicate", codeModeRunId };
       if (state === "ended") return { result: "ended", codeModeRunId };
-      run.answers.set(answer.callId, answer);
-      run.calls.set(answer.callId, "answered");
+      if (typeof state === "object") {
+        if (isStoredMark(answer)) return { result: "asking", codeModeRunId };
+        if (state.untilMs <= now) return { result: "expired", codeModeRunId };
+      }
+      if (isStoredMark(answer)) {
+        const kept = { ...answer, approval: clampApproval(answer.approval, run.record.approvalTimeoutMs ?? LIMITS.approvalTimeoutMs.default) };
+        run.answers.set(answer.callId, kept);
+        run.calls.set(answer.callId, { approval: true, untilMs: kept.approval.expiresAtMs });
+        // Kept past the expiry, so a wait then can tell the program ApprovalExpired.
+        run.record.expiresAtMs = Math.max(run.record.expiresAtMs, kept.approval.expiresAtMs + APPROVAL_KEEP_MS);
+        this.rememberGeneration(codeModeRunId, run.record.generation, run.record.expiresAtMs);
+      } else {
+        const asked = typeof state === "object" ? run.answers.get(answer.callId) : undefined;
+        const approval = asked && isStoredMark(asked) ? { approvalRequestedAtMs: asked.approval.requestedAtMs, approvalReason: asked.approval.reason } : {};
+        run.answers.set(answer.callId, { ...answer, answeredAtMs: now, ...approval });
+        run.calls.set(answer.callId, "answered");
+      }
       this.emit(codeModeRunId);
       return { result: "stored", codeModeRunId };
     }
     const settled = this.settled.get(answer.callId);
     if (!settled || settled.forgetAtMs <= now) return { result: "unknown" };
     if (settled.scopeKey !== scopeKey) return { result: "scope" };
+    if (settled.approvalUntilMs !== undefined && settled.approvalUntilMs <= now && !isStoredMark(answer))
+      return { result: "expired", codeModeRunId: settled.codeModeRunId };
     return { result: settled.answered ? "duplicate" : "ended", codeModeRunId: settled.codeModeRunId };
   }
 
@@ -137,7 +167,7 @@ export class MemoryRunStore implements RunStore {
     const now = Date.now();
     const run = this.live(codeModeRunId, now);
     if (!run || !isCurrent(run, token, now)) return undefined;
-    return inPendingOrder(run).filter((a) => !seen.has(a.callId));
+    return inPendingOrder(run).filter((a) => !seen.has(seenKey(a)));
   }
 
   onAnswer(listener: (codeModeRunId: string) => void): () => void {
@@ -198,7 +228,13 @@ export class MemoryRunStore implements RunStore {
       if (this.callRuns.get(callId) !== id) continue;
       this.callRuns.delete(callId);
       this.settled.delete(callId);
-      this.settled.set(callId, { codeModeRunId: id, scopeKey, answered: state === "answered", forgetAtMs: settledAtMs + SETTLED_CALL_MEMORY_MS });
+      this.settled.set(callId, {
+        codeModeRunId: id,
+        scopeKey,
+        answered: state === "answered",
+        forgetAtMs: settledAtMs + SETTLED_CALL_MEMORY_MS,
+        ...(typeof state === "object" ? { approvalUntilMs: state.untilMs } : {}),
+      });
     }
     for (const oldest of this.settled.keys()) {
       if (this.settled.size <= MAX_SETTLED_CALLS) break;
@@ -222,6 +258,11 @@ export class MemoryRunStore implements RunStore {
       }
     }
   }
+}
+
+/** Calls with a decision stored (a mark that a person is being asked is none). */
+function answeredIds(answers: ReadonlyMap<string, StoredAnswer>): string[] {
+  return [...answers].flatMap(([id, a]) => (isStoredMark(a) ? [] : [id]));
 }
 
 function isCurrent(run: Run, token: string, now: number): boolean {

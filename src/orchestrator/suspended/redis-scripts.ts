@@ -8,10 +8,12 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
 import { GENERATION_MEMORY_MS, SETTLED_CALL_MEMORY_MS } from "./run-store.js";
+import { APPROVAL_KEEP_MS } from "../../shared/link-wire.js";
+import { LIMITS } from "../../shared/limits.js";
 
 /** Shared by every script. ARGV[1] is the key prefix, ARGV[2] the orchestrator's Date.now(). */
 const PRELUDE = `
-local P, NOW, MEMORY, GEN_MEMORY = ARGV[1], tonumber(ARGV[2]), ${SETTLED_CALL_MEMORY_MS}, ${GENERATION_MEMORY_MS}
+local P, NOW, MEMORY, GEN_MEMORY, KEEP = ARGV[1], tonumber(ARGV[2]), ${SETTLED_CALL_MEMORY_MS}, ${GENERATION_MEMORY_MS}, ${APPROVAL_KEEP_MS}
 local RUNS = P .. 'runs'
 local function runKey(id) return P .. 'run:' .. id end
 local function answersKey(id) return P .. 'answers:' .. id end
@@ -61,8 +63,9 @@ end
 /**
  * ARGV: 3 id, 4 scope key, 5 session key, 6 agent run id, 7 expiresAtMs, 8 meta JSON,
  * 9 pending JSON, 10 snapshot, 11 maxSuspendedRuns, 12 "new" | "replace", 13 claim token,
- * 14 generation (the stored one plus one, else 'stale'), 15 n, then n pending call ids,
- * then (call id, answer JSON) pairs.
+ * 14 generation (the stored one plus one, else 'stale'), 15 n, 16 approvalTimeoutMs, then n
+ * pending call ids, then (call id, answer JSON, approval expiry or 0) triples: an expiry
+ * marks an approval mark, which a decision (old or new) replaces.
  */
 const SUSPEND = `
 local id, scope, session, runid = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
@@ -71,7 +74,9 @@ local live = liveExp(id)
 -- This very request again (its reply was lost with an orchestrator): already stored as sent.
 if live and tonumber(redis.call('GET', genKey(id))) == gen and redis.call('HGET', runKey(id), 'snap') == ARGV[10] then
   local out = {'ok'}
-  for _, c in ipairs(redis.call('HKEYS', answersKey(id))) do out[#out + 1] = c end
+  for _, c in ipairs(redis.call('HKEYS', answersKey(id))) do
+    if redis.call('HGET', callKey(c), 'state') ~= 'approval' then out[#out + 1] = c end
+  end
   return out
 end
 if ARGV[12] == 'new' then
@@ -84,37 +89,50 @@ end
 local current = tonumber(redis.call('GET', genKey(id))) or 0
 if gen ~= current + 1 or (ARGV[12] == 'new' and current ~= 0) then return {'stale'} end
 if not live then remove(id, false) end
-local pending, answers = {}, {}
-for i = 16, 15 + n do pending[ARGV[i]] = true end
+local pending, answers, marks, asked = {}, {}, {}, {}
+for i = 17, 16 + n do pending[ARGV[i]] = true end
 if live then
   local old = redis.call('HGETALL', answersKey(id))
-  for i = 1, #old, 2 do if pending[old[i]] then answers[old[i]] = old[i + 1] end end
+  for i = 1, #old, 2 do
+    local c = old[i]
+    if pending[c] then
+      answers[c] = old[i + 1]
+      local call = redis.call('HMGET', callKey(c), 'state', 'until', 'asked')
+      if call[1] == 'approval' then marks[c] = tonumber(call[2]); asked[c] = call[3] end
+    end
+  end
   for _, c in ipairs(redis.call('SMEMBERS', callsKey(id))) do
     local call = redis.call('HMGET', callKey(c), 'run', 'state')
-    if not pending[c] and call[1] == id and call[2] == 'pending' then redis.call('HSET', callKey(c), 'state', 'ended') end
+    if not pending[c] and call[1] == id and (call[2] == 'pending' or call[2] == 'approval') then redis.call('HSET', callKey(c), 'state', 'ended') end
   end
 end
-for i = 16 + n, #ARGV, 2 do
-  if pending[ARGV[i]] and not answers[ARGV[i]] then answers[ARGV[i]] = ARGV[i + 1] end
+for i = 17 + n, #ARGV, 3 do
+  local c, u = ARGV[i], tonumber(ARGV[i + 2])
+  if pending[c] and (not answers[c] or (marks[c] and u == 0)) then
+    answers[c] = ARGV[i + 1]
+    if u > 0 then marks[c] = u else marks[c] = nil end
+  end
 end
 redis.call('DEL', runKey(id), answersKey(id))
 for c, json in pairs(answers) do redis.call('HSET', answersKey(id), c, json) end
-for i = 16, 15 + n do
+for i = 17, 16 + n do
   local c = ARGV[i]
   local call = redis.call('HMGET', callKey(c), 'run', 'state')
   local state = 'pending'
-  if answers[c] or (call[1] == id and call[2] == 'answered') then state = 'answered' end
+  if marks[c] then state = 'approval'
+  elseif answers[c] or (call[1] == id and call[2] == 'answered') then state = 'answered' end
   redis.call('HSET', callKey(c), 'run', id, 'scope', scope, 'state', state)
+  if marks[c] then redis.call('HSET', callKey(c), 'until', marks[c]) end
   redis.call('SADD', callsKey(id), c)
 end
-redis.call('HSET', runKey(id), 'meta', ARGV[8], 'pending', ARGV[9], 'snap', ARGV[10], 'scope', scope, 'session', session, 'runid', runid)
+redis.call('HSET', runKey(id), 'meta', ARGV[8], 'pending', ARGV[9], 'snap', ARGV[10], 'scope', scope, 'session', session, 'runid', runid, 'apto', ARGV[16])
 redis.call('SADD', scopeSetKey(scope), id)
 local genTtl = redis.call('PTTL', genKey(id))
 redis.call('SET', genKey(id), gen)
 if genTtl > 0 then redis.call('PEXPIRE', genKey(id), genTtl) end
 setExpiry(id, exp, scope)
 local out = {'ok'}
-for c, _ in pairs(answers) do out[#out + 1] = c end
+for c, _ in pairs(answers) do if not marks[c] then out[#out + 1] = c end end
 return out
 `;
 
@@ -156,19 +174,48 @@ for _, answer in ipairs(redis.call('HVALS', answersKey(id))) do out[#out + 1] = 
 return out
 `;
 
-/** ARGV: 3 call id, 4 scope key, 5 answer JSON. The call's state makes it once per call id. */
+/**
+ * ARGV: 3 call id, 4 scope key, 5 'answer' then 6 its JSON, or 5 'mark' then 6 reason,
+ * 7 requested expiry (0: the run's approvalTimeoutMs), 8 when it was asked. The call's
+ * state makes it once per call id; a mark is the one thing a decision may replace, until
+ * its expiry. A mark keeps the run at least APPROVAL_KEEP_MS past the expiry.
+ */
 const ADD_ANSWER = `
 local c = ARGV[3]
-local call = redis.call('HMGET', callKey(c), 'run', 'scope', 'state')
+local call = redis.call('HMGET', callKey(c), 'run', 'scope', 'state', 'until', 'asked')
 local id = call[1]
 if not id then return {'unknown'} end
 if call[2] ~= ARGV[4] then return {'scope'} end
 if call[3] == 'answered' then return {'duplicate', id} end
+if call[3] == 'approval' then
+  if ARGV[5] == 'mark' then return {'asking', id} end
+  if tonumber(call[4]) <= NOW then return {'expired', id} end
+end
 local exp = liveExp(id)
 if call[3] == 'ended' or not exp then return {'ended', id} end
-redis.call('HSET', answersKey(id), c, ARGV[5])
+if ARGV[5] == 'mark' then
+  local asked = tonumber(ARGV[8])
+  local latest = asked + (tonumber(redis.call('HGET', runKey(id), 'apto')) or ${LIMITS.approvalTimeoutMs.default})
+  local untilMs = tonumber(ARGV[7])
+  if untilMs <= 0 or untilMs > latest then untilMs = latest end
+  local json = '{"callId":' .. cjson.encode(c) .. ',"approval":{"reason":' .. cjson.encode(ARGV[6]) .. ',"expiresAtMs":' .. string.format('%d', untilMs) .. ',"requestedAtMs":' .. string.format('%d', asked) .. '}}'
+  redis.call('HSET', callKey(c), 'state', 'approval', 'until', untilMs, 'asked', asked)
+  if untilMs + KEEP > exp then
+    exp = untilMs + KEEP
+    setExpiry(id, exp, redis.call('HGET', runKey(id), 'scope'))
+  end
+  redis.call('HSET', answersKey(id), c, json)
+else
+  local json = ARGV[6]
+  if call[3] == 'approval' and call[5] then
+    local held = redis.call('HGET', answersKey(id), c)
+    local reason = held and cjson.decode(held).approval.reason or ''
+    json = string.sub(json, 1, -2) .. ',"approvalRequestedAtMs":' .. call[5] .. ',"approvalReason":' .. cjson.encode(reason) .. '}'
+  end
+  redis.call('HSET', answersKey(id), c, json)
+  redis.call('HSET', callKey(c), 'state', 'answered')
+end
 redis.call('PEXPIRE', answersKey(id), exp - NOW)
-redis.call('HSET', callKey(c), 'state', 'answered')
 redis.call('PUBLISH', P .. 'answers', id)
 return {'stored', id}
 `;

@@ -4,11 +4,11 @@
  * (./redis-scripts.ts); times come from the orchestrator's clock (Date.now()), and PEXPIRE
  * lets Redis drop what expired. Keys, under a prefix (default REDIS_PREFIX):
  *   runs            sorted set: run id → expiresAtMs (the cap and count())
- *   run:<id>        hash: meta, pending, snap (binary), exp, scope, session, runid, token, lease
- *   answers:<id>    hash: call id → stored answer JSON
+ *   run:<id>        hash: meta, pending, snap, exp, scope, session, runid, token, lease, apto
+ *   answers:<id>    hash: call id → stored answer JSON (or approval mark JSON)
  *   calls:<id>      set: every call id the run has awaited
- *   call:<callId>   hash: run, scope, state (pending | answered | ended); outlives its run
- *                   by SETTLED_CALL_MEMORY_MS
+ *   call:<callId>   hash: run, scope, state (pending | answered | ended | approval), until,
+ *                   asked; outlives its run by SETTLED_CALL_MEMORY_MS
  *   scope:<scope>   set: run ids of one scope (deleteScope)
  *   gen:<id>        string: the run's generation, kept GENERATION_MEMORY_MS past its last expiry
  * Channel `<prefix>answers` carries the run id of every stored answer.
@@ -17,6 +17,7 @@ import { randomUUID } from "node:crypto";
 import { Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "../../shared/logger.js";
 import { scripts } from "./redis-scripts.js";
+import { LIMITS } from "../../shared/limits.js";
 import { redactUrl } from "../state/redact-url.js";
 import {
   scopeKeyOf,
@@ -28,6 +29,8 @@ import {
   type StoredAnswer,
   type SuspendedRecord,
   type SuspendResult,
+  isStoredMark,
+  seenKey,
 } from "./run-store.js";
 
 export type RedisRunStoreOptions = { prefix?: string; log?: Logger };
@@ -113,8 +116,9 @@ export class RedisRunStore implements RunStore {
         options.claimToken ?? "",
         record.generation,
         pending.length,
+        record.approvalTimeoutMs ?? LIMITS.approvalTimeoutMs.default,
         ...pending.map((p) => p.callId),
-        ...record.answers.flatMap((a) => [a.callId, JSON.stringify(a)]),
+        ...record.answers.flatMap((a) => [a.callId, JSON.stringify(a), isStoredMark(a) ? Math.ceil(a.approval.expiresAtMs) : 0]),
       ]),
     );
     const why = text(status);
@@ -148,20 +152,22 @@ export class RedisRunStore implements RunStore {
 
   async addAnswer(scope: StoreScope, answer: StoredAnswer): Promise<{ result: AnswerResult; codeModeRunId?: string }> {
     if (this.listeners.size > 0) await this.subscribe();
-    const [result, codeModeRunId] = buffers(
-      await scripts.addAnswer.run(this.redis, [this.prefix, Date.now(), answer.callId, scopeKeyOf(scope), JSON.stringify(answer)]),
-    ).map(text);
-    if (result !== "stored" && result !== "unknown" && result !== "scope" && result !== "duplicate" && result !== "ended") {
-      throw new Error(`unexpected addAnswer reply ${result}`);
-    }
-    return codeModeRunId === undefined ? { result } : { result, codeModeRunId };
+    // A mark's JSON is built by the script (its expiry is clamped there); a decision's is ours.
+    const args = isStoredMark(answer)
+      ? ["mark", answer.approval.reason, Math.ceil(answer.approval.expiresAtMs), Math.floor(answer.approval.requestedAtMs)]
+      : ["answer", JSON.stringify({ ...answer, answeredAtMs: Date.now() })];
+    const [result, codeModeRunId] = buffers(await scripts.addAnswer.run(this.redis, [this.prefix, Date.now(), answer.callId, scopeKeyOf(scope), ...args])).map(
+      text,
+    );
+    if (!ANSWER_RESULTS.has(result as AnswerResult)) throw new Error(`unexpected addAnswer reply ${result}`);
+    return codeModeRunId === undefined ? { result: result as AnswerResult } : { result: result as AnswerResult, codeModeRunId };
   }
 
   async answers(codeModeRunId: string, token: string, seen: ReadonlySet<string>): Promise<StoredAnswer[] | undefined> {
     const reply = await scripts.answers.run(this.redis, [this.prefix, Date.now(), codeModeRunId, token]);
     if (reply === null) return undefined;
     const [pending, ...answers] = buffers(reply);
-    return inPendingOrder(JSON.parse(text(pending)) as PendingEntry[], answers).filter((a) => !seen.has(a.callId));
+    return inPendingOrder(JSON.parse(text(pending)) as PendingEntry[], answers).filter((a) => !seen.has(seenKey(a)));
   }
 
   onAnswer(listener: (codeModeRunId: string) => void): () => void {
@@ -205,6 +211,8 @@ export class RedisRunStore implements RunStore {
     }
   }
 }
+
+const ANSWER_RESULTS: ReadonlySet<AnswerResult> = new Set(["stored", "unknown", "scope", "duplicate", "ended", "asking", "expired"]);
 
 function sessionKeyOf(s: StoreScope): string {
   return JSON.stringify([s.agentId, s.sessionId, s.sessionKey]);

@@ -1,20 +1,20 @@
 /**
- * The suspended-run store: where a `waiting` run lives between `exec` and `wait`. The
- * orchestrator owns it; sidecars reach it only through SidecarLink. One interface, two
- * implementations with exactly the same semantics, checked by one contract test suite:
- * in memory (./memory-store.ts, the embedded default) and Redis (./redis-store.ts).
+ * The suspended-run store: where a `waiting` run lives between `exec` and `wait`, owned by
+ * the orchestrator (sidecars reach it through SidecarLink). One interface, two stores with
+ * the same semantics, checked by one contract suite: ./memory-store.ts and ./redis-store.ts.
  *
  * It guarantees: a run is readable until `expiresAtMs`, then gone for good; at most
- * `maxSuspendedRuns` unexpired runs; one claim (one `wait`) at a time per run, and a claim
- * whose lease passed is void; answers kept with the run, once per call, from any sidecar;
- * a settled call id remembered for SETTLED_CALL_MEMORY_MS, so a late or second answer is
- * told apart from an unknown one; and a per-run generation that only goes up, remembered
- * GENERATION_MEMORY_MS past the run's last expiry, so a run id cannot start over while a
- * snapshot sealed for it can still be opened. The store never opens snapshot bytes: the
- * sidecar seals them (docs/module-notes.md#srcorchestratorsuspendedrun-storets).
+ * `maxSuspendedRuns` unexpired runs; one claim (one `wait`) at a time per run, a lapsed
+ * lease void; answers kept with the run, once per call, from any sidecar (a mark that a
+ * person is asked may precede one, until its expiry); a settled call id remembered for
+ * SETTLED_CALL_MEMORY_MS, so a late or second answer is told apart from an unknown one;
+ * and a per-run generation that only goes up, remembered GENERATION_MEMORY_MS past the
+ * run's last expiry, so a run id cannot start over while a snapshot sealed for it can
+ * still be opened. The store never opens snapshot bytes: the sidecar seals them
+ * (docs/module-notes.md#srcorchestratorsuspendedrun-storets).
  */
 
-import type { PendingKind } from "../../shared/link-wire.js";
+import type { PendingKind, SuspendReason } from "../../shared/link-wire.js";
 import { sameSession, scopeKeyOf, type Scope } from "../../shared/scope.js";
 
 export type StoreScope = Scope;
@@ -33,7 +33,28 @@ export type PendingEntry = {
   toolName: string;
 };
 
-export type StoredAnswer = { callId: string; ok: true; json: string } | { callId: string; ok: false; error: { name: string; message: string } };
+/**
+ * A gateway's answer kept with its run, or (`approval`) its mark that a person is being
+ * asked, which a later decision for the same call replaces. `answeredAtMs`: when the store
+ * took it (the orchestrator's clock), for the trajectory.
+ */
+export type StoredAnswer = (
+  | { callId: string; ok: true; json: string }
+  | { callId: string; ok: false; error: { name: string; message: string } }
+  | { callId: string; approval: { reason: string; expiresAtMs: number; requestedAtMs: number } }
+) & { answeredAtMs?: number; approvalRequestedAtMs?: number; approvalReason?: string };
+
+export function isStoredMark(a: StoredAnswer): a is Extract<StoredAnswer, { approval: unknown }> {
+  return "approval" in a;
+}
+
+/**
+ * What `seen` holds for a stored answer: a call's mark and its later decision are told
+ * apart, so a sidecar that saw the mark still gets the decision.
+ */
+export function seenKey(a: StoredAnswer): string {
+  return isStoredMark(a) ? `${a.callId}#approval` : a.callId;
+}
 
 export type SuspendedRecord = {
   /** The code-mode runId the model passes to `wait`. */
@@ -45,7 +66,7 @@ export type SuspendedRecord = {
   pending: PendingEntry[];
   /** Answers received for pending calls and not yet delivered into a VM. */
   answers: StoredAnswer[];
-  reason: "pending_tools" | "yield";
+  reason: SuspendReason;
   /** The effective config the run started with, as JSON text. */
   configJson: string;
   /** Output bytes produced so far (the budget carries over). */
@@ -53,6 +74,8 @@ export type SuspendedRecord = {
   expiresAtMs: number;
   catalogVersion: string;
   execCallId: string;
+  /** The run's approvalTimeoutMs: a mark stored for one of its calls expires no later than this after it was asked for. */
+  approvalTimeoutMs?: number;
   /**
    * In suspend: the generation the snapshot was sealed for (the stored one plus one). From
    * claim: the store's current generation.
@@ -68,9 +91,11 @@ export type ClaimResult = { ok: true; run: SuspendedRecord; token: string } | { 
 /**
  * stored: kept with its run; unknown: no suspended run ever awaited this id (as far as
  * the store remembers); scope: the id belongs to another scope; duplicate: an answer
- * for it is already stored or was delivered; ended: its run settled without it.
+ * for it is already stored or was delivered; ended: its run settled without it; asking:
+ * a second approval mark for a call that already awaits approval; expired: a decision for
+ * a call whose approval expired.
  */
-export type AnswerResult = "stored" | "unknown" | "scope" | "duplicate" | "ended";
+export type AnswerResult = "stored" | "unknown" | "scope" | "duplicate" | "ended" | "asking" | "expired";
 
 export interface RunStore {
   readonly kind: "memory" | "redis";
@@ -80,7 +105,7 @@ export interface RunStore {
    * (`claim_lost` when the claim is not current). On replacement, answers already stored
    * for calls that are still pending are kept and merged with `record.answers` (one per
    * call id); call ids no longer pending are remembered as answered or ended. Returns the
-   * pending call ids that have a stored answer after the merge. Refused with `stale` (and
+   * pending call ids that have a stored decision after the merge (not a mark). Refused with `stale` (and
    * nothing changed) unless `record.generation` is the stored generation plus one, and for
    * a new run 1 on a run id whose generation is not remembered; on success it is the
    * run's generation. The same request sent again (a live run at `record.generation`
@@ -100,9 +125,13 @@ export interface RunStore {
    * settled and is deleted with its snapshot. False when the claim is not current.
    */
   release(codeModeRunId: string, token: string, keep: boolean): Promise<boolean>;
-  /** Keeps a gateway's answer with the suspended (or claimed) run awaiting that call. */
+  /**
+   * Keeps a gateway's answer (or approval mark) with the suspended (or claimed) run
+   * awaiting that call. A mark's expiry is clamped to the run's approvalTimeoutMs (0: that
+   * long from when it was asked for), and the run is kept at least as long.
+   */
   addAnswer(scope: StoreScope, answer: StoredAnswer): Promise<{ result: AnswerResult; codeModeRunId?: string }>;
-  /** Stored answers of a claimed run whose call ids are not in `seen`; undefined when the claim is not current. */
+  /** Stored answers (and marks) of a claimed run whose `seenKey` is not in `seen`; undefined when the claim is not current. */
   answers(codeModeRunId: string, token: string, seen: ReadonlySet<string>): Promise<StoredAnswer[] | undefined>;
   /** Called whenever an answer is stored for a run (by any orchestrator sharing the store). */
   onAnswer(listener: (codeModeRunId: string) => void): () => void;

@@ -5,17 +5,27 @@
  * (AwaitToolResults). The store decides; this module translates between the wire and
  * the store, and turns refusals into the seed's messages.
  */
-import { ErrorCode, WaitReason } from "../../gen/codemode/common/v1/common_pb.js";
+import { ErrorCode } from "../../gen/codemode/common/v1/common_pb.js";
 import type { SidecarLink, SuspendedRun, ToolAnswer } from "../../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ServiceHandlers } from "../../protocol/grpc-service.js";
 import { ServiceError } from "../../protocol/service-error.js";
 import { DEFAULT_CONFIG, LIMITS, parseCodeModeConfig, type CodeModeConfig } from "../../shared/config.js";
 import type { LiveForwarder } from "../link/live-forward.js";
-import { answerFromWire, answerToWire, pendingKindFromWire, pendingKindToWire, RUN_MESSAGES as MESSAGES } from "../../shared/link-wire.js";
+import {
+  answerFromWire,
+  answerToWire,
+  APPROVAL_KEEP_MS,
+  clampApproval,
+  pendingKindFromWire,
+  pendingKindToWire,
+  reasonFromWire,
+  reasonToWire,
+  RUN_MESSAGES as MESSAGES,
+} from "../../shared/link-wire.js";
 import type { Logger } from "../../shared/logger.js";
 import { requireScope } from "../../shared/scope.js";
 import { storeCall } from "../state/store-failure.js";
-import type { RunStore, StoredAnswer, SuspendedRecord } from "./run-store.js";
+import { isStoredMark, type RunStore, type StoredAnswer, type SuspendedRecord } from "./run-store.js";
 
 /** Pending entries a stored run may list: the largest maxPendingToolCalls, plus armed timers (100) and a yield. */
 const MAX_PENDING_ENTRIES = LIMITS.maxPendingToolCalls.max + 101;
@@ -30,11 +40,11 @@ const RECHECK_MS = 1_000;
 function storedAnswerFromWire(a: ToolAnswer | undefined): StoredAnswer {
   if (!a?.callId) throw new ServiceError("invalid_argument", "answer.call_id is required");
   const value = answerFromWire(a);
-  if (!value) throw new ServiceError("invalid_argument", "answer must set result_json or error");
+  if (!value) throw new ServiceError("invalid_argument", "answer must set result_json, error or approval_pending");
   return { callId: a.callId, ...value };
 }
 
-const storedAnswerToWire = (a: StoredAnswer) => answerToWire(a.callId, a);
+const storedAnswerToWire = (a: StoredAnswer) => answerToWire(a.callId, a, a);
 
 /**
  * A run's config, parsed and clamped by the one config schema (an unreadable one counts
@@ -58,14 +68,19 @@ function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecor
   const pendingIds = new Set(run.pending.map((p) => p.callId));
   if (pendingIds.size !== run.pending.length || pendingIds.has(""))
     throw new ServiceError("invalid_argument", "run.pending call ids must be unique and non-empty");
-  const answers = run.answers.map(storedAnswerFromWire);
+  const config = configOf(run.configJson);
+  // A mark is kept with the run's own clamp, and the run at least that long (plus APPROVAL_KEEP_MS).
+  const answers = run.answers
+    .map(storedAnswerFromWire)
+    .map((a) => (isStoredMark(a) ? { ...a, approval: clampApproval(a.approval, config.approvalTimeoutMs) } : a));
+  let keepUntil = Date.now() + config.snapshotTtlSeconds * 1000;
+  for (const a of answers) if (isStoredMark(a)) keepUntil = Math.max(keepUntil, a.approval.expiresAtMs + APPROVAL_KEEP_MS);
   if (answers.some((a) => !pendingIds.has(a.callId)) || new Set(answers.map((a) => a.callId)).size !== answers.length) {
     throw new ServiceError("invalid_argument", "run.answers must answer distinct pending calls");
   }
   // A snapshot is sealed for one generation, exactly one more than the store's; the store checks.
   if (run.generation < 1n || run.generation > BigInt(Number.MAX_SAFE_INTEGER))
     throw new ServiceError("invalid_argument", "run.generation must be from 1 to 2^53 - 1");
-  const config = configOf(run.configJson);
   const record: SuspendedRecord = {
     codeModeRunId: run.codeModeRunId,
     scope,
@@ -77,11 +92,12 @@ function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecor
         : { callId: p.callId, kind, toolId: p.toolId, toolName: p.toolName };
     }),
     answers,
-    reason: run.reason === WaitReason.YIELD ? "yield" : "pending_tools",
+    reason: reasonFromWire(run.reason),
     configJson: run.configJson,
     outputBytes: Number(run.outputBytes),
-    // Expiry is the orchestrator's: its clock, the run's clamped TTL.
-    expiresAtMs: Date.now() + config.snapshotTtlSeconds * 1000,
+    // Expiry is the orchestrator's: its clock, the run's clamped TTL (longer while a person is asked).
+    expiresAtMs: keepUntil,
+    approvalTimeoutMs: config.approvalTimeoutMs,
     catalogVersion: run.catalogVersion,
     execCallId: run.execCallId,
     generation: Number(run.generation),
@@ -102,7 +118,7 @@ function recordToWire(r: SuspendedRecord) {
       dueAtMs: BigInt(p.dueAtMs ?? 0),
     })),
     answers: r.answers.map(storedAnswerToWire),
-    reason: r.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
+    reason: reasonToWire(r.reason),
     configJson: r.configJson,
     outputBytes: BigInt(r.outputBytes),
     expiresAtMs: BigInt(r.expiresAtMs),
@@ -208,6 +224,13 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
       switch (result) {
         case "stored":
           return { codeModeRunId: codeModeRunId ?? "" };
+        case "asking":
+          throw new ServiceError("already_exists", `tool call ${answer.callId} already awaits approval`);
+        case "expired":
+          throw new ServiceError(
+            "failed_precondition",
+            `the approval of tool call ${answer.callId} expired; the decision was dropped (the program is told ApprovalExpired)`,
+          );
         case "unknown": {
           // Not a suspended run's: maybe a live VM on another sidecar awaits it.
           const a = answerFromWire(req.answer!);

@@ -4,12 +4,17 @@
  * orchestrator (the call may belong to a suspended run); when the orchestrator does not
  * know the call either, what this sidecar remembers explains the misuse precisely:
  * another scope's call (PERMISSION_DENIED), a second answer (ALREADY_EXISTS), an answer
- * after its exec ended (FAILED_PRECONDITION), or an unknown id (NOT_FOUND). Settled and
- * ended ids are remembered for REMEMBER_MS (REMEMBER of them at most), then forgotten.
+ * after its exec ended (FAILED_PRECONDITION), or an unknown id (NOT_FOUND). A call may
+ * first be marked as awaiting a person's approval; a decision after its expiry is
+ * FAILED_PRECONDITION. Settled and ended ids are remembered for REMEMBER_MS (REMEMBER of
+ * them at most), then forgotten.
  */
 import { LRUCache } from "lru-cache";
 import { ServiceError } from "../../protocol/service-error.js";
 import type { PlainError } from "../pool/task-protocol.js";
+import { approvalExpired, isApprovalMark, type ApprovalMark, type GatewayAnswer } from "../../shared/link-wire.js";
+
+export type Approval = ApprovalMark["approval"];
 
 export type LiveCall = {
   callId: string;
@@ -22,11 +27,19 @@ export type LiveCall = {
   /** A call whose VM runs here: lets it parse an answer's text while the text is checked (../pool/pool-contract.ts). */
   stage?(text: string | Uint8Array): void;
   unstage?(): void;
+  /**
+   * The gateway said a person is being asked: returns the approval as kept (its expiry
+   * clamped to the run's approvalTimeoutMs), or undefined when the call was answered
+   * instead (approvalMode "error"). Absent: the call cannot wait for approval.
+   */
+  onApproval?(mark: Approval): Approval | undefined;
+  /** Set while the call awaits a person's approval. */
+  approval?: Approval;
   /** Filled when answered. */
   outcome?: { ok: boolean; errorMessage: string; durationMs: number };
 };
 
-type Gone = { scopeKey: string; why: "answered" | "ended" };
+type Gone = { scopeKey: string; why: "answered" | "ended" | "expired" };
 
 /** Settled and ended ids remembered at most, and for how long (a retried or stray answer comes within seconds). */
 const REMEMBER = 50_000;
@@ -55,23 +68,49 @@ export class CallRegistry {
   }
 
   /**
-   * Delivers a gateway's answer to a call whose VM is alive here. Returns false when no
-   * live call has this id (route the answer onward); throws when the answer is misuse
-   * this sidecar can already tell (another scope's call, a second answer).
+   * Delivers a gateway's answer (or approval mark) to a call whose VM is alive here.
+   * Returns false when no live call has this id (route it onward); throws when it is
+   * misuse this sidecar can already tell (another scope's call, a second answer or mark,
+   * a decision after the approval expired).
    */
-  answerLive(callId: string, scopeKey: string, answer: { ok: true; json: string } | { ok: false; error: PlainError }): boolean {
+  answerLive(callId: string, scopeKey: string, answer: GatewayAnswer): boolean {
     const call = this.live.get(callId);
     if (!call) {
       const gone = this.gone.get(callId);
       if (gone && gone.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
       if (gone?.why === "answered") throw new ServiceError("already_exists", `tool call ${callId} was already answered`);
+      if (gone?.why === "expired") throw expiredError(callId);
       return false;
     }
     if (call.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
-    this.live.delete(callId);
-    this.forget(callId, { scopeKey, why: "answered" });
+    if (isApprovalMark(answer)) {
+      if (call.approval) throw new ServiceError("already_exists", `tool call ${callId} already awaits approval`);
+      if (!call.onApproval)
+        throw new ServiceError("failed_precondition", `tool call ${callId} cannot wait for approval here: answer it with a result or an error`);
+      const kept = call.onApproval(answer.approval);
+      if (kept && this.live.get(callId) === call) call.approval = kept;
+      return true;
+    }
+    if (call.approval && Date.now() >= call.approval.expiresAtMs) {
+      this.expire(callId);
+      throw expiredError(callId);
+    }
+    this.settle(call, scopeKey, answer, "answered");
+    return true;
+  }
+
+  private settle(call: LiveCall, scopeKey: string, answer: { ok: true; json: string } | { ok: false; error: PlainError }, why: Gone["why"]): void {
+    this.live.delete(call.callId);
+    this.forget(call.callId, { scopeKey, why });
     call.outcome = { ok: answer.ok, errorMessage: answer.ok ? "" : answer.error.message, durationMs: Date.now() - call.startedAtMs };
     call.deliver(answer);
+  }
+
+  /** A live call's approval ran out: the guest gets ApprovalExpired, and a late decision is refused. False when it is not live here awaiting approval. */
+  expire(callId: string): boolean {
+    const call = this.live.get(callId);
+    if (!call?.approval) return false;
+    this.settle(call, call.scopeKey, approvalExpired(call.toolName || call.toolId, call.approval), "expired");
     return true;
   }
 
@@ -81,6 +120,7 @@ export class CallRegistry {
     if (!gone) return new ServiceError("not_found", `no nested tool call with id ${callId} is known to this sidecar or awaited by a suspended run`);
     if (gone.scopeKey !== scopeKey) return new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
     if (gone.why === "answered") return new ServiceError("already_exists", `tool call ${callId} was already answered`);
+    if (gone.why === "expired") return expiredError(callId);
     return new ServiceError("failed_precondition", `the exec that made tool call ${callId} already ended; the answer was dropped`);
   }
 
@@ -106,4 +146,11 @@ export class CallRegistry {
       }
     }
   }
+}
+
+function expiredError(callId: string): ServiceError {
+  return new ServiceError(
+    "failed_precondition",
+    `the approval of tool call ${callId} expired; the decision was dropped (the program was told ApprovalExpired)`,
+  );
 }

@@ -6,6 +6,8 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ErrorCode, Refusal, ResultStatus, WaitReason, type ResultSchema } from "../../gen/codemode/common/v1/common_pb.js";
 import { INACTIVE_PREFIX, RUN_MESSAGES } from "../../shared/link-wire.js";
 import type { ErrorCodeName } from "../pool/task-protocol.js";
+import type { ApprovalEntry } from "./approvals.js";
+import type { SuspendReason } from "../../shared/link-wire.js";
 
 export type OutputItem = { kind: "text" | "json"; data: string };
 
@@ -20,12 +22,19 @@ export type TelemetryInput = {
   durationMs: number;
   snapshotBytes?: number;
   outputBytes: number;
+  /** Approvals asked for or decided in the segment (wire telemetry only; the model's is the seed's). */
+  approvals?: readonly ApprovalEntry[];
 };
+
+/** Why a run waits; `approval` (beyond the seed) when every call it awaits waits for a person. */
+export type WaitReasonName = SuspendReason;
+/** A call the model is told is still pending; `approval` while a person is being asked. */
+export type PendingCall = { callId: string; toolId: string; toolName: string; approval?: { reason: string; expiresAtMs: number } };
 
 export type ResultInput =
   | { status: "completed"; valueJson: string }
   | { status: "failed"; error: string; code?: ErrorCodeName | undefined }
-  | { status: "waiting"; codeModeRunId: string; reason: "pending_tools" | "yield"; pending: Array<{ callId: string; toolId: string; toolName: string }> };
+  | { status: "waiting"; codeModeRunId: string; reason: WaitReasonName; pending: PendingCall[] };
 
 const CODE_ENUM: Record<ErrorCodeName, ErrorCode> = {
   invalid_input: ErrorCode.INVALID_INPUT,
@@ -77,6 +86,29 @@ function modelTelemetry(t: TelemetryInput): Record<string, unknown> {
   return out;
 }
 
+const WAIT_REASONS: Record<WaitReasonName, WaitReason> = {
+  pending_tools: WaitReason.PENDING_TOOLS,
+  yield: WaitReason.YIELD,
+  approval: WaitReason.APPROVAL,
+};
+
+/** The seed's pending call; one awaiting a person's approval says so, with the reason. */
+function modelPending(p: PendingCall): Record<string, unknown> {
+  const out: Record<string, unknown> = { id: p.callId, toolId: p.toolId, name: p.toolName };
+  if (p.approval) {
+    out.awaitingApproval = true;
+    if (p.approval.reason) out.approvalReason = p.approval.reason;
+  }
+  return out;
+}
+
+/** What the model reads when a person is being asked: tell the user, do not retry. */
+function approvalNote(asking: readonly PendingCall[]): string {
+  const names = [...new Set(asking.map((p) => p.toolName || p.toolId))].join(", ");
+  const n = asking.length;
+  return `A person is being asked to approve ${n === 1 ? "a tool call" : `${n} tool calls`} (${names}). Tell the user what is awaiting approval and why; do not call the tool again. Call wait with this runId to continue once they decide.`;
+}
+
 function modelOutput(items: readonly OutputItem[]): unknown[] {
   return items.map((o) => (o.kind === "text" ? { type: "text", text: o.data } : { type: "json", value: JSON.parse(o.data) as unknown }));
 }
@@ -93,6 +125,14 @@ export function buildResult(r: ResultInput, output: readonly OutputItem[], t: Te
     durationMs: t.durationMs,
     snapshotBytes: BigInt(t.snapshotBytes ?? 0),
     outputBytes: BigInt(t.outputBytes),
+    approvals: (t.approvals ?? []).map((a) => ({
+      callId: a.callId,
+      toolId: a.toolId,
+      decision: a.decision,
+      reason: a.reason,
+      requestedAtMs: BigInt(a.requestedAtMs),
+      decidedAtMs: BigInt(a.decidedAtMs),
+    })),
   };
   const wireOutput = output.map((o) => ({ kind: { case: o.kind, value: o.data } as const }));
   const base = { output: wireOutput, telemetry };
@@ -116,13 +156,22 @@ export function buildResult(r: ResultInput, output: readonly OutputItem[], t: Te
     case "waiting":
       model.runId = r.codeModeRunId;
       model.reason = r.reason;
-      if (r.pending.length > 0) model.pendingToolCalls = r.pending.map((p) => ({ id: p.callId, toolId: p.toolId, name: p.toolName }));
+      if (r.pending.length > 0) model.pendingToolCalls = r.pending.map(modelPending);
+      {
+        const asking = r.pending.filter((p) => p.approval);
+        if (asking.length > 0) model.approval = approvalNote(asking);
+      }
       wire = {
         ...base,
         status: ResultStatus.WAITING,
         codeModeRunId: r.codeModeRunId,
-        reason: r.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
-        pendingToolCalls: r.pending.map((p) => ({ callId: p.callId, toolId: p.toolId, toolName: p.toolName })),
+        reason: WAIT_REASONS[r.reason],
+        pendingToolCalls: r.pending.map((p) => ({
+          callId: p.callId,
+          toolId: p.toolId,
+          toolName: p.toolName,
+          ...(p.approval ? { awaitingApproval: true, approvalReason: p.approval.reason, approvalExpiresAtMs: BigInt(p.approval.expiresAtMs) } : {}),
+        })),
       };
       break;
   }

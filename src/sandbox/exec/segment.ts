@@ -4,7 +4,9 @@
  * reports into the gateway's stream (output, nested tool calls), answers catalog
  * requests itself, registers nested calls so BridgeCallback can reach the live VM, keeps
  * every answer it handed to the VM (a suspension stores the ones the VM had not yet
- * consumed), and ends with exactly one Result plus a trajectory record.
+ * consumed), and ends with exactly one Result plus a trajectory record. A call the
+ * gateway says awaits a person's approval (./approvals.ts) stays pending; the VM learns it,
+ * so it can suspend with reason `approval` when nothing else is left to do.
  */
 import { createHash } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -22,6 +24,8 @@ import { buildResult, type OutputItem, type ResultInput } from "./result.js";
 import { tenantOf } from "../pool/cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
 import type { NestedCallMessage, PendingKind, TaskOutcome } from "../pool/task-protocol.js";
+import { approvalExpired } from "../../shared/link-wire.js";
+import { ApprovalLog, approvalRequired, clampApproval, decisionOf, type Approval } from "./approvals.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
 const TOOL_SEARCH_VISIBLE = ["tool_search_code"] as const;
@@ -36,6 +40,7 @@ export type { Scope };
 export type Answer = AnswerValue;
 /** A host request the VM made, as a suspended run lists it. */
 export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string; dueAtMs?: number };
+export type { Approval };
 export type ExecEventInit = NonNullable<MessageInitShape<typeof ExecEventSchema>["event"]>;
 
 type RequestPayload = { query: string; limit: number | null; id: string; path: string; prefix: string; server: string; tool: string; schema: boolean };
@@ -137,6 +142,11 @@ export class Segment {
   private readonly resolved: Array<{ callId: string; outcome: string; errorMessage: string; deliveredAtMs: bigint }> = [];
   private readonly t0 = performance.now();
   private handle: ExecHandle | undefined;
+  /** Approvals asked for or decided in this segment (telemetry, trajectory). */
+  readonly approvals = new ApprovalLog();
+  /** Calls that await a person's approval now, live here or from an earlier segment. */
+  readonly awaitingApproval = new Map<string, Approval>();
+  private readonly expiries = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly init: SegmentInit) {}
 
@@ -147,7 +157,40 @@ export class Segment {
   /** Hands an answer to the VM (if it still runs) and remembers it. */
   answer(callId: string, answer: Answer): void {
     this.answers.set(callId, answer);
+    if (this.awaitingApproval.delete(callId)) {
+      clearTimeout(this.expiries.get(callId));
+      this.expiries.delete(callId);
+      const e = this.approvals.decided(callId, decisionOf(answer));
+      if (e) {
+        this.log.info({ callId, decision: e.decision, waitedMs: e.decidedAtMs - e.requestedAtMs }, "approval decided");
+      }
+    }
     this.handle?.answer(callId, answer);
+  }
+
+  /**
+   * A call awaits a person's approval: from the gateway's answer to a live call here
+   * (`fromGateway`, clamped to the run's approvalTimeoutMs; approvalMode "error" answers
+   * ApprovalRequired instead and returns undefined), or from an earlier segment's stored mark.
+   */
+  awaitApproval(callId: string, toolId: string, toolName: string, mark: Approval, fromGateway: boolean): Approval | undefined {
+    const { config, kind } = this.init;
+    const kept = fromGateway ? clampApproval(mark, config.approvalTimeoutMs) : mark;
+    if (this.approvals.get(callId)?.decision !== "pending") this.approvals.asked(callId, toolId, kept);
+    // A surface that never suspends cannot pause for a person either.
+    if (fromGateway && (config.approvalMode === "error" || (kind !== "exec" && kind !== "wait"))) {
+      this.approvals.decided(callId, "required");
+      this.init.calls.answerLive(callId, this.init.scopeKey, approvalRequired(toolName || toolId, kept.reason));
+      return undefined;
+    }
+    this.awaitingApproval.set(callId, kept);
+    this.log.info({ callId, toolId, expiresInMs: kept.expiresAtMs - Date.now() }, "a nested call awaits a person's approval");
+    // A live call's registry entry remembers the expiry (a late decision is refused); an earlier segment's is the store's.
+    const expire = () => (fromGateway ? this.init.calls.expire(callId) : this.answer(callId, approvalExpired(toolName || toolId, kept)));
+    // Never at once: the registry keeps the approval only once this returns.
+    this.expiries.set(callId, setTimeout(expire, Math.min(Math.max(0, kept.expiresAtMs - Date.now()), 2 ** 31 - 1)).unref());
+    this.handle?.approval(callId);
+    return kept;
   }
 
   /** Keeps the model's input (exec: code/command/language; wait: runId) for replay. */
@@ -214,6 +257,7 @@ export class Segment {
             parentCallId,
             startedAtMs: Date.now(),
             deliver: (answer) => this.answer(callId, answer),
+            onApproval: (mark) => this.awaitApproval(callId, e.id, e.name, mark, true),
             stage: (text) => this.handle?.stage(callId, text),
             unstage: () => this.handle?.unstage(callId),
           };
@@ -283,6 +327,7 @@ export class Segment {
       tenantOf(this.init.scope),
     );
     this.handle = handle;
+    for (const callId of this.awaitingApproval.keys()) handle.approval(callId);
     const onAbort = () => {
       // The first signal to abort says why; a later one (the drain's after the stream's) changes nothing.
       if (this.cancelledBy !== undefined) return;
@@ -311,6 +356,8 @@ export class Segment {
   /** Nested calls made here can no longer reach a VM on this sidecar. */
   endCalls(): void {
     this.init.calls.endAll(this.myCalls);
+    for (const t of this.expiries.values()) clearTimeout(t);
+    this.expiries.clear();
   }
 
   /** Sends the segment's Result, logs it, and records its trajectory step. */
@@ -344,11 +391,19 @@ export class Segment {
       durationMs,
       outputBytes,
       ...(snapshotBytes !== undefined ? { snapshotBytes } : {}),
+      approvals: this.approvals.list(),
     });
     // Every result names its code-mode run on the wire; the model sees it only when waiting.
     result.codeModeRunId = codeModeRunId;
     if (!recordFirst) this.init.send({ case: "result", value: result });
+    const approvalOf = (callId: string) => {
+      const a = this.approvals.get(callId);
+      return a
+        ? { approval: a.decision, approvalReason: a.reason, approvalRequestedAtMs: BigInt(a.requestedAtMs), approvalDecidedAtMs: BigInt(a.decidedAtMs) }
+        : {};
+    };
     const nested = [...this.myCalls].map((c) => ({
+      ...approvalOf(c.callId),
       callId: c.callId,
       toolId: c.toolId,
       toolName: c.toolName,
@@ -387,13 +442,14 @@ export class Segment {
       durationMs,
       nestedCalls: nested,
     };
+    // An earlier call settled here after a person decided: the trajectory says how.
+    const resolved = this.resolved.map((r) => {
+      const a = this.approvals.get(r.callId);
+      return a && a.decision !== "pending" ? { ...r, approval: a.decision, approvalDecidedAtMs: BigInt(a.decidedAtMs) } : r;
+    });
     const record = () =>
       this.init.resolver
-        .record(
-          scope,
-          { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved: this.resolved },
-          recordFirst,
-        )
+        .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved }, recordFirst)
         .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
     if (recordFirst) {
       if (run?.found) await record();

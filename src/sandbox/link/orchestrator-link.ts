@@ -18,7 +18,7 @@ import { RecordSegmentRequestSchema, SidecarLink } from "../../gen/codemode/orch
 import type { ColocatedOrchestrator } from "../../shared/colocated.js";
 import type { ClientSecurity } from "../../protocol/credentials.js";
 import { createClient, type ServiceClient } from "../../protocol/grpc-client.js";
-import { answerFromWire, type AnswerValue } from "../../shared/link-wire.js";
+import { answerFromWire, type GatewayAnswer } from "../../shared/link-wire.js";
 import { requireScope, type Scope } from "../../shared/scope.js";
 import type { Logger } from "../../shared/logger.js";
 import { linkRpc, StreamCalls, type LinkRpc } from "./link-calls.js";
@@ -63,9 +63,10 @@ function hintFor(err: unknown, tls: boolean): { hint?: string } {
 export class OrchestratorLink {
   /**
    * Delivers an answer the orchestrator forwarded (a gateway sent it to another sidecar)
-   * into a live VM here; true when one awaited the call. Set by the server.
+   * (or that it awaits approval) into a live VM here; true when one awaited the call. Set
+   * by the server.
    */
-  onDeliver: ((scope: Scope, callId: string, answer: AnswerValue) => boolean) | undefined;
+  onDeliver: ((scope: Scope, callId: string, answer: GatewayAnswer) => boolean) | undefined;
   /** Drops cached resolved runs the orchestrator says changed (every one when `all`). Set by the run resolver. */
   onInvalidate: ((scopes: Scope[], all: boolean) => void) | undefined;
 

@@ -26,6 +26,8 @@ export type ExecHandle = {
   cancel(reason: string): void;
   /** Asks the VM to suspend at its next idle moment (drain); a computing guest finishes its slice first. */
   suspend(): void;
+  /** Tells the VM that call `callId` awaits a person's approval (every attempt of the task is told). */
+  approval(callId: string): void;
 };
 
 /**

@@ -69,6 +69,8 @@ export class PoolTask {
   private finished = false;
   private cancelledReason: string | undefined;
   private readonly backlog: MainMessage[] = [];
+  /** Calls the VM was told await a person's approval. */
+  private readonly approvals = new Set<string>();
   private readonly cancelFlag = new SharedArrayBuffer(4);
   /** The VM's latest idle image on a shared thread, and answers sent to it since. */
   private parked: Parked | undefined;
@@ -128,6 +130,10 @@ export class PoolTask {
       suspend: () => {
         send({ t: "suspend" });
         this.backlog.push({ t: "suspend" });
+      },
+      approval: (callId) => {
+        this.approvals.add(callId);
+        send({ t: "approval", callId });
       },
       cancel: (reason) => {
         if (this.cancelledReason !== undefined) return;
@@ -302,6 +308,8 @@ export class PoolTask {
           threadId = m.threadId;
           clearTimeout(startTimer);
           for (const b of this.backlog.splice(0)) channel.port1.postMessage(b);
+          // A VM continued on another thread knows nothing of approvals yet: tell it again.
+          for (const callId of this.approvals) channel.port1.postMessage({ t: "approval", callId } satisfies MainMessage);
           if (this.cancelledReason !== undefined) armKill(0, "cancelled");
           else armKill(this.submission.limits.timeoutMs, "deadline");
           this.killAfter = (ms) => armKill(ms, "cancelled");

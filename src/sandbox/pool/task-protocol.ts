@@ -10,7 +10,9 @@ import type { GuestCatalog, SharedCatalog } from "./shared-catalog.js";
 export type { GuestCatalog };
 import type { MessagePort } from "node:worker_threads";
 import type { Language } from "../../shared/config.js";
-import type { PendingKind } from "../../shared/link-wire.js";
+import type { PendingKind, SuspendReason } from "../../shared/link-wire.js";
+
+export type { SuspendReason };
 
 export type ErrorCodeName = "invalid_input" | "runtime_unavailable" | "timeout" | "output_limit_exceeded" | "snapshot_limit_exceeded" | "internal_error";
 
@@ -194,7 +196,12 @@ export type MainMessage =
   | { t: "unstage"; callId: string }
   | { t: "cancel"; reason: string }
   /** Suspend as soon as the VM is idle with work pending (the sidecar is draining). */
-  | { t: "suspend" };
+  | { t: "suspend" }
+  /**
+   * Call `callId` awaits a person's approval: when every call the VM awaits does, and no
+   * timer is due before the deadline, the VM suspends with reason `approval` at once.
+   */
+  | { t: "approval"; callId: string };
 
 /**
  * How a task's VM started: an idle instance overwritten with a prepared image or with a
@@ -209,7 +216,7 @@ export type TaskOutcome = (
   | { status: "failed"; error: string; code?: ErrorCodeName; outputBytes: number }
   | {
       status: "suspended";
-      reason: "pending_tools" | "yield";
+      reason: SuspendReason;
       /** The unsealed snapshot envelope. */
       envelope: Uint8Array;
       /** Everything the VM still awaits (answered or not: answers in flight were not consumed). */

@@ -34,6 +34,7 @@ export function unavailablePool(reason: string): SandboxPool {
       unstage() {},
       cancel() {},
       suspend() {},
+      approval() {},
     }),
     close: async () => {},
   };

@@ -9,13 +9,25 @@
  * time are drained within this same `wait`. The segment ends like an exec: completed,
  * failed (the run is deleted), or suspended again under the same runId. When the
  * sidecar's drain budget runs out, a wait still waiting for its first answer returns
- * `waiting` with the run left intact; one whose VM runs is cancelled.
+ * `waiting` with the run left intact; one whose VM runs is cancelled. A call that awaits
+ * a person's approval is not an answer: the VM is told, and it gets ApprovalExpired once
+ * the approval's expiry passes without a decision.
  */
 import { randomUUID } from "node:crypto";
-import { WaitReason } from "../../gen/codemode/common/v1/common_pb.js";
 import { ServiceError } from "../../protocol/service-error.js";
 import { configFromJson, LIMITS, runConfig, type CodeModeConfig } from "../../shared/config.js";
-import { answerFromWire, pendingKindFromWire, RUN_MESSAGES } from "../../shared/link-wire.js";
+import {
+  answerFromWire,
+  answerMetaFromWire,
+  approvalExpired,
+  isApprovalMark,
+  pendingKindFromWire,
+  reasonFromWire,
+  RUN_MESSAGES,
+  type AnswerMeta,
+  type GatewayAnswer,
+} from "../../shared/link-wire.js";
+import { approvalRequired, decisionOf, type Approval } from "../exec/approvals.js";
 import type { Logger } from "../../shared/logger.js";
 import type { OrchestratorLink } from "../link/orchestrator-link.js";
 import { withRetries } from "../link/retry.js";
@@ -70,7 +82,7 @@ async function collect(
   codeModeRunId: string,
   token: string,
   seen: Set<string>,
-  onAnswer: (id: string, a: Answer) => void,
+  onAnswer: (id: string, a: GatewayAnswer, times: AnswerMeta) => void,
   signal: AbortSignal,
   untilMs: number,
   once: boolean,
@@ -88,10 +100,12 @@ async function collect(
       let got = false;
       for (const w of res.answers) {
         const a = answerFromWire(w);
-        if (!a || seen.has(w.callId)) continue;
-        seen.add(w.callId);
-        onAnswer(w.callId, a);
-        got = true;
+        const key = a && isApprovalMark(a) ? `${w.callId}#approval` : w.callId;
+        if (!a || seen.has(key)) continue;
+        seen.add(key);
+        onAnswer(w.callId, a, answerMetaFromWire(w));
+        // A mark is no answer: the VM has nothing new to run.
+        if (!isApprovalMark(a)) got = true;
       }
       if (got && once) return true;
     } catch (err) {
@@ -143,7 +157,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   try {
     const meta = sealMeta({
       configJson: rec.configJson,
-      reason: rec.reason === WaitReason.YIELD ? "yield" : "pending_tools",
+      reason: reasonFromWire(rec.reason),
       pending: pending.values(),
       outputBytes: outputBytesUsed,
     });
@@ -199,10 +213,37 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   const seg = deps.segment(config);
   seg.recordInput({ runId: codeModeRunId });
   const answers = new Map<string, Answer>();
+  /** Calls that await a person's approval, with no decision yet. */
+  const marks = new Map<string, Approval>();
+  /** When each answer was stored, and when its approval was asked for (trajectory). */
+  const times = new Map<string, AnswerMeta>();
+  const take = (id: string, a: GatewayAnswer, t: AnswerMeta) => {
+    if (!pending.has(id) || answers.has(id)) return;
+    if (isApprovalMark(a)) {
+      // approvalMode "error" turns a mark stored while suspended into the guest's ApprovalRequired.
+      if (config.approvalMode === "error") answers.set(id, approvalRequired(pending.get(id)!.toolName || pending.get(id)!.toolId, a.approval.reason));
+      else marks.set(id, a.approval);
+      return;
+    }
+    marks.delete(id);
+    times.set(id, t);
+    answers.set(id, a);
+  };
   for (const w of rec.answers) {
     const a = answerFromWire(w);
-    if (a && pending.has(w.callId)) answers.set(w.callId, a);
+    if (a) take(w.callId, a, answerMetaFromWire(w));
   }
+  /** Approvals whose expiry passed without a decision: the guest is told ApprovalExpired. */
+  const expireMarks = () => {
+    const now = Date.now();
+    for (const [id, m] of marks) {
+      if (m.expiresAtMs > now) continue;
+      marks.delete(id);
+      const p = pending.get(id)!;
+      answers.set(id, approvalExpired(p.toolName || p.toolId, m));
+    }
+  };
+  expireMarks();
   for (const p of pending.values()) {
     if (answers.has(p.callId)) continue;
     // A yield is over once the model called wait. A catalog request is answered within
@@ -211,17 +252,17 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     if (p.kind === "request")
       answers.set(p.callId, { ok: false, error: { name: "Error", message: "the catalog request was interrupted by a suspension; make it again." } });
   }
-  const seen = new Set(rec.answers.map((a) => a.callId));
-  const onAnswer = (id: string, a: Answer) => {
-    if (pending.has(id)) answers.set(id, a);
-  };
+  const seen = new Set(rec.answers.map((a) => (a.outcome.case === "approvalPending" ? `${a.callId}#approval` : a.callId)));
+  const onAnswer = take;
+  let firstExpiry = Number.POSITIVE_INFINITY;
+  for (const m of marks.values()) firstExpiry = Math.min(firstExpiry, m.expiresAtMs);
 
   // An armed guest timer is work the VM can do without any answer: restore when it is due.
   let timerDue = Number.POSITIVE_INFINITY;
   for (const p of pending.values()) if (p.kind === "timer") timerDue = Math.min(timerDue, p.dueAtMs ?? 0);
   const timerReady = () => timerDue <= Date.now();
   if (answers.size === 0 && !timerReady()) {
-    const until = Math.min(Date.now() + config.timeoutMs, timerDue);
+    const until = Math.min(Date.now() + config.timeoutMs, timerDue, firstExpiry);
     // Not AbortSignal.any: the drain's signal is shared and would keep every one (../exec/drain-signals.ts).
     const either = linkedSignal([signal, drainSignal]);
     const current = await collect(link, codeModeRunId, token, seen, onAnswer, either.signal, until, true, log).finally(either.done);
@@ -230,23 +271,39 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
       await release(false);
       return;
     }
+    expireMarks();
     // Nothing came, or the sidecar stops before the VM was restored: the run stays as it was.
     if ((answers.size === 0 && !timerReady()) || drainSignal.aborted) {
       await release(true);
+      const unsettled = unsettledCalls(pending.values(), (id) => answers.has(id), marks);
       const still: ResultInput = {
         status: "waiting",
         codeModeRunId,
-        reason: "pending_tools",
-        pending: unsettledCalls(pending.values(), (id) => answers.has(id)),
+        reason: unsettled.length > 0 && unsettled.every((p) => p.approval) ? "approval" : "pending_tools",
+        pending: unsettled,
       };
       return seg.finish(still, outputBytesUsed, rec.snapshot.byteLength);
     }
   }
 
   const delivered: AnswerMessage[] = [];
+  const resolved = (callId: string, a: Answer) => {
+    const p = pending.get(callId);
+    if (p?.kind !== "call") return;
+    seg.recordResolved(callId, a);
+    const t = times.get(callId);
+    if (t?.approvalRequestedAtMs) {
+      seg.approvals.asked(callId, p.toolId, { reason: t.approvalReason ?? "", expiresAtMs: 0, requestedAtMs: t.approvalRequestedAtMs });
+      seg.approvals.decided(callId, decisionOf(a), t.answeredAtMs || Date.now());
+    }
+  };
   for (const [callId, a] of answers) {
     delivered.push(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error });
-    if (pending.get(callId)?.kind === "call") seg.recordResolved(callId, a);
+    resolved(callId, a);
+  }
+  for (const [callId, m] of marks) {
+    const p = pending.get(callId)!;
+    seg.awaitApproval(callId, p.toolId, p.toolName, m, false);
   }
   const polling = new AbortController();
   const running = new AbortController();
@@ -256,9 +313,17 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   const onDrained = () => running.abort(drainSignal.reason);
   drainSignal.addEventListener("abort", onDrained, { once: true });
   if (drainSignal.aborted) onDrained();
-  const onLive = (id: string, a: Answer) => {
-    onAnswer(id, a);
-    if (pending.get(id)?.kind === "call") seg.recordResolved(id, a);
+  const onLive = (id: string, a: GatewayAnswer, t: AnswerMeta) => {
+    take(id, a, t);
+    if (isApprovalMark(a)) {
+      const p = pending.get(id);
+      const m = marks.get(id);
+      if (p && m) seg.awaitApproval(id, p.toolId, p.toolName, m, false);
+      else if (p && answers.has(id)) seg.answer(id, answers.get(id)!);
+      return;
+    }
+    if (answers.get(id) !== a) return;
+    resolved(id, a);
     seg.answer(id, a);
   };
   let poller: Promise<void> = Promise.resolve();

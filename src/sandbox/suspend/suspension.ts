@@ -9,15 +9,14 @@
  * while the store call is in flight are routed to the orchestrator afterwards, so
  * nothing a gateway sent is lost between "the VM stopped" and "the run is stored".
  */
-import { WaitReason } from "../../gen/codemode/common/v1/common_pb.js";
 import type { CodeModeConfig } from "../../shared/config.js";
-import { answerToWire, pendingKindToWire } from "../../shared/link-wire.js";
+import { answerToWire, pendingKindToWire, reasonToWire, type GatewayAnswer, type SuspendReason } from "../../shared/link-wire.js";
 import type { Logger } from "../../shared/logger.js";
 import { withRetries } from "../link/retry.js";
 import { ServiceError } from "../../protocol/service-error.js";
 import type { OrchestratorLink } from "../link/orchestrator-link.js";
-import { errorCodeName, type ResultInput } from "../exec/result.js";
-import type { Answer, PendingInfo, Scope, Segment } from "../exec/segment.js";
+import { errorCodeName, type PendingCall, type ResultInput } from "../exec/result.js";
+import type { Answer, Approval, PendingInfo, Scope, Segment } from "../exec/segment.js";
 import type { SnapshotSealer } from "./snapshot-seal.js";
 import type { TaskLimits, TaskOutcome } from "../pool/task-protocol.js";
 
@@ -40,10 +39,18 @@ export type SuspendContext = {
 
 export type SuspendResult = { result: ResultInput; snapshotBytes?: number };
 
-/** Tool calls still without an answer: what the model sees as pendingToolCalls. */
-export function unsettledCalls(pending: Iterable<PendingInfo>, answered: (callId: string) => boolean) {
-  const out: Array<{ callId: string; toolId: string; toolName: string }> = [];
-  for (const p of pending) if (p.kind === "call" && !answered(p.callId)) out.push({ callId: p.callId, toolId: p.toolId, toolName: p.toolName });
+/** Tool calls still without an answer: what the model sees as pendingToolCalls (with their approvals, when a person is asked). */
+export function unsettledCalls(
+  pending: Iterable<PendingInfo>,
+  answered: (callId: string) => boolean,
+  approvals?: ReadonlyMap<string, Approval>,
+): PendingCall[] {
+  const out: PendingCall[] = [];
+  for (const p of pending) {
+    if (p.kind !== "call" || answered(p.callId)) continue;
+    const a = approvals?.get(p.callId);
+    out.push({ callId: p.callId, toolId: p.toolId, toolName: p.toolName, ...(a ? { approval: { reason: a.reason, expiresAtMs: a.expiresAtMs } } : {}) });
+  }
   return out;
 }
 
@@ -51,7 +58,7 @@ export function unsettledCalls(pending: Iterable<PendingInfo>, answered: (callId
  * The stored metadata a seal covers, canonically encoded: the sidecar that resumes the
  * run rebuilds it from the stored record, so an edited record fails the seal.
  */
-export function sealMeta(m: { configJson: string; reason: "pending_tools" | "yield"; pending: Iterable<PendingInfo>; outputBytes: number }): string {
+export function sealMeta(m: { configJson: string; reason: SuspendReason; pending: Iterable<PendingInfo>; outputBytes: number }): string {
   return JSON.stringify([m.configJson, m.reason, [...m.pending].map((p) => [p.callId, p.kind, p.toolId, p.toolName, p.dueAtMs ?? 0]), m.outputBytes]);
 }
 
@@ -62,7 +69,7 @@ export function sealMeta(m: { configJson: string; reason: "pending_tools" | "yie
 export const MAX_STORED_SNAPSHOT_BYTES = 48 * 1024 * 1024;
 
 /** Hands an answer that came in late to the stored run; a few tries, then it stays unsettled. */
-async function routeLate(ctx: SuspendContext, callId: string, a: Answer, seg: Segment): Promise<boolean> {
+async function routeLate(ctx: SuspendContext, callId: string, a: GatewayAnswer, seg: Segment): Promise<boolean> {
   try {
     await withRetries(
       () => ctx.link.rpc.routeToolResult({ scope: ctx.scope, answer: answerToWire(callId, a) }, { deadlineMs: 10_000 }),
@@ -98,12 +105,19 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
       },
     };
   }
-  const known = (id: string) => seg.answers.get(id) ?? ctx.claim?.answers.get(id);
-  const included = new Map<string, Answer>();
+  const known = (id: string): GatewayAnswer | undefined => {
+    const a = seg.answers.get(id) ?? ctx.claim?.answers.get(id);
+    if (a) return a;
+    const m = seg.awaitingApproval.get(id);
+    return m ? { approval: m } : undefined;
+  };
+  const included = new Map<string, GatewayAnswer>();
   for (const p of pending) {
     const a = known(p.callId);
     if (a) included.set(p.callId, a);
   }
+  // What the stored run says of each call a person is being asked about.
+  const marksSent = new Map(seg.awaitingApproval);
   const request = {
     run: {
       codeModeRunId: ctx.codeModeRunId,
@@ -117,7 +131,7 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
         dueAtMs: BigInt(p.dueAtMs ?? 0),
       })),
       answers: [...included].map(([id, a]) => answerToWire(id, a)),
-      reason: outcome.reason === "yield" ? WaitReason.YIELD : WaitReason.PENDING_TOOLS,
+      reason: reasonToWire(outcome.reason),
       configJson,
       outputBytes: BigInt(outcome.outputBytes),
       catalogVersion: ctx.catalogVersion,
@@ -142,13 +156,20 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
   // handed over now, so the stored run keeps them too.
   seg.endCalls();
   for (const p of pending) {
-    const a = seg.answers.get(p.callId);
-    if (!a || included.has(p.callId)) continue;
+    const a: GatewayAnswer | undefined = seg.answers.get(p.callId) ?? (marksSent.has(p.callId) ? undefined : known(p.callId));
+    const sent = included.get(p.callId);
+    if (!a || (sent && !("approval" in sent)) || sent === a) continue;
     if (await routeLate(ctx, p.callId, a, seg)) included.set(p.callId, a);
   }
-  const answered = new Set([...included.keys(), ...res.answeredCallIds]);
+  const marks = new Map<string, Approval>();
+  for (const [id, a] of included) if ("approval" in a) marks.set(id, a.approval);
+  const answered = new Set([...[...included].filter(([, a]) => !("approval" in a)).map(([id]) => id), ...res.answeredCallIds]);
+  for (const id of answered) marks.delete(id);
+  const unsettled = unsettledCalls(pending, (id) => answered.has(id), marks);
+  // A run that suspended for approvals but got every decision meanwhile is waiting on answers only.
+  const reason = outcome.reason === "approval" && !unsettled.some((p) => p.approval) ? "pending_tools" : outcome.reason;
   return {
-    result: { status: "waiting", codeModeRunId: ctx.codeModeRunId, reason: outcome.reason, pending: unsettledCalls(pending, (id) => answered.has(id)) },
+    result: { status: "waiting", codeModeRunId: ctx.codeModeRunId, reason, pending: unsettled },
     snapshotBytes: sealed.byteLength,
   };
 }

@@ -5,7 +5,7 @@
  * session's state and drain loop.
  */
 import { JSException } from "quickjs-wasi";
-import type { ErrorCodeName, PendingRef, TaskOutcome } from "../pool/task-protocol.js";
+import type { ErrorCodeName, PendingRef, SuspendReason, TaskOutcome } from "../pool/task-protocol.js";
 import { ENCODING_DELTA, type encodeSnapshot } from "./snapshot-codec.js";
 import { guestErrorMessage } from "./guest-errors.js";
 import { parseBridgeJson } from "./json-bridge.js";
@@ -88,7 +88,7 @@ export function thrownOutcome(err: unknown, outputBytes: number): TaskOutcome {
 
 /** A suspended segment's outcome: the encoded snapshot and what the VM still awaits. */
 export function suspendedOutcome(
-  reason: "pending_tools" | "yield",
+  reason: SuspendReason,
   encoded: ReturnType<typeof encodeSnapshot>,
   pending: PendingRef[],
   outputBytes: number,

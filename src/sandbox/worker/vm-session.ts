@@ -16,7 +16,17 @@
 import { type QuickJS, JSException, type JSValueHandle } from "quickjs-wasi";
 import type { MessagePort } from "node:worker_threads";
 import { randomText, randomWords } from "../../shared/ids.js";
-import type { CancelFlag, ErrorCodeName, MainMessage, PendingKind, PendingRef, TaskLimits, TaskOutcome, WorkerMessage } from "../pool/task-protocol.js";
+import type {
+  CancelFlag,
+  ErrorCodeName,
+  MainMessage,
+  PendingKind,
+  PendingRef,
+  SuspendReason,
+  TaskLimits,
+  TaskOutcome,
+  WorkerMessage,
+} from "../pool/task-protocol.js";
 import { parseBridgeJson } from "./json-bridge.js";
 import { defineHostErrors, guestError, plainForGuest } from "./guest-errors.js";
 import { baseImage } from "./base-image.js";
@@ -54,11 +64,14 @@ export class GuestSession {
   private wake: (() => void) | undefined;
   /** The sidecar drains: suspend at the next idle moment instead of waiting on. */
   private suspendRequested = false;
+  /** Calls the gateway said await a person's approval (the host forgets the ids once answered). */
+  private readonly approvalCalls = new Set<string>();
   /** Answers received on the port so far (stamped on what the VM sends, ../pool/task-protocol.ts). */
   private received = 0;
   private readonly onMessage = (m: MainMessage) => {
     if (m.t === "cancel") this.stop.cancelled = m.reason;
     else if (m.t === "suspend") this.suspendRequested = true;
+    else if (m.t === "approval") this.approvalCalls.add(m.callId);
     else if (m.t === "stage" || m.t === "unstage") this.inbox.push(m);
     else {
       this.inbox.push(m);
@@ -296,8 +309,28 @@ export class GuestSession {
 
   private hasPendingYield = (): boolean => [...this.pending.values()].includes("yield");
 
+  /**
+   * True when every call the VM awaits waits for a person's approval and nothing else can
+   * wake it before the deadline (no request, no yield, no timer due by then): waiting on
+   * would only spend the run's time, so it suspends with reason `approval` at once.
+   */
+  private onlyApprovalsLeft(): boolean {
+    if (this.neverSuspends || this.approvalCalls.size === 0) return false;
+    let asking = false;
+    for (const [id, kind] of this.pending) {
+      if (kind === "call" && this.approvalCalls.has(id)) asking = true;
+      else if (kind !== "timer" || (this.timers.get(id) ?? 0) <= this.stop.deadline) return false;
+    }
+    return asking;
+  }
+
+  /** Why an idle VM suspends at its deadline or for a drain. */
+  private idleReason(): SuspendReason {
+    return this.onlyApprovalsLeft() ? "approval" : "pending_tools";
+  }
+
   /** Snapshots the idle VM for a `wait` to continue later. */
-  private async suspend(reason: "pending_tools" | "yield", wasm: WebAssembly.Module): Promise<TaskOutcome> {
+  private async suspend(reason: SuspendReason, wasm: WebAssembly.Module): Promise<TaskOutcome> {
     const t0 = performance.now();
     const pendingRefs = this.pendingRefs();
     if (this.neverSuspends) {
@@ -356,15 +389,17 @@ export class GuestSession {
           if (this.settled && (!this.settled.ok || this.pending.size === 0)) break;
           this.fireDueTimers();
           // A staged answer's verdict is already on its way (./staged-answers.ts): take it before suspending for a drain or a yield.
-          if (this.suspendRequested && this.inbox.length === 0 && this.pending.size > 0 && !this.answers.due) return await this.suspend("pending_tools", wasm);
+          if (this.suspendRequested && this.inbox.length === 0 && this.pending.size > 0 && !this.answers.due)
+            return await this.suspend(this.idleReason(), wasm);
           if (this.inbox.length === 0) {
             if (this.pending.size === 0) {
               return this.fail("code mode program is awaiting a promise that can never settle (no tool calls are pending).");
             }
             if (this.hasPendingYield() && !this.answers.due) return await this.suspend("yield", wasm);
+            if (!this.answers.due && this.onlyApprovalsLeft()) return await this.suspend("approval", wasm);
             const now = Date.now();
             const remaining = this.stop.deadline - now;
-            if (remaining <= 0) return await this.suspend("pending_tools", wasm);
+            if (remaining <= 0) return await this.suspend(this.idleReason(), wasm);
             const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now));
             this.idle = true;
             this.held.release();
@@ -385,7 +420,7 @@ export class GuestSession {
             const cancelled = this.stop.cancelReason();
             if (cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
             this.fireDueTimers();
-            if (this.inbox.length === 0 && Date.now() > this.stop.deadline) return await this.suspend("pending_tools", wasm);
+            if (this.inbox.length === 0 && Date.now() > this.stop.deadline) return await this.suspend(this.idleReason(), wasm);
           }
           while (this.inbox.length > 0) {
             const m = this.inbox.shift()!;

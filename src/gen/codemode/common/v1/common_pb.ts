@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/common/v1/common.proto.
  */
 export const file_codemode_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiWwoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIUCgxhZ2VudF9ydW5faWQYBCABKAki5wUKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQESIAoTc2VhcmNoX2luY2x1ZGVzX21jcBgMIAEoCEgKiAEBEiMKFm1heF90b29sX2NhbGxzX3Blcl9ydW4YDSABKA1IC4gBARIhChRtYXhfc2VhcmNoZXNfcGVyX3J1bhgOIAEoDUgMiAEBQgoKCF9lbmFibGVkQg0KC190aW1lb3V0X21zQhUKE19tZW1vcnlfbGltaXRfYnl0ZXNCEwoRX21heF9vdXRwdXRfYnl0ZXNCFQoTX21heF9zbmFwc2hvdF9ieXRlc0IZChdfbWF4X3BlbmRpbmdfdG9vbF9jYWxsc0IXChVfc25hcHNob3RfdHRsX3NlY29uZHNCFwoVX3NlYXJjaF9kZWZhdWx0X2xpbWl0QhMKEV9tYXhfc2VhcmNoX2xpbWl0QhMKEV9jb3JlX3NvdXJjZV9uYW1lQhYKFF9zZWFyY2hfaW5jbHVkZXNfbWNwQhkKF19tYXhfdG9vbF9jYWxsc19wZXJfcnVuQhcKFV9tYXhfc2VhcmNoZXNfcGVyX3J1biLyAQoQVG9vbFNlYXJjaENvbmZpZxIUCgdlbmFibGVkGAEgASgISACIAQESEQoEbW9kZRgCIAEoCUgBiAEBEhwKD2NvZGVfdGltZW91dF9tcxgDIAEoDUgCiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAQgASgNSAOIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgFIAEoDUgEiAEBQgoKCF9lbmFibGVkQgcKBV9tb2RlQhIKEF9jb2RlX3RpbWVvdXRfbXNCFwoVX3NlYXJjaF9kZWZhdWx0X2xpbWl0QhMKEV9tYXhfc2VhcmNoX2xpbWl0Io4BCgxNY3BSdW5Db25maWcSFAoHZW5hYmxlZBgBIAEoCEgAiAEBEhoKDW1heF9sb2dfYnl0ZXMYAiABKARIAYgBARIbCg5tYXhfdG9vbF9jYWxscxgDIAEoDUgCiAEBQgoKCF9lbmFibGVkQhAKDl9tYXhfbG9nX2J5dGVzQhEKD19tYXhfdG9vbF9jYWxscyL/AgoEVG9vbBIMCgRuYW1lGAEgASgJEg0KBWxhYmVsGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIuCgZvcmlnaW4YByABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbE9yaWdpbhIaChJvdXRwdXRfc2NoZW1hX2pzb24YCCABKAkSOAoLYW5ub3RhdGlvbnMYCSABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuVG9vbEFubm90YXRpb25zEhUKDWV4YW1wbGVzX2pzb24YCiADKAkSEAoIa2V5d29yZHMYCyADKAkSOAoPYWxsb3dlZF9jYWxsZXJzGAwgASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xDYWxsZXJzIvcBCg9Ub29sQW5ub3RhdGlvbnMSEgoFdGl0bGUYASABKAlIAIgBARIbCg5yZWFkX29ubHlfaGludBgCIAEoCEgBiAEBEh0KEGRlc3RydWN0aXZlX2hpbnQYAyABKAhIAogBARIcCg9pZGVtcG90ZW50X2hpbnQYBCABKAhIA4gBARIcCg9vcGVuX3dvcmxkX2hpbnQYBSABKAhIBIgBAUIICgZfdGl0bGVCEQoPX3JlYWRfb25seV9oaW50QhMKEV9kZXN0cnVjdGl2ZV9oaW50QhIKEF9pZGVtcG90ZW50X2hpbnRCEgoQX29wZW5fd29ybGRfaGludCKsAQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSFAoMaW5zdHJ1Y3Rpb25zGAYgASgJEhEKCXJlc291cmNlcxgHIAEoCBIPCgdwcm9tcHRzGAggASgIEg8KB2FsaWFzZXMYCSADKAkiOQoGUG9saWN5Eg0KBWFsbG93GAEgAygJEgwKBGRlbnkYAiADKAkSEgoKYWxsb3dfbm9uZRgDIAEoCCIwCgZPdXRwdXQSDgoEdGV4dBgBIAEoCUgAEg4KBGpzb24YAiABKAlIAEIGCgRraW5kIkYKD1BlbmRpbmdUb29sQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJIj0KDFNvdXJjZUNvdW50cxIQCghvcGVuY2xhdxgBIAEoDRILCgNtY3AYAiABKA0SDgoGY2xpZW50GAMgASgNIvYBCglUZWxlbWV0cnkSFAoMY2F0YWxvZ19zaXplGAEgASgNEjEKB3NvdXJjZXMYAiABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhQKDHNlYXJjaF9jb3VudBgDIAEoDRIWCg5kZXNjcmliZV9jb3VudBgEIAEoDRISCgpjYWxsX2NvdW50GAUgASgNEhsKE21vZGVsX3Zpc2libGVfdG9vbHMYBiADKAkSEwoLZHVyYXRpb25fbXMYByABKAESFgoOc25hcHNob3RfYnl0ZXMYCCABKAQSFAoMb3V0cHV0X2J5dGVzGAkgASgEIrUDCgZSZXN1bHQSMAoGc3RhdHVzGAEgASgOMiAuY29kZW1vZGUuY29tbW9uLnYxLlJlc3VsdFN0YXR1cxISCgp2YWx1ZV9qc29uGAIgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYAyABKAkSLgoGcmVhc29uGAQgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLldhaXRSZWFzb24SPwoScGVuZGluZ190b29sX2NhbGxzGAUgAygLMiMuY29kZW1vZGUuY29tbW9uLnYxLlBlbmRpbmdUb29sQ2FsbBINCgVlcnJvchgGIAEoCRIrCgRjb2RlGAcgASgOMh0uY29kZW1vZGUuY29tbW9uLnYxLkVycm9yQ29kZRIqCgZvdXRwdXQYCCADKAsyGi5jb2RlbW9kZS5jb21tb24udjEuT3V0cHV0EjAKCXRlbGVtZXRyeRgJIAEoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5UZWxlbWV0cnkSEgoKbW9kZWxfanNvbhgKIAEoCRIsCgdyZWZ1c2FsGAsgASgOMhsuY29kZW1vZGUuY29tbW9uLnYxLlJlZnVzYWwiKgoJVG9vbEVycm9yEgwKBG5hbWUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSrYAQoLU3VyZmFjZUtpbmQSHAoYU1VSRkFDRV9LSU5EX1VOU1BFQ0lGSUVEEAASGgoWU1VSRkFDRV9LSU5EX0NPREVfTU9ERRABEiEKHVNVUkZBQ0VfS0lORF9UT09MX1NFQVJDSF9DT0RFEAISIgoeU1VSRkFDRV9LSU5EX1RPT0xfU0VBUkNIX1RPT0xTEAMSFwoTU1VSRkFDRV9LSU5EX0RJUkVDVBAEEhUKEVNVUkZBQ0VfS0lORF9OT05FEAUSGAoUU1VSRkFDRV9LSU5EX01DUF9SVU4QBipwCgpUb29sU291cmNlEhsKF1RPT0xfU09VUkNFX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9TT1VSQ0VfT1BFTkNMQVcQARITCg9UT09MX1NPVVJDRV9NQ1AQAhIWChJUT09MX1NPVVJDRV9DTElFTlQQAyqAAQoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhQKEFRPT0xfT1JJR0lOX0NPUkUQARIeChpUT09MX09SSUdJTl9CVU5ETEVEX1BMVUdJThACEh8KG1RPT0xfT1JJR0lOX0VYVEVSTkFMX1BMVUdJThADKoEBCgtUb29sQ2FsbGVycxIcChhUT09MX0NBTExFUlNfVU5TUEVDSUZJRUQQABIiCh5UT09MX0NBTExFUlNfTU9ERUxfQU5EX1BST0dSQU0QARIWChJUT09MX0NBTExFUlNfTU9ERUwQAhIYChRUT09MX0NBTExFUlNfUFJPR1JBTRADKn8KDFJlc3VsdFN0YXR1cxIdChlSRVNVTFRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXUkVTVUxUX1NUQVRVU19DT01QTEVURUQQARIZChVSRVNVTFRfU1RBVFVTX1dBSVRJTkcQAhIYChRSRVNVTFRfU1RBVFVTX0ZBSUxFRBADKu4BCglFcnJvckNvZGUSGgoWRVJST1JfQ09ERV9VTlNQRUNJRklFRBAAEhwKGEVSUk9SX0NPREVfSU5WQUxJRF9JTlBVVBABEiIKHkVSUk9SX0NPREVfUlVOVElNRV9VTkFWQUlMQUJMRRACEhYKEkVSUk9SX0NPREVfVElNRU9VVBADEiQKIEVSUk9SX0NPREVfT1VUUFVUX0xJTUlUX0VYQ0VFREVEEAQSJgoiRVJST1JfQ09ERV9TTkFQU0hPVF9MSU1JVF9FWENFRURFRBAFEh0KGUVSUk9SX0NPREVfSU5URVJOQUxfRVJST1IQBipfCgpXYWl0UmVhc29uEhsKF1dBSVRfUkVBU09OX1VOU1BFQ0lGSUVEEAASHQoZV0FJVF9SRUFTT05fUEVORElOR19UT09MUxABEhUKEVdBSVRfUkVBU09OX1lJRUxEEAIqrAIKB1JlZnVzYWwSFwoTUkVGVVNBTF9VTlNQRUNJRklFRBAAEhsKF1JFRlVTQUxfUlVOX1VOQVZBSUxBQkxFEAESGQoVUkVGVVNBTF9PVEhFUl9TRVNTSU9OEAISGwoXUkVGVVNBTF9PVEhFUl9BR0VOVF9SVU4QAxIaChZSRUZVU0FMX1dBSVRfSU5fRkxJR0hUEAQSHgoaUkVGVVNBTF9UT09fTUFOWV9TVVNQRU5ERUQQBRIeChpSRUZVU0FMX0NPREVfTU9ERV9JTkFDVElWRRAGEh4KGlJFRlVTQUxfQ09ERV9NT0RFX0RJU0FCTEVEEAcSGgoWUkVGVVNBTF9NSVNTSU5HX1JVTl9JRBAIEhsKF1JFRlVTQUxfSU5WQUxJRF9QUk9HUkFNEAliBnByb3RvMw");
+  fileDesc("Ch9jb2RlbW9kZS9jb21tb24vdjEvY29tbW9uLnByb3RvEhJjb2RlbW9kZS5jb21tb24udjEiWwoIUnVuU2NvcGUSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtzZXNzaW9uX2tleRgDIAEoCRIUCgxhZ2VudF9ydW5faWQYBCABKAkizwYKDkNvZGVNb2RlQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIXCgp0aW1lb3V0X21zGAIgASgNSAGIAQESHwoSbWVtb3J5X2xpbWl0X2J5dGVzGAMgASgESAKIAQESHQoQbWF4X291dHB1dF9ieXRlcxgEIAEoBEgDiAEBEh8KEm1heF9zbmFwc2hvdF9ieXRlcxgFIAEoBEgEiAEBEiMKFm1heF9wZW5kaW5nX3Rvb2xfY2FsbHMYBiABKA1IBYgBARIhChRzbmFwc2hvdF90dGxfc2Vjb25kcxgHIAEoDUgGiAEBEiEKFHNlYXJjaF9kZWZhdWx0X2xpbWl0GAggASgNSAeIAQESHQoQbWF4X3NlYXJjaF9saW1pdBgJIAEoDUgIiAEBEhEKCWxhbmd1YWdlcxgKIAMoCRIdChBjb3JlX3NvdXJjZV9uYW1lGAsgASgJSAmIAQESIAoTc2VhcmNoX2luY2x1ZGVzX21jcBgMIAEoCEgKiAEBEiMKFm1heF90b29sX2NhbGxzX3Blcl9ydW4YDSABKA1IC4gBARIhChRtYXhfc2VhcmNoZXNfcGVyX3J1bhgOIAEoDUgMiAEBEiAKE2FwcHJvdmFsX3RpbWVvdXRfbXMYDyABKA1IDYgBARIaCg1hcHByb3ZhbF9tb2RlGBAgASgJSA6IAQFCCgoIX2VuYWJsZWRCDQoLX3RpbWVvdXRfbXNCFQoTX21lbW9yeV9saW1pdF9ieXRlc0ITChFfbWF4X291dHB1dF9ieXRlc0IVChNfbWF4X3NuYXBzaG90X2J5dGVzQhkKF19tYXhfcGVuZGluZ190b29sX2NhbGxzQhcKFV9zbmFwc2hvdF90dGxfc2Vjb25kc0IXChVfc2VhcmNoX2RlZmF1bHRfbGltaXRCEwoRX21heF9zZWFyY2hfbGltaXRCEwoRX2NvcmVfc291cmNlX25hbWVCFgoUX3NlYXJjaF9pbmNsdWRlc19tY3BCGQoXX21heF90b29sX2NhbGxzX3Blcl9ydW5CFwoVX21heF9zZWFyY2hlc19wZXJfcnVuQhYKFF9hcHByb3ZhbF90aW1lb3V0X21zQhAKDl9hcHByb3ZhbF9tb2RlIvIBChBUb29sU2VhcmNoQ29uZmlnEhQKB2VuYWJsZWQYASABKAhIAIgBARIRCgRtb2RlGAIgASgJSAGIAQESHAoPY29kZV90aW1lb3V0X21zGAMgASgNSAKIAQESIQoUc2VhcmNoX2RlZmF1bHRfbGltaXQYBCABKA1IA4gBARIdChBtYXhfc2VhcmNoX2xpbWl0GAUgASgNSASIAQFCCgoIX2VuYWJsZWRCBwoFX21vZGVCEgoQX2NvZGVfdGltZW91dF9tc0IXChVfc2VhcmNoX2RlZmF1bHRfbGltaXRCEwoRX21heF9zZWFyY2hfbGltaXQijgEKDE1jcFJ1bkNvbmZpZxIUCgdlbmFibGVkGAEgASgISACIAQESGgoNbWF4X2xvZ19ieXRlcxgCIAEoBEgBiAEBEhsKDm1heF90b29sX2NhbGxzGAMgASgNSAKIAQFCCgoIX2VuYWJsZWRCEAoOX21heF9sb2dfYnl0ZXNCEQoPX21heF90b29sX2NhbGxzIv8CCgRUb29sEgwKBG5hbWUYASABKAkSDQoFbGFiZWwYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSFwoPcGFyYW1ldGVyc19qc29uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEi4KBm9yaWdpbhgHIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sT3JpZ2luEhoKEm91dHB1dF9zY2hlbWFfanNvbhgIIAEoCRI4Cgthbm5vdGF0aW9ucxgJIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sQW5ub3RhdGlvbnMSFQoNZXhhbXBsZXNfanNvbhgKIAMoCRIQCghrZXl3b3JkcxgLIAMoCRI4Cg9hbGxvd2VkX2NhbGxlcnMYDCABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuVG9vbENhbGxlcnMi9wEKD1Rvb2xBbm5vdGF0aW9ucxISCgV0aXRsZRgBIAEoCUgAiAEBEhsKDnJlYWRfb25seV9oaW50GAIgASgISAGIAQESHQoQZGVzdHJ1Y3RpdmVfaGludBgDIAEoCEgCiAEBEhwKD2lkZW1wb3RlbnRfaGludBgEIAEoCEgDiAEBEhwKD29wZW5fd29ybGRfaGludBgFIAEoCEgEiAEBQggKBl90aXRsZUIRCg9fcmVhZF9vbmx5X2hpbnRCEwoRX2Rlc3RydWN0aXZlX2hpbnRCEgoQX2lkZW1wb3RlbnRfaGludEISChBfb3Blbl93b3JsZF9oaW50IqwBCglNY3BTZXJ2ZXISDAoEbmFtZRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSDQoFdGl0bGUYAyABKAkSDwoHdmVyc2lvbhgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCRIUCgxpbnN0cnVjdGlvbnMYBiABKAkSEQoJcmVzb3VyY2VzGAcgASgIEg8KB3Byb21wdHMYCCABKAgSDwoHYWxpYXNlcxgJIAMoCSI5CgZQb2xpY3kSDQoFYWxsb3cYASADKAkSDAoEZGVueRgCIAMoCRISCgphbGxvd19ub25lGAMgASgIIjAKBk91dHB1dBIOCgR0ZXh0GAEgASgJSAASDgoEanNvbhgCIAEoCUgAQgYKBGtpbmQimgEKD1BlbmRpbmdUb29sQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhkKEWF3YWl0aW5nX2FwcHJvdmFsGAQgASgIEhcKD2FwcHJvdmFsX3JlYXNvbhgFIAEoCRIeChZhcHByb3ZhbF9leHBpcmVzX2F0X21zGAYgASgDIjgKD0FwcHJvdmFsUGVuZGluZxIOCgZyZWFzb24YASABKAkSFQoNZXhwaXJlc19hdF9tcxgCIAEoAyIhCg5BcHByb3ZhbERlbmllZBIPCgdtZXNzYWdlGAEgASgJIoQBCg5BcHByb3ZhbFJlY29yZBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEAoIZGVjaXNpb24YAyABKAkSDgoGcmVhc29uGAQgASgJEhcKD3JlcXVlc3RlZF9hdF9tcxgFIAEoAxIVCg1kZWNpZGVkX2F0X21zGAYgASgDIj0KDFNvdXJjZUNvdW50cxIQCghvcGVuY2xhdxgBIAEoDRILCgNtY3AYAiABKA0SDgoGY2xpZW50GAMgASgNIq0CCglUZWxlbWV0cnkSFAoMY2F0YWxvZ19zaXplGAEgASgNEjEKB3NvdXJjZXMYAiABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU291cmNlQ291bnRzEhQKDHNlYXJjaF9jb3VudBgDIAEoDRIWCg5kZXNjcmliZV9jb3VudBgEIAEoDRISCgpjYWxsX2NvdW50GAUgASgNEhsKE21vZGVsX3Zpc2libGVfdG9vbHMYBiADKAkSEwoLZHVyYXRpb25fbXMYByABKAESFgoOc25hcHNob3RfYnl0ZXMYCCABKAQSFAoMb3V0cHV0X2J5dGVzGAkgASgEEjUKCWFwcHJvdmFscxgKIAMoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5BcHByb3ZhbFJlY29yZCK1AwoGUmVzdWx0EjAKBnN0YXR1cxgBIAEoDjIgLmNvZGVtb2RlLmNvbW1vbi52MS5SZXN1bHRTdGF0dXMSEgoKdmFsdWVfanNvbhgCIAEoCRIYChBjb2RlX21vZGVfcnVuX2lkGAMgASgJEi4KBnJlYXNvbhgEIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEj8KEnBlbmRpbmdfdG9vbF9jYWxscxgFIAMoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5QZW5kaW5nVG9vbENhbGwSDQoFZXJyb3IYBiABKAkSKwoEY29kZRgHIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSKgoGb3V0cHV0GAggAygLMhouY29kZW1vZGUuY29tbW9uLnYxLk91dHB1dBIwCgl0ZWxlbWV0cnkYCSABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVGVsZW1ldHJ5EhIKCm1vZGVsX2pzb24YCiABKAkSLAoHcmVmdXNhbBgLIAEoDjIbLmNvZGVtb2RlLmNvbW1vbi52MS5SZWZ1c2FsIioKCVRvb2xFcnJvchIMCgRuYW1lGAEgASgJEg8KB21lc3NhZ2UYAiABKAkq2AEKC1N1cmZhY2VLaW5kEhwKGFNVUkZBQ0VfS0lORF9VTlNQRUNJRklFRBAAEhoKFlNVUkZBQ0VfS0lORF9DT0RFX01PREUQARIhCh1TVVJGQUNFX0tJTkRfVE9PTF9TRUFSQ0hfQ09ERRACEiIKHlNVUkZBQ0VfS0lORF9UT09MX1NFQVJDSF9UT09MUxADEhcKE1NVUkZBQ0VfS0lORF9ESVJFQ1QQBBIVChFTVVJGQUNFX0tJTkRfTk9ORRAFEhgKFFNVUkZBQ0VfS0lORF9NQ1BfUlVOEAYqcAoKVG9vbFNvdXJjZRIbChdUT09MX1NPVVJDRV9VTlNQRUNJRklFRBAAEhgKFFRPT0xfU09VUkNFX09QRU5DTEFXEAESEwoPVE9PTF9TT1VSQ0VfTUNQEAISFgoSVE9PTF9TT1VSQ0VfQ0xJRU5UEAMqgAEKClRvb2xPcmlnaW4SGwoXVE9PTF9PUklHSU5fVU5TUEVDSUZJRUQQABIUChBUT09MX09SSUdJTl9DT1JFEAESHgoaVE9PTF9PUklHSU5fQlVORExFRF9QTFVHSU4QAhIfChtUT09MX09SSUdJTl9FWFRFUk5BTF9QTFVHSU4QAyqBAQoLVG9vbENhbGxlcnMSHAoYVE9PTF9DQUxMRVJTX1VOU1BFQ0lGSUVEEAASIgoeVE9PTF9DQUxMRVJTX01PREVMX0FORF9QUk9HUkFNEAESFgoSVE9PTF9DQUxMRVJTX01PREVMEAISGAoUVE9PTF9DQUxMRVJTX1BST0dSQU0QAyp/CgxSZXN1bHRTdGF0dXMSHQoZUkVTVUxUX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1JFU1VMVF9TVEFUVVNfQ09NUExFVEVEEAESGQoVUkVTVUxUX1NUQVRVU19XQUlUSU5HEAISGAoUUkVTVUxUX1NUQVRVU19GQUlMRUQQAyruAQoJRXJyb3JDb2RlEhoKFkVSUk9SX0NPREVfVU5TUEVDSUZJRUQQABIcChhFUlJPUl9DT0RFX0lOVkFMSURfSU5QVVQQARIiCh5FUlJPUl9DT0RFX1JVTlRJTUVfVU5BVkFJTEFCTEUQAhIWChJFUlJPUl9DT0RFX1RJTUVPVVQQAxIkCiBFUlJPUl9DT0RFX09VVFBVVF9MSU1JVF9FWENFRURFRBAEEiYKIkVSUk9SX0NPREVfU05BUFNIT1RfTElNSVRfRVhDRUVERUQQBRIdChlFUlJPUl9DT0RFX0lOVEVSTkFMX0VSUk9SEAYqeQoKV2FpdFJlYXNvbhIbChdXQUlUX1JFQVNPTl9VTlNQRUNJRklFRBAAEh0KGVdBSVRfUkVBU09OX1BFTkRJTkdfVE9PTFMQARIVChFXQUlUX1JFQVNPTl9ZSUVMRBACEhgKFFdBSVRfUkVBU09OX0FQUFJPVkFMEAMqrAIKB1JlZnVzYWwSFwoTUkVGVVNBTF9VTlNQRUNJRklFRBAAEhsKF1JFRlVTQUxfUlVOX1VOQVZBSUxBQkxFEAESGQoVUkVGVVNBTF9PVEhFUl9TRVNTSU9OEAISGwoXUkVGVVNBTF9PVEhFUl9BR0VOVF9SVU4QAxIaChZSRUZVU0FMX1dBSVRfSU5fRkxJR0hUEAQSHgoaUkVGVVNBTF9UT09fTUFOWV9TVVNQRU5ERUQQBRIeChpSRUZVU0FMX0NPREVfTU9ERV9JTkFDVElWRRAGEh4KGlJFRlVTQUxfQ09ERV9NT0RFX0RJU0FCTEVEEAcSGgoWUkVGVVNBTF9NSVNTSU5HX1JVTl9JRBAIEhsKF1JFRlVTQUxfSU5WQUxJRF9QUk9HUkFNEAliBnByb3RvMw");
 
 /**
  * The scope a code-mode run belongs to. A run never sees tools, snapshots or
@@ -162,6 +162,24 @@ export type CodeModeConfig = Message<"codemode.common.v1.CodeModeConfig"> & {
    * @generated from field: optional uint32 max_searches_per_run = 14;
    */
   maxSearchesPerRun?: number | undefined;
+
+  /**
+   * Beyond the seed: the longest a nested call may wait for a person's approval (an
+   * ApprovalPending answer) before the guest gets ApprovalExpired. Default 600000 (10 min),
+   * clamp 1000-86400000. An answer's own expiry later than this is clamped to it.
+   *
+   * @generated from field: optional uint32 approval_timeout_ms = 15;
+   */
+  approvalTimeoutMs?: number | undefined;
+
+  /**
+   * Beyond the seed: what an ApprovalPending answer does. "pause" (default): the call stays
+   * pending, and a run with nothing else to do suspends with reason APPROVAL. "error": the
+   * call fails in the guest at once with a catchable ApprovalRequired error.
+   *
+   * @generated from field: optional string approval_mode = 16;
+   */
+  approvalMode?: string | undefined;
 };
 
 /**
@@ -557,6 +575,27 @@ export type PendingToolCall = Message<"codemode.common.v1.PendingToolCall"> & {
    * @generated from field: string tool_name = 3;
    */
   toolName: string;
+
+  /**
+   * Beyond the seed: the gateway answered ApprovalPending and no decision came yet.
+   *
+   * @generated from field: bool awaiting_approval = 4;
+   */
+  awaitingApproval: boolean;
+
+  /**
+   * The ApprovalPending answer's reason ("" when none was given).
+   *
+   * @generated from field: string approval_reason = 5;
+   */
+  approvalReason: string;
+
+  /**
+   * When the approval expires (epoch ms); 0 when not awaiting approval.
+   *
+   * @generated from field: int64 approval_expires_at_ms = 6;
+   */
+  approvalExpiresAtMs: bigint;
 };
 
 /**
@@ -565,6 +604,106 @@ export type PendingToolCall = Message<"codemode.common.v1.PendingToolCall"> & {
  */
 export const PendingToolCallSchema: GenMessage<PendingToolCall> = /*@__PURE__*/
   messageDesc(file_codemode_common_v1_common, 9);
+
+/**
+ * A gateway's answer to a nested call that says a person is being asked to approve it
+ * (BridgeCallbackRequest.approval_pending). Not an answer the guest sees: the call stays
+ * pending until a decision (a result_json, an error, or ApprovalDenied) or the expiry.
+ *
+ * @generated from message codemode.common.v1.ApprovalPending
+ */
+export type ApprovalPending = Message<"codemode.common.v1.ApprovalPending"> & {
+  /**
+   * For the model and the UI: why the call needs approval (at most 2000 characters).
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * When the request expires (epoch ms, the sidecar's clock). 0: approval_timeout_ms from
+   * now. Later than that: clamped to it. In the past: INVALID_ARGUMENT.
+   *
+   * @generated from field: int64 expires_at_ms = 2;
+   */
+  expiresAtMs: bigint;
+};
+
+/**
+ * Describes the message codemode.common.v1.ApprovalPending.
+ * Use `create(ApprovalPendingSchema)` to create a new message.
+ */
+export const ApprovalPendingSchema: GenMessage<ApprovalPending> = /*@__PURE__*/
+  messageDesc(file_codemode_common_v1_common, 10);
+
+/**
+ * A person refused a call that awaited approval: the guest receives a catchable Error
+ * named "ApprovalDenied" with this message.
+ *
+ * @generated from message codemode.common.v1.ApprovalDenied
+ */
+export type ApprovalDenied = Message<"codemode.common.v1.ApprovalDenied"> & {
+  /**
+   * @generated from field: string message = 1;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message codemode.common.v1.ApprovalDenied.
+ * Use `create(ApprovalDeniedSchema)` to create a new message.
+ */
+export const ApprovalDeniedSchema: GenMessage<ApprovalDenied> = /*@__PURE__*/
+  messageDesc(file_codemode_common_v1_common, 11);
+
+/**
+ * One approval a segment saw: asked for, and decided or not.
+ *
+ * @generated from message codemode.common.v1.ApprovalRecord
+ */
+export type ApprovalRecord = Message<"codemode.common.v1.ApprovalRecord"> & {
+  /**
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * @generated from field: string tool_id = 2;
+   */
+  toolId: string;
+
+  /**
+   * "pending" (no decision yet), "approved", "denied", "expired", or "required" (the
+   * run's approval_mode is "error": the guest got ApprovalRequired at once).
+   *
+   * @generated from field: string decision = 3;
+   */
+  decision: string;
+
+  /**
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: int64 requested_at_ms = 5;
+   */
+  requestedAtMs: bigint;
+
+  /**
+   * When the decision reached the sidecar (or the orchestrator, while suspended); 0 while pending.
+   *
+   * @generated from field: int64 decided_at_ms = 6;
+   */
+  decidedAtMs: bigint;
+};
+
+/**
+ * Describes the message codemode.common.v1.ApprovalRecord.
+ * Use `create(ApprovalRecordSchema)` to create a new message.
+ */
+export const ApprovalRecordSchema: GenMessage<ApprovalRecord> = /*@__PURE__*/
+  messageDesc(file_codemode_common_v1_common, 12);
 
 /**
  * @generated from message codemode.common.v1.SourceCounts
@@ -591,7 +730,7 @@ export type SourceCounts = Message<"codemode.common.v1.SourceCounts"> & {
  * Use `create(SourceCountsSchema)` to create a new message.
  */
 export const SourceCountsSchema: GenMessage<SourceCounts> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 10);
+  messageDesc(file_codemode_common_v1_common, 13);
 
 /**
  * The seed's telemetry plus runtime figures.
@@ -652,6 +791,13 @@ export type Telemetry = Message<"codemode.common.v1.Telemetry"> & {
    * @generated from field: uint64 output_bytes = 9;
    */
   outputBytes: bigint;
+
+  /**
+   * Beyond the seed: approvals asked for or decided in this segment.
+   *
+   * @generated from field: repeated codemode.common.v1.ApprovalRecord approvals = 10;
+   */
+  approvals: ApprovalRecord[];
 };
 
 /**
@@ -659,7 +805,7 @@ export type Telemetry = Message<"codemode.common.v1.Telemetry"> & {
  * Use `create(TelemetrySchema)` to create a new message.
  */
 export const TelemetrySchema: GenMessage<Telemetry> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 11);
+  messageDesc(file_codemode_common_v1_common, 14);
 
 /**
  * The result of an exec or wait: the seed's CodeModeResult.
@@ -741,7 +887,7 @@ export type Result = Message<"codemode.common.v1.Result"> & {
  * Use `create(ResultSchema)` to create a new message.
  */
 export const ResultSchema: GenMessage<Result> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 12);
+  messageDesc(file_codemode_common_v1_common, 15);
 
 /**
  * An error a tool or the host reports into the guest: plain data, never a host stack.
@@ -767,7 +913,7 @@ export type ToolError = Message<"codemode.common.v1.ToolError"> & {
  * Use `create(ToolErrorSchema)` to create a new message.
  */
 export const ToolErrorSchema: GenMessage<ToolError> = /*@__PURE__*/
-  messageDesc(file_codemode_common_v1_common, 13);
+  messageDesc(file_codemode_common_v1_common, 16);
 
 /**
  * Which model-visible surface a run has.
@@ -1040,6 +1186,13 @@ export enum WaitReason {
    * @generated from enum value: WAIT_REASON_YIELD = 2;
    */
   YIELD = 2,
+
+  /**
+   * Beyond the seed: every call the program still awaits waits for a person's approval.
+   *
+   * @generated from enum value: WAIT_REASON_APPROVAL = 3;
+   */
+  APPROVAL = 3,
 }
 
 /**
