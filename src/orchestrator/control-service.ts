@@ -32,6 +32,8 @@ import type { RunNamespaces, RunNamespaceView } from "./namespaces/run-namespace
 import { storeCall } from "./state/store-failure.js";
 import type { RunStore } from "./suspended/run-store.js";
 import type { RunCachePush } from "./link/run-cache-push.js";
+import { sessionControlHandlers } from "./sessions/session-handlers.js";
+import type { SessionStore } from "./sessions/session-store.js";
 
 const KIND_ENUM = {
   code_mode: SurfaceKind.CODE_MODE,
@@ -87,6 +89,8 @@ export function controlHandlers(deps: {
   log: Logger;
   cache: RunCachePush;
   pools: SidecarPools;
+  /** Code mode's session stores (GetSessionStore, ClearSessionStore). */
+  sessions: SessionStore;
   /** Told of each run opened, before the gateway hears back (a sidecar in this process resolves it ahead of its first exec). */
   opened?: (scope: Scope) => void;
 }): ServiceHandlers<typeof Control.method> {
@@ -125,6 +129,7 @@ export function controlHandlers(deps: {
     return surface;
   };
   return {
+    ...sessionControlHandlers(deps.sessions, log),
     async putCatalog(req) {
       const { id, tools } = await catalogs.put(req.tools, req.mcpServers);
       return { catalogId: id, toolCount: tools.length };
@@ -193,6 +198,7 @@ export function controlHandlers(deps: {
           ...(input ? { input: replay(input) } : {}),
           ...(result ? { result: replay(result) } : {}),
           startedAtMs: BigInt(s.startedAtMs),
+          sessionBytesWritten: BigInt(s.sessionBytesWritten ?? 0),
           nestedCalls: s.nestedCalls.map((n) => ({
             ...n,
             startedAtMs: BigInt(n.startedAtMs),

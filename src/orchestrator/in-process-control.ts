@@ -30,6 +30,7 @@ export async function startInProcessControl(log: Logger): Promise<InProcessContr
     // As `codemode start`'s in-memory orchestrator: it owns the run state.
     cache: new RunCachePush(true),
     pools: new SidecarPools(log),
+    sessions: state.sessions,
   });
   return {
     control: localClient(Control, handlers),

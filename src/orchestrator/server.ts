@@ -34,6 +34,7 @@ import { createRunStore } from "./state/create-store.js";
 import { RunCachePush } from "./link/run-cache-push.js";
 import { SidecarPools } from "./link/sidecar-pools.js";
 import { suspendedRunHandlers } from "./suspended/suspended-runs.js";
+import { sessionLinkHandlers } from "./sessions/session-handlers.js";
 import type { Registry } from "prom-client";
 
 export type OrchestratorOptions = {
@@ -127,13 +128,14 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       log.warn({ err }, "the colocated sidecar's run-opened listener threw; ignored");
     }
   };
-  const control = controlHandlers({ catalogs, runs, store, namespaces, log, cache, pools, opened });
+  const control = controlHandlers({ catalogs, runs, store, namespaces, log, cache, pools, opened, sessions: state.sessions });
   const live = new LiveForwarder();
   // Calls a sidecar sends on its Attach stream go to the handlers as served (with metrics).
   let served: LinkCallHandlers = {};
   const link = {
     ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools, calls: () => served, drain, localRecords }),
     ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }),
+    ...sessionLinkHandlers(state.sessions, log),
   };
   const controlAuth = controlToken !== undefined ? bearerAuthorizer(controlToken, "gateway bearer token") : undefined;
   const linkAuth = linkToken !== undefined ? bearerAuthorizer(linkToken, "sidecar link token") : undefined;

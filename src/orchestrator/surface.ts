@@ -64,10 +64,21 @@ function execDescription(config: CodeModeConfig, catalogSize: number, hasMcp: bo
       : []),
     ...namespaceLines(namespaces),
     "- `text(value)` and `json(value)` append output; `await yield_control(reason)` pauses and returns control.",
+    ...(config.sessionStore
+      ? [
+          `- \`await store(key, value)\` / \`await load(key)\`: JSON values kept across this session's cells (\`load\` of a missing key is \`undefined\`; at most ${config.maxSessionKeys} keys, ${config.maxSessionValueBytes} bytes a value).`,
+          "  A cell's own loads see its stores at once; other cells see them once it completes or returns `waiting`, and never if it fails.",
+        ]
+      : []),
     `Run independent calls in parallel with Promise.all (at most ${config.maxPendingToolCalls} pending at once).`,
     `Limits: ${config.timeoutMs} ms per exec, ${config.maxOutputBytes} bytes of output, ${config.memoryLimitBytes} bytes of memory.`,
     "No import/require, filesystem, network, environment or eval. Dates are UTC.",
     "If the result is `waiting`, call `wait` with its runId to continue.",
+    ...(config.awaitResults
+      ? [
+          `With \`awaitResults: true\` (the default here), an exec whose program waits on tool calls stays open until they settle and the program ends (at most ${config.maxAwaitMs} ms; then it returns \`waiting\`), instead of returning \`waiting\` for you to poll with \`wait\`; \`yield_control\` does not end it either.`,
+        ]
+      : []),
   ].join("\n");
 }
 
@@ -81,6 +92,14 @@ export function codeModeTools(config: CodeModeConfig, catalogSize: number, hasMc
         properties: {
           code: { type: "string", description: "The program: an async function body." },
           language: { type: "string", enum: [...config.languages], description: `Defaults to "javascript".` },
+          ...(config.awaitResults
+            ? {
+                awaitResults: {
+                  type: "boolean",
+                  description: "Keep the exec open until pending tool calls settle (default true); false returns `waiting` at the deadline.",
+                },
+              }
+            : {}),
         },
         required: ["code"],
         additionalProperties: false,

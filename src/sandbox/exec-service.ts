@@ -30,7 +30,8 @@ import type { OrchestratorLink } from "./link/orchestrator-link.js";
 import type { SandboxPool } from "./pool/pool.js";
 import { serveWait } from "./suspend/resume.js";
 import type { ResolvedRun, RunResolver } from "./link/run-resolver.js";
-import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type Scope, type SegmentInit } from "./exec/segment.js";
+import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type ExecEventInit, type Scope, type SegmentInit } from "./exec/segment.js";
+import { AwaitResults } from "./exec/await-results.js";
 import type { SnapshotSealer } from "./suspend/snapshot-seal.js";
 import { endSegment, limitsOf } from "./suspend/suspension.js";
 import { tenantOf } from "./pool/cpu-budget.js";
@@ -105,7 +106,20 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
     run: ResolvedRun | undefined,
     send: SegmentInit["send"],
     rlog: Logger,
-  ): Omit<SegmentInit, "config"> => ({ kind, scope, scopeKey: scopeKeyOf(scope), parentCallId, codeModeRunId, run, send, log: rlog, pool, calls, resolver });
+  ): Omit<SegmentInit, "config"> => ({
+    kind,
+    scope,
+    scopeKey: scopeKeyOf(scope),
+    parentCallId,
+    codeModeRunId,
+    run,
+    send,
+    log: rlog,
+    pool,
+    calls,
+    resolver,
+    sessions: link.rpc,
+  });
 
   const handlers: SandboxService["handlers"] = {
     async exec(req, stream) {
@@ -146,7 +160,13 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
             [stream.signal, drainSignal],
           );
         }
-        const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog), config });
+        // awaitResults: a program parked on pending calls does not end the exec (./exec/await-results.ts).
+        const awaiting =
+          (req.awaitResults ?? config.awaitResults)
+            ? new AwaitResults(config.maxAwaitMs, (event) => stream.send({ event }), [stream.signal, drainSignal])
+            : undefined;
+        const send = awaiting ? awaiting.send : (event: ExecEventInit) => stream.send({ event });
+        const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, send, rlog), config });
         seg.recordInput({
           ...(req.code !== undefined ? { code: req.code } : {}),
           ...(req.command !== undefined ? { command: req.command } : {}),
@@ -188,6 +208,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
               catalog: run.catalog?.guest ?? EMPTY_GUEST_CATALOG,
               contextJson: run.catalog?.guest.needsContext ? runContextJson(scope, config) : "null",
               outputBytesUsed: 0,
+              ...(config.sessionStore ? {} : { sessionStore: false as const }),
             },
             [stream.signal, drainSignal],
             suspendSignal,
@@ -206,6 +227,21 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           link,
           sealer,
           signal: stream.signal,
+        });
+        if (!awaiting) return;
+        awaiting.budget.usedMs += outcome.cpuMs ?? 0;
+        awaiting.outputs = seg.outputs;
+        // Each resume is a wait of this exec's own run, served here, under the exec's call id.
+        const init = segmentInit("wait", scope, execCallId, codeModeRunId, run, send, rlog);
+        await awaiting.drive(async (untilMs) => {
+          let last: Segment | undefined;
+          const segment = (c: CodeModeConfig) => (last = new Segment({ ...init, config: c, priorOutputs: awaiting.outputs }));
+          await serveWait(
+            codeModeRunId,
+            { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, awaiting: { untilMs, budget: awaiting.budget } },
+            stream.signal,
+          );
+          if (last) awaiting.outputs = last.outputs;
         });
       });
     },

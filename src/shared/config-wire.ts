@@ -21,6 +21,13 @@ export function configLayerFromWire(c: WireConfig | undefined): Partial<CodeMode
   if (c.maxSearchesPerRun !== undefined) out.maxSearchesPerRun = c.maxSearchesPerRun;
   if (c.approvalTimeoutMs !== undefined) out.approvalTimeoutMs = c.approvalTimeoutMs;
   if (c.approvalMode !== undefined) out.approvalMode = c.approvalMode;
+  if (c.sessionStore !== undefined) out.sessionStore = c.sessionStore;
+  if (c.maxSessionValueBytes !== undefined) out.maxSessionValueBytes = c.maxSessionValueBytes;
+  if (c.maxSessionKeys !== undefined) out.maxSessionKeys = c.maxSessionKeys;
+  if (c.maxSessionBytes !== undefined) out.maxSessionBytes = c.maxSessionBytes;
+  if (c.sessionTtlSeconds !== undefined) out.sessionTtlSeconds = c.sessionTtlSeconds;
+  if (c.awaitResults !== undefined) out.awaitResults = c.awaitResults;
+  if (c.maxAwaitMs !== undefined) out.maxAwaitMs = c.maxAwaitMs;
   return out as Partial<CodeModeConfigInput>;
 }
 

@@ -58,6 +58,15 @@ const schema = z
     /** Beyond the seed: how long a call may wait for a person's approval, and what an approval-pending answer does. */
     approvalTimeoutMs: clamped("approvalTimeoutMs"),
     approvalMode: z.enum(APPROVAL_MODES, { error: (i) => `approvalMode must be "pause" or "error", got ${describe(i.input)}` }).default("pause"),
+    /** Beyond the seed: code mode's session store (`store` / `load`), and its limits. */
+    sessionStore: z.boolean({ error: (i) => `sessionStore must be a boolean, got ${describe(i.input)}` }).default(true),
+    maxSessionValueBytes: clamped("maxSessionValueBytes"),
+    maxSessionKeys: clamped("maxSessionKeys"),
+    maxSessionBytes: clamped("maxSessionBytes"),
+    sessionTtlSeconds: clamped("sessionTtlSeconds"),
+    /** Beyond the seed: execs stay open while their program is parked (ExecRequest.await_results), up to maxAwaitMs. */
+    awaitResults: z.boolean({ error: (i) => `awaitResults must be a boolean, got ${describe(i.input)}` }).default(false),
+    maxAwaitMs: clamped("maxAwaitMs"),
     /** First id segment of gateway-owned tools; the seed's literal by default. */
     coreSourceName: z
       .string()

@@ -15,6 +15,11 @@ export const LIMITS = {
   maxToolCallsPerRun: { default: 1_000, min: 1, max: 100_000 },
   maxSearchesPerRun: { default: 1_000, min: 1, max: 100_000 },
   approvalTimeoutMs: { default: 600_000, min: 1_000, max: 86_400_000 },
+  maxSessionValueBytes: { default: 65_536, min: 1, max: 1_048_576 },
+  maxSessionKeys: { default: 256, min: 1, max: 4_096 },
+  maxSessionBytes: { default: 1_048_576, min: 1_024, max: 16_777_216 },
+  sessionTtlSeconds: { default: 604_800, min: 60, max: 7_776_000 },
+  maxAwaitMs: { default: 300_000, min: 1_000, max: 3_600_000 },
 } as const;
 
 /**

@@ -138,5 +138,5 @@ export function answerFromWire(a: ToolAnswer): GatewayAnswer | undefined {
  * The unary SidecarLink methods a sidecar may send as a LinkCall on its Attach stream: the
  * one list both ends read (the sidecar's `rpc`, the orchestrator's dispatch).
  */
-export const LINK_CALL_METHODS = ["resolveRun", "suspendRun", "claimRun", "releaseRun", "routeToolResult"] as const;
+export const LINK_CALL_METHODS = ["resolveRun", "suspendRun", "claimRun", "releaseRun", "routeToolResult", "loadSession", "commitSession"] as const;
 export type LinkCallMethod = (typeof LINK_CALL_METHODS)[number];

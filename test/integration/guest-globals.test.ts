@@ -180,8 +180,9 @@ afterAll(async () => {
 });
 
 describe("guest globals", () => {
-  it("code mode: a fresh VM and a VM restored by wait have exactly the listed globals", async () => {
-    const scope = await openEmptyRun(stack.control, "globals");
+  it("code mode with sessionStore false: a fresh VM and a VM restored by wait have exactly the seed's globals", async () => {
+    const scope = newScope("globals");
+    await stack.control.openRun({ scope, catalog: { case: "tools", value: { tools: [] } }, config: { sessionStore: false } });
     const fresh = async (code: string): Promise<Listing> => {
       const { model } = await execute(stack, { scope, code });
       expect(model.status, JSON.stringify(model)).toBe("completed");
@@ -209,6 +210,16 @@ describe("guest globals", () => {
       expect(found.globals).toEqual(withUrl);
       expect(found.symbols).toEqual(SYMBOLS);
     }
+  });
+
+  it("code mode by default: the seed's globals plus the session store's store and load, fresh and restored", async () => {
+    const scope = await openEmptyRun(stack.control, "globals-store");
+    const withStore = expected([ENGINE, CODE_MODE, { load: "function", store: "function" }]);
+    const fresh = await execute(stack, { scope, code: `return ${listing()};` });
+    expect((fresh.model.value as Listing).globals).toEqual(withStore);
+    const yielded = await execute(stack, { scope, code: `await yield_control("list"); return ${listing()};` });
+    const { model } = await waitFor(stack.sandbox, { scope, runId: yielded.model.runId! });
+    expect((model.value as Listing).globals).toEqual(withStore);
   });
 
   it("tool_search_code: a fresh VM has exactly the listed globals", async () => {

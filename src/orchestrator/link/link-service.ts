@@ -108,6 +108,7 @@ export function linkHandlers(deps: {
         })),
         ...(s.input ? { input: replayFromWire(s.input) } : {}),
         ...(s.result ? { result: replayFromWire(s.result) } : {}),
+        ...(s.sessionKeysWritten > 0 ? { sessionKeysWritten: s.sessionKeysWritten, sessionBytesWritten: Number(s.sessionBytesWritten) } : {}),
       },
       { search: req.searchDelta, describe: req.describeDelta, call: req.callDelta },
       req.resolved.map((n) => ({

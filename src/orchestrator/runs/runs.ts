@@ -78,6 +78,9 @@ export type TrajectoryStepRecord = {
   /** The model's input and the result it was given, for replay. */
   input?: ReplayText;
   result?: ReplayText;
+  /** Session-store keys and bytes the segment committed (absent when none). */
+  sessionKeysWritten?: number;
+  sessionBytesWritten?: number;
 };
 
 export type Counters = { search: number; describe: number; call: number };

@@ -7,6 +7,7 @@ import { ErrorCode, Refusal, ResultStatus, WaitReason, type ResultSchema } from 
 import { INACTIVE_PREFIX, RUN_MESSAGES } from "../../shared/link-wire.js";
 import type { ErrorCodeName } from "../pool/task-protocol.js";
 import type { ApprovalEntry } from "./approvals.js";
+import type { SessionUse } from "./session-cell.js";
 import type { SuspendReason } from "../../shared/link-wire.js";
 
 export type OutputItem = { kind: "text" | "json"; data: string };
@@ -24,6 +25,8 @@ export type TelemetryInput = {
   outputBytes: number;
   /** Approvals asked for or decided in the segment (wire telemetry only; the model's is the seed's). */
   approvals?: readonly ApprovalEntry[];
+  /** The segment's use of the session store, when it made one (wire telemetry only). */
+  sessionStore?: SessionUse;
 };
 
 /** Why a run waits; `approval` (beyond the seed) when every call it awaits waits for a person. */
@@ -125,6 +128,18 @@ export function buildResult(r: ResultInput, output: readonly OutputItem[], t: Te
     durationMs: t.durationMs,
     snapshotBytes: BigInt(t.snapshotBytes ?? 0),
     outputBytes: BigInt(t.outputBytes),
+    ...(t.sessionStore
+      ? {
+          sessionStore: {
+            loads: t.sessionStore.loads,
+            stores: t.sessionStore.stores,
+            keysWritten: t.sessionStore.keysWritten,
+            bytesWritten: BigInt(t.sessionStore.bytesWritten),
+            keys: t.sessionStore.keys,
+            bytes: BigInt(t.sessionStore.bytes),
+          },
+        }
+      : {}),
     approvals: (t.approvals ?? []).map((a) => ({
       callId: a.callId,
       toolId: a.toolId,

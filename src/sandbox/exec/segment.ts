@@ -26,6 +26,8 @@ import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
 import type { NestedCallMessage, PendingKind, TaskOutcome } from "../pool/task-protocol.js";
 import { approvalExpired } from "../../shared/link-wire.js";
 import { ApprovalLog, approvalRequired, clampApproval, decisionOf, type Approval } from "./approvals.js";
+import { SessionCell } from "./session-cell.js";
+import type { LinkRpc } from "../link/link-calls.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
 const TOOL_SEARCH_VISIBLE = ["tool_search_code"] as const;
@@ -113,6 +115,10 @@ export type SegmentInit = {
   checkCall?: (entry: CatalogEntryData, inputJson: string) => { name: string; message: string } | undefined;
   /** A surface's own answer to a guest catalog request (`codemode.run`: discovery); undefined leaves it to the default. */
   answerRequest?: (op: string, payloadJson: string) => Answer | undefined;
+  /** The link's session-store calls: code mode's `store` / `load` (./session-cell.ts). */
+  sessions?: Pick<LinkRpc, "loadSession" | "commitSession">;
+  /** Output earlier segments of the same gateway call produced (an awaitResults exec's resumes): its Result lists it too. */
+  priorOutputs?: readonly OutputItem[];
 };
 
 /** Largest input or result kept whole in the trajectory; larger ones keep size and hash. */
@@ -147,8 +153,12 @@ export class Segment {
   /** Calls that await a person's approval now, live here or from an earlier segment. */
   readonly awaitingApproval = new Map<string, Approval>();
   private readonly expiries = new Map<string, NodeJS.Timeout>();
+  /** The cell's session-store reads and writes, made at its first `store` or `load`. */
+  private sessionCell: SessionCell | undefined;
 
-  constructor(private readonly init: SegmentInit) {}
+  constructor(private readonly init: SegmentInit) {
+    if (init.priorOutputs) this.outputs.push(...init.priorOutputs);
+  }
 
   get log(): Logger {
     return this.init.log;
@@ -271,6 +281,14 @@ export class Segment {
         },
         onRequest: (reqId, op, payloadJson) => {
           this.made.set(reqId, { callId: reqId, kind: "request", toolId: "", toolName: op });
+          if (op === "store" || op === "load") {
+            const { sessions } = this.init;
+            if (!sessions || !config.sessionStore || (this.init.kind !== "exec" && this.init.kind !== "wait")) {
+              return this.answer(reqId, { ok: false, error: { name: "TypeError", message: "this run has no session store." } });
+            }
+            this.sessionCell ??= new SessionCell(sessions, this.init.scope, config);
+            return void this.sessionCell.handle(op, payloadJson).then((a) => this.answer(reqId, a));
+          }
           const payload = requestPayload(payloadJson);
           // A search, or describing an unknown id ("did you mean"), waits for its version's index, being built off the main thread (../catalog/index-builder.ts).
           const ready = op === "search" ? catalog?.indexReady() : op === "describe" ? catalog?.indexReadyFor(payload.id) : undefined;
@@ -353,6 +371,26 @@ export class Segment {
   /** How the pool placed the segment's VM (for the log): time waiting for a thread, moves between threads. */
   private placement: { queuedMs: number | undefined; moves: number | undefined } = { queuedMs: undefined, moves: undefined };
 
+  /**
+   * Commits the cell's session-store writes (it completed or parks): undefined when kept
+   * (or none), else why not. A segment that fails calls `discardSession` instead.
+   */
+  async commitSession(): Promise<{ message: string; unreachable: boolean } | undefined> {
+    if (!this.sessionCell?.dirty) return undefined;
+    try {
+      const refused = await this.sessionCell.commit();
+      if (refused) this.log.warn({ refused }, "the session store refused the cell's writes");
+      return refused ? { message: refused, unreachable: false } : undefined;
+    } catch (err) {
+      this.log.warn({ err }, "could not commit the cell's session-store writes");
+      return { message: `the session store cannot be reached (${(err as Error).message})`, unreachable: true };
+    }
+  }
+
+  discardSession(): void {
+    this.sessionCell?.discard();
+  }
+
   /** Nested calls made here can no longer reach a VM on this sidecar. */
   endCalls(): void {
     this.init.calls.endAll(this.myCalls);
@@ -392,6 +430,7 @@ export class Segment {
       outputBytes,
       ...(snapshotBytes !== undefined ? { snapshotBytes } : {}),
       approvals: this.approvals.list(),
+      ...(this.sessionCell ? { sessionStore: this.sessionCell.use } : {}),
     });
     // Every result names its code-mode run on the wire; the model sees it only when waiting.
     result.codeModeRunId = codeModeRunId;
@@ -441,6 +480,8 @@ export class Segment {
       startedAtMs: BigInt(this.startedAt),
       durationMs,
       nestedCalls: nested,
+      sessionKeysWritten: this.sessionCell?.use.keysWritten ?? 0,
+      sessionBytesWritten: BigInt(this.sessionCell?.use.bytesWritten ?? 0),
     };
     // An earlier call settled here after a person decided: the trajectory says how.
     const resolved = this.resolved.map((r) => {

@@ -45,6 +45,8 @@ export type ExecTask = {
    * (`tool_search_code`), or Code Mode for MCP's (`codemode.run`, ../surfaces/mcp-run/prelude.ts).
    */
   surface?: TaskSurface;
+  /** False: code mode without the session store's globals (a run with sessionStore false). */
+  sessionStore?: false;
   /**
    * Start on an idle grown instance when there is one (../worker/warm-vms.ts): set by the
    * pool for a session whose recent exec grew its instance (./room-hints.ts).
@@ -151,7 +153,7 @@ export type PlainError = { name: string; message: string };
 export type CallVia = "tools" | "mcp" | "ns";
 export type NestedCallMessage = Extract<WorkerMessage, { t: "call" }>;
 /** Catalog requests the sidecar answers itself. */
-export type RequestOp = "search" | "describe" | "api_list" | "api_read" | "mcp_api";
+export type RequestOp = "search" | "describe" | "api_list" | "api_read" | "mcp_api" | "store" | "load";
 
 /**
  * Worker → main. `rx` on a message the VM sent: how many answers the worker had received

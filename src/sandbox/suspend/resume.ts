@@ -71,7 +71,19 @@ export type WaitDeps = {
   drainSignal: AbortSignal;
   /** Aborted when the sidecar's drain budget ran out: the restored VM suspends again when idle. */
   suspendSignal?: AbortSignal;
+  /**
+   * An awaitResults exec resuming its own parked run: the first answer is awaited until
+   * `untilMs` (not timeoutMs), and the VM runs on what is left of the run's running time
+   * (`budget.usedMs` of timeoutMs so far, summed over its segments; parked time is not in it).
+   */
+  awaiting?: { untilMs: number; budget: RunBudget };
 };
+
+/** The running time an awaitResults exec's segments used so far: the time their VMs held a thread. */
+export type RunBudget = { usedMs: number };
+
+/** The least running time a resumed segment is given, so a VM that is nearly out can still take its answers and fail on its own deadline. */
+const MIN_SEGMENT_MS = 100;
 
 /**
  * Long-polls the orchestrator for answers not in `seen`, until one arrives, the signal
@@ -262,9 +274,11 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   for (const p of pending.values()) if (p.kind === "timer") timerDue = Math.min(timerDue, p.dueAtMs ?? 0);
   const timerReady = () => timerDue <= Date.now();
   if (answers.size === 0 && !timerReady()) {
-    const until = Math.min(Date.now() + config.timeoutMs, timerDue, firstExpiry);
+    const until = Math.min(deps.awaiting ? deps.awaiting.untilMs : Date.now() + config.timeoutMs, timerDue, firstExpiry);
     // Not AbortSignal.any: the drain's signal is shared and would keep every one (../exec/drain-signals.ts).
-    const either = linkedSignal([signal, drainSignal]);
+    // An awaitResults exec also stops awaiting when the sidecar asks runs to suspend (its drain): the run is handed off as waiting.
+    const handOff = deps.awaiting && deps.suspendSignal ? [deps.suspendSignal] : [];
+    const either = linkedSignal([signal, drainSignal, ...handOff]);
     const current = await collect(link, codeModeRunId, token, seen, onAnswer, either.signal, until, true, log).finally(either.done);
     if (!current) return seg.finish({ status: "failed", error: UNAVAILABLE, code: "invalid_input" }, outputBytesUsed);
     if (signal.aborted) {
@@ -273,7 +287,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     }
     expireMarks();
     // Nothing came, or the sidecar stops before the VM was restored: the run stays as it was.
-    if ((answers.size === 0 && !timerReady()) || drainSignal.aborted) {
+    if ((answers.size === 0 && !timerReady()) || drainSignal.aborted || handOff.some((s) => s.aborted)) {
       await release(true);
       const unsettled = unsettledCalls(pending.values(), (id) => answers.has(id), marks);
       const still: ResultInput = {
@@ -346,7 +360,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
           p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind },
         ),
         answers: delivered,
-        limits: limitsOf(config),
+        limits: deps.awaiting ? { ...limitsOf(config), timeoutMs: Math.max(MIN_SEGMENT_MS, config.timeoutMs - deps.awaiting.budget.usedMs) } : limitsOf(config),
         outputBytesUsed,
         ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
       },
@@ -360,6 +374,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     polling.abort();
     await poller;
   }
+  if (deps.awaiting) deps.awaiting.budget.usedMs += outcome.cpuMs ?? 0;
   await endSegment(seg, outcome, {
     scope,
     scopeKey: deps.init.scopeKey,

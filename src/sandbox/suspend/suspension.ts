@@ -212,6 +212,25 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
   if (outcome.status === "suspended" && ctx.signal.aborted) {
     outcome = { status: "failed", error: "code mode run was cancelled by the gateway.", code: "internal_error", outputBytes: outcome.outputBytes };
   }
+  // The session store: a cell that completes or parks (a checkpoint) commits its writes
+  // before anything of its end is stored or sent; one that fails drops them.
+  if (outcome.status === "failed") seg.discardSession();
+  else {
+    const refused = await seg.commitSession();
+    if (refused) {
+      // A resumed run whose writes could not reach the store keeps its last checkpoint, as for a snapshot that could not be stored.
+      if (ctx.claim) await releaseClaim(ctx.link, ctx.codeModeRunId, ctx.claim.token, refused.unreachable, seg.log);
+      seg.finish(
+        {
+          status: "failed",
+          error: `code mode could not keep this cell's session-store writes: ${refused.message}.`,
+          ...(refused.unreachable ? { code: "runtime_unavailable" as const } : {}),
+        },
+        outcome.outputBytes,
+      );
+      return;
+    }
+  }
   if (outcome.status === "suspended") {
     seg.log.debug(
       { reason: outcome.reason, pending: outcome.pending.length, ...outcome.snapshot, envelopeBytes: outcome.envelope.byteLength },

@@ -50,7 +50,9 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
   }
   const cell = await compileCell(wasm, cellSource);
   if (!cell.ok) return failed(cell.message, task.outputBytesUsed, "invalid_input");
-  const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson}}`;
+  // Code mode's session store is on unless the run turned it off (its prelude reads `store`).
+  const sessionStore = task.sessionStore !== false;
+  const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson},"store":${sessionStore}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
   session.bind(task);
   session.neverSuspends = neverSuspends(task.surface);
@@ -59,8 +61,8 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
   session.convenienceJson = task.catalog.convenienceJson;
   const extensionNames = extensionsFor(cellSource);
   // The common case reuses an instance reset to a prepared image (./warm-vms.ts): code mode
-  // and Tool Search preludes, no per-run context in the boot data, no extension.
-  if (task.surface !== "mcp_run" && task.contextJson === "null" && extensionNames.length === 0 && !warmVms(wasm).disabled) {
+  // and Tool Search preludes, no per-run context in the boot data, the session store on, no extension.
+  if (task.surface !== "mcp_run" && task.contextJson === "null" && sessionStore && extensionNames.length === 0 && !warmVms(wasm).disabled) {
     const warm = warmVms(wasm);
     let image: PreparedImage | undefined;
     let how: VmStart = "restored";

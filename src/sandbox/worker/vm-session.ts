@@ -279,7 +279,7 @@ export class GuestSession {
           inputJson: JSON.stringify(Array.isArray(args) ? args : []),
           rx: this.received,
         });
-      } else if (op === "search" || op === "describe" || op === "api_list" || op === "api_read" || op === "mcp_api") {
+      } else if (op === "search" || op === "describe" || op === "api_list" || op === "api_read" || op === "mcp_api" || op === "store" || op === "load") {
         this.pending.set(callId, "request");
         this.post({ t: "request", reqId: callId, op, payloadJson, rx: this.received });
       } else if (op === "yield") {

@@ -38,6 +38,51 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
   function json(value) { hostSync("json", toJsonText(value)); }
   function yield_control(reason) { return then(request("yield", { reason: reason === undefined ? "" : textOf(reason) }), () => undefined); }
 
+  // The session store (beyond the seed; a run with sessionStore false has neither global).
+  // A value must be JSON as it is (no conversion, unlike text()/json()): plain objects,
+  // arrays, strings, finite numbers, booleans and null, no cycle, at most MAX_DEPTH deep.
+  function jsonOnly(v, depth, seen, path) {
+    if (v === null || typeof v === "string" || typeof v === "boolean") return;
+    if (typeof v === "number") {
+      if (!numIsFinite(v)) throw new TypeErrorCtor("store: " + path + " is " + StringCtor(v) + ", which JSON cannot hold.");
+      return;
+    }
+    if (typeof v !== "object") throw new TypeErrorCtor("store: " + path + " is " + (v === undefined ? "undefined" : "a " + typeof v) + ", which JSON cannot hold.");
+    if (depth >= MAX_DEPTH) throw new RangeErrorCtor("store: " + path + " nests deeper than " + MAX_DEPTH + " levels.");
+    for (let i = 0; i < seen.length; i++) if (seen[i] === v) throw new TypeErrorCtor("store: " + path + " refers back to itself (a cycle), which JSON cannot hold.");
+    seen[seen.length] = v;
+    if (isArray(v)) {
+      for (let i = 0; i < v.length; i++) jsonOnly(v[i], depth + 1, seen, path + "[" + i + "]");
+    } else {
+      const proto = getProto(v);
+      if (proto !== ObjectProto && proto !== null) throw new TypeErrorCtor("store: " + path + " is not a plain object or array, which JSON cannot hold as it is.");
+      const ks = keysOf(v);
+      for (let i = 0; i < ks.length; i++) jsonOnly(v[ks[i]], depth + 1, seen, path + "." + ks[i]);
+    }
+    seen.length = seen.length - 1;
+  }
+  function storeKey(key) {
+    if (typeof key !== "string") throw new TypeErrorCtor("store and load take a string key, got " + (key === null ? "null" : typeof key) + ".");
+    return key;
+  }
+  function store(key, value) {
+    try {
+      storeKey(key);
+      jsonOnly(value, 0, [], "the value");
+    } catch (e) {
+      return apply(promiseReject, PromiseCtor, [e]);
+    }
+    return then(request("store", { key, json: stringify(value) }), () => undefined);
+  }
+  function load(key) {
+    try {
+      storeKey(key);
+    } catch (e) {
+      return apply(promiseReject, PromiseCtor, [e]);
+    }
+    return request("load", { key });
+  }
+
   // tools: search/describe/call, plus tools.<safeName>(input) for unambiguous names. The
   // name table is read from the host on first use and each function made when first
   // touched, so a catalog of thousands of tools costs nothing to a program that never
@@ -208,6 +253,10 @@ export const PRELUDE_SOURCE = String.raw`(function (hostSync, hostAsync) {
       tools, MCP, namespaces, API, text, json, yield_control, console,
       setTimeout, setInterval, clearTimeout, clearInterval, queueMicrotask, atob, btoa, TextEncoder, TextDecoder, structuredClone,
     };
+    if (answer.store === true) {
+      api.store = store;
+      api.load = load;
+    }
     const apiNames = keysOf(api);
     for (let i = 0; i < apiNames.length; i++) defineProperty(G, apiNames[i], dataDesc(api[apiNames[i]], false, false, false));
     const nsNames = keysOf(namespaces);

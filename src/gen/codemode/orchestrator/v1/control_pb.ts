@@ -8,7 +8,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CodeModeConfig, McpRunConfig, McpServer, Policy, RunScope, SourceCounts, SurfaceKind, Tool, ToolSearchConfig, ToolSource } from "../../common/v1/common_pb.js";
+import type { CodeModeConfig, McpRunConfig, McpServer, Policy, RunScope, SessionEntry, SourceCounts, SurfaceKind, Tool, ToolSearchConfig, ToolSource } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -16,7 +16,101 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/control.proto.
  */
 export const file_codemode_orchestrator_v1_control: GenFile = /*@__PURE__*/
-  fileDesc("CiZjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvY29udHJvbC5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxInAKEVB1dENhdGFsb2dSZXF1ZXN0EicKBXRvb2xzGAEgAygLMhguY29kZW1vZGUuY29tbW9uLnYxLlRvb2wSMgoLbWNwX3NlcnZlcnMYAiADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyIjwKElB1dENhdGFsb2dSZXNwb25zZRISCgpjYXRhbG9nX2lkGAEgASgJEhIKCnRvb2xfY291bnQYAiABKA0i/QIKDk9wZW5SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhQKCmNhdGFsb2dfaWQYAiABKAlIABI4CgV0b29scxgDIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbmxpbmVDYXRhbG9nSAASKgoGcG9saWN5GAQgASgLMhouY29kZW1vZGUuY29tbW9uLnYxLlBvbGljeRIyCgZjb25maWcYBSABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFQoNZGlzYWJsZV90b29scxgGIAEoCBI5Cgt0b29sX3NlYXJjaBgHIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YCCABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnQgkKB2NhdGFsb2cibAoNSW5saW5lQ2F0YWxvZxInCgV0b29scxgBIAMoCzIYLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sEjIKC21jcF9zZXJ2ZXJzGAIgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlciJeCg9PcGVuUnVuUmVzcG9uc2USEgoKY2F0YWxvZ19pZBgBIAEoCRI3CgdzdXJmYWNlGAIgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk1vZGVsU3VyZmFjZSJFChZEZXNjcmliZVN1cmZhY2VSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIlIKF0Rlc2NyaWJlU3VyZmFjZVJlc3BvbnNlEjcKB3N1cmZhY2UYASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTW9kZWxTdXJmYWNlItoCCgxNb2RlbFN1cmZhY2USGAoQY29kZV9tb2RlX2FjdGl2ZRgBIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YAiABKAkSMgoFdG9vbHMYAyADKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTW9kZWxUb29sEhIKCnRvb2xzX2pzb24YBCABKAkSGAoQc2VyaWFsaXplZF9ieXRlcxgFIAEoDRIUCgxjYXRhbG9nX3NpemUYBiABKA0SMQoHc291cmNlcxgHIAEoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5Tb3VyY2VDb3VudHMSEgoKbmFtZXNwYWNlcxgIIAMoCRItCgRraW5kGAkgASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlN1cmZhY2VLaW5kEhAKCGZhbGxiYWNrGAogASgIEhcKD2ZhbGxiYWNrX3JlYXNvbhgLIAEoCSJaCglNb2RlbFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIZChFpbnB1dF9zY2hlbWFfanNvbhgDIAEoCRIPCgd0b29sX2lkGAQgASgJIkMKFEdldFRyYWplY3RvcnlSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIlAKFUdldFRyYWplY3RvcnlSZXNwb25zZRI3CgVzdGVwcxgBIAMoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcCLXAgoOVHJhamVjdG9yeVN0ZXASDAoEa2luZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhgKEGNvZGVfbW9kZV9ydW5faWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhIKCmVycm9yX2NvZGUYBSABKAkSFQoNc3RhcnRlZF9hdF9tcxgGIAEoAxITCgtkdXJhdGlvbl9tcxgHIAEoARI6CgxuZXN0ZWRfY2FsbHMYCCADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmVzdGVkQ2FsbBIVCg1lcnJvcl9tZXNzYWdlGAkgASgJEjMKBWlucHV0GAogASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlcGxheVRleHQSNAoGcmVzdWx0GAsgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlcGxheVRleHQiOQoKUmVwbGF5VGV4dBIMCgR0ZXh0GAEgASgJEg0KBWJ5dGVzGAIgASgEEg4KBnNoYTI1NhgDIAEoCSKBAwoKTmVzdGVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEg8KB291dGNvbWUYBCABKAkSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEhYKDnBhcmVudF9jYWxsX2lkGAggASgJEi4KBnNvdXJjZRgJIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAogASgJEiAKGGFuc3dlcmVkX3doaWxlX3N1c3BlbmRlZBgLIAEoCBIQCghhcHByb3ZhbBgMIAEoCRIXCg9hcHByb3ZhbF9yZWFzb24YDSABKAkSIAoYYXBwcm92YWxfcmVxdWVzdGVkX2F0X21zGA4gASgDEh4KFmFwcHJvdmFsX2RlY2lkZWRfYXRfbXMYDyABKAMiPgoPQ2xvc2VSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIjIKEENsb3NlUnVuUmVzcG9uc2USHgoWc3VzcGVuZGVkX3J1bnNfZGVsZXRlZBgBIAEoDSKhAQoVTmFtZXNwYWNlUmVnaXN0cmF0aW9uEhEKCXBsdWdpbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIOCgZwcm9tcHQYBSABKAkSGwoTcmVxdWlyZWRfdG9vbF9uYW1lcxgGIAMoCRISCgpzY29wZV9qc29uGAcgASgJIl4KGFJlZ2lzdGVyTmFtZXNwYWNlUmVxdWVzdBJCCgluYW1lc3BhY2UYASABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmFtZXNwYWNlUmVnaXN0cmF0aW9uIkUKGVJlZ2lzdGVyTmFtZXNwYWNlUmVzcG9uc2USFgoOY2FsbGFibGVfY291bnQYASABKA0SEAoIcmVwbGFjZWQYAiABKAgiKwoWQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBIRCglwbHVnaW5faWQYASABKAkiKgoXQ2xlYXJOYW1lc3BhY2VzUmVzcG9uc2USDwoHY2xlYXJlZBgBIAEoDSIXChVMaXN0TmFtZXNwYWNlc1JlcXVlc3QiXQoWTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJDCgpuYW1lc3BhY2VzGAEgAygLMi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk5hbWVzcGFjZVJlZ2lzdHJhdGlvbjKKBwoHQ29udHJvbBJnCgpQdXRDYXRhbG9nEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXNwb25zZRJeCgdPcGVuUnVuEiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXF1ZXN0GikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXNwb25zZRJ2Cg9EZXNjcmliZVN1cmZhY2USMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVzY3JpYmVTdXJmYWNlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZXNjcmliZVN1cmZhY2VSZXNwb25zZRJwCg1HZXRUcmFqZWN0b3J5Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXNwb25zZRJhCghDbG9zZVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbG9zZVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xvc2VSdW5SZXNwb25zZRJ8ChFSZWdpc3Rlck5hbWVzcGFjZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWdpc3Rlck5hbWVzcGFjZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVnaXN0ZXJOYW1lc3BhY2VSZXNwb25zZRJ2Cg9DbGVhck5hbWVzcGFjZXMSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhck5hbWVzcGFjZXNSZXNwb25zZRJzCg5MaXN0TmFtZXNwYWNlcxIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common]);
+  fileDesc("CiZjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvY29udHJvbC5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIj8KFkdldFNlc3Npb25TdG9yZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkicgoXR2V0U2Vzc2lvblN0b3JlUmVzcG9uc2USMQoHZW50cmllcxgBIAMoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5TZXNzaW9uRW50cnkSDQoFYnl0ZXMYAiABKAQSFQoNZXhwaXJlc19hdF9tcxgDIAEoAyJBChhDbGVhclNlc3Npb25TdG9yZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkiMQoZQ2xlYXJTZXNzaW9uU3RvcmVSZXNwb25zZRIUCgxrZXlzX2RlbGV0ZWQYASABKA0icAoRUHV0Q2F0YWxvZ1JlcXVlc3QSJwoFdG9vbHMYASADKAsyGC5jb2RlbW9kZS5jb21tb24udjEuVG9vbBIyCgttY3Bfc2VydmVycxgCIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXIiPAoSUHV0Q2F0YWxvZ1Jlc3BvbnNlEhIKCmNhdGFsb2dfaWQYASABKAkSEgoKdG9vbF9jb3VudBgCIAEoDSL9AgoOT3BlblJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSFAoKY2F0YWxvZ19pZBgCIAEoCUgAEjgKBXRvb2xzGAMgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLklubGluZUNhdGFsb2dIABIqCgZwb2xpY3kYBCABKAsyGi5jb2RlbW9kZS5jb21tb24udjEuUG9saWN5EjIKBmNvbmZpZxgFIAEoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5Db2RlTW9kZUNvbmZpZxIVCg1kaXNhYmxlX3Rvb2xzGAYgASgIEjkKC3Rvb2xfc2VhcmNoGAcgASgLMiQuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTZWFyY2hDb25maWcSMQoHbWNwX3J1bhgIIAEoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BSdW5Db25maWdCCQoHY2F0YWxvZyJsCg1JbmxpbmVDYXRhbG9nEicKBXRvb2xzGAEgAygLMhguY29kZW1vZGUuY29tbW9uLnYxLlRvb2wSMgoLbWNwX3NlcnZlcnMYAiADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyIl4KD09wZW5SdW5SZXNwb25zZRISCgpjYXRhbG9nX2lkGAEgASgJEjcKB3N1cmZhY2UYAiABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTW9kZWxTdXJmYWNlIkUKFkRlc2NyaWJlU3VyZmFjZVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUgoXRGVzY3JpYmVTdXJmYWNlUmVzcG9uc2USNwoHc3VyZmFjZRgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFN1cmZhY2Ui2gIKDE1vZGVsU3VyZmFjZRIYChBjb2RlX21vZGVfYWN0aXZlGAEgASgIEhcKD2luYWN0aXZlX3JlYXNvbhgCIAEoCRIyCgV0b29scxgDIAMoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFRvb2wSEgoKdG9vbHNfanNvbhgEIAEoCRIYChBzZXJpYWxpemVkX2J5dGVzGAUgASgNEhQKDGNhdGFsb2dfc2l6ZRgGIAEoDRIxCgdzb3VyY2VzGAcgASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNvdXJjZUNvdW50cxISCgpuYW1lc3BhY2VzGAggAygJEi0KBGtpbmQYCSABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuU3VyZmFjZUtpbmQSEAoIZmFsbGJhY2sYCiABKAgSFwoPZmFsbGJhY2tfcmVhc29uGAsgASgJIloKCU1vZGVsVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhkKEWlucHV0X3NjaGVtYV9qc29uGAMgASgJEg8KB3Rvb2xfaWQYBCABKAkiQwoUR2V0VHJhamVjdG9yeVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUAoVR2V0VHJhamVjdG9yeVJlc3BvbnNlEjcKBXN0ZXBzGAEgAygLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwIpQDCg5UcmFqZWN0b3J5U3RlcBIMCgRraW5kGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSEgoKZXJyb3JfY29kZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEjoKDG5lc3RlZF9jYWxscxgIIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5OZXN0ZWRDYWxsEhUKDWVycm9yX21lc3NhZ2UYCSABKAkSMwoFaW5wdXQYCiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVwbGF5VGV4dBI0CgZyZXN1bHQYCyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVwbGF5VGV4dBIcChRzZXNzaW9uX2tleXNfd3JpdHRlbhgMIAEoDRIdChVzZXNzaW9uX2J5dGVzX3dyaXR0ZW4YDSABKAQiOQoKUmVwbGF5VGV4dBIMCgR0ZXh0GAEgASgJEg0KBWJ5dGVzGAIgASgEEg4KBnNoYTI1NhgDIAEoCSKBAwoKTmVzdGVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEg8KB291dGNvbWUYBCABKAkSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEhYKDnBhcmVudF9jYWxsX2lkGAggASgJEi4KBnNvdXJjZRgJIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAogASgJEiAKGGFuc3dlcmVkX3doaWxlX3N1c3BlbmRlZBgLIAEoCBIQCghhcHByb3ZhbBgMIAEoCRIXCg9hcHByb3ZhbF9yZWFzb24YDSABKAkSIAoYYXBwcm92YWxfcmVxdWVzdGVkX2F0X21zGA4gASgDEh4KFmFwcHJvdmFsX2RlY2lkZWRfYXRfbXMYDyABKAMiPgoPQ2xvc2VSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIjIKEENsb3NlUnVuUmVzcG9uc2USHgoWc3VzcGVuZGVkX3J1bnNfZGVsZXRlZBgBIAEoDSKhAQoVTmFtZXNwYWNlUmVnaXN0cmF0aW9uEhEKCXBsdWdpbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIOCgZwcm9tcHQYBSABKAkSGwoTcmVxdWlyZWRfdG9vbF9uYW1lcxgGIAMoCRISCgpzY29wZV9qc29uGAcgASgJIl4KGFJlZ2lzdGVyTmFtZXNwYWNlUmVxdWVzdBJCCgluYW1lc3BhY2UYASABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmFtZXNwYWNlUmVnaXN0cmF0aW9uIkUKGVJlZ2lzdGVyTmFtZXNwYWNlUmVzcG9uc2USFgoOY2FsbGFibGVfY291bnQYASABKA0SEAoIcmVwbGFjZWQYAiABKAgiKwoWQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBIRCglwbHVnaW5faWQYASABKAkiKgoXQ2xlYXJOYW1lc3BhY2VzUmVzcG9uc2USDwoHY2xlYXJlZBgBIAEoDSIXChVMaXN0TmFtZXNwYWNlc1JlcXVlc3QiXQoWTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJDCgpuYW1lc3BhY2VzGAEgAygLMi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk5hbWVzcGFjZVJlZ2lzdHJhdGlvbjKACQoHQ29udHJvbBJnCgpQdXRDYXRhbG9nEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXNwb25zZRJeCgdPcGVuUnVuEiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXF1ZXN0GikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXNwb25zZRJ2Cg9EZXNjcmliZVN1cmZhY2USMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVzY3JpYmVTdXJmYWNlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZXNjcmliZVN1cmZhY2VSZXNwb25zZRJwCg1HZXRUcmFqZWN0b3J5Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXNwb25zZRJhCghDbG9zZVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbG9zZVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xvc2VSdW5SZXNwb25zZRJ8ChFSZWdpc3Rlck5hbWVzcGFjZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWdpc3Rlck5hbWVzcGFjZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVnaXN0ZXJOYW1lc3BhY2VSZXNwb25zZRJ2Cg9DbGVhck5hbWVzcGFjZXMSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhck5hbWVzcGFjZXNSZXNwb25zZRJzCg5MaXN0TmFtZXNwYWNlcxIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJ2Cg9HZXRTZXNzaW9uU3RvcmUSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvblN0b3JlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uU3RvcmVSZXNwb25zZRJ8ChFDbGVhclNlc3Npb25TdG9yZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhclNlc3Npb25TdG9yZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJTZXNzaW9uU3RvcmVSZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common]);
+
+/**
+ * A session's store is named by the run scope's agent id and session key.
+ *
+ * @generated from message codemode.orchestrator.v1.GetSessionStoreRequest
+ */
+export type GetSessionStoreRequest = Message<"codemode.orchestrator.v1.GetSessionStoreRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: string session_key = 2;
+   */
+  sessionKey: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.GetSessionStoreRequest.
+ * Use `create(GetSessionStoreRequestSchema)` to create a new message.
+ */
+export const GetSessionStoreRequestSchema: GenMessage<GetSessionStoreRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 0);
+
+/**
+ * @generated from message codemode.orchestrator.v1.GetSessionStoreResponse
+ */
+export type GetSessionStoreResponse = Message<"codemode.orchestrator.v1.GetSessionStoreResponse"> & {
+  /**
+   * In key order; each value as JSON text.
+   *
+   * @generated from field: repeated codemode.common.v1.SessionEntry entries = 1;
+   */
+  entries: SessionEntry[];
+
+  /**
+   * @generated from field: uint64 bytes = 2;
+   */
+  bytes: bigint;
+
+  /**
+   * When it is dropped unless written again (epoch ms); 0 when empty.
+   *
+   * @generated from field: int64 expires_at_ms = 3;
+   */
+  expiresAtMs: bigint;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.GetSessionStoreResponse.
+ * Use `create(GetSessionStoreResponseSchema)` to create a new message.
+ */
+export const GetSessionStoreResponseSchema: GenMessage<GetSessionStoreResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 1);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ClearSessionStoreRequest
+ */
+export type ClearSessionStoreRequest = Message<"codemode.orchestrator.v1.ClearSessionStoreRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: string session_key = 2;
+   */
+  sessionKey: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ClearSessionStoreRequest.
+ * Use `create(ClearSessionStoreRequestSchema)` to create a new message.
+ */
+export const ClearSessionStoreRequestSchema: GenMessage<ClearSessionStoreRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 2);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ClearSessionStoreResponse
+ */
+export type ClearSessionStoreResponse = Message<"codemode.orchestrator.v1.ClearSessionStoreResponse"> & {
+  /**
+   * @generated from field: uint32 keys_deleted = 1;
+   */
+  keysDeleted: number;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ClearSessionStoreResponse.
+ * Use `create(ClearSessionStoreResponseSchema)` to create a new message.
+ */
+export const ClearSessionStoreResponseSchema: GenMessage<ClearSessionStoreResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 3);
 
 /**
  * @generated from message codemode.orchestrator.v1.PutCatalogRequest
@@ -41,7 +135,7 @@ export type PutCatalogRequest = Message<"codemode.orchestrator.v1.PutCatalogRequ
  * Use `create(PutCatalogRequestSchema)` to create a new message.
  */
 export const PutCatalogRequestSchema: GenMessage<PutCatalogRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 0);
+  messageDesc(file_codemode_orchestrator_v1_control, 4);
 
 /**
  * @generated from message codemode.orchestrator.v1.PutCatalogResponse
@@ -65,7 +159,7 @@ export type PutCatalogResponse = Message<"codemode.orchestrator.v1.PutCatalogRes
  * Use `create(PutCatalogResponseSchema)` to create a new message.
  */
 export const PutCatalogResponseSchema: GenMessage<PutCatalogResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 1);
+  messageDesc(file_codemode_orchestrator_v1_control, 5);
 
 /**
  * @generated from message codemode.orchestrator.v1.OpenRunRequest
@@ -134,7 +228,7 @@ export type OpenRunRequest = Message<"codemode.orchestrator.v1.OpenRunRequest"> 
  * Use `create(OpenRunRequestSchema)` to create a new message.
  */
 export const OpenRunRequestSchema: GenMessage<OpenRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 2);
+  messageDesc(file_codemode_orchestrator_v1_control, 6);
 
 /**
  * @generated from message codemode.orchestrator.v1.InlineCatalog
@@ -156,7 +250,7 @@ export type InlineCatalog = Message<"codemode.orchestrator.v1.InlineCatalog"> & 
  * Use `create(InlineCatalogSchema)` to create a new message.
  */
 export const InlineCatalogSchema: GenMessage<InlineCatalog> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 3);
+  messageDesc(file_codemode_orchestrator_v1_control, 7);
 
 /**
  * @generated from message codemode.orchestrator.v1.OpenRunResponse
@@ -178,7 +272,7 @@ export type OpenRunResponse = Message<"codemode.orchestrator.v1.OpenRunResponse"
  * Use `create(OpenRunResponseSchema)` to create a new message.
  */
 export const OpenRunResponseSchema: GenMessage<OpenRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 4);
+  messageDesc(file_codemode_orchestrator_v1_control, 8);
 
 /**
  * @generated from message codemode.orchestrator.v1.DescribeSurfaceRequest
@@ -195,7 +289,7 @@ export type DescribeSurfaceRequest = Message<"codemode.orchestrator.v1.DescribeS
  * Use `create(DescribeSurfaceRequestSchema)` to create a new message.
  */
 export const DescribeSurfaceRequestSchema: GenMessage<DescribeSurfaceRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 5);
+  messageDesc(file_codemode_orchestrator_v1_control, 9);
 
 /**
  * @generated from message codemode.orchestrator.v1.DescribeSurfaceResponse
@@ -212,7 +306,7 @@ export type DescribeSurfaceResponse = Message<"codemode.orchestrator.v1.Describe
  * Use `create(DescribeSurfaceResponseSchema)` to create a new message.
  */
 export const DescribeSurfaceResponseSchema: GenMessage<DescribeSurfaceResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 6);
+  messageDesc(file_codemode_orchestrator_v1_control, 10);
 
 /**
  * What the model sees for a run.
@@ -302,7 +396,7 @@ export type ModelSurface = Message<"codemode.orchestrator.v1.ModelSurface"> & {
  * Use `create(ModelSurfaceSchema)` to create a new message.
  */
 export const ModelSurfaceSchema: GenMessage<ModelSurface> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 7);
+  messageDesc(file_codemode_orchestrator_v1_control, 11);
 
 /**
  * One model-visible tool definition (name, description, JSON Schema of the input).
@@ -343,7 +437,7 @@ export type ModelTool = Message<"codemode.orchestrator.v1.ModelTool"> & {
  * Use `create(ModelToolSchema)` to create a new message.
  */
 export const ModelToolSchema: GenMessage<ModelTool> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 8);
+  messageDesc(file_codemode_orchestrator_v1_control, 12);
 
 /**
  * @generated from message codemode.orchestrator.v1.GetTrajectoryRequest
@@ -360,7 +454,7 @@ export type GetTrajectoryRequest = Message<"codemode.orchestrator.v1.GetTrajecto
  * Use `create(GetTrajectoryRequestSchema)` to create a new message.
  */
 export const GetTrajectoryRequestSchema: GenMessage<GetTrajectoryRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 9);
+  messageDesc(file_codemode_orchestrator_v1_control, 13);
 
 /**
  * @generated from message codemode.orchestrator.v1.GetTrajectoryResponse
@@ -377,7 +471,7 @@ export type GetTrajectoryResponse = Message<"codemode.orchestrator.v1.GetTraject
  * Use `create(GetTrajectoryResponseSchema)` to create a new message.
  */
 export const GetTrajectoryResponseSchema: GenMessage<GetTrajectoryResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 10);
+  messageDesc(file_codemode_orchestrator_v1_control, 14);
 
 /**
  * One model-visible call (exec, wait, or a Tool Search tool) and the nested calls it made.
@@ -453,6 +547,18 @@ export type TrajectoryStep = Message<"codemode.orchestrator.v1.TrajectoryStep"> 
    * @generated from field: codemode.orchestrator.v1.ReplayText result = 11;
    */
   result?: ReplayText | undefined;
+
+  /**
+   * Beyond the seed: session-store keys and bytes this segment committed.
+   *
+   * @generated from field: uint32 session_keys_written = 12;
+   */
+  sessionKeysWritten: number;
+
+  /**
+   * @generated from field: uint64 session_bytes_written = 13;
+   */
+  sessionBytesWritten: bigint;
 };
 
 /**
@@ -460,7 +566,7 @@ export type TrajectoryStep = Message<"codemode.orchestrator.v1.TrajectoryStep"> 
  * Use `create(TrajectoryStepSchema)` to create a new message.
  */
 export const TrajectoryStepSchema: GenMessage<TrajectoryStep> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 11);
+  messageDesc(file_codemode_orchestrator_v1_control, 15);
 
 /**
  * A text kept for transcript replay, or its fingerprint when it is too large to keep.
@@ -493,7 +599,7 @@ export type ReplayText = Message<"codemode.orchestrator.v1.ReplayText"> & {
  * Use `create(ReplayTextSchema)` to create a new message.
  */
 export const ReplayTextSchema: GenMessage<ReplayText> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 12);
+  messageDesc(file_codemode_orchestrator_v1_control, 16);
 
 /**
  * @generated from message codemode.orchestrator.v1.NestedCall
@@ -596,7 +702,7 @@ export type NestedCall = Message<"codemode.orchestrator.v1.NestedCall"> & {
  * Use `create(NestedCallSchema)` to create a new message.
  */
 export const NestedCallSchema: GenMessage<NestedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 13);
+  messageDesc(file_codemode_orchestrator_v1_control, 17);
 
 /**
  * @generated from message codemode.orchestrator.v1.CloseRunRequest
@@ -613,7 +719,7 @@ export type CloseRunRequest = Message<"codemode.orchestrator.v1.CloseRunRequest"
  * Use `create(CloseRunRequestSchema)` to create a new message.
  */
 export const CloseRunRequestSchema: GenMessage<CloseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 14);
+  messageDesc(file_codemode_orchestrator_v1_control, 18);
 
 /**
  * @generated from message codemode.orchestrator.v1.CloseRunResponse
@@ -632,7 +738,7 @@ export type CloseRunResponse = Message<"codemode.orchestrator.v1.CloseRunRespons
  * Use `create(CloseRunResponseSchema)` to create a new message.
  */
 export const CloseRunResponseSchema: GenMessage<CloseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 15);
+  messageDesc(file_codemode_orchestrator_v1_control, 19);
 
 /**
  * An internal code-mode namespace (the seed's "Internal namespaces"): a guest global such
@@ -703,7 +809,7 @@ export type NamespaceRegistration = Message<"codemode.orchestrator.v1.NamespaceR
  * Use `create(NamespaceRegistrationSchema)` to create a new message.
  */
 export const NamespaceRegistrationSchema: GenMessage<NamespaceRegistration> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 16);
+  messageDesc(file_codemode_orchestrator_v1_control, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.RegisterNamespaceRequest
@@ -720,7 +826,7 @@ export type RegisterNamespaceRequest = Message<"codemode.orchestrator.v1.Registe
  * Use `create(RegisterNamespaceRequestSchema)` to create a new message.
  */
 export const RegisterNamespaceRequestSchema: GenMessage<RegisterNamespaceRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 17);
+  messageDesc(file_codemode_orchestrator_v1_control, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.RegisterNamespaceResponse
@@ -746,7 +852,7 @@ export type RegisterNamespaceResponse = Message<"codemode.orchestrator.v1.Regist
  * Use `create(RegisterNamespaceResponseSchema)` to create a new message.
  */
 export const RegisterNamespaceResponseSchema: GenMessage<RegisterNamespaceResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 18);
+  messageDesc(file_codemode_orchestrator_v1_control, 22);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClearNamespacesRequest
@@ -763,7 +869,7 @@ export type ClearNamespacesRequest = Message<"codemode.orchestrator.v1.ClearName
  * Use `create(ClearNamespacesRequestSchema)` to create a new message.
  */
 export const ClearNamespacesRequestSchema: GenMessage<ClearNamespacesRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 19);
+  messageDesc(file_codemode_orchestrator_v1_control, 23);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClearNamespacesResponse
@@ -780,7 +886,7 @@ export type ClearNamespacesResponse = Message<"codemode.orchestrator.v1.ClearNam
  * Use `create(ClearNamespacesResponseSchema)` to create a new message.
  */
 export const ClearNamespacesResponseSchema: GenMessage<ClearNamespacesResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 20);
+  messageDesc(file_codemode_orchestrator_v1_control, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.ListNamespacesRequest
@@ -793,7 +899,7 @@ export type ListNamespacesRequest = Message<"codemode.orchestrator.v1.ListNamesp
  * Use `create(ListNamespacesRequestSchema)` to create a new message.
  */
 export const ListNamespacesRequestSchema: GenMessage<ListNamespacesRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 21);
+  messageDesc(file_codemode_orchestrator_v1_control, 25);
 
 /**
  * @generated from message codemode.orchestrator.v1.ListNamespacesResponse
@@ -810,7 +916,7 @@ export type ListNamespacesResponse = Message<"codemode.orchestrator.v1.ListNames
  * Use `create(ListNamespacesResponseSchema)` to create a new message.
  */
 export const ListNamespacesResponseSchema: GenMessage<ListNamespacesResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 22);
+  messageDesc(file_codemode_orchestrator_v1_control, 26);
 
 /**
  * @generated from service codemode.orchestrator.v1.Control
@@ -898,6 +1004,26 @@ export const Control: GenService<{
     methodKind: "unary";
     input: typeof ListNamespacesRequestSchema;
     output: typeof ListNamespacesResponseSchema;
+  },
+  /**
+   * Beyond the seed: a session's store (code mode's store/load), as committed.
+   *
+   * @generated from rpc codemode.orchestrator.v1.Control.GetSessionStore
+   */
+  getSessionStore: {
+    methodKind: "unary";
+    input: typeof GetSessionStoreRequestSchema;
+    output: typeof GetSessionStoreResponseSchema;
+  },
+  /**
+   * Beyond the seed: deletes a session's store (a user who asks to be forgotten).
+   *
+   * @generated from rpc codemode.orchestrator.v1.Control.ClearSessionStore
+   */
+  clearSessionStore: {
+    methodKind: "unary";
+    input: typeof ClearSessionStoreRequestSchema;
+    output: typeof ClearSessionStoreResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_codemode_orchestrator_v1_control, 0);

@@ -8,7 +8,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ApprovalPending, CodeModeConfig, ErrorCode, McpRunConfig, McpServer, RunScope, SurfaceKind, ToolAnnotations, ToolCallers, ToolError, ToolSearchConfig, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
+import type { ApprovalPending, CodeModeConfig, ErrorCode, McpRunConfig, McpServer, RunScope, SessionEntry, SurfaceKind, ToolAnnotations, ToolCallers, ToolError, ToolSearchConfig, ToolSource, WaitReason } from "../../common/v1/common_pb.js";
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { TrajectoryStep } from "./control_pb.js";
 import { file_codemode_orchestrator_v1_control } from "./control_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIrUDCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAEj4KC2ludmFsaWRhdGVkGAQgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVBY2tIABI7Cgtwb29sX2hlYWx0aBgFIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Qb29sSGVhbHRoSAASQAoGcmVjb3JkGAYgASgLMi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXF1ZXN0SAASMgoEY2FsbBgHIAEoCzIiLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEgAQgkKB21lc3NhZ2Ui/AIKCExpbmtDYWxsEgoKAmlkGAEgASgEEkIKC3Jlc29sdmVfcnVuGAIgASgLMisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXF1ZXN0SAASQgoLc3VzcGVuZF9ydW4YAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3RIABI+CgljbGFpbV9ydW4YBCABKAsyKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0SAASQgoLcmVsZWFzZV9ydW4YBSABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3RIABJNChFyb3V0ZV90b29sX3Jlc3VsdBgGIAEoCzIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0SABCCQoHcmVxdWVzdCK9AwoJTGlua1JlcGx5EgoKAmlkGAEgASgEEkMKC3Jlc29sdmVfcnVuGAIgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXNwb25zZUgAEkMKC3N1c3BlbmRfcnVuGAMgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXNwb25zZUgAEj8KCWNsYWltX3J1bhgEIAEoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlSAASQwoLcmVsZWFzZV9ydW4YBSABKAsyLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlSAASTgoRcm91dGVfdG9vbF9yZXN1bHQYBiABKAsyMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2VIABI4CgVlcnJvchgHIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEVycm9ySABCCgoIcmVzcG9uc2UiLgoNTGlua0NhbGxFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiMgoKUG9vbEhlYWx0aBIUCgxjYW5fcnVuX2NvZGUYASABKAgSDgoGcmVhc29uGAIgASgJIiMKDUludmFsaWRhdGVBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCSIzCgpEZWxpdmVyQWNrEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJZGVsaXZlcmVkGAIgASgIIngKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIyCgRwb29sGAQgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBvb2xIZWFsdGgiMwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSEgoKbGl2ZV9leGVjcxgCIAEoDSLNAgoOQXR0YWNoUmVzcG9uc2USQAoHd2VsY29tZRgBIAEoCzItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JXZWxjb21lSAASOAoJaGVhcnRiZWF0GAIgASgLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkhlYXJ0YmVhdEgAEj4KB2RlbGl2ZXIYAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlclRvb2xSZXN1bHRIABI+CgppbnZhbGlkYXRlGAQgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVSdW5zSAASNAoFcmVwbHkYBSABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua1JlcGx5SABCCQoHbWVzc2FnZSJfCg5JbnZhbGlkYXRlUnVucxISCgpyZXF1ZXN0X2lkGAEgASgJEiwKBnNjb3BlcxgCIAMoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRILCgNhbGwYAyABKAgiQwoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkSEwoLdGFrZXNfY2FsbHMYAiABKAgiigEKEURlbGl2ZXJUb29sUmVzdWx0EjQKBmFuc3dlchgBIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhIKCnJlcXVlc3RfaWQYAyABKAkigwIKClRvb2xBbnN3ZXISDwoHY2FsbF9pZBgBIAEoCRIVCgtyZXN1bHRfanNvbhgCIAEoCUgAEi4KBWVycm9yGAMgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xFcnJvckgAEj8KEGFwcHJvdmFsX3BlbmRpbmcYBCABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuQXBwcm92YWxQZW5kaW5nSAASIAoYYXBwcm92YWxfcmVxdWVzdGVkX2F0X21zGAUgASgDEhYKDmFuc3dlcmVkX2F0X21zGAYgASgDEhcKD2FwcHJvdmFsX3JlYXNvbhgHIAEoCUIJCgdvdXRjb21lInMKEVJlc29sdmVSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEh0KFWtub3duX2NhdGFsb2dfdmVyc2lvbhgCIAEoCRISCgpzaWRlY2FyX2lkGAMgASgJIt8EChJSZXNvbHZlUnVuUmVzcG9uc2USDQoFZm91bmQYASABKAgSMgoGY29uZmlnGAIgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKD2NhdGFsb2dfdmVyc2lvbhgDIAEoCRI3CgdlbnRyaWVzGAQgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNhdGFsb2dFbnRyeRIYChBlbnRyaWVzX2luY2x1ZGVkGAUgASgIEhQKDHNlYXJjaF9jb3VudBgGIAEoDRIWCg5kZXNjcmliZV9jb3VudBgHIAEoDRISCgpjYWxsX2NvdW50GAggASgNEhgKEGNvZGVfbW9kZV9hY3RpdmUYCSABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAogASgJEjIKC21jcF9zZXJ2ZXJzGAsgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlchI+CgpuYW1lc3BhY2VzGAwgAygLMiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlZpc2libGVOYW1lc3BhY2USMAoHc3VyZmFjZRgNIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5TdXJmYWNlS2luZBI5Cgt0b29sX3NlYXJjaBgOIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YDyABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnEhEKCWNhY2hlYWJsZRgQIAEoCCJaChBWaXNpYmxlTmFtZXNwYWNlEgoKAmlkGAEgASgJEhEKCXBsdWdpbl9pZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRISCgpzY29wZV9qc29uGAQgASgJIuMCCgxDYXRhbG9nRW50cnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVsYWJlbBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIuCgZzb3VyY2UYBSABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNvdXJjZRITCgtzb3VyY2VfbmFtZRgGIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YByABKAkSGgoSb3V0cHV0X3NjaGVtYV9qc29uGAggASgJEjgKC2Fubm90YXRpb25zGAkgASgLMiMuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xBbm5vdGF0aW9ucxIVCg1leGFtcGxlc19qc29uGAogAygJEhAKCGtleXdvcmRzGAsgAygJEjgKD2FsbG93ZWRfY2FsbGVycxgMIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sQ2FsbGVycyKLAgoUUmVjb3JkU2VnbWVudFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNgoEc3RlcBgCIAEoCzIoLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5UcmFqZWN0b3J5U3RlcBIUCgxzZWFyY2hfZGVsdGEYAyABKA0SFgoOZGVzY3JpYmVfZGVsdGEYBCABKA0SEgoKY2FsbF9kZWx0YRgFIAEoDRI4CghyZXNvbHZlZBgGIAMoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlZENhbGwSEgoKc2lkZWNhcl9pZBgHIAEoCSKSAQoMUmVzb2x2ZWRDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHb3V0Y29tZRgCIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAMgASgJEhcKD2RlbGl2ZXJlZF9hdF9tcxgEIAEoAxIQCghhcHByb3ZhbBgFIAEoCRIeChZhcHByb3ZhbF9kZWNpZGVkX2F0X21zGAYgASgDIhcKFVJlY29yZFNlZ21lbnRSZXNwb25zZSKLAwoMU3VzcGVuZGVkUnVuEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEAoIc25hcHNob3QYAyABKAwSNgoHcGVuZGluZxgEIAMoCzIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nQ2FsbBI1CgdhbnN3ZXJzGAUgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISLgoGcmVhc29uGAYgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLldhaXRSZWFzb24SEwoLY29uZmlnX2pzb24YByABKAkSFAoMb3V0cHV0X2J5dGVzGAggASgEEhUKDWV4cGlyZXNfYXRfbXMYCSABKAMSFwoPY2F0YWxvZ192ZXJzaW9uGAogASgJEhQKDGV4ZWNfY2FsbF9pZBgLIAEoCRISCgpnZW5lcmF0aW9uGAwgASgEIooBCgtQZW5kaW5nQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEjMKBGtpbmQYBCABKA4yJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0tpbmQSEQoJZHVlX2F0X21zGAUgASgDIm4KEVN1c3BlbmRSdW5SZXF1ZXN0EjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVjbGFpbRgCIAEoCBITCgtjbGFpbV90b2tlbhgDIAEoCSJ1ChJTdXNwZW5kUnVuUmVzcG9uc2USDwoHcmVmdXNlZBgBIAEoCRIzCgxyZWZ1c2VkX2NvZGUYAiABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEhkKEWFuc3dlcmVkX2NhbGxfaWRzGAMgAygJIn8KD0NsYWltUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIYChBjb2RlX21vZGVfcnVuX2lkGAIgASgJEhAKCGxlYXNlX21zGAMgASgNEhMKC2NsYWltX3Rva2VuGAQgASgJIm0KEENsYWltUnVuUmVzcG9uc2USMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWZ1c2VkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJIlAKEVJlbGVhc2VSdW5SZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSDAoEa2VlcBgDIAEoCCImChJSZWxlYXNlUnVuUmVzcG9uc2USEAoIcmVsZWFzZWQYASABKAgijwEKFlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSNAoGYW5zd2VyGAIgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISEgoKc2lkZWNhcl9pZBgDIAEoCSJLChdSb3V0ZVRvb2xSZXN1bHRSZXNwb25zZRIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEhYKDmRlbGl2ZXJlZF9saXZlGAIgASgIInMKF0F3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSEgoKdGltZW91dF9tcxgDIAEoDRIVCg1zZWVuX2NhbGxfaWRzGAQgAygJImgKGEF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZRI1CgdhbnN3ZXJzGAEgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISFQoNY2xhaW1fY3VycmVudBgCIAEoCCqZAQoLUGVuZGluZ0tpbmQSHAoYUEVORElOR19LSU5EX1VOU1BFQ0lGSUVEEAASGgoWUEVORElOR19LSU5EX1RPT0xfQ0FMTBABEiAKHFBFTkRJTkdfS0lORF9DQVRBTE9HX1JFUVVFU1QQAhIWChJQRU5ESU5HX0tJTkRfWUlFTEQQAxIWChJQRU5ESU5HX0tJTkRfVElNRVIQBDLxBgoLU2lkZWNhckxpbmsSXwoGQXR0YWNoEicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlcXVlc3QaKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVzcG9uc2UoATABEmcKClJlc29sdmVSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlc3BvbnNlEnAKDVJlY29yZFNlZ21lbnQSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlc3BvbnNlEmcKClN1c3BlbmRSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlc3BvbnNlEmEKCENsYWltUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlEmcKClJlbGVhc2VSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlEnYKD1JvdXRlVG9vbFJlc3VsdBIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEnkKEEF3YWl0VG9vbFJlc3VsdHMSMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QaMi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIrUDCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAEj4KC2ludmFsaWRhdGVkGAQgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVBY2tIABI7Cgtwb29sX2hlYWx0aBgFIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Qb29sSGVhbHRoSAASQAoGcmVjb3JkGAYgASgLMi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXF1ZXN0SAASMgoEY2FsbBgHIAEoCzIiLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEgAQgkKB21lc3NhZ2UijAQKCExpbmtDYWxsEgoKAmlkGAEgASgEEkIKC3Jlc29sdmVfcnVuGAIgASgLMisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXF1ZXN0SAASQgoLc3VzcGVuZF9ydW4YAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3RIABI+CgljbGFpbV9ydW4YBCABKAsyKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0SAASQgoLcmVsZWFzZV9ydW4YBSABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3RIABJNChFyb3V0ZV90b29sX3Jlc3VsdBgGIAEoCzIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0SAASRAoMbG9hZF9zZXNzaW9uGAcgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVxdWVzdEgAEkgKDmNvbW1pdF9zZXNzaW9uGAggASgLMi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNvbW1pdFNlc3Npb25SZXF1ZXN0SABCCQoHcmVxdWVzdCLPBAoJTGlua1JlcGx5EgoKAmlkGAEgASgEEkMKC3Jlc29sdmVfcnVuGAIgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXNwb25zZUgAEkMKC3N1c3BlbmRfcnVuGAMgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXNwb25zZUgAEj8KCWNsYWltX3J1bhgEIAEoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlSAASQwoLcmVsZWFzZV9ydW4YBSABKAsyLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlSAASTgoRcm91dGVfdG9vbF9yZXN1bHQYBiABKAsyMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2VIABI4CgVlcnJvchgHIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEVycm9ySAASRQoMbG9hZF9zZXNzaW9uGAggASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVzcG9uc2VIABJJCg5jb21taXRfc2Vzc2lvbhgJIAEoCzIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Db21taXRTZXNzaW9uUmVzcG9uc2VIAEIKCghyZXNwb25zZSIuCg1MaW5rQ2FsbEVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSIyCgpQb29sSGVhbHRoEhQKDGNhbl9ydW5fY29kZRgBIAEoCBIOCgZyZWFzb24YAiABKAkiIwoNSW52YWxpZGF0ZUFjaxISCgpyZXF1ZXN0X2lkGAEgASgJIjMKCkRlbGl2ZXJBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglkZWxpdmVyZWQYAiABKAgieAoMU2lkZWNhckhlbGxvEhIKCnNpZGVjYXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEjIKBHBvb2wYBCABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUG9vbEhlYWx0aCIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNIs0CCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAEj4KCmludmFsaWRhdGUYBCABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1bnNIABI0CgVyZXBseRgFIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rUmVwbHlIAEIJCgdtZXNzYWdlIl8KDkludmFsaWRhdGVSdW5zEhIKCnJlcXVlc3RfaWQYASABKAkSLAoGc2NvcGVzGAIgAygLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEgsKA2FsbBgDIAEoCCJDChNPcmNoZXN0cmF0b3JXZWxjb21lEhcKD29yY2hlc3RyYXRvcl9pZBgBIAEoCRITCgt0YWtlc19jYWxscxgCIAEoCCKKAQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEgoKcmVxdWVzdF9pZBgDIAEoCSKDAgoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySAASPwoQYXBwcm92YWxfcGVuZGluZxgEIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5BcHByb3ZhbFBlbmRpbmdIABIgChhhcHByb3ZhbF9yZXF1ZXN0ZWRfYXRfbXMYBSABKAMSFgoOYW5zd2VyZWRfYXRfbXMYBiABKAMSFwoPYXBwcm92YWxfcmVhc29uGAcgASgJQgkKB291dGNvbWUicwoRUmVzb2x2ZVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSHQoVa25vd25fY2F0YWxvZ192ZXJzaW9uGAIgASgJEhIKCnNpZGVjYXJfaWQYAyABKAki3wQKElJlc29sdmVSdW5SZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb2RlbW9kZS5jb21tb24udjEuQ29kZU1vZGVDb25maWcSFwoPY2F0YWxvZ192ZXJzaW9uGAMgASgJEjcKB2VudHJpZXMYBCADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2F0YWxvZ0VudHJ5EhgKEGVudHJpZXNfaW5jbHVkZWQYBSABKAgSFAoMc2VhcmNoX2NvdW50GAYgASgNEhYKDmRlc2NyaWJlX2NvdW50GAcgASgNEhIKCmNhbGxfY291bnQYCCABKA0SGAoQY29kZV9tb2RlX2FjdGl2ZRgJIAEoCBIXCg9pbmFjdGl2ZV9yZWFzb24YCiABKAkSMgoLbWNwX3NlcnZlcnMYCyADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyEj4KCm5hbWVzcGFjZXMYDCADKAsyKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVmlzaWJsZU5hbWVzcGFjZRIwCgdzdXJmYWNlGA0gASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlN1cmZhY2VLaW5kEjkKC3Rvb2xfc2VhcmNoGA4gASgLMiQuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTZWFyY2hDb25maWcSMQoHbWNwX3J1bhgPIAEoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BSdW5Db25maWcSEQoJY2FjaGVhYmxlGBAgASgIIloKEFZpc2libGVOYW1lc3BhY2USCgoCaWQYASABKAkSEQoJcGx1Z2luX2lkGAIgASgJEhMKC2dsb2JhbF9uYW1lGAMgASgJEhIKCnNjb3BlX2pzb24YBCABKAki4wIKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCRIaChJvdXRwdXRfc2NoZW1hX2pzb24YCCABKAkSOAoLYW5ub3RhdGlvbnMYCSABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuVG9vbEFubm90YXRpb25zEhUKDWV4YW1wbGVzX2pzb24YCiADKAkSEAoIa2V5d29yZHMYCyADKAkSOAoPYWxsb3dlZF9jYWxsZXJzGAwgASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xDYWxsZXJzIosCChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNEjgKCHJlc29sdmVkGAYgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVkQ2FsbBISCgpzaWRlY2FyX2lkGAcgASgJIpIBCgxSZXNvbHZlZENhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhUKDWVycm9yX21lc3NhZ2UYAyABKAkSFwoPZGVsaXZlcmVkX2F0X21zGAQgASgDEhAKCGFwcHJvdmFsGAUgASgJEh4KFmFwcHJvdmFsX2RlY2lkZWRfYXRfbXMYBiABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIjsKEkxvYWRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRITCgtzZXNzaW9uX2tleRgCIAEoCSJIChNMb2FkU2Vzc2lvblJlc3BvbnNlEjEKB2VudHJpZXMYASADKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU2Vzc2lvbkVudHJ5IqkBChRDb21taXRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRITCgtzZXNzaW9uX2tleRgCIAEoCRIwCgZ3cml0ZXMYAyADKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU2Vzc2lvbkVudHJ5EhAKCG1heF9rZXlzGAQgASgNEhEKCW1heF9ieXRlcxgFIAEoBBITCgt0dGxfc2Vjb25kcxgGIAEoDSJFChVDb21taXRTZXNzaW9uUmVzcG9uc2USDwoHcmVmdXNlZBgBIAEoCRIMCgRrZXlzGAIgASgNEg0KBWJ5dGVzGAMgASgEIosDCgxTdXNwZW5kZWRSdW4SGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIQCghzbmFwc2hvdBgDIAEoDBI2CgdwZW5kaW5nGAQgAygLMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdDYWxsEjUKB2Fuc3dlcnMYBSADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIuCgZyZWFzb24YBiABKA4yHi5jb2RlbW9kZS5jb21tb24udjEuV2FpdFJlYXNvbhITCgtjb25maWdfanNvbhgHIAEoCRIUCgxvdXRwdXRfYnl0ZXMYCCABKAQSFQoNZXhwaXJlc19hdF9tcxgJIAEoAxIXCg9jYXRhbG9nX3ZlcnNpb24YCiABKAkSFAoMZXhlY19jYWxsX2lkGAsgASgJEhIKCmdlbmVyYXRpb24YDCABKAQiigEKC1BlbmRpbmdDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHdG9vbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSMwoEa2luZBgEIAEoDjIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nS2luZBIRCglkdWVfYXRfbXMYBSABKAMibgoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJInUKElN1c3BlbmRSdW5SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEjMKDHJlZnVzZWRfY29kZRgCIAEoDjIdLmNvZGVtb2RlLmNvbW1vbi52MS5FcnJvckNvZGUSGQoRYW5zd2VyZWRfY2FsbF9pZHMYAyADKAkifwoPQ2xhaW1SdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEAoIbGVhc2VfbXMYAyABKA0SEwoLY2xhaW1fdG9rZW4YBCABKAkibQoQQ2xhaW1SdW5SZXNwb25zZRIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlZnVzZWQYAiABKAkSEwoLY2xhaW1fdG9rZW4YAyABKAkiUAoRUmVsZWFzZVJ1blJlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRIMCgRrZWVwGAMgASgIIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCKPAQoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchISCgpzaWRlY2FyX2lkGAMgASgJIksKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSFgoOZGVsaXZlcmVkX2xpdmUYAiABKAgicwoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkiaAoYQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEjUKB2Fuc3dlcnMYASADKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchIVCg1jbGFpbV9jdXJyZW50GAIgASgIKpkBCgtQZW5kaW5nS2luZBIcChhQRU5ESU5HX0tJTkRfVU5TUEVDSUZJRUQQABIaChZQRU5ESU5HX0tJTkRfVE9PTF9DQUxMEAESIAocUEVORElOR19LSU5EX0NBVEFMT0dfUkVRVUVTVBACEhYKElBFTkRJTkdfS0lORF9ZSUVMRBADEhYKElBFTkRJTkdfS0lORF9USU1FUhAEMs8ICgtTaWRlY2FyTGluaxJfCgZBdHRhY2gSJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVxdWVzdBooLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXNwb25zZSgBMAESZwoKUmVzb2x2ZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2UScAoNUmVjb3JkU2VnbWVudBIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVzcG9uc2USZwoKU3VzcGVuZFJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2USYQoIQ2xhaW1SdW4SKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0GiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVzcG9uc2USZwoKUmVsZWFzZVJ1bhIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdBosLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVzcG9uc2USdgoPUm91dGVUb29sUmVzdWx0EjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3QaMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2USeQoQQXdhaXRUb29sUmVzdWx0cxIxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVxdWVzdBoyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Bd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2USagoLTG9hZFNlc3Npb24SLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTG9hZFNlc3Npb25SZXF1ZXN0Gi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVzcG9uc2UScAoNQ29tbWl0U2Vzc2lvbhIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Db21taXRTZXNzaW9uUmVxdWVzdBovLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Db21taXRTZXNzaW9uUmVzcG9uc2ViBnByb3RvMw", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -140,6 +140,18 @@ export type LinkCall = Message<"codemode.orchestrator.v1.LinkCall"> & {
      */
     value: RouteToolResultRequest;
     case: "routeToolResult";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.LoadSessionRequest load_session = 7;
+     */
+    value: LoadSessionRequest;
+    case: "loadSession";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.CommitSessionRequest commit_session = 8;
+     */
+    value: CommitSessionRequest;
+    case: "commitSession";
   } | { case: undefined; value?: undefined };
 };
 
@@ -200,6 +212,18 @@ export type LinkReply = Message<"codemode.orchestrator.v1.LinkReply"> & {
      */
     value: LinkCallError;
     case: "error";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.LoadSessionResponse load_session = 8;
+     */
+    value: LoadSessionResponse;
+    case: "loadSession";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.CommitSessionResponse commit_session = 9;
+     */
+    value: CommitSessionResponse;
+    case: "commitSession";
   } | { case: undefined; value?: undefined };
 };
 
@@ -951,6 +975,118 @@ export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*
   messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
+ * @generated from message codemode.orchestrator.v1.LoadSessionRequest
+ */
+export type LoadSessionRequest = Message<"codemode.orchestrator.v1.LoadSessionRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: string session_key = 2;
+   */
+  sessionKey: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.LoadSessionRequest.
+ * Use `create(LoadSessionRequestSchema)` to create a new message.
+ */
+export const LoadSessionRequestSchema: GenMessage<LoadSessionRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
+
+/**
+ * @generated from message codemode.orchestrator.v1.LoadSessionResponse
+ */
+export type LoadSessionResponse = Message<"codemode.orchestrator.v1.LoadSessionResponse"> & {
+  /**
+   * @generated from field: repeated codemode.common.v1.SessionEntry entries = 1;
+   */
+  entries: SessionEntry[];
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.LoadSessionResponse.
+ * Use `create(LoadSessionResponseSchema)` to create a new message.
+ */
+export const LoadSessionResponseSchema: GenMessage<LoadSessionResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
+
+/**
+ * @generated from message codemode.orchestrator.v1.CommitSessionRequest
+ */
+export type CommitSessionRequest = Message<"codemode.orchestrator.v1.CommitSessionRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: string session_key = 2;
+   */
+  sessionKey: string;
+
+  /**
+   * Each key once; the committing run's limits, which the store enforces on the result.
+   *
+   * @generated from field: repeated codemode.common.v1.SessionEntry writes = 3;
+   */
+  writes: SessionEntry[];
+
+  /**
+   * @generated from field: uint32 max_keys = 4;
+   */
+  maxKeys: number;
+
+  /**
+   * @generated from field: uint64 max_bytes = 5;
+   */
+  maxBytes: bigint;
+
+  /**
+   * @generated from field: uint32 ttl_seconds = 6;
+   */
+  ttlSeconds: number;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.CommitSessionRequest.
+ * Use `create(CommitSessionRequestSchema)` to create a new message.
+ */
+export const CommitSessionRequestSchema: GenMessage<CommitSessionRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
+
+/**
+ * @generated from message codemode.orchestrator.v1.CommitSessionResponse
+ */
+export type CommitSessionResponse = Message<"codemode.orchestrator.v1.CommitSessionResponse"> & {
+  /**
+   * Empty when applied; else why nothing was (a limit the session would pass).
+   *
+   * @generated from field: string refused = 1;
+   */
+  refused: string;
+
+  /**
+   * @generated from field: uint32 keys = 2;
+   */
+  keys: number;
+
+  /**
+   * @generated from field: uint64 bytes = 3;
+   */
+  bytes: bigint;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.CommitSessionResponse.
+ * Use `create(CommitSessionResponseSchema)` to create a new message.
+ */
+export const CommitSessionResponseSchema: GenMessage<CommitSessionResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
+
+/**
  * What a suspended run needs to resume anywhere.
  *
  * @generated from message codemode.orchestrator.v1.SuspendedRun
@@ -1042,7 +1178,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 25);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
@@ -1088,7 +1224,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 26);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -1117,7 +1253,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 27);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -1149,7 +1285,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 24);
+  messageDesc(file_codemode_orchestrator_v1_link, 28);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -1186,7 +1322,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 25);
+  messageDesc(file_codemode_orchestrator_v1_link, 29);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -1215,7 +1351,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 26);
+  messageDesc(file_codemode_orchestrator_v1_link, 30);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -1245,7 +1381,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 27);
+  messageDesc(file_codemode_orchestrator_v1_link, 31);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -1264,7 +1400,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 28);
+  messageDesc(file_codemode_orchestrator_v1_link, 32);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -1294,7 +1430,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 29);
+  messageDesc(file_codemode_orchestrator_v1_link, 33);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -1323,7 +1459,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 30);
+  messageDesc(file_codemode_orchestrator_v1_link, 34);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -1357,7 +1493,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 31);
+  messageDesc(file_codemode_orchestrator_v1_link, 35);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -1381,7 +1517,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 32);
+  messageDesc(file_codemode_orchestrator_v1_link, 36);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind
@@ -1506,6 +1642,26 @@ export const SidecarLink: GenService<{
     methodKind: "unary";
     input: typeof AwaitToolResultsRequestSchema;
     output: typeof AwaitToolResultsResponseSchema;
+  },
+  /**
+   * A session's store as committed (code mode's load), read once per segment that uses it.
+   *
+   * @generated from rpc codemode.orchestrator.v1.SidecarLink.LoadSession
+   */
+  loadSession: {
+    methodKind: "unary";
+    input: typeof LoadSessionRequestSchema;
+    output: typeof LoadSessionResponseSchema;
+  },
+  /**
+   * A segment's writes to its session's store, applied whole or not at all.
+   *
+   * @generated from rpc codemode.orchestrator.v1.SidecarLink.CommitSession
+   */
+  commitSession: {
+    methodKind: "unary";
+    input: typeof CommitSessionRequestSchema;
+    output: typeof CommitSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_codemode_orchestrator_v1_link, 0);
