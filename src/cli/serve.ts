@@ -86,6 +86,7 @@ const poolFlags = {
 const storeFlags = {
   store: { type: "string" },
   "max-suspended-runs": { type: "string" },
+  "store-timeout-ms": { type: "string" },
 } as const;
 
 /**
@@ -98,9 +99,14 @@ async function launchPoolFirst(log: Logger, threads: number | undefined, perWork
   return launchPool({ log, ...(threads !== undefined ? { threads } : {}), ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}) });
 }
 
-function storeOptions(values: { store?: string | undefined; "max-suspended-runs"?: string | undefined }) {
+function storeOptions(values: { store?: string | undefined; "max-suspended-runs"?: string | undefined; "store-timeout-ms"?: string | undefined }) {
   const max = intFlag(values["max-suspended-runs"], "--max-suspended-runs");
-  return { ...(values.store !== undefined ? { store: values.store } : {}), ...(max !== undefined ? { maxSuspendedRuns: max } : {}) };
+  const timeout = intFlag(values["store-timeout-ms"], "--store-timeout-ms");
+  return {
+    ...(values.store !== undefined ? { store: values.store } : {}),
+    ...(max !== undefined ? { maxSuspendedRuns: max } : {}),
+    ...(timeout !== undefined ? { storeTimeoutMs: timeout } : {}),
+  };
 }
 
 export async function runStart(argv: string[]): Promise<void> {

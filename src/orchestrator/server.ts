@@ -35,6 +35,7 @@ import { RunCachePush } from "./link/run-cache-push.js";
 import { SidecarPools } from "./link/sidecar-pools.js";
 import { suspendedRunHandlers } from "./suspended/suspended-runs.js";
 import { sessionLinkHandlers } from "./sessions/session-handlers.js";
+import { DEFAULT_STORE_TIMEOUT_MS, setStoreTimeout, storeCall, storeOutage } from "./state/store-failure.js";
 import type { Registry } from "prom-client";
 
 export type OrchestratorOptions = {
@@ -51,11 +52,15 @@ export type OrchestratorOptions = {
   store?: string;
   /** Cap on unexpired suspended runs (64 by default). */
   maxSuspendedRuns?: number;
+  /** The longest one store call may take (`--store-timeout-ms`, 2000 by default): then it fails UNAVAILABLE. */
+  storeTimeoutMs?: number;
   /** Where to register the orchestrator's Prometheus metrics (`--metrics-address`); none when absent. */
   metrics?: Registry;
 };
 
 export const DEFAULT_MAX_SUSPENDED_RUNS = 64;
+/** How often a store that cannot be reached is asked whether it is back. */
+const STORE_PROBE_MS = 1_000;
 
 export type RunningOrchestrator = {
   /** The Control port. */
@@ -97,8 +102,10 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       runOpened = listener;
     },
   };
-  const store = await createRunStore(options.store, log);
-  const state = await createOrchestratorState(options.store, log).catch(async (err: unknown) => {
+  const storeTimeout = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+  setStoreTimeout(storeTimeout);
+  const store = await createRunStore(options.store, log, storeTimeout);
+  const state = await createOrchestratorState(options.store, log, storeTimeout).catch(async (err: unknown) => {
     await store.close();
     throw err;
   });
@@ -159,6 +166,15 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const address = formatHostPort({ host: options.listen.host, port });
   const linkAddress = formatHostPort({ host: options.linkListen.host, port: linkPort });
   health.set(true);
+  // NOT_SERVING while the store cannot be reached; meanwhile it is asked every second, so
+  // its return is noticed even when no call needs it.
+  let storeProbe: NodeJS.Timeout | undefined;
+  const ping = "ping" in store && typeof store.ping === "function" ? () => (store.ping as () => Promise<unknown>)() : undefined;
+  const offStore = storeOutage.onChange((down) => {
+    health.set(!down && !drain.draining);
+    clearInterval(storeProbe);
+    if (down && ping) storeProbe = setInterval(() => void storeCall(log, "reach the store", ping).catch(() => {}), STORE_PROBE_MS).unref();
+  });
   const security = (s?: ServerSecurity) => ({ tls: s?.tls ? (s.tls.clientCa ? "mtls" : "tls") : "plaintext", token: s?.token !== undefined });
   log.info(
     { address, linkAddress, orchestratorId, store: store.kind, maxSuspendedRuns, control: security(options.security), link: security(options.linkSecurity) },
@@ -176,6 +192,8 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       if (!(await drain.idle(budgetMs)))
         log.warn({ orchestratorId, inFlight: drain.inFlight, budgetMs }, "drain budget ran out; stopping with calls in flight");
       await Promise.all([shutdownServer(server, FINAL_GRACE_MS), shutdownServer(linkServer, FINAL_GRACE_MS)]);
+      offStore();
+      clearInterval(storeProbe);
       await closeStores();
       log.info("orchestrator stopped");
     })());

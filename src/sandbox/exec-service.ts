@@ -30,7 +30,7 @@ import type { OrchestratorLink } from "./link/orchestrator-link.js";
 import type { SandboxPool } from "./pool/pool.js";
 import { serveWait } from "./suspend/resume.js";
 import type { ResolvedRun, RunResolver } from "./link/run-resolver.js";
-import { ORCHESTRATOR_UNREACHABLE as UNREACHABLE, Segment, type ExecEventInit, type Scope, type SegmentInit } from "./exec/segment.js";
+import { Segment, unreachable, type ExecEventInit, type Scope, type SegmentInit } from "./exec/segment.js";
 import { AwaitResults } from "./exec/await-results.js";
 import type { SnapshotSealer } from "./suspend/snapshot-seal.js";
 import { endSegment, limitsOf } from "./suspend/suspension.js";
@@ -39,6 +39,7 @@ import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js
 import { MAX_BRIDGE_BYTES, parseBridgeJson } from "./worker/json-bridge.js";
 import { answerBytes, STAGE_MIN } from "./exec/answer-wire.js";
 import { withRetries } from "./link/retry.js";
+import { isStoreUnavailable } from "../shared/store-errors.js";
 import { DrainSignals } from "./exec/drain-signals.js";
 
 /** What a new Exec on a draining sidecar is told (UNAVAILABLE: the gateway retries elsewhere). */
@@ -83,17 +84,18 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
   const maxPerRun = Math.max(1, Math.floor(pool.slots / 2));
   const tracked = (body: (drainSignal: AbortSignal, suspendSignal: AbortSignal) => Promise<void>): Promise<void> => body(inFlight.cancel, inFlight.suspend);
 
-  /** Resolves the run; undefined when the orchestrator cannot be reached. */
-  const resolve = async (scope: Scope, rlog: Logger): Promise<ResolvedRun | undefined> => {
+  /** Resolves the run; `run` is undefined when the orchestrator (or its store) cannot be reached, and `unreachable` says which. */
+  const resolve = async (scope: Scope, rlog: Logger): Promise<{ run: ResolvedRun | undefined; unreachable: string }> => {
     try {
       // A replica that just died: the retry reaches another one through the same address.
-      return await withRetries(
+      const run = await withRetries(
         () => resolver.resolve(scope),
         (err) => err instanceof ServiceError && err.code === "unavailable",
       );
+      return { run, unreachable: "" };
     } catch (err) {
       rlog.warn({ err }, "could not resolve run with the orchestrator");
-      return undefined;
+      return { run: undefined, unreachable: unreachable(err) };
     }
   };
 
@@ -131,7 +133,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       const codeModeRunId = newId("cm");
       const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, execCallId });
       await tracked(async (drainSignal, suspendSignal) => {
-        const run = await resolve(scope, rlog);
+        const { run, unreachable: why } = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
         let config: CodeModeConfig;
         try {
@@ -172,7 +174,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           ...(req.command !== undefined ? { command: req.command } : {}),
           ...(req.language !== undefined ? { language: req.language } : {}),
         });
-        if (run === undefined) return seg.finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
+        if (run === undefined) return seg.finish({ status: "failed", error: why, code: "runtime_unavailable" }, 0);
         if (!config.enabled) return seg.finish({ status: "failed", error: RUN_MESSAGES.disabled, code: "invalid_input" }, 0);
         if (!run.active) return seg.finish({ status: "failed", error: `${INACTIVE_PREFIX}${run.inactiveReason}.`, code: "invalid_input" }, 0);
         const input = checkExecInput({ code: req.code, command: req.command, language: req.language }, config.languages);
@@ -255,11 +257,11 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       const codeModeRunId = req.codeModeRunId.trim();
       const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, waitCallId });
       await tracked(async (drainSignal, suspendSignal) => {
-        const run = await resolve(scope, rlog);
+        const { run, unreachable: why } = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
         const init = segmentInit("wait", scope, waitCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog);
         const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
-        if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: UNREACHABLE, code: "runtime_unavailable" }, 0);
+        if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: why, code: "runtime_unavailable" }, 0);
         if (!codeModeRunId) {
           return segment(runConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
         }
@@ -327,6 +329,8 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         if (err instanceof ServiceError && err.code === "not_found") throw calls.explainUndeliverable(req.callId, scopeKey);
         if (err instanceof ServiceError && ["permission_denied", "already_exists", "failed_precondition", "invalid_argument"].includes(err.code)) throw err;
         log.warn({ err, callId: req.callId }, "could not route a tool answer to the orchestrator");
+        // The store's own message says so; anything else is the orchestrator not answering.
+        if (isStoreUnavailable(err)) throw err;
         throw new ServiceError("unavailable", "the answer could not be handed to the orchestrator; retry");
       }
     },

@@ -28,7 +28,7 @@ import type { CallRegistry, LiveCall } from "./exec/call-registry.js";
 import { sourceBreakdown, type CompactEntry } from "./catalog/run-catalog.js";
 import { checkExecInput } from "./program/exec-input.js";
 import type { ResolvedRun, RunResolver } from "./link/run-resolver.js";
-import { ORCHESTRATOR_UNREACHABLE, Segment, type Answer, type SegmentInit } from "./exec/segment.js";
+import { Segment, unreachable, type Answer, type SegmentInit } from "./exec/segment.js";
 import { limitsOf } from "./suspend/suspension.js";
 import { parseBridgeJson } from "./worker/json-bridge.js";
 
@@ -128,7 +128,7 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       run = await resolver.resolve(scope);
     } catch (err) {
       log.warn({ err }, "could not resolve run with the orchestrator");
-      throw new ServiceError("unavailable", ORCHESTRATOR_UNREACHABLE);
+      throw new ServiceError("unavailable", unreachable(err));
     }
     if (!run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
     if (!TOOL_SEARCH_SURFACES.has(run.surface)) {

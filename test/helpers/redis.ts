@@ -14,6 +14,8 @@ export type RedisServer = {
   /** SIGSTOP: the server takes connections and bytes into its sockets but runs nothing until `resume()`. */
   pause(): void;
   resume(): void;
+  /** Starts a new, empty redis-server on the same port after `stop()` (a Redis that crashed and came back). */
+  restart(): Promise<void>;
 };
 
 /** Tries this many ports before giving up (another process may take a port we picked). */
@@ -22,16 +24,25 @@ const ATTEMPTS = 5;
 export async function startRedis(): Promise<RedisServer> {
   const bin = redisServerPath();
   let lastError: unknown;
-  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const port = await freePort();
+  const launch = async (port: number) => {
     const child = spawn(bin, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     try {
       await ready(child);
     } catch (err) {
-      lastError = err;
       await stop(child);
+      throw err;
+    }
+    return child;
+  };
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    const port = await freePort();
+    let child: ChildProcess;
+    try {
+      child = await launch(port);
+    } catch (err) {
+      lastError = err;
       continue;
     }
     return {
@@ -40,6 +51,10 @@ export async function startRedis(): Promise<RedisServer> {
       stop: () => stop(child),
       pause: () => void child.kill("SIGSTOP"),
       resume: () => void child.kill("SIGCONT"),
+      restart: async () => {
+        await stop(child);
+        child = await launch(port);
+      },
     };
   }
   throw new Error(`redis-server did not start after ${ATTEMPTS} attempts`, { cause: lastError });

@@ -22,7 +22,7 @@ export type OrchestratorState = {
   close(): Promise<void>;
 };
 
-export async function createOrchestratorState(spec: string | undefined, log: Logger): Promise<OrchestratorState> {
+export async function createOrchestratorState(spec: string | undefined, log: Logger, timeoutMs?: number): Promise<OrchestratorState> {
   const url = redisUrlOf(spec);
   if (url === undefined) {
     const sessions = new MemorySessionStore();
@@ -44,7 +44,7 @@ export async function createOrchestratorState(spec: string | undefined, log: Log
       import("../sessions/redis-sessions.js"),
     ]);
   const stateLog = log.child({ state: "redis", url: redactUrl(url) });
-  const redis = connectRedis(url, stateLog);
+  const redis = connectRedis(url, stateLog, timeoutMs);
   const close = () => quitRedis(redis);
   await checkRedis(url, () => redis.ping(), close);
   return {

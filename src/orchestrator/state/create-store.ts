@@ -29,11 +29,11 @@ export async function checkRedis(url: string, ping: () => Promise<unknown>, clos
   }
 }
 
-export async function createRunStore(spec: string | undefined, log?: Logger): Promise<RunStore> {
+export async function createRunStore(spec: string | undefined, log?: Logger, timeoutMs?: number): Promise<RunStore> {
   const url = redisUrlOf(spec);
   if (url === undefined) return new MemoryRunStore(log);
   const { RedisRunStore } = await import("../suspended/redis-store.js");
-  const store = new RedisRunStore(url, log ? { log } : {});
+  const store = new RedisRunStore(url, { ...(log ? { log } : {}), ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
   await checkRedis(
     url,
     () => store.ping(),

@@ -17,6 +17,7 @@ import { randomUUID } from "node:crypto";
 import { Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "../../shared/logger.js";
 import { scripts } from "./redis-scripts.js";
+import { storeOutage } from "../state/store-failure.js";
 import { LIMITS } from "../../shared/limits.js";
 import { redactUrl } from "../state/redact-url.js";
 import {
@@ -33,7 +34,7 @@ import {
   seenKey,
 } from "./run-store.js";
 
-export type RedisRunStoreOptions = { prefix?: string; log?: Logger };
+export type RedisRunStoreOptions = { prefix?: string; log?: Logger /** The bound of one command (the store's `--store-timeout-ms`). */; timeoutMs?: number };
 
 /** The key prefix of every store kept in Redis. */
 export const REDIS_PREFIX = "codemode:";
@@ -46,15 +47,30 @@ const CONNECTION: RedisOptions = { maxRetriesPerRequest: 2, enableOfflineQueue: 
 
 /**
  * A connection with the store's fail-fast options (shared with the orchestrator's other
- * Redis state). It connects in the background; its connection errors are logged, never
- * thrown: its calls reject instead.
+ * Redis state), a command bounded by `timeoutMs`. It connects in the background; its
+ * connection errors are logged, never thrown: its calls reject instead.
  */
-export function connectRedis(url: string, log: Logger | undefined): Redis {
-  return watchRedis(new Redis(url, CONNECTION), log);
+export function connectRedis(url: string, log: Logger | undefined, timeoutMs?: number): Redis {
+  const bound = timeoutMs !== undefined ? { commandTimeout: timeoutMs, connectTimeout: timeoutMs } : {};
+  return watchRedis(new Redis(url, { ...CONNECTION, ...bound }), log);
 }
 
+/** Logs a connection's errors once per outage (its reconnect attempts repeat them), and its return. */
 function watchRedis(connection: Redis, log: Logger | undefined): Redis {
-  return connection.on("error", (err: unknown) => log?.warn({ err }, "redis connection error"));
+  let failing = false;
+  return connection
+    .on("error", (err: unknown) => {
+      if (failing) return;
+      failing = true;
+      log?.warn({ err }, "redis connection error; reconnecting (repeats are not logged)");
+      // A lost connection is an outage even before a call needs the store (health follows it).
+      if (log) storeOutage.failed(log, "keep its connection", err);
+    })
+    .on("ready", () => {
+      if (!failing) return;
+      failing = false;
+      log?.info("redis connection is back");
+    });
 }
 
 /** Closes a connection politely, or drops it when Redis does not answer. */
@@ -81,7 +97,7 @@ export class RedisRunStore implements RunStore {
   constructor(url: string, options: RedisRunStoreOptions = {}) {
     this.prefix = options.prefix ?? REDIS_PREFIX;
     this.log = options.log?.child({ store: "redis", url: redactUrl(url) });
-    this.redis = connectRedis(url, this.log);
+    this.redis = connectRedis(url, this.log, options.timeoutMs);
   }
 
   /** Resolves once Redis answers a PING. */

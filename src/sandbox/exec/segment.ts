@@ -25,6 +25,7 @@ import { tenantOf } from "../pool/cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
 import type { NestedCallMessage, PendingKind, TaskOutcome } from "../pool/task-protocol.js";
 import { approvalExpired } from "../../shared/link-wire.js";
+import { isStoreUnavailable } from "../../shared/store-errors.js";
 import { ApprovalLog, approvalRequired, clampApproval, decisionOf, type Approval } from "./approvals.js";
 import { SessionCell } from "./session-cell.js";
 import type { LinkRpc } from "../link/link-calls.js";
@@ -34,6 +35,13 @@ const TOOL_SEARCH_VISIBLE = ["tool_search_code"] as const;
 const MCP_RUN_VISIBLE = ["codemode.run"] as const;
 /** The error of a segment that cannot reach the orchestrator (to resolve, claim or store its run). */
 export const ORCHESTRATOR_UNREACHABLE = "code mode runtime is unavailable: the orchestrator cannot be reached.";
+/** The same when the orchestrator answered that its store cannot be reached. */
+export const STORE_UNREACHABLE = "code mode runtime is unavailable: the orchestrator's store cannot be reached; try again shortly.";
+
+/** Which of the two a failed link call means. */
+export function unreachable(err: unknown): string {
+  return isStoreUnavailable(err) ? STORE_UNREACHABLE : ORCHESTRATOR_UNREACHABLE;
+}
 /** Longest search query (characters) the catalog ranks; longer queries are cut. */
 const MAX_QUERY_CHARS = 256;
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;

@@ -1,16 +1,16 @@
 /**
  * Resolves a scope to its run at the orchestrator (config layer, catalog view,
  * counters) and keeps catalog views by version, so a catalog crosses the link once per
- * change, not once per exec. A scope with no open run resolves as `found: false`, and
- * Exec and Wait refuse it (FAILED_PRECONDITION: call OpenRun first).
+ * change. A scope with no open run resolves as `found: false` (Exec and Wait refuse it).
  *
  * When the orchestrator allows it (`cacheable`: it owns the run state), the resolved run
- * is cached here until the orchestrator pushes an invalidation for it (the run was opened
- * again, closed, its namespaces changed, or another sidecar moved its counters), so an
- * exec of a known run makes no round trip before it starts. The cache is emptied whenever
- * the link leaves `up` (a push may have been missed), and an answer is not cached if any
- * invalidation arrived while it was in flight. This sidecar's own segments update the
- * cached counters as they are recorded, which happens after the result was sent.
+ * is cached until the orchestrator pushes an invalidation for it (opened again, closed,
+ * namespaces changed, counters moved elsewhere); the cache is emptied whenever the link
+ * leaves `up`, and an answer that crossed an invalidation is not cached. This sidecar's
+ * own segments update the cached counters as they are recorded. Whatever the store, the
+ * last answer for each run in recent use is kept too, and served while the orchestrator
+ * answers that its store cannot be reached: no run can change meanwhile, so plain execs
+ * of open runs go on through a store outage.
  */
 import { LRUCache } from "lru-cache";
 import { SurfaceKind, ToolSource, type ToolCallers } from "../../gen/codemode/common/v1/common_pb.js";
@@ -25,6 +25,7 @@ import type { Logger } from "../../shared/logger.js";
 import { mcpRunLayerFromWire, parseMcpRunConfig, type McpRunConfig } from "../../shared/mcp-run/config.js";
 import { RunCatalog } from "../catalog/run-catalog.js";
 import type { OrchestratorLink } from "./orchestrator-link.js";
+import { isStoreUnavailable } from "../../shared/store-errors.js";
 
 /** The run's model-visible surface, as the orchestrator decided it (see SurfaceKind). */
 export type RunSurface = "code_mode" | "tool_search_code" | "tool_search" | "direct" | "none" | "mcp_run";
@@ -92,8 +93,14 @@ export class RunResolver {
    * instead of asking again, unless an invalidation or link change came since.
    */
   private readonly inFlight = new Map<string, { generation: number; answer: Promise<ResolvedRun> }>();
+  /** The last answer for each run in recent use, served while the orchestrator's store is down. */
+  private readonly lastGood = new LRUCache<string, ResolvedRun>({ max: MAX_CACHED_RUNS, ttl: CACHED_RUN_IDLE_MS * 2, updateAgeOnGet: false });
+  /** Whether a store outage was already logged (once per outage). */
+  private servingStale = false;
   /** Cache hits, misses, and lookups that joined a resolve in flight, for metrics and benchmarks. */
   readonly stats = { hits: 0, misses: 0, joined: 0 };
+  /** Answers served from a run's last resolution while the orchestrator's store was down. */
+  staleServed = 0;
 
   constructor(
     private readonly link: OrchestratorLink,
@@ -132,7 +139,22 @@ export class RunResolver {
     const entry = { generation: this.generation, answer: this.fetch(scope, key) };
     this.inFlight.set(key, entry);
     try {
-      return await entry.answer;
+      const run = await entry.answer;
+      if (run.found) this.lastGood.set(key, run);
+      if (this.servingStale) {
+        this.servingStale = false;
+        this.log?.info("the orchestrator's store answers again: runs are resolved there again");
+      }
+      return run;
+    } catch (err) {
+      const last = isStoreUnavailable(err) ? this.lastGood.get(key) : undefined;
+      if (!last) throw err;
+      this.staleServed++;
+      if (!this.servingStale) {
+        this.servingStale = true;
+        this.log?.warn({ err }, "the orchestrator's store cannot be reached: serving runs from their last resolution until it is back");
+      }
+      return last;
     } finally {
       if (this.inFlight.get(key) === entry) this.inFlight.delete(key);
     }

@@ -34,7 +34,7 @@ import { withRetries } from "../link/retry.js";
 import { killGraceMs } from "../pool/pool-contract.js";
 import type { ResultInput } from "../exec/result.js";
 import type { ResolvedRun } from "../link/run-resolver.js";
-import { ORCHESTRATOR_UNREACHABLE, type Segment, type Answer, type PendingInfo, type SegmentInit } from "../exec/segment.js";
+import { unreachable, type Segment, type Answer, type PendingInfo, type SegmentInit } from "../exec/segment.js";
 import { SnapshotAuthError, SnapshotKeyUnavailableError, type SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
 import type { AnswerMessage } from "../pool/task-protocol.js";
@@ -144,7 +144,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     );
   } catch (err) {
     log.warn({ err }, "could not claim the suspended run");
-    return early.finish({ status: "failed", error: ORCHESTRATOR_UNREACHABLE, code: "runtime_unavailable" }, 0);
+    return early.finish({ status: "failed", error: unreachable(err), code: "runtime_unavailable" }, 0);
   }
   if (claim.refused || !claim.run) return early.finish({ status: "failed", error: claim.refused || UNAVAILABLE, code: "invalid_input" }, 0);
   const rec = claim.run;

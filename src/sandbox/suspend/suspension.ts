@@ -13,6 +13,7 @@ import type { CodeModeConfig } from "../../shared/config.js";
 import { answerToWire, pendingKindToWire, reasonToWire, type GatewayAnswer, type SuspendReason } from "../../shared/link-wire.js";
 import type { Logger } from "../../shared/logger.js";
 import { withRetries } from "../link/retry.js";
+import { isStoreUnavailable } from "../../shared/store-errors.js";
 import { ServiceError } from "../../protocol/service-error.js";
 import type { OrchestratorLink } from "../link/orchestrator-link.js";
 import { errorCodeName, type PendingCall, type ResultInput } from "../exec/result.js";
@@ -244,7 +245,11 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
       seg.log.warn({ err }, "could not store the suspended run");
       unreachable = true;
       r = {
-        result: { status: "failed", error: "code mode could not store the suspended run: the orchestrator cannot be reached.", code: "runtime_unavailable" },
+        result: {
+          status: "failed",
+          error: `code mode could not store the suspended run: ${isStoreUnavailable(err) ? "the orchestrator's store" : "the orchestrator"} cannot be reached.`,
+          code: "runtime_unavailable",
+        },
       };
     }
     // A resumed run whose new snapshot could not be stored keeps its previous one (a later
