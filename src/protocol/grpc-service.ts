@@ -28,6 +28,15 @@ export type ServerStream<M> = { send(message: OutInit<M>): boolean; signal: Abor
 export type BidiStream<M> = {
   /** Messages from the peer; ends when the peer half-closes. */
   messages: AsyncIterable<In<M>>;
+  /**
+   * The other way to read the peer (a handler uses one or the other): `onMessage` gets each
+   * message in the turn it is decoded, in order; while a promise it returned is pending, the
+   * call is paused (later messages wait, and HTTP/2 flow control holds the peer). `onEnd`
+   * once, after which nothing is taken: with no argument when the peer half-closed, else the
+   * error `messages` would throw (INVALID_ARGUMENT: a message did not decode) or UNAVAILABLE
+   * (the call ended first).
+   */
+  listen(onMessage: (m: In<M>) => void | Promise<void>, onEnd: (err?: ServiceError) => void): void;
   send(message: OutInit<M>): boolean;
   signal: AbortSignal;
   peer: string;
@@ -67,6 +76,18 @@ export type RequestDecoders = Readonly<Record<string, (bytes: Uint8Array) => unk
  */
 export type RequestEncoders = Readonly<Record<string, (message: unknown) => Uint8Array | undefined>>;
 
+/**
+ * Encoders a server tries on what a handler sends or returns, by response message type
+ * name (e.g. ../sandbox/exec/event-wire.ts), before `create` and the generated encoder:
+ * each gives exactly the bytes those would, or undefined to leave the message to them.
+ */
+export type ResponseEncoders = Readonly<Record<string, (init: unknown) => Uint8Array | undefined>>;
+
+/** A response a ResponseEncoders entry already encoded: the serializer passes its bytes on. */
+class Encoded {
+  constructor(readonly bytes: Uint8Array) {}
+}
+
 function decodeRequest(desc: DescMessage, bytes: Buffer, decode?: (bytes: Uint8Array) => unknown): unknown {
   try {
     return decode ? decode(bytes) : fromBinary(desc, bytes);
@@ -76,6 +97,66 @@ function decodeRequest(desc: DescMessage, bytes: Buffer, decode?: (bytes: Uint8A
 }
 
 const malformedStatus = (m: MalformedRequest) => ({ code: grpc.status.INVALID_ARGUMENT, details: m.details });
+
+/** Why `listen` ended when the call ended before the peer half-closed: one shared value (no stack per call). */
+const CALL_ENDED_FIRST = new ServiceError("unavailable", "the call ended before the peer half-closed");
+
+/**
+ * BidiStream.listen over `call`: each message handed on from its `data` event, the call
+ * paused while a promise `onMessage` returned is pending (messages that came meanwhile wait
+ * in order), `onEnd` once.
+ */
+function listenTo(call: Readable, onMessage: (m: unknown) => void | Promise<void>, onEnd: (err?: ServiceError) => void): void {
+  const waiting: unknown[] = [];
+  let busy = false;
+  let ended = false;
+  let peerDone = false;
+  const finish = (err?: ServiceError) => {
+    if (ended) return;
+    ended = true;
+    waiting.length = 0;
+    call.off("data", onData);
+    call.off("end", onPeerEnd);
+    call.off("close", onClose);
+    onEnd(err);
+  };
+  const take = (m: unknown) => {
+    if (m instanceof MalformedRequest) return finish(new ServiceError("invalid_argument", m.details));
+    let pending: void | Promise<void>;
+    try {
+      pending = onMessage(m);
+    } catch {
+      // A handler's bug must not escape a stream event: the call ends as when the peer stops.
+      return finish(new ServiceError("internal", "a message could not be taken"));
+    }
+    if (!pending) return;
+    busy = true;
+    call.pause();
+    const next = () => {
+      busy = false;
+      while (!ended && !busy && waiting.length > 0) take(waiting.shift());
+      if (ended || busy) return;
+      if (peerDone) finish();
+      else call.resume();
+    };
+    pending.then(next, next);
+  };
+  function onData(m: unknown) {
+    if (ended) return;
+    if (busy) waiting.push(m);
+    else take(m);
+  }
+  function onPeerEnd() {
+    peerDone = true;
+    if (!busy) finish();
+  }
+  function onClose() {
+    finish(peerDone ? undefined : CALL_ENDED_FIRST);
+  }
+  call.on("data", onData);
+  call.on("end", onPeerEnd);
+  call.on("close", onClose);
+}
 
 /**
  * Peer messages of a bidi stream; a message that did not decode ends them with INVALID_ARGUMENT.
@@ -111,7 +192,7 @@ export function serviceDefinition<S extends GenServiceMethods>(
       responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
       requestSerialize: (m: unknown) => asBuffer(encode?.(m) ?? toBinary(method.input, m as MessageShape<DescMessage>)),
       requestDeserialize: (b: Buffer) => decodeRequest(method.input, b, decoders[method.input.typeName]),
-      responseSerialize: (m: unknown) => asBuffer(toBinary(method.output, m as MessageShape<DescMessage>)),
+      responseSerialize: (m: unknown) => asBuffer(m instanceof Encoded ? m.bytes : toBinary(method.output, m as MessageShape<DescMessage>)),
       responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
     };
   }
@@ -183,7 +264,8 @@ function unaryContext(call: EndingCall & { getPeer(): string; metadata: grpc.Met
 /**
  * Adds a typed implementation of `service` to `server`. With `drain`, every call is
  * counted while it runs, except the standing links (a bidi stream named in `standing`,
- * e.g. the sidecars' Attach). `decoders` replace generated request decoders. With
+ * e.g. the sidecars' Attach). `decoders` replace generated request decoders, and
+ * `responseEncoders` encode what handlers send or return in place of `create`. With
  * `authorize`, a call whose metadata it refuses is answered with its error (UNAUTHENTICATED)
  * before the request is looked at, and logged.
  */
@@ -194,7 +276,11 @@ export function addService<S extends GenServiceMethods>(
   log: Logger,
   drain?: DrainTracker,
   authorize?: Authorizer,
-  { standing = ["attach"], decoders = {} }: { standing?: readonly string[]; decoders?: RequestDecoders } = {},
+  {
+    standing = ["attach"],
+    decoders = {},
+    responseEncoders = {},
+  }: { standing?: readonly string[]; decoders?: RequestDecoders; responseEncoders?: ResponseEncoders } = {},
 ): void {
   /** The refusal of a call `authorize` does not admit, or undefined. */
   const refusal = (call: { metadata: grpc.Metadata; getPeer(): string }, name: string): Partial<grpc.StatusObject> | undefined => {
@@ -211,6 +297,12 @@ export function addService<S extends GenServiceMethods>(
   for (const method of service.methods) {
     const handler = (handlers as Record<string, unknown>)[method.localName] as ((...a: unknown[]) => Promise<unknown>) | undefined;
     const name = `${service.typeName}/${method.name}`;
+    const encodeOut = responseEncoders[method.output.typeName];
+    /** What goes to grpc-js for a handler's response `m`: encoded here when an encoder takes it. */
+    const outOf = (m: unknown): unknown => {
+      const bytes = encodeOut?.(m);
+      return bytes ? new Encoded(bytes) : create(method.output, m as MessageInitShape<DescMessage>);
+    };
     if (!handler) {
       impl[method.localName] = (call: { emit?: unknown }, cb?: grpc.sendUnaryData<unknown>) => {
         const e = { code: grpc.status.UNIMPLEMENTED, details: `${name} is not implemented yet` };
@@ -229,7 +321,7 @@ export function addService<S extends GenServiceMethods>(
           const ctx = unaryContext(call);
           settle(() => handler(call.request, ctx))
             .then(
-              (res) => cb(null, create(method.output, res as MessageInitShape<DescMessage>)),
+              (res) => cb(null, outOf(res)),
               (err: unknown) => cb(toStatus(err, log, name)),
             )
             .finally(leave);
@@ -244,7 +336,7 @@ export function addService<S extends GenServiceMethods>(
           const signal = callSignal(call);
           const stream = {
             signal,
-            send: (m: unknown) => (signal.aborted ? false : call.write(create(method.output, m as MessageInitShape<DescMessage>))),
+            send: (m: unknown) => (signal.aborted ? false : call.write(outOf(m))),
           };
           settle(() => handler(call.request, stream, { signal, peer: call.getPeer(), metadata: call.metadata }))
             .then(
@@ -264,10 +356,11 @@ export function addService<S extends GenServiceMethods>(
           const signal = callSignal(call);
           const stream = {
             messages: decodedMessages(call),
+            listen: (onMessage: (m: unknown) => void | Promise<void>, onEnd: (err?: ServiceError) => void) => listenTo(call, onMessage, onEnd),
             signal,
             peer: call.getPeer(),
             metadata: call.metadata,
-            send: (m: unknown) => (signal.aborted ? false : call.write(create(method.output, m as MessageInitShape<DescMessage>))),
+            send: (m: unknown) => (signal.aborted ? false : call.write(outOf(m))),
           };
           settle(() => handler(stream))
             .then(

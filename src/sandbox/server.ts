@@ -22,6 +22,7 @@ import { formatHostPort, type HostPort } from "../shared/address.js";
 import { newId } from "../shared/ids.js";
 import type { Logger } from "../shared/logger.js";
 import { ANSWER_DECODERS } from "./exec/answer-wire.js";
+import { EVENT_ENCODERS } from "./exec/event-wire.js";
 import { CallRegistry } from "./exec/call-registry.js";
 import { createSandboxService } from "./exec-service.js";
 import { OrchestratorLink } from "./link/orchestrator-link.js";
@@ -148,7 +149,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       "serving without a sandbox pool (--serve-without-pool): exec, wait, tool_search_code and codemode.run fail with runtime_unavailable; tool_search, tool_describe and tool_call are served",
     );
   }
-  const server = windowedServer({ "grpc.max_receive_message_length": 16 * 1024 * 1024 }, log);
+  // No channelz bookkeeping (nothing serves channelz here): grpc-js skips its per-call and per-message counters.
+  const server = windowedServer({ "grpc.max_receive_message_length": 16 * 1024 * 1024, "grpc.enable_channelz": 0 }, log);
   const calls = new CallRegistry();
   // Answers for live calls here that a gateway sent to another sidecar arrive over the link.
   const port = await bindServer(server, options.listen.host, options.listen.port, options.security?.tls).catch(async (err: unknown) => {
@@ -193,9 +195,11 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   // ExecSession runs the (instrumented) Exec, Wait and BridgeCallback handlers on one stream.
   const handlers = { ...instrumented, execSession: execSessionHandler(instrumented) };
   const token = options.security?.token;
-  // Large answers stay bytes until the handler has staged them to their VM (./exec/answer-wire.ts).
+  // Large answers stay bytes until the handler has staged them to their VM (./exec/answer-wire.ts);
+  // a nested call's event and an answer's response are encoded without protobuf-es (./exec/event-wire.ts).
   addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined, {
     decoders: ANSWER_DECODERS,
+    responseEncoders: EVENT_ENCODERS,
   });
   link.start(() => calls.liveCount);
   // The orchestrator in this process tells of each run it opens: this sidecar resolves it ahead of its first exec (./link/run-prefetch.ts).

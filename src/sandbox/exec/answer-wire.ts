@@ -90,6 +90,8 @@ const startsWithBom = (b: Uint8Array) => b.byteLength >= 3 && b[0] === 0xef && b
 
 /** A BridgeCallbackRequest with its large plain result_json left as bytes, or undefined. */
 function withRawAnswer(bytes: Uint8Array): BridgeCallbackRequest | undefined {
+  // Too short to hold a text that long: not worth the walk.
+  if (bytes.byteLength < STAGE_MIN) return undefined;
   const span = soleField(bytes, RESULT_JSON, [ERROR]);
   if (!span || span.end - span.start < STAGE_MIN) return undefined;
   const raw = bytes.subarray(span.start, span.end);
@@ -119,6 +121,7 @@ export function decodeBridgeCallback(bytes: Uint8Array): BridgeCallbackRequest {
 
 /** Decodes an ExecSessionRequest; throws as the generated decoder does. */
 export function decodeExecSessionRequest(bytes: Uint8Array): ExecSessionRequest {
+  if (bytes.byteLength < STAGE_MIN) return fromBinary(ExecSessionRequestSchema, bytes);
   const span = soleField(bytes, SESSION_ANSWER, [SESSION_EXEC, SESSION_WAIT]);
   const answer = span && span.end - span.start >= STAGE_MIN ? withRawAnswer(bytes.subarray(span.start, span.end)) : undefined;
   if (!span || !answer) return fromBinary(ExecSessionRequestSchema, bytes);

@@ -101,9 +101,13 @@ export class CallRegistry {
 
   private settle(call: LiveCall, scopeKey: string, answer: { ok: true; json: string } | { ok: false; error: PlainError }, why: Gone["why"]): void {
     this.live.delete(call.callId);
-    this.forget(call.callId, { scopeKey, why });
     call.outcome = { ok: answer.ok, errorMessage: answer.ok ? "" : answer.error.message, durationMs: Date.now() - call.startedAtMs };
-    call.deliver(answer);
+    // Remembered once the answer is on its way to the VM: nothing in between reads it.
+    try {
+      call.deliver(answer);
+    } finally {
+      this.forget(call.callId, { scopeKey, why });
+    }
   }
 
   /** A live call's approval ran out: the guest gets ApprovalExpired, and a late decision is refused. False when it is not live here awaiting approval. */
