@@ -173,7 +173,7 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const offStore = storeOutage.onChange((down) => {
     health.set(!down && !drain.draining);
     clearInterval(storeProbe);
-    if (down && ping) storeProbe = setInterval(() => void storeCall(log, "reach the store", ping).catch(() => {}), STORE_PROBE_MS).unref();
+    if (down && ping) storeProbe = setInterval(() => void storeCall(log, "reach the store", ping, { probe: true }).catch(() => {}), STORE_PROBE_MS).unref();
   });
   const security = (s?: ServerSecurity) => ({ tls: s?.tls ? (s.tls.clientCa ? "mtls" : "tls") : "plaintext", token: s?.token !== undefined });
   log.info(
