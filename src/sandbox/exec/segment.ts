@@ -24,9 +24,8 @@ import { buildResult, type OutputItem, type ResultInput } from "./result.js";
 import { tenantOf } from "../pool/cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
 import type { NestedCallMessage, PendingKind, TaskOutcome } from "../pool/task-protocol.js";
-import { approvalExpired } from "../../shared/link-wire.js";
 import { isStoreUnavailable } from "../../shared/store-errors.js";
-import { ApprovalLog, approvalRequired, clampApproval, decisionOf, type Approval } from "./approvals.js";
+import { SegmentApprovals, type Approval } from "./approvals.js";
 import { SessionCell } from "./session-cell.js";
 import type { LinkRpc } from "../link/link-calls.js";
 
@@ -156,16 +155,27 @@ export class Segment {
   private readonly resolved: Array<{ callId: string; outcome: string; errorMessage: string; deliveredAtMs: bigint }> = [];
   private readonly t0 = performance.now();
   private handle: ExecHandle | undefined;
-  /** Approvals asked for or decided in this segment (telemetry, trajectory). */
-  readonly approvals = new ApprovalLog();
-  /** Calls that await a person's approval now, live here or from an earlier segment. */
-  readonly awaitingApproval = new Map<string, Approval>();
-  private readonly expiries = new Map<string, NodeJS.Timeout>();
+  /** Calls that await a person's approval, and what the segment saw of approvals (telemetry, trajectory). */
+  readonly approvals: SegmentApprovals;
   /** The cell's session-store reads and writes, made at its first `store` or `load`. */
   private sessionCell: SessionCell | undefined;
 
   constructor(private readonly init: SegmentInit) {
     if (init.priorOutputs) this.outputs.push(...init.priorOutputs);
+    this.approvals = new SegmentApprovals({
+      config: init.config,
+      pauses: init.kind === "exec" || init.kind === "wait",
+      log: init.log,
+      answerLive: (callId, a) => init.calls.answerLive(callId, init.scopeKey, a),
+      expireLive: (callId) => init.calls.expire(callId),
+      answer: (callId, a) => this.answer(callId, a),
+      tell: (callId) => this.handle?.approval(callId),
+    });
+  }
+
+  /** Calls that await a person's approval now (a suspension stores their marks). */
+  get awaitingApproval(): ReadonlyMap<string, Approval> {
+    return this.approvals.awaiting;
   }
 
   get log(): Logger {
@@ -175,40 +185,13 @@ export class Segment {
   /** Hands an answer to the VM (if it still runs) and remembers it. */
   answer(callId: string, answer: Answer): void {
     this.answers.set(callId, answer);
-    if (this.awaitingApproval.delete(callId)) {
-      clearTimeout(this.expiries.get(callId));
-      this.expiries.delete(callId);
-      const e = this.approvals.decided(callId, decisionOf(answer));
-      if (e) {
-        this.log.info({ callId, decision: e.decision, waitedMs: e.decidedAtMs - e.requestedAtMs }, "approval decided");
-      }
-    }
+    this.approvals.answered(callId, answer);
     this.handle?.answer(callId, answer);
   }
 
-  /**
-   * A call awaits a person's approval: from the gateway's answer to a live call here
-   * (`fromGateway`, clamped to the run's approvalTimeoutMs; approvalMode "error" answers
-   * ApprovalRequired instead and returns undefined), or from an earlier segment's stored mark.
-   */
+  /** A call awaits a person's approval (./approvals.ts `SegmentApprovals.await`). */
   awaitApproval(callId: string, toolId: string, toolName: string, mark: Approval, fromGateway: boolean): Approval | undefined {
-    const { config, kind } = this.init;
-    const kept = fromGateway ? clampApproval(mark, config.approvalTimeoutMs) : mark;
-    if (this.approvals.get(callId)?.decision !== "pending") this.approvals.asked(callId, toolId, kept);
-    // A surface that never suspends cannot pause for a person either.
-    if (fromGateway && (config.approvalMode === "error" || (kind !== "exec" && kind !== "wait"))) {
-      this.approvals.decided(callId, "required");
-      this.init.calls.answerLive(callId, this.init.scopeKey, approvalRequired(toolName || toolId, kept.reason));
-      return undefined;
-    }
-    this.awaitingApproval.set(callId, kept);
-    this.log.info({ callId, toolId, expiresInMs: kept.expiresAtMs - Date.now() }, "a nested call awaits a person's approval");
-    // A live call's registry entry remembers the expiry (a late decision is refused); an earlier segment's is the store's.
-    const expire = () => (fromGateway ? this.init.calls.expire(callId) : this.answer(callId, approvalExpired(toolName || toolId, kept)));
-    // Never at once: the registry keeps the approval only once this returns.
-    this.expiries.set(callId, setTimeout(expire, Math.min(Math.max(0, kept.expiresAtMs - Date.now()), 2 ** 31 - 1)).unref());
-    this.handle?.approval(callId);
-    return kept;
+    return this.approvals.await(callId, toolId, toolName, mark, fromGateway);
   }
 
   /** Keeps the model's input (exec: code/command/language; wait: runId) for replay. */
@@ -353,7 +336,7 @@ export class Segment {
       tenantOf(this.init.scope),
     );
     this.handle = handle;
-    for (const callId of this.awaitingApproval.keys()) handle.approval(callId);
+    for (const callId of this.approvals.awaiting.keys()) handle.approval(callId);
     const onAbort = () => {
       // The first signal to abort says why; a later one (the drain's after the stream's) changes nothing.
       if (this.cancelledBy !== undefined) return;
@@ -402,8 +385,7 @@ export class Segment {
   /** Nested calls made here can no longer reach a VM on this sidecar. */
   endCalls(): void {
     this.init.calls.endAll(this.myCalls);
-    for (const t of this.expiries.values()) clearTimeout(t);
-    this.expiries.clear();
+    this.approvals.stop();
   }
 
   /** Sends the segment's Result, logs it, and records its trajectory step. */
@@ -437,20 +419,14 @@ export class Segment {
       durationMs,
       outputBytes,
       ...(snapshotBytes !== undefined ? { snapshotBytes } : {}),
-      approvals: this.approvals.list(),
+      approvals: this.approvals.log.list(),
       ...(this.sessionCell ? { sessionStore: this.sessionCell.use } : {}),
     });
     // Every result names its code-mode run on the wire; the model sees it only when waiting.
     result.codeModeRunId = codeModeRunId;
     if (!recordFirst) this.init.send({ case: "result", value: result });
-    const approvalOf = (callId: string) => {
-      const a = this.approvals.get(callId);
-      return a
-        ? { approval: a.decision, approvalReason: a.reason, approvalRequestedAtMs: BigInt(a.requestedAtMs), approvalDecidedAtMs: BigInt(a.decidedAtMs) }
-        : {};
-    };
     const nested = [...this.myCalls].map((c) => ({
-      ...approvalOf(c.callId),
+      ...this.approvals.nestedFields(c.callId),
       callId: c.callId,
       toolId: c.toolId,
       toolName: c.toolName,
@@ -492,10 +468,7 @@ export class Segment {
       sessionBytesWritten: BigInt(this.sessionCell?.use.bytesWritten ?? 0),
     };
     // An earlier call settled here after a person decided: the trajectory says how.
-    const resolved = this.resolved.map((r) => {
-      const a = this.approvals.get(r.callId);
-      return a && a.decision !== "pending" ? { ...r, approval: a.decision, approvalDecidedAtMs: BigInt(a.decidedAtMs) } : r;
-    });
+    const resolved = this.resolved.map((r) => ({ ...r, ...this.approvals.resolvedFields(r.callId) }));
     const record = () =>
       this.init.resolver
         .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved }, recordFirst)

@@ -307,8 +307,8 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     seg.recordResolved(callId, a);
     const t = times.get(callId);
     if (t?.approvalRequestedAtMs) {
-      seg.approvals.asked(callId, p.toolId, { reason: t.approvalReason ?? "", expiresAtMs: 0, requestedAtMs: t.approvalRequestedAtMs });
-      seg.approvals.decided(callId, decisionOf(a), t.answeredAtMs || Date.now());
+      seg.approvals.log.asked(callId, p.toolId, { reason: t.approvalReason ?? "", expiresAtMs: 0, requestedAtMs: t.approvalRequestedAtMs });
+      seg.approvals.log.decided(callId, decisionOf(a), t.answeredAtMs || Date.now());
     }
   };
   for (const [callId, a] of answers) {
