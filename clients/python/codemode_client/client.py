@@ -39,6 +39,7 @@ from .models import (
     Policy,
     RawJson,
     Scope,
+    SessionStore,
     Surface,
     ToolCall,
     ToolSource,
@@ -273,6 +274,22 @@ class CodeModeClient:
         res = self._unary(self._control.ListNamespaces, control_pb2.ListNamespacesRequest())
         return [NamespaceSpec.from_wire(n) for n in res.namespaces]
 
+    def get_session_store(self, scope: Scope | None = None, *, agent_id: str | None = None, session_key: str | None = None) -> SessionStore:
+        """A session's store (code mode's ``store``/``load``) as committed. The session is the
+        ``scope``'s ``agent_id`` and ``session_key`` (its session_id and agent_run_id play no
+        part: every agent run of the session shares the store), or, without a scope, the
+        ``agent_id`` and ``session_key`` given. An empty one is ``InvalidArgument``."""
+        agent, key = _session_of(scope, agent_id, session_key)
+        res = self._unary(self._control.GetSessionStore, control_pb2.GetSessionStoreRequest(agent_id=agent, session_key=key))
+        return SessionStore.from_wire(res)
+
+    def clear_session_store(self, scope: Scope | None = None, *, agent_id: str | None = None, session_key: str | None = None) -> int:
+        """Deletes a session's store (a user who asks to be forgotten), named as for
+        ``get_session_store``; returns how many keys it held."""
+        agent, key = _session_of(scope, agent_id, session_key)
+        res = self._unary(self._control.ClearSessionStore, control_pb2.ClearSessionStoreRequest(agent_id=agent, session_key=key))
+        return int(res.keys_deleted)
+
     # --- Sandbox (sidecars) ---------------------------------------------------------------
 
     def exec(
@@ -288,12 +305,18 @@ class CodeModeClient:
         on_output: OutputHandler | None = None,
         sidecar: int | None = None,
         metadata: Metadata | None = None,
+        await_results: bool | None = None,
     ) -> ExecResult:
         """Runs the model's ``exec`` input on a sidecar and returns its result. ``code``,
         ``command`` and ``language`` are passed as the model gave them (a bad value is a
         ``failed``/``invalid_input`` result, not an exception). ``metadata`` goes with the
         call: W3C ``traceparent``/``tracestate`` make the sidecar's spans children of the
-        gateway's (each ``ToolCall.trace_parent`` then names its nested span)."""
+        gateway's (each ``ToolCall.trace_parent`` then names its nested span).
+        ``await_results`` (the model's ``awaitResults``; None: the run's config, default
+        False): a program parked on pending tool calls does not end the exec with
+        ``waiting``; the call stays open, resumes the program as answers arrive, and returns
+        when it completes or fails, or ``waiting`` after ``max_await_ms`` or when the run
+        parks for a person's approval."""
         req = sandbox_pb2.ExecRequest(scope=scope.to_wire(), exec_call_id=exec_call_id or _new_id("exec"))
         if code is not None:
             req.code = code
@@ -303,6 +326,8 @@ class CodeModeClient:
             req.language = language
         if config is not None:
             req.config.CopyFrom(config.to_wire())
+        if await_results is not None:
+            req.await_results = await_results
         index = self._pick(sidecar)
         mode = config.approval_mode if config is not None else None
         return self._follow(scope, index, lambda: self._sandboxes[index].Exec(req, metadata=_metadata(metadata)), on_tool_call, on_output, mode)
@@ -547,6 +572,7 @@ class Run:
         on_output: OutputHandler | None = None,
         sidecar: int | None = None,
         metadata: Metadata | None = None,
+        await_results: bool | None = None,
     ) -> ExecResult:
         return self.client.exec(
             self.scope,
@@ -559,6 +585,7 @@ class Run:
             on_output=on_output,
             sidecar=sidecar,
             metadata=metadata,
+            await_results=await_results,
         )
 
     def wait(
@@ -590,12 +617,13 @@ class Run:
         on_tool_call: ToolHandler | None = None,
         on_result: Callable[[ExecResult], None] | None = None,
         metadata: Metadata | None = None,
+        await_results: bool | None = None,
     ) -> list[ExecResult]:
         """exec, then ``wait`` while the result is ``waiting`` (at most ``max_waits`` times), as
         a model following ``runId`` would. Returns every segment's result, the last one final
         unless the bound was reached (then it is still ``waiting``). ``metadata`` goes with
-        every call."""
-        results = [self.exec(code, language=language, on_tool_call=on_tool_call, metadata=metadata)]
+        every call; ``await_results`` with the exec."""
+        results = [self.exec(code, language=language, on_tool_call=on_tool_call, metadata=metadata, await_results=await_results)]
         if on_result is not None:
             on_result(results[-1])
         while results[-1].waiting and len(results) <= max_waits:
@@ -627,6 +655,14 @@ class Run:
 
     def trajectory(self) -> list[TrajectoryStep]:
         return self.client.trajectory(self.scope)
+
+    def session_store(self) -> SessionStore:
+        """The store of this run's session (its scope's agent_id and session_key)."""
+        return self.client.get_session_store(self.scope)
+
+    def clear_session_store(self) -> int:
+        """Deletes the store of this run's session; returns how many keys it held."""
+        return self.client.clear_session_store(self.scope)
 
     def close(self) -> int:
         """CloseRun: drops the run's suspended snapshots and trajectory."""
@@ -666,6 +702,17 @@ def _result_outcome(value: Any) -> tuple[str, Any]:
     if isinstance(value, RawJson):
         return ("result_json", value.text)
     return ("result_json", json.dumps(value, allow_nan=False))
+
+
+def _session_of(scope: Scope | None, agent_id: str | None, session_key: str | None) -> tuple[str, str]:
+    """The (agent_id, session_key) naming a session store: the scope's, or the two given."""
+    if scope is not None:
+        if agent_id is not None or session_key is not None:
+            raise ValueError("name the session by a scope or by agent_id= and session_key=, not both")
+        return scope.agent_id, scope.session_key
+    if agent_id is None or session_key is None:
+        raise ValueError("a session store needs a scope, or agent_id= and session_key=")
+    return agent_id, session_key
 
 
 def _metadata(metadata: Metadata | None) -> tuple[tuple[str, str], ...] | None:

@@ -322,6 +322,23 @@ class CodeModeConfig:
     # 1000-86400000 ms, default 10 min), and what an approval-pending answer does.
     approval_timeout_ms: int | None = None
     approval_mode: ApprovalMode | None = None
+    # Beyond the seed: code mode's ``store(key, value)`` / ``load(key)``, small JSON values
+    # kept per session (the scope's agent_id and session_key) across its execs and waits.
+    # ``session_store`` (default True; False: exactly the seed's globals), a value's JSON
+    # bytes (default 65536, clamp 1-1048576), keys per session (256, 1-4096), bytes per
+    # session, keys plus values (1048576, 1024-16777216), and how long a session's store
+    # lives after its last write (604800 s, 60-7776000).
+    session_store: bool | None = None
+    max_session_value_bytes: int | None = None
+    max_session_keys: int | None = None
+    max_session_bytes: int | None = None
+    session_ttl_seconds: int | None = None
+    # Beyond the seed: the default of ``exec``'s ``await_results`` for the run's execs
+    # (False), also whether the model's exec tool offers ``awaitResults``; and the longest
+    # such an exec stays open while its program is parked (default 300000 ms, clamp
+    # 1000-3600000), after which it returns ``waiting`` as any exec.
+    await_results: bool | None = None
+    max_await_ms: int | None = None
 
     def to_wire(self) -> common_pb2.CodeModeConfig:
         msg = common_pb2.CodeModeConfig(languages=list(self.languages))
@@ -338,6 +355,13 @@ class CodeModeConfig:
             "core_source_name",
             "approval_timeout_ms",
             "approval_mode",
+            "session_store",
+            "max_session_value_bytes",
+            "max_session_keys",
+            "max_session_bytes",
+            "session_ttl_seconds",
+            "await_results",
+            "max_await_ms",
         ):
             value = getattr(self, name)
             if value is not None:
@@ -533,6 +557,32 @@ def _approval_decision(text: str) -> ApprovalDecision | str:
 
 
 @dataclass(frozen=True)
+class SessionStoreUse:
+    """How one segment used the session store (``Telemetry.session_store``): its ``load`` and
+    ``store`` calls, the distinct keys and their values' JSON bytes it committed (0 when the
+    segment failed: its writes were dropped), and the session's size after the commit (or as
+    last read when nothing was written)."""
+
+    loads: int = 0
+    stores: int = 0
+    keys_written: int = 0
+    bytes_written: int = 0
+    keys: int = 0
+    bytes: int = 0
+
+    @staticmethod
+    def from_wire(msg: common_pb2.SessionStoreUse) -> SessionStoreUse:
+        return SessionStoreUse(
+            loads=msg.loads,
+            stores=msg.stores,
+            keys_written=msg.keys_written,
+            bytes_written=msg.bytes_written,
+            keys=msg.keys,
+            bytes=msg.bytes,
+        )
+
+
+@dataclass(frozen=True)
 class Telemetry:
     catalog_size: int
     sources: SourceCounts
@@ -544,6 +594,8 @@ class Telemetry:
     snapshot_bytes: int
     output_bytes: int
     approvals: tuple[ApprovalRecord, ...] = ()
+    # None when the segment made no ``store``/``load`` call.
+    session_store: SessionStoreUse | None = None
 
     @staticmethod
     def from_wire(msg: common_pb2.Telemetry) -> Telemetry:
@@ -558,6 +610,7 @@ class Telemetry:
             snapshot_bytes=msg.snapshot_bytes,
             output_bytes=msg.output_bytes,
             approvals=tuple(ApprovalRecord.from_wire(a) for a in msg.approvals),
+            session_store=SessionStoreUse.from_wire(msg.session_store) if msg.HasField("session_store") else None,
         )
 
 
@@ -703,6 +756,32 @@ class Catalog:
 
 
 @dataclass(frozen=True)
+class SessionStore:
+    """A session's store as committed (``CodeModeClient.get_session_store``): ``entries`` maps
+    each key, in key order, to its value parsed (``entries_json`` keeps the JSON text);
+    ``bytes`` is the session's size (keys plus values' JSON); ``expires_at_ms`` when it is
+    dropped unless written again (epoch ms, 0 when empty)."""
+
+    entries: dict[str, Any] = field(default_factory=dict)
+    entries_json: dict[str, str] = field(default_factory=dict)
+    bytes: int = 0
+    expires_at_ms: int = 0
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.entries)
+
+    @staticmethod
+    def from_wire(msg: control_pb2.GetSessionStoreResponse) -> SessionStore:
+        return SessionStore(
+            entries={e.key: json.loads(e.value_json) for e in msg.entries},
+            entries_json={e.key: e.value_json for e in msg.entries},
+            bytes=msg.bytes,
+            expires_at_ms=msg.expires_at_ms,
+        )
+
+
+@dataclass(frozen=True)
 class NestedCall:
     call_id: str
     tool_id: str
@@ -731,6 +810,9 @@ class TrajectoryStep:
     started_at_ms: int
     duration_ms: float
     nested_calls: tuple[NestedCall, ...]
+    # Beyond the seed: the session-store keys and bytes this segment committed.
+    session_keys_written: int = 0
+    session_bytes_written: int = 0
 
     @staticmethod
     def from_wire(msg: control_pb2.TrajectoryStep) -> TrajectoryStep:
@@ -759,4 +841,6 @@ class TrajectoryStep:
                 )
                 for n in msg.nested_calls
             ),
+            session_keys_written=msg.session_keys_written,
+            session_bytes_written=msg.session_bytes_written,
         )

@@ -20,6 +20,7 @@ import time
 import unittest
 import uuid
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 CLIENT_DIR = Path(__file__).resolve().parents[1]
@@ -49,6 +50,7 @@ from codemode_client import (  # noqa: E402
     Refusal,
     Run,
     Scope,
+    SessionStore,
     Status,
     ToolCall,
     ToolFailure,
@@ -275,6 +277,39 @@ class ApprovalWireTest(unittest.TestCase):
         self.assertEqual(asked, [("c1", "moves money")])
         self.assertEqual(request.run(), "paid")
         self.assertEqual(ran, [{"eur": 5}])
+
+
+class SessionStoreWireTest(unittest.TestCase):
+    """The session-store and awaitResults options on the client side, without a service."""
+
+    def test_config_fields_map_to_the_proto_fields(self) -> None:
+        config = CodeModeConfig(
+            session_store=False,
+            max_session_value_bytes=100,
+            max_session_keys=3,
+            max_session_bytes=2048,
+            session_ttl_seconds=120,
+            await_results=True,
+            max_await_ms=5000,
+        )
+        wire = config.to_wire()
+        self.assertEqual(
+            (wire.session_store, wire.max_session_value_bytes, wire.max_session_keys, wire.max_session_bytes, wire.session_ttl_seconds, wire.await_results, wire.max_await_ms),
+            (False, 100, 3, 2048, 120, True, 5000),
+        )
+        unset = CodeModeConfig().to_wire()
+        for name in ("session_store", "max_session_value_bytes", "max_session_keys", "max_session_bytes", "session_ttl_seconds", "await_results", "max_await_ms"):
+            self.assertFalse(unset.HasField(name), name)
+
+    def test_a_session_is_named_by_a_scope_or_by_agent_and_key(self) -> None:
+        # Refused before anything is sent (the addresses are never dialled).
+        with CodeModeClient(orchestrator="127.0.0.1:1", sandbox="127.0.0.1:1") as offline:
+            with self.assertRaises(ValueError):
+                offline.get_session_store()
+            with self.assertRaises(ValueError):
+                offline.get_session_store(agent_id="a")
+            with self.assertRaises(ValueError):
+                offline.clear_session_store(new_scope(), agent_id="a", session_key="k")
 
 
 class SurfaceTest(ServiceTestCase):
@@ -711,6 +746,152 @@ class ApprovalTest(ServiceTestCase):
         done = run.wait(first.code_mode_run_id)
         self.assertEqual(done.status, Status.COMPLETED, done.model_json)
         self.assertEqual(done.value, "ApprovalExpired")
+
+
+def store_scope(agent_run_id: str | None = None, session_key: str | None = None) -> Scope:
+    """A scope with a session key of its own (``new_scope``'s scopes all share one session
+    store: the store is named by agent_id and session_key)."""
+    tag = uuid.uuid4().hex[:8]
+    return Scope("py-agent", f"py-session-{tag}", session_key or f"py-store-{tag}", agent_run_id or f"py-run-{tag}")
+
+
+class SessionStoreTest(ServiceTestCase):
+    """Code mode's store(key, value) / load(key), and GetSessionStore / ClearSessionStore."""
+
+    def test_store_then_load_across_execs_then_read_and_clear_it(self) -> None:
+        run = self.client.open_run(store_scope(), tools=TOOLS, mcp_servers=[GITHUB])
+        before = int(time.time() * 1000)
+        first = run.exec("await store('k', {a: 1}); return await load('k')")
+        self.assertEqual(first.status, Status.COMPLETED, first.model_json)
+        self.assertEqual(first.value, {"a": 1})
+        assert first.telemetry is not None and first.telemetry.session_store is not None
+        use = first.telemetry.session_store
+        self.assertEqual((use.loads, use.stores, use.keys_written, use.keys), (1, 1, 1, 1))
+        self.assertEqual(use.bytes_written, len('{"a":1}'))
+        self.assertGreaterEqual(use.bytes, use.bytes_written)
+        # A later cell (committed before the first result was sent) sees it.
+        second = run.exec("return await load('k')")
+        self.assertEqual((second.status, second.value), (Status.COMPLETED, {"a": 1}), second.model_json)
+        assert second.telemetry is not None and second.telemetry.session_store is not None
+        self.assertEqual((second.telemetry.session_store.stores, second.telemetry.session_store.keys_written), (0, 0))
+        # A cell that makes no store call has no session_store telemetry.
+        plain = run.exec("return 1")
+        assert plain.telemetry is not None
+        self.assertIsNone(plain.telemetry.session_store)
+        # Another agent run of the same session (agent id and session key) shares the store.
+        s = run.scope
+        other_turn = self.client.open_run(Scope(s.agent_id, s.session_id + "-b", s.session_key, s.agent_run_id + "-next"), tools=TOOLS, mcp_servers=[GITHUB])
+        self.assertEqual(other_turn.exec("return await load('k')").value, {"a": 1})
+        stranger = self.client.open_run(store_scope(), tools=TOOLS, mcp_servers=[GITHUB])
+        self.assertEqual(stranger.exec("return [await load('k')]").value, [None])
+
+        steps = run.trajectory()
+        self.assertEqual([(st.session_keys_written, st.session_bytes_written) for st in steps[:2]], [(1, len('{"a":1}')), (0, 0)])
+
+        kept = run.session_store()
+        self.assertIsInstance(kept, SessionStore)
+        self.assertEqual(kept.entries, {"k": {"a": 1}})
+        self.assertEqual(kept.entries_json, {"k": '{"a":1}'})
+        self.assertEqual(kept.keys, ["k"])
+        self.assertEqual(kept.bytes, use.bytes)
+        # Dropped 7 days (the default sessionTtlSeconds) after the last write.
+        week = 7 * 24 * 3600 * 1000
+        self.assertGreaterEqual(kept.expires_at_ms, before + week)
+        self.assertLessEqual(kept.expires_at_ms, int(time.time() * 1000) + week)
+        self.assertEqual(self.client.get_session_store(agent_id=s.agent_id, session_key=s.session_key), kept)
+        self.assertEqual(self.client.get_session_store(other_turn.scope), kept)
+
+        self.assertEqual(run.clear_session_store(), 1)
+        self.assertEqual(run.session_store(), SessionStore(entries={}, entries_json={}, bytes=0, expires_at_ms=0))
+        gone = run.exec("const v = await load('k'); return [typeof v, v === undefined, [v]]")
+        self.assertEqual(gone.value, ["undefined", True, [None]], gone.model_json)
+        self.assertEqual(self.client.clear_session_store(agent_id=s.agent_id, session_key=s.session_key), 0)
+        with self.assertRaises(InvalidArgument):
+            self.client.get_session_store(agent_id="", session_key="k")
+
+    def test_a_failed_cells_writes_are_dropped_and_limits_and_the_switch_apply(self) -> None:
+        run = self.client.open_run(store_scope(), tools=TOOLS, mcp_servers=[GITHUB], config=CodeModeConfig(max_session_keys=1))
+        failed = run.exec("await store('x', 1); throw new Error('boom')")
+        self.assertEqual(failed.status, Status.FAILED, failed.model_json)
+        self.assertEqual(run.session_store().entries, {})
+        over = run.exec("await store('a', 1); try { await store('b', 2) } catch (e) { return [e.name, e.message] }")
+        self.assertEqual(over.status, Status.COMPLETED, over.model_json)
+        self.assertEqual(over.value[0], "RangeError")
+        self.assertIn("maxSessionKeys", over.value[1])
+        self.assertEqual(run.session_store().entries, {"a": 1})
+        off = self.client.open_run(store_scope(), tools=TOOLS, mcp_servers=[GITHUB], config=CodeModeConfig(session_store=False))
+        self.assertEqual(off.exec("return [typeof store, typeof load]").value, ["undefined", "undefined"])
+        self.assertEqual(run.clear_session_store(), 1)
+
+
+class AwaitResultsTest(ServiceTestCase):
+    """exec with await_results: a program parked on pending calls completes in the same call."""
+
+    def answer_after(self, seconds: float, value: Any) -> tuple[Callable[[ToolCall], Any], list[threading.Timer], list[Run]]:
+        """A handler that answers each call ``seconds`` later from a timer thread (ANSWER_LATER,
+        then ``Run.answer``); the run to answer on goes into the returned list once opened."""
+        timers: list[threading.Timer] = []
+        runs: list[Run] = []
+
+        def handler(call: ToolCall) -> Any:
+            timer = threading.Timer(seconds, lambda: runs[0].answer(call.call_id, value))
+            timers.append(timer)
+            timer.start()
+            return ANSWER_LATER
+
+        return handler, timers, runs
+
+    def test_a_tool_answering_after_the_timeout_completes_the_exec_without_a_wait(self) -> None:
+        handler, timers, runs = self.answer_after(1.0, {"slow": True})
+        run = self.open([ToolSpec("slow", "Answers after a second.")], on_tool_call=handler, mcp_servers=[], config=CodeModeConfig(timeout_ms=300))
+        runs.append(run)
+        code = "text('before'); const r = await tools.slow({}); text('after'); return r"
+        started = time.monotonic()
+        result = run.exec(code, exec_call_id="exec-await-1", await_results=True)
+        elapsed = time.monotonic() - started
+        for t in timers:
+            t.join()
+        self.assertEqual(result.status, Status.COMPLETED, result.model_json)
+        self.assertEqual(result.value, {"slow": True})
+        self.assertEqual([o.value for o in result.output], ["before", "after"])
+        self.assertGreaterEqual(elapsed, 0.9)  # parked past its 300 ms timeout, then resumed
+        self.assertEqual(len(result.tool_calls), 1)
+        # No wait was called: every step is the exec's, a resume is recorded as a wait under its call id.
+        steps = [(st.kind, st.call_id, st.status) for st in run.trajectory()]
+        self.assertEqual(steps, [("exec", "exec-await-1", "waiting"), ("wait", "exec-await-1", "completed")])
+
+        # The same program without await_results returns waiting at the deadline.
+        timers.clear()
+        plain = run.exec(code)
+        self.assertEqual((plain.status, plain.reason), (Status.WAITING, WaitReason.PENDING_TOOLS), plain.model_json)
+        for t in timers:
+            t.join()
+        assert plain.code_mode_run_id is not None
+        self.assertEqual(run.wait(plain.code_mode_run_id).value, {"slow": True})
+
+    def test_the_runs_await_results_is_the_default_and_max_await_ms_bounds_it(self) -> None:
+        handler, timers, runs = self.answer_after(0.6, "late")
+        tools = [ToolSpec("slow", "Answers later.")]
+        run = self.open(tools, on_tool_call=handler, mcp_servers=[], config=CodeModeConfig(timeout_ms=300, await_results=True))
+        runs.append(run)
+        assert run.surface is not None
+        self.assertIn("awaitResults", json.loads(run.surface.tools_json)[0]["input_schema"]["properties"])
+        results = run.run_until_done("return await tools.slow({})")
+        self.assertEqual([(r.status, r.value) for r in results], [(Status.COMPLETED, "late")])
+        overridden = run.exec("return await tools.slow({})", await_results=False)
+        self.assertEqual(overridden.status, Status.WAITING, overridden.model_json)
+        for t in timers:
+            t.join()
+        off = self.open(tools, mcp_servers=[])
+        assert off.surface is not None
+        self.assertNotIn("awaitResults", json.loads(off.surface.tools_json)[0]["input_schema"]["properties"])
+        # Nobody answers: after max_await_ms the exec returns waiting as any exec.
+        never = self.open(tools, on_tool_call=lambda call: ANSWER_LATER, mcp_servers=[], config=CodeModeConfig(timeout_ms=300, max_await_ms=1000))
+        started = time.monotonic()
+        bounded = never.exec("return await tools.slow({})", await_results=True)
+        self.assertEqual((bounded.status, bounded.reason), (Status.WAITING, WaitReason.PENDING_TOOLS), bounded.model_json)
+        self.assertGreaterEqual(time.monotonic() - started, 0.9)
+        self.assertEqual(never.close(), 1)
 
 
 class NamespaceTest(ServiceTestCase):
