@@ -194,6 +194,7 @@ async function measurePlain() {
   const sides = (w, code, expect, withPython) => [
     ["floor", floorRun(code, expect)],
     ["plain session", () => plain.sample(w, "ExecSession")],
+    ...(w === "W2" ? [["plain session 2000", () => plain.sample(w, "ExecSession", "big")]] : []),
     ["plain bridge", () => plain.sample(w, "BridgeCallback")],
     ...(withPython && python
       ? [
@@ -238,6 +239,22 @@ function plainRows({ res, pythonError }) {
   row("W1 plain gateway, Exec + BridgeCallback", "W1", "plain bridge", 1.8);
   row("W2 plain gateway, Exec + BridgeCallback", "W2", "plain bridge", 5);
   row("W3 plain gateway, Exec + BridgeCallback", "W3", "plain bridge");
+  {
+    // Against W2 at 2 tools of the same rounds, not against the floor.
+    const big = res.W2["plain session 2000"] ?? new Cell("plain session 2000");
+    const smallW2 = res.W2["plain session"];
+    const ratio = r(big.p50, smallW2.p50);
+    out.push([
+      "W2 plain gateway at 2,000 tools, ExecSession (floor cols: 2 tools)",
+      ms(big.p50),
+      ms(big.p99),
+      ms(smallW2.p50),
+      ms(smallW2.p99),
+      fx(ratio),
+      "within 10% of 2 tools",
+      verdict(ratio, 1.1),
+    ]);
+  }
   row(`W1 Python gateway (grpcio), Exec + BridgeCallback${pythonError ? " (failed to start)" : ""}`, "W1", "python bridge", 1.8);
   row(`W2 Python gateway (grpcio), Exec + BridgeCallback${pythonError ? " (failed to start)" : ""}`, "W2", "python bridge", 5);
   row("W1 Python gateway (grpcio), ExecSession", "W1", "python session", 1.8);

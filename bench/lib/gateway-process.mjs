@@ -31,16 +31,16 @@ async function startChild(command, args, name) {
   const first = await next();
   if (first !== "ready") throw new Error(`${name}: expected ready, got ${first}\n${stderr.join("\n")}`);
   return {
-    /** Runs `count` execs of `workload` answered `way`; resolves to their latencies in ms. */
-    async run(workload, way, count = 1) {
-      child.stdin.write(`run ${workload} ${way} ${count}\n`);
+    /** Runs `count` execs of `workload` answered `way` (on the run with 2,000 tools with `big`); resolves to their latencies in ms. */
+    async run(workload, way, count = 1, catalog = "") {
+      child.stdin.write(`run ${workload} ${way} ${count}${catalog ? ` ${catalog}` : ""}\n`);
       const reply = JSON.parse(await next());
       if (reply.error) throw new Error(`${name}: ${reply.error}`);
       return reply.samples;
     },
     /** One exec, for `interleave`: resolves to its latency in ms. */
-    sample(workload, way) {
-      return this.run(workload, way, 1).then((s) => s[0]);
+    sample(workload, way, catalog = "") {
+      return this.run(workload, way, 1, catalog).then((s) => s[0]);
     },
     async close() {
       child.stdin.end("quit\n");

@@ -6,11 +6,13 @@
 //
 //   node bench/lib/plain-gateway.mjs SANDBOX_ADDRESS ORCHESTRATOR_ADDRESS
 //
-// It opens one run (the two tools of bench/lib/workloads.mjs), prints `ready`, then reads
-// commands on stdin, one a line, and answers each with one JSON line on stdout:
+// It opens two runs (the two tools of bench/lib/workloads.mjs, and the 2,000 of
+// bench/lib/catalog.mjs, which start with the same two), prints `ready`, then reads commands
+// on stdin, one a line, and answers each with one JSON line on stdout:
 //
 //   run W2 ExecSession 200     -> {"samples":[ms, ...]}    (or {"error":"..."})
 //   run W3 BridgeCallback 1
+//   run W2 ExecSession 1 big   (the run with 2,000 tools)
 //
 // A sample is one exec, timed from its send to its Result event, after which its value is
 // checked. Nested calls are answered at once (echo), on the ExecSession stream or with one
@@ -22,6 +24,7 @@ import { Sandbox, ExecRequestSchema, ExecSessionRequestSchema, BridgeCallbackReq
 import { Control, OpenRunRequestSchema } from "../../dist/gen/codemode/orchestrator/v1/control_pb.js";
 import { ResultStatus } from "../../dist/gen/codemode/common/v1/common_pb.js";
 import { W1, W2, W3, EXPECT, TWO_TOOLS } from "./workloads.mjs"; // plain strings and objects only
+import { largeCatalog } from "./catalog.mjs"; // plain objects read from bench/fixtures
 
 /** A grpc-js client class for a protobuf-es service descriptor: the usual hand-rolled adapter. */
 function clientFor(service) {
@@ -46,22 +49,22 @@ const ControlClient = clientFor(Control);
 const sandbox = new SandboxClient(sandboxAddress, grpc.credentials.createInsecure());
 const control = new ControlClient(orchestratorAddress, grpc.credentials.createInsecure());
 
-const scope = {
+const scopeOf = (name) => ({
   agentId: "plain-agent",
-  sessionId: `plain-session-${process.pid}`,
+  sessionId: `plain-session-${name}-${process.pid}`,
   sessionKey: `plain-key-${process.pid}`,
-  agentRunId: `plain-run-${process.pid}`,
-};
-await new Promise((resolve, reject) =>
-  control.openRun(
-    create(OpenRunRequestSchema, {
-      scope,
-      catalog: { case: "tools", value: { tools: TWO_TOOLS } },
-      config: { maxToolCallsPerRun: 100_000, maxSearchesPerRun: 100_000 },
-    }),
-    (err, res) => (err ? reject(err) : resolve(res)),
-  ),
-);
+  agentRunId: `plain-run-${name}-${process.pid}`,
+});
+const openRun = (scope, catalog) =>
+  new Promise((resolve, reject) =>
+    control.openRun(
+      create(OpenRunRequestSchema, { scope, catalog: { case: "tools", value: catalog }, config: { maxToolCallsPerRun: 100_000, maxSearchesPerRun: 100_000 } }),
+      (err, res) => (err ? reject(err) : resolve(res)),
+    ),
+  );
+const SCOPES = { small: scopeOf("small"), big: scopeOf("big") };
+await openRun(SCOPES.small, { tools: TWO_TOOLS });
+await openRun(SCOPES.big, largeCatalog(2000));
 
 const PROGRAMS = { W1, W2, W3 };
 const deadline = () => new Date(Date.now() + 60_000);
@@ -73,7 +76,7 @@ function check(result, expect) {
 }
 
 /** Exec, and one BridgeCallback per ToolCallRequested. Resolves to ms from send to Result. */
-function execBridge(code, expect) {
+function execBridge(code, expect, scope) {
   return new Promise((resolve, reject) => {
     const t = performance.now();
     let result;
@@ -110,7 +113,7 @@ function execBridge(code, expect) {
 }
 
 /** ExecSession: the exec, then the answers, on one bidirectional stream. */
-function execSession(code, expect) {
+function execSession(code, expect, scope) {
   return new Promise((resolve, reject) => {
     const t = performance.now();
     let result;
@@ -150,13 +153,13 @@ const WAYS = { ExecSession: execSession, BridgeCallback: execBridge };
 
 process.stdout.write("ready\n");
 for await (const line of createInterface({ input: process.stdin })) {
-  const [verb, workload, way, count] = line.trim().split(/\s+/);
+  const [verb, workload, way, count, catalog = "small"] = line.trim().split(/\s+/);
   if (verb === "quit") break;
   let reply;
   try {
-    if (verb !== "run" || !(workload in PROGRAMS) || !(way in WAYS)) throw new Error(`unknown command: ${line}`);
+    if (verb !== "run" || !(workload in PROGRAMS) || !(way in WAYS) || !(catalog in SCOPES)) throw new Error(`unknown command: ${line}`);
     const samples = [];
-    for (let i = 0; i < Number(count ?? 1); i++) samples.push(await WAYS[way](PROGRAMS[workload], EXPECT[workload]));
+    for (let i = 0; i < Number(count ?? 1); i++) samples.push(await WAYS[way](PROGRAMS[workload], EXPECT[workload], SCOPES[catalog]));
     reply = { samples };
   } catch (err) {
     reply = { error: err instanceof Error ? err.message : String(err) };
