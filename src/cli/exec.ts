@@ -28,7 +28,7 @@ const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javas
                      [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
                      [--tools FILE.mjs] [--allow PATTERN]... [--deny PATTERN]...
                      [--max-waits N] [--mode code|tool_search_code]
-                     [--approve | --deny-approvals]
+                     [--approve | --deny-approvals] [--await-results]
                      ${SECURITY_USAGE.client}
 A --tools tool with needsApproval is asked about on the terminal ("approve <tool> <input>? [y/N]")
 before its handler runs; --approve approves every such call, --deny-approvals denies every one.
@@ -91,6 +91,7 @@ export async function runExec(argv: string[]): Promise<number> {
         "max-waits": { type: "string" },
         mode: { type: "string", default: "code" },
         approve: { type: "boolean", default: false },
+        "await-results": { type: "boolean", default: false },
         "deny-approvals": { type: "boolean", default: false },
         ...clientSecurityFlags,
       },
@@ -233,6 +234,8 @@ export async function runExec(argv: string[]): Promise<number> {
         code,
         ...(values.language !== undefined ? { language: values.language } : {}),
         config: timeoutMs !== undefined ? { timeoutMs } : {},
+        // The exec stays open while the program waits on slow tools, instead of returning waiting.
+        ...(values["await-results"] ? { awaitResults: true } : {}),
       }),
     );
     for (let waits = 0; segment.runId && waits < maxWaits; waits++) {

@@ -52,6 +52,19 @@ describe("codemode exec", () => {
       output: [{ type: "text", text: "the report has 3 pages" }],
     });
   });
+  it("with --await-results, the slow tool's answer completes the exec itself: one result, no wait", () => {
+    const r = cli(["--tools", "examples/tools.mjs", "--timeout-ms", "500", "--await-results", "examples/slow-tool.js"]);
+    expect(r.status).toBe(0);
+    expect(r.results).toHaveLength(1);
+    expect(r.results[0]).toMatchObject({
+      status: "completed",
+      value: { topic: "code mode", pages: 3 },
+      output: [
+        { type: "text", text: "asking for the report" },
+        { type: "text", text: "the report has 3 pages" },
+      ],
+    });
+  });
   it("exits 0 for a failed result too", () => {
     const r = cli(["--timeout-ms", "300", "--code", "while(true){}"]);
     expect(r.status).toBe(0);
