@@ -195,6 +195,28 @@ describe("approval pending", () => {
     expectWaitingForApproval(out, [out.asked[0]!.callId], "deploys to production");
   });
 
+  it("a decision sent right behind its approval-pending answer is taken live: the exec completes, no waiting", async () => {
+    const { scope } = await openRun(cluster, TOOLS);
+    const s = a().execSession();
+    s.send({ message: { case: "exec", value: { scope, code: "return await tools.deploy({})" } } });
+    let model: Record<string, unknown> = {};
+    let approvals: string[] = [];
+    for await (const ev of s.messages) {
+      if (ev.event.case === "toolCall") {
+        const callId = ev.event.value.callId;
+        s.send({ message: { case: "answer", value: { callId, outcome: pending("auto-approved") } } });
+        s.send({ message: { case: "answer", value: { callId, outcome: result("at once") } } });
+      }
+      if (ev.event.case === "result") {
+        model = JSON.parse(ev.event.value.modelJson) as Record<string, unknown>;
+        approvals = ev.event.value.telemetry?.approvals.map((x) => x.decision) ?? [];
+        s.end();
+      }
+    }
+    expect(model).toMatchObject({ status: "completed", value: "at once" });
+    expect(approvals).toEqual(["approved"]);
+  });
+
   it("on ExecSession: approval pending and the decision travel on the streams", async () => {
     const { scope } = await openRun(cluster, TOOLS);
     const s = a().execSession();

@@ -44,6 +44,13 @@ export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
 // The errors hostSync and hostAsync throw reach the guest with defined properties only.
 defineHostErrors();
 
+/**
+ * How long an idle VM whose every awaited call waits for a person stays live before it
+ * suspends with reason `approval`: a gateway that decides at once (right behind its
+ * approval-pending answer) reaches the live VM instead of a snapshot in the making.
+ */
+const APPROVAL_GRACE_MS = 50;
+
 /** The state of one segment: host callbacks, what the guest awaits, and the drain loop. */
 export class GuestSession {
   vm: QuickJS | undefined;
@@ -66,6 +73,8 @@ export class GuestSession {
   private suspendRequested = false;
   /** Calls the gateway said await a person's approval (the host forgets the ids once answered). */
   private readonly approvalCalls = new Set<string>();
+  /** Since when every call the idle VM awaits waits for a person (undefined: not so now). */
+  private approvalsOnlySince: number | undefined;
   /** Answers received on the port so far (stamped on what the VM sends, ../pool/task-protocol.ts). */
   private received = 0;
   private readonly onMessage = (m: MainMessage) => {
@@ -396,11 +405,18 @@ export class GuestSession {
               return this.fail("code mode program is awaiting a promise that can never settle (no tool calls are pending).");
             }
             if (this.hasPendingYield() && !this.answers.due) return await this.suspend("yield", wasm);
-            if (!this.answers.due && this.onlyApprovalsLeft()) return await this.suspend("approval", wasm);
             const now = Date.now();
+            // Only people's approvals left: suspend, after a moment in which a decision sent
+            // right behind its approval-pending answer is taken live instead.
+            let approvalGraceLeft = Number.POSITIVE_INFINITY;
+            if (!this.answers.due && this.onlyApprovalsLeft()) {
+              this.approvalsOnlySince ??= now;
+              approvalGraceLeft = APPROVAL_GRACE_MS - (now - this.approvalsOnlySince);
+              if (approvalGraceLeft <= 0) return await this.suspend("approval", wasm);
+            } else this.approvalsOnlySince = undefined;
             const remaining = this.stop.deadline - now;
             if (remaining <= 0) return await this.suspend(this.idleReason(), wasm);
-            const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now));
+            const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now), approvalGraceLeft);
             this.idle = true;
             this.held.release();
             if (cohosted()) this.parkIfIdle();
