@@ -17,16 +17,17 @@ import type { AnswerValue } from "../../shared/link-wire.js";
 import type { Scope } from "../../shared/scope.js";
 import type { Logger } from "../../shared/logger.js";
 import type { CallRegistry, LiveCall } from "./call-registry.js";
-import { sourceBreakdown, type CatalogEntryData, type CatalogSurface, type RunCatalog } from "../catalog/run-catalog.js";
+import { sourceBreakdown, type CatalogEntryData, type CatalogSurface } from "../catalog/run-catalog.js";
 import type { SandboxPool } from "../pool/pool.js";
 import type { ExecEvents, ExecHandle, Submission } from "../pool/pool-contract.js";
 import { buildResult, type OutputItem, type ResultInput } from "./result.js";
 import { tenantOf } from "../pool/cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
-import type { NestedCallMessage, PendingKind, TaskOutcome } from "../pool/task-protocol.js";
+import type { PendingKind, TaskOutcome } from "../pool/task-protocol.js";
 import { isStoreUnavailable } from "../../shared/store-errors.js";
 import { SegmentApprovals, type Approval } from "./approvals.js";
 import { SessionCell } from "./session-cell.js";
+import { answerCatalogRequest, requestPayload, resolveCall } from "./guest-requests.js";
 import type { LinkRpc } from "../link/link-calls.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
@@ -41,8 +42,6 @@ export const STORE_UNREACHABLE = "code mode runtime is unavailable: the orchestr
 export function unreachable(err: unknown): string {
   return isStoreUnavailable(err) ? STORE_UNREACHABLE : ORCHESTRATOR_UNREACHABLE;
 }
-/** Longest search query (characters) the catalog ranks; longer queries are cut. */
-const MAX_QUERY_CHARS = 256;
 const SOURCE_ENUM = { openclaw: ToolSource.OPENCLAW, mcp: ToolSource.MCP, client: ToolSource.CLIENT } as const;
 
 export type { Scope };
@@ -51,54 +50,6 @@ export type Answer = AnswerValue;
 export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string; dueAtMs?: number };
 export type { Approval };
 export type ExecEventInit = NonNullable<MessageInitShape<typeof ExecEventSchema>["event"]>;
-
-type RequestPayload = { query: string; limit: number | null; id: string; path: string; prefix: string; server: string; tool: string; schema: boolean };
-
-const NO_CATALOG = { ok: false as const, name: "ToolNotFound", message: "this run has no tool catalog." };
-
-/**
- * The catalog entry and input of a nested call, however the guest made it. On the Tool
- * Search surface (`tool_search_code`) a `tools` call reaches MCP entries by id too. A
- * tool only the model may call (allowedCallers "model") is refused here, whatever path or
- * guessed id the program used: no nested call reaches the gateway.
- */
-function resolveCall(
-  catalog: RunCatalog | undefined,
-  m: NestedCallMessage,
-  surface: CatalogSurface,
-): { ok: true; entry: CatalogEntryData; inputJson: string } | { ok: false; name: string; message: string } {
-  if (!catalog) return { ok: false, name: "ToolNotFound", message: `unknown tool id ${JSON.stringify(m.target.slice(0, 200))}. This run has no tool catalog.` };
-  if (m.via === "ns") {
-    const n = catalog.namespaces.resolveCall(m.target, m.path, m.inputJson);
-    return n.ok ? (catalog.refuseFromCode(n.entry.id) ?? n) : n;
-  }
-  const refused = catalog.refuseFromCode(m.target);
-  if (refused) return refused;
-  const r = m.via === "mcp" ? catalog.mcp.resolve(m.target) : catalog.resolve(m.target, surface);
-  return r.ok ? { ok: true, entry: r.entry, inputJson: m.inputJson } : r;
-}
-
-/** A guest request payload, read defensively: guest code can make it any JSON value. */
-function requestPayload(json: string): RequestPayload {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(json);
-  } catch {
-    raw = null;
-  }
-  const o = raw !== null && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
-  const str = (v: unknown) => (typeof v === "string" ? v : "");
-  return {
-    query: str(o.query),
-    limit: typeof o.limit === "number" ? o.limit : null,
-    id: str(o.id),
-    path: str(o.path),
-    prefix: str(o.prefix),
-    server: str(o.server),
-    tool: str(o.tool),
-    schema: o.schema === true,
-  };
-}
 
 export type SegmentInit = {
   /**
@@ -302,31 +253,9 @@ export class Segment {
             this.answer(reqId, own);
             return;
           }
-          if (op === "search") {
-            this.counters.search++;
-            const requested = typeof payload.limit === "number" && Number.isFinite(payload.limit) ? Math.trunc(payload.limit) : config.searchDefaultLimit;
-            const limit = Math.min(config.maxSearchLimit, Math.max(1, requested));
-            this.answer(reqId, { ok: true, json: JSON.stringify(catalog ? catalog.search(payload.query.slice(0, MAX_QUERY_CHARS), limit, surface) : []) });
-          } else if (op === "describe") {
-            this.counters.describe++;
-            const d = catalog ? catalog.describe(payload.id, surface) : NO_CATALOG;
-            this.answer(reqId, d.ok ? { ok: true, json: JSON.stringify(d.value) } : { ok: false, error: { name: d.name, message: d.message } });
-          } else if (op === "api_list") {
-            const files = catalog ? catalog.mcp.list(payload.prefix) : [];
-            this.answer(
-              reqId,
-              Array.isArray(files) ? { ok: true, json: JSON.stringify(files) } : { ok: false, error: { name: files.name, message: files.message } },
-            );
-          } else if (op === "api_read") {
-            const file = catalog ? catalog.mcp.read(payload.path) : NO_CATALOG;
-            this.answer(reqId, file.ok ? { ok: true, json: JSON.stringify(file.text) } : { ok: false, error: { name: file.name, message: file.message } });
-          } else {
-            const header = catalog ? catalog.mcp.api(payload.server, payload.tool, payload.schema) : NO_CATALOG;
-            this.answer(
-              reqId,
-              header.ok ? { ok: true, json: JSON.stringify(header.value) } : { ok: false, error: { name: header.name, message: header.message } },
-            );
-          }
+          if (op === "search") this.counters.search++;
+          else if (op === "describe") this.counters.describe++;
+          this.answer(reqId, answerCatalogRequest(catalog, op, payload, config, surface));
         },
         onYield: (callId) => {
           // The worker suspends the run once the VM is idle; `wait` resolves the yield.

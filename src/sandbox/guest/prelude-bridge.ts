@@ -14,23 +14,9 @@
  * and context) and builds what depends on it.
  */
 
-/**
- * What every prelude's `deliver(id, ok, json, mode)` shares for answers the host stages
- * (../worker/staged-answers.ts). Mode 0 (or absent): settle the call from json. 1: keep
- * json, a value the host already parsed, for a call still awaited, and settle nothing.
- * 2: forget what was parsed ahead.
- * 3: settle from what was parsed ahead (from json if nothing was). 4: the same, and hold
- * the value until the next one held or the run's end. 5: let go of the value held.
- * `parsedAhead` handles modes 1, 2 and 5 (true when it did); `answerValue` is the value a
- * call settles with.
- *
- * Why hold: a value the program drops is freed object by object when its last reference
- * goes, when the program's function returns and before its result can leave
- * (docs/performance.md, "What stop 21 changed, and what it measured"). A held value is never freed: the
- * instance is reset to its image after the run (../worker/warm-vms.ts). The host holds
- * only a value whose parse took at most 1/16 of the run's memory limit, one at a time,
- * and lets go of it before a snapshot.
- */
+// What every prelude's `deliver(id, ok, json, mode)` shares for answers the host stages
+// (../worker/staged-answers.ts): the modes, and why a value is held, are in
+// docs/module-notes.md#srcsandboxguestprelude-bridgets.
 export const EARLY_SOURCE = String.raw`
   const early = create(null);
   let held;
