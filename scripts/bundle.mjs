@@ -33,8 +33,8 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const dist = join(root, "dist");
 const { BUNDLE_DIR, BUILD_MARK, bundleFile, cacheFile, trainingFile } = await import(join(dist, "shared", "bundle-runner.js"));
 
-/** Loaded only for optional features (MCP, tracing, metrics, a Redis store): not on the start path. */
-const EXTERNAL = ["@modelcontextprotocol/sdk", "@opentelemetry/*", "ioredis", "prom-client"];
+/** Loaded only for optional features (MCP, tracing, metrics, a Redis store, a YAML tenants file): not on the start path. */
+const EXTERNAL = ["@modelcontextprotocol/sdk", "@opentelemetry/*", "ioredis", "prom-client", "yaml"];
 
 const isExternal = (specifier) =>
   EXTERNAL.some((e) => (e.endsWith("/*") ? specifier.startsWith(e.slice(0, -1)) : specifier === e || specifier.startsWith(`${e}/`)));

@@ -28,11 +28,30 @@ const USAGE = `usage: codemode exec (--code STRING | FILE | -) [--language javas
                      [--sandbox HOST:PORT] [--orchestrator HOST:PORT] [--timeout-ms N]
                      [--tools FILE.mjs] [--allow PATTERN]... [--deny PATTERN]...
                      [--max-waits N] [--mode code|tool_search_code]
-                     [--approve | --deny-approvals] [--await-results]
+                     [--approve | --deny-approvals] [--await-results] [--scope JSON]
                      ${SECURITY_USAGE.client}
 A --tools tool with needsApproval is asked about on the terminal ("approve <tool> <input>? [y/N]")
 before its handler runs; --approve approves every such call, --deny-approvals denies every one.
 With neither and no terminal (stdin not a TTY, or the program read from it), each is denied.`;
+
+/** `--scope JSON`: any of agentId, sessionId, sessionKey, agentRunId (strings); the rest are the exec's own. */
+function scopeFlag(text: string | undefined): Record<string, string> {
+  if (text === undefined) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`--scope is not JSON: ${(err as Error).message}`);
+  }
+  const out: Record<string, string> = {};
+  for (const k of ["agentId", "sessionId", "sessionKey", "agentRunId"]) {
+    const v = (parsed as Record<string, unknown> | null)?.[k];
+    if (v === undefined) continue;
+    if (typeof v !== "string" || !v) throw new UsageError(`--scope ${k} must be a non-empty string`);
+    out[k] = v;
+  }
+  return out;
+}
 
 /** Waits followed by default before giving up on a run that keeps waiting. */
 const DEFAULT_MAX_WAITS = 20;
@@ -92,6 +111,7 @@ export async function runExec(argv: string[]): Promise<number> {
         mode: { type: "string", default: "code" },
         approve: { type: "boolean", default: false },
         "await-results": { type: "boolean", default: false },
+        scope: { type: "string" },
         "deny-approvals": { type: "boolean", default: false },
         ...clientSecurityFlags,
       },
@@ -152,7 +172,8 @@ export async function runExec(argv: string[]): Promise<number> {
     return (await asked) ? true : "denied at the terminal";
   };
 
-  const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", agentRunId: newId("run", 8) };
+  // The run's scope: its own unless --scope names one (to export or replay the run later: codemode replay).
+  const scope = { agentId: "cli", sessionId: newId("sess", 8), sessionKey: "cli", agentRunId: newId("run", 8), ...scopeFlag(values.scope) };
   const module: ToolsModule = values.tools ? await loadToolsModule(values.tools) : { tools: [], mcpServers: [], namespaces: [] };
   const handlers = new Map<string, CliTool>();
   // Exec and Wait need an open run, with tools or without.

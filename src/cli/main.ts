@@ -13,7 +13,9 @@ const HELP = `codemode: a code-mode runtime for AI agents
   codemode orchestrator   the orchestrator (--orchestrator-address for Control, --link-address for sidecars)
                           TLS, mTLS and bearer tokens on every port: --tls-cert/--tls-key/--tls-client-ca,
                           --auth-token-file, --link-tls-*, --link-token-file (docs/operations.md, "Transport security")
+                          tenants with their own tokens, state and quotas: --tenants-file FILE (docs/configuration.md)
   codemode exec           run a program: --code STRING | FILE | - [--mode code|tool_search_code]
+  codemode replay         re-run a recorded code-mode run: RUN_ID --scope JSON | --export RUN_ID --scope JSON | --from FILE
   codemode surface        print the model-visible tools and their bytes: --mode code|tool_search_code|tool_search|direct [--tools FILE.mjs]
                           (computed in-process; --orchestrator HOST:PORT asks a running service; --help for more)
   codemode mcp            an MCP server with one tool, codemode.run, over the MCP servers of --config FILE (stdio; --http HOST:PORT)
@@ -36,6 +38,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./exec.js")).runExec(rest);
     case "health":
       return (await import("./health.js")).runHealth(rest);
+    case "replay":
+      return (await import("./replay.js")).runReplay(rest);
     case "surface":
       return (await import("./surface.js")).runSurface(rest);
     case "mcp":

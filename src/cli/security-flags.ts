@@ -10,12 +10,14 @@
  * …, `--link-token-file` or `CODEMODE_LINK_TOKEN`).
  * Outgoing connections: `--tls-ca FILE [--tls-client-cert FILE --tls-client-key FILE]
  * [--tls-server-name NAME]` (exec, surface, health) and the same under `--link-` for a
- * sidecar's link; TLS is on when a CA or a client certificate is given.
+ * sidecar's link; TLS is on when a CA or a client certificate is given. `--tenants-file`
+ * (../shared/tenants.ts) replaces the gateway bearer token: each tenant's is its gateways'.
  */
 import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import type { ClientSecurity, ClientTls, ServerSecurity, ServerTls } from "../protocol/credentials.js";
 import { checkToken } from "../protocol/token.js";
+import { loadTenantsFile, Tenants } from "../shared/tenants.js";
 import { UsageError } from "./usage-error.js";
 
 type Values = Record<string, string | boolean | string[] | boolean[] | undefined>;
@@ -37,6 +39,9 @@ export const linkClientSecurityFlags = {
 /** A client of the Sandbox and Control ports (exec, surface; health takes the TLS ones). */
 export const clientTlsFlags = { "tls-ca": str, "tls-client-cert": str, "tls-client-key": str, "tls-server-name": str } as const;
 export const clientSecurityFlags = { ...clientTlsFlags, "auth-token-file": str } as const;
+
+/** A process that serves gateways: its tenants. */
+export const tenantsFlags = { "tenants-file": str } as const;
 
 /** The usage lines of these flags, for a command's help. */
 export const SECURITY_USAGE = {
@@ -144,4 +149,18 @@ export function linkClientSecurity(values: Values): ClientSecurity {
   const tls = clientTls(values, "link-");
   const t = token(values, "link-token-file", "CODEMODE_LINK_TOKEN");
   return { ...(tls ? { tls } : {}), ...(t !== undefined ? { token: t } : {}) };
+}
+
+/**
+ * The tenants of `--tenants-file` (or CODEMODE_TENANTS_FILE); none without it. Refused
+ * together with a gateway bearer token (`server`'s): with tenants, each one's token is it.
+ */
+export async function tenantsOf(values: Values, server: ServerSecurity): Promise<Tenants> {
+  const file = setting(values, "tenants-file");
+  if (!file) return Tenants.NONE;
+  if (server.token !== undefined)
+    throw new UsageError(
+      `${file.source} and a gateway bearer token (--auth-token-file or CODEMODE_AUTH_TOKEN) cannot both be given: each tenant's token is its gateways'`,
+    );
+  return loadTenantsFile(file.value);
 }

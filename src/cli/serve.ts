@@ -19,7 +19,15 @@ import type { SandboxPool } from "../sandbox/pool/pool.js";
 import { startTracing } from "../shared/tracing.js";
 import { codeCacheRefreshMs, launchState } from "../shared/launch-state.js";
 import type { Logger } from "../shared/logger.js";
-import { linkClientSecurity, linkClientSecurityFlags, linkServerSecurityFlags, serverSecurity, serverSecurityFlags } from "./security-flags.js";
+import {
+  linkClientSecurity,
+  linkClientSecurityFlags,
+  linkServerSecurityFlags,
+  serverSecurity,
+  serverSecurityFlags,
+  tenantsFlags,
+  tenantsOf,
+} from "./security-flags.js";
 import { onShutdown } from "./signals.js";
 
 function intFlag(value: string | undefined, flag: string): number | undefined {
@@ -87,6 +95,8 @@ const storeFlags = {
   store: { type: "string" },
   "max-suspended-runs": { type: "string" },
   "store-timeout-ms": { type: "string" },
+  // Replay every code-mode run that finishes and log the verdict (docs/replay.md); also CODEMODE_REPLAY_CHECK=1.
+  "replay-check": { type: "boolean" },
 } as const;
 
 /**
@@ -99,10 +109,17 @@ async function launchPoolFirst(log: Logger, threads: number | undefined, perWork
   return launchPool({ log, ...(threads !== undefined ? { threads } : {}), ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}) });
 }
 
-function storeOptions(values: { store?: string | undefined; "max-suspended-runs"?: string | undefined; "store-timeout-ms"?: string | undefined }) {
+function storeOptions(values: {
+  store?: string | undefined;
+  "max-suspended-runs"?: string | undefined;
+  "store-timeout-ms"?: string | undefined;
+  "replay-check"?: boolean | undefined;
+}) {
   const max = intFlag(values["max-suspended-runs"], "--max-suspended-runs");
   const timeout = intFlag(values["store-timeout-ms"], "--store-timeout-ms");
+  const replayCheck = values["replay-check"] === true || process.env.CODEMODE_REPLAY_CHECK === "1";
   return {
+    ...(replayCheck ? { replayCheck } : {}),
     ...(values.store !== undefined ? { store: values.store } : {}),
     ...(max !== undefined ? { maxSuspendedRuns: max } : {}),
     ...(timeout !== undefined ? { storeTimeoutMs: timeout } : {}),
@@ -124,6 +141,7 @@ export async function runStart(argv: string[]): Promise<void> {
       ...serverSecurityFlags,
       ...linkServerSecurityFlags,
       ...linkClientSecurityFlags,
+      ...tenantsFlags,
     },
     strict: true,
   });
@@ -133,6 +151,7 @@ export async function runStart(argv: string[]): Promise<void> {
   const linkAt = parseHostPort(values["link-address"], "--link-address");
   // The gateway ports (sandbox, Control, metrics) share one configuration; the link has its own.
   const security = serverSecurity(values, "");
+  const tenants = await tenantsOf(values, security);
   const linkServer = serverSecurity(values, "link-");
   const linkClient = linkClientSecurity(values);
   if (linkServer.token === undefined) {
@@ -156,6 +175,7 @@ export async function runStart(argv: string[]): Promise<void> {
     log: log.child({ process: "orchestrator" }),
     ...storeOptions(values),
     ...(metrics.registry ? { metrics: metrics.registry } : {}),
+    tenants,
   });
   const sandbox = await startSandbox({
     listen: sandboxAt,
@@ -173,10 +193,11 @@ export async function runStart(argv: string[]): Promise<void> {
     pool,
     serveWithoutPool: values["serve-without-pool"] === true,
     colocated: orchestrator.colocated,
+    tenants,
   });
   // A run opened and closed through the Control port before the ready line (./start-check.ts;
   // loaded here, with gRPC already loaded, not on the way to starting the pool).
-  await (await import("./start-check.js")).startCheck(orchestrator.address, security, log);
+  await (await import("./start-check.js")).startCheck(orchestrator.address, security, log, tenants.configured);
   process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   logStarted(log);
   onShutdown(log, async () => {
@@ -201,6 +222,7 @@ export async function runSandbox(argv: string[]): Promise<void> {
       ...metricsFlags,
       ...serverSecurityFlags,
       ...linkClientSecurityFlags,
+      ...tenantsFlags,
     },
     strict: true,
   });
@@ -208,6 +230,7 @@ export async function runSandbox(argv: string[]): Promise<void> {
   const listen = parseHostPort(values["sandbox-address"], "--sandbox-address");
   parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const security = serverSecurity(values, "");
+  const tenants = await tenantsOf(values, security);
   const linkSecurity = linkClientSecurity(values);
   const log = createLogger("codemode-sandbox");
   const threads = intFlag(values.threads, "--threads");
@@ -228,6 +251,7 @@ export async function runSandbox(argv: string[]): Promise<void> {
     ...(perWorker !== undefined ? { execsPerWorker: perWorker } : {}),
     pool,
     serveWithoutPool: values["serve-without-pool"] === true,
+    tenants,
   });
   process.stdout.write(`ready sandbox=${sandbox.address}${metrics.ready}\n`);
   logStarted(log);
@@ -248,6 +272,7 @@ export async function runOrchestrator(argv: string[]): Promise<void> {
       ...metricsFlags,
       ...serverSecurityFlags,
       ...linkServerSecurityFlags,
+      ...tenantsFlags,
     },
     strict: true,
   });
@@ -255,6 +280,7 @@ export async function runOrchestrator(argv: string[]): Promise<void> {
   const listen = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const linkListen = parseHostPort(values["link-address"], "--link-address");
   const security = serverSecurity(values, "");
+  const tenants = await tenantsOf(values, security);
   const linkSecurity = serverSecurity(values, "link-");
   const log = createLogger("codemode-orchestrator");
   const metrics = await metricsFor(values, log, security.tls);
@@ -267,6 +293,7 @@ export async function runOrchestrator(argv: string[]): Promise<void> {
     log,
     ...storeOptions(values),
     ...(metrics.registry ? { metrics: metrics.registry } : {}),
+    tenants,
   });
   process.stdout.write(`ready orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   logStarted(log);

@@ -9,8 +9,8 @@
  * Its traces are those of any run: "run opened" and "run closed" in the log (agent
  * START_CHECK_AGENT), two calls in the Control metrics, and the check's one-tool catalog
  * in the catalog store (content-addressed: the same entry every start). With TLS on the
- * gateway ports it is skipped (this process holds no certificate its own client would
- * trust). It never fails the start: a failure or a check slower than CHECK_DEADLINE_MS is
+ * gateway ports, or a tenants file, it is skipped (this process holds no certificate its
+ * own client would trust, nor any tenant's token). It never fails the start: a failure or a check slower than CHECK_DEADLINE_MS is
  * logged and the start goes on.
  */
 import { randomBytes } from "node:crypto";
@@ -45,9 +45,13 @@ export function selfAddress(address: string): string {
 }
 
 /** Opens and closes a run through the Control port at `address`; never throws. */
-export async function startCheck(address: string, security: ServerSecurity, log: Logger): Promise<void> {
+export async function startCheck(address: string, security: ServerSecurity, log: Logger, tenants = false): Promise<void> {
   if (security.tls) {
     log.debug({}, "start-up check skipped: the gateway ports use TLS");
+    return;
+  }
+  if (tenants) {
+    log.debug({}, "start-up check skipped: with a tenants file every Control call needs a tenant's token");
     return;
   }
   const started = performance.now();

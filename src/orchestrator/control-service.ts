@@ -10,21 +10,24 @@
  * run code (./link/sidecar-pools.ts); each run's trajectory and the log note when that starts
  * and ends for it. (ResolveRun, the sidecars' view, is not changed by it: a sidecar sent
  * a tool_search_code program runs it if its pool can, and the run's own fallback applies
- * if it cannot.)
+ * if it cannot.) One set of handlers serves one tenant, over its stores (./tenants/):
+ * every scope it takes is that tenant's, whatever the request says.
  */
 import type { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
-import { SurfaceKind } from "../gen/codemode/common/v1/common_pb.js";
+import { SurfaceKind, type RunScope } from "../gen/codemode/common/v1/common_pb.js";
 import { ConfigError, parseCodeModeConfig, parseToolSearchConfig } from "../shared/config.js";
 import { configLayerFromWire, toolSearchLayerFromWire } from "../shared/config-wire.js";
 import { mcpRunLayerFromWire, parseMcpRunConfig } from "../shared/mcp-run/config.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
-import { NO_OPEN_RUN, requireScope, type Scope } from "../shared/scope.js";
+import { DEFAULT_TENANT, NO_OPEN_RUN, requireScope, withTenant, type Scope } from "../shared/scope.js";
 import { buildView, sourceCounts, viewVersion } from "./catalog/catalog-view.js";
 import type { CatalogStore, StoredCatalog } from "./catalog/catalog-store.js";
 import { describeSurface } from "./surface.js";
+import { replayControlHandlers } from "./replay/replay-handlers.js";
+import { MemoryReplayRecords, type ReplayRecords } from "./replay/replay-records.js";
 import type { OpenRun, RunRegistry, RunSpec } from "./runs/runs.js";
 import type { SidecarPools } from "./link/sidecar-pools.js";
 import { checkRegistration } from "./namespaces/namespace-rules.js";
@@ -93,8 +96,15 @@ export function controlHandlers(deps: {
   sessions: SessionStore;
   /** Told of each run opened, before the gateway hears back (a sidecar in this process resolves it ahead of its first exec). */
   opened?: (scope: Scope) => void;
+  /** The tenant these handlers serve (the default tenant when absent). */
+  tenant?: string;
+  /** Code-mode runs' replay records (GetReplayRecord, ReplayRun); none kept without it. */
+  replays?: ReplayRecords;
 }): ServiceHandlers<typeof Control.method> {
   const { catalogs, runs, log, namespaces, cache, pools } = deps;
+  const tenant = deps.tenant ?? DEFAULT_TENANT;
+  /** The request's scope, as this tenant's. */
+  const scopeOf = (s: RunScope | undefined) => withTenant(requireScope(s), tenant);
   /**
    * The surface the model is given now. For a Tool Search run in mode code (without a
    * fallback of its own), a change between mode code and the pool-health fallback is
@@ -129,13 +139,14 @@ export function controlHandlers(deps: {
     return surface;
   };
   return {
-    ...sessionControlHandlers(deps.sessions, log),
+    ...sessionControlHandlers(deps.sessions, log, tenant),
+    ...replayControlHandlers(deps.replays ?? new MemoryReplayRecords(), log, scopeOf),
     async putCatalog(req) {
       const { id, tools } = await catalogs.put(req.tools, req.mcpServers);
       return { catalogId: id, toolCount: tools.length };
     },
     async openRun(req) {
-      const scope = requireScope(req.scope);
+      const scope = scopeOf(req.scope);
       const layer = configLayerFromWire(req.config);
       const toolSearch = toolSearchLayerFromWire(req.toolSearch);
       const mcpRun = mcpRunLayerFromWire(req.mcpRun);
@@ -182,13 +193,13 @@ export function controlHandlers(deps: {
       return { catalogId: catalog.id, surface: await modelSurface(run) };
     },
     async describeSurface(req) {
-      const scope = requireScope(req.scope);
+      const scope = scopeOf(req.scope);
       const run = await runs.get(scope);
       if (!run) throw new ServiceError("not_found", NO_OPEN_RUN);
       return { surface: await modelSurface(run) };
     },
     async getTrajectory(req) {
-      const scope = requireScope(req.scope);
+      const scope = scopeOf(req.scope);
       const steps = await runs.trajectory(scope);
       if (!steps) throw new ServiceError("not_found", "no run is open for this scope");
       const replay = (r: { text: string; bytes: number; sha256: string }) => ({ ...r, bytes: BigInt(r.bytes) });
@@ -209,7 +220,7 @@ export function controlHandlers(deps: {
       };
     },
     async closeRun(req) {
-      const scope = requireScope(req.scope);
+      const scope = scopeOf(req.scope);
       await runs.close(scope);
       await cache.invalidate(scope);
       const deleted = await storeCall(log, "delete the run's suspended runs", () => deps.store.deleteScope(scope));

@@ -2,7 +2,9 @@
  * The orchestrator's Prometheus metrics, all in one place, added around its handlers
  * (nothing inside them changes): requests by method and status, suspended-run store
  * operations by outcome, the size of stored snapshots, and, read at scrape time, the
- * unexpired suspended runs in the store and the sidecars attached to this replica.
+ * unexpired suspended runs in the store and the sidecars attached to this replica. With a
+ * tenants file, each tenant's suspended runs, their bytes, its session stores' bytes and
+ * its store quotas' refusals, labelled by the file's tenant names only.
  */
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
@@ -10,7 +12,8 @@ import type { ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { RUN_MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
-import type { RunStore } from "./suspended/run-store.js";
+import type { TenantStates } from "./tenants/tenant-state.js";
+import { OVER_QUOTA } from "./tenants/store-quotas.js";
 
 const SNAPSHOT_BUCKETS = [1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
 const REFUSALS = new Map<string, string>(Object.entries(RUN_MESSAGES).map(([k, v]) => [v, k]));
@@ -22,7 +25,7 @@ export class OrchestratorMetrics {
   private readonly operations: Counter<"op" | "outcome">;
   private readonly snapshotBytes: Histogram;
 
-  constructor(registry: Registry, parts: { store: RunStore; sidecars: { size: number }; log: Logger }) {
+  constructor(registry: Registry, parts: { states: TenantStates; sidecars: { size: number }; log: Logger }) {
     const registers = [registry];
     this.requests = new Counter({
       name: "codemode_orchestrator_requests_total",
@@ -32,7 +35,7 @@ export class OrchestratorMetrics {
     });
     this.operations = new Counter({
       name: "codemode_suspended_run_operations_total",
-      help: "Suspended-run store operations by outcome: suspend (stored|cap|claim_lost|snapshot_limit), claim (claimed|unavailable|session|run|busy), release (settled|kept|stale), answer (stored|not_found|permission_denied|already_exists|failed_precondition|...)",
+      help: "Suspended-run store operations by outcome: suspend (stored|cap|quota|claim_lost|snapshot_limit), claim (claimed|unavailable|session|run|busy), release (settled|kept|stale), answer (stored|not_found|permission_denied|already_exists|failed_precondition|...)",
       labelNames: ["op", "outcome"],
       registers,
     });
@@ -42,14 +45,15 @@ export class OrchestratorMetrics {
       buckets: SNAPSHOT_BUCKETS,
       registers,
     });
-    const { store, sidecars, log } = parts;
+    const { states, sidecars, log } = parts;
     new Gauge({
       name: "codemode_suspended_runs",
       help: "Unexpired suspended runs in the store (shared by every replica on the same Redis)",
       registers,
       async collect() {
         try {
-          this.set(await store.count());
+          const counts = await Promise.all(states.all.map((t) => t.store.count()));
+          this.set(counts.reduce((a, b) => a + b, 0));
         } catch (err) {
           log.warn({ err }, "could not count suspended runs for metrics");
         }
@@ -63,6 +67,41 @@ export class OrchestratorMetrics {
         this.set(sidecars.size);
       },
     });
+  }
+
+  /** Per-tenant metrics, for an orchestrator with a tenants file (read from each tenant's stores at scrape time). */
+  watchTenants(registry: Registry, states: TenantStates): void {
+    const registers = [registry];
+    const refusals = new Counter({
+      name: "codemode_tenant_store_quota_refusals_total",
+      help: "Suspensions and session-store commits refused for a tenant's quota, by tenant and quota: maxSuspendedRuns|maxSuspendedBytes|maxStoreBytes",
+      labelNames: ["tenant", "quota"],
+      registers,
+    });
+    states.quotaRefused = (tenant, quota) => refusals.inc({ tenant, quota });
+    const perTenant = (name: string, help: string, read: (t: TenantStates["all"][number]) => Promise<number>) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["tenant"],
+        registers,
+        async collect() {
+          await Promise.all(
+            states.all.map(async (t) => {
+              try {
+                this.set({ tenant: t.tenant }, await read(t));
+              } catch {
+                // The store cannot be reached: the gauge keeps its last value (the store's outage is logged elsewhere).
+              }
+            }),
+          );
+        },
+      });
+    perTenant("codemode_tenant_suspended_runs", "Unexpired suspended runs by tenant (what maxSuspendedRuns limits)", (t) => t.store.count());
+    perTenant("codemode_tenant_suspended_bytes", "Bytes the unexpired suspended runs hold, by tenant (what maxSuspendedBytes limits)", (t) => t.store.bytes());
+    perTenant("codemode_tenant_session_store_bytes", "Bytes of every session store of a tenant together (what maxStoreBytes limits)", (t) =>
+      t.sessions.totalBytes(),
+    );
   }
 
   /** Counts every unary call of `service` by its outcome. */
@@ -107,7 +146,7 @@ export class OrchestratorMetrics {
       "suspendRun",
       (req: { run?: { snapshot: Uint8Array } }, res: { refused?: string }) => {
         if (!res.refused) this.snapshotBytes.observe(req.run?.snapshot.byteLength ?? 0);
-        const refused = res.refused ? (REFUSALS.get(res.refused) ?? "snapshot_limit") : undefined;
+        const refused = res.refused ? (REFUSALS.get(res.refused) ?? (res.refused.includes(OVER_QUOTA) ? "quota" : "snapshot_limit")) : undefined;
         this.operations.inc({ op: "suspend", outcome: refused === undefined ? "stored" : refused === "unavailable" ? "claim_lost" : refused });
       },
       "suspend",

@@ -5,7 +5,8 @@
  * sidecar's cannot call Control; with its suspended-run store, catalogs and
  * open runs (in memory, or all in Redis when `store` is a redis:// URL, so replicas
  * share them and a restart keeps them), plus gRPC health on both ports and server
- * reflection (Control) on the Control port.
+ * reflection (Control) on the Control port. With a tenants file, a gateway's token names its
+ * tenant, and every tenant has state of its own (./tenants/).
  * Importable: returns {address, linkAddress, drain(), close()}. Drain: health goes NOT_SERVING at
  * once while Control and SidecarLink keep serving (draining sidecars still store their
  * runs) until no call is in flight or the budget runs out.
@@ -13,7 +14,7 @@
 import { Control } from "../gen/codemode/orchestrator/v1/control_pb.js";
 import { SidecarLink } from "../gen/codemode/orchestrator/v1/link_pb.js";
 import { DEFAULT_DRAIN_MS, DrainTracker } from "../protocol/drain.js";
-import { bearerAuthorizer, type ServerSecurity } from "../protocol/credentials.js";
+import { bearerAuthorizer, tenantAuthorizer, type ServerSecurity } from "../protocol/credentials.js";
 import { windowedServer } from "../protocol/flow-window.js";
 import { addService, bindServer, shutdownServer } from "../protocol/grpc-service.js";
 import { ServingHealth } from "../protocol/health.js";
@@ -27,10 +28,13 @@ import type { RecordSegmentRequest } from "../gen/codemode/orchestrator/v1/link_
 import type { ColocatedOrchestrator } from "../shared/colocated.js";
 import type { Scope } from "../shared/scope.js";
 import type { LinkCallHandlers } from "./link/link-calls.js";
-import { RunNamespaces } from "./namespaces/run-namespaces.js";
 import { LiveForwarder } from "./link/live-forward.js";
-import { createOrchestratorState } from "./state/create-state.js";
-import { createRunStore } from "./state/create-store.js";
+import { createReplayRecords } from "./replay/create-replay-records.js";
+import { ReplayCheck } from "./replay/replay-check.js";
+import { createTenantStates } from "./tenants/tenant-state.js";
+import type { StoreQuota } from "./tenants/store-quotas.js";
+import { byCallerTenant, byRequestTenant } from "./tenants/tenant-dispatch.js";
+import { Tenants } from "../shared/tenants.js";
 import { RunCachePush } from "./link/run-cache-push.js";
 import { SidecarPools } from "./link/sidecar-pools.js";
 import { suspendedRunHandlers } from "./suspended/suspended-runs.js";
@@ -56,6 +60,10 @@ export type OrchestratorOptions = {
   storeTimeoutMs?: number;
   /** Where to register the orchestrator's Prometheus metrics (`--metrics-address`); none when absent. */
   metrics?: Registry;
+  /** The tenants (`--tenants-file`): a gateway's token names its tenant. None: the one default tenant, and `security.token`. */
+  tenants?: Tenants;
+  /** Replay every code-mode run that finishes and log the verdict (`--replay-check`, docs/replay.md). */
+  replayCheck?: boolean;
 };
 
 export const DEFAULT_MAX_SUSPENDED_RUNS = 64;
@@ -84,6 +92,9 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const log = options.log;
   const controlToken = options.security?.token;
   const linkToken = options.linkSecurity?.token;
+  const tenants = options.tenants ?? Tenants.NONE;
+  if (tenants.configured && controlToken !== undefined)
+    throw new Error("a gateway bearer token and a tenants file cannot both be given: with a tenants file each tenant's token is its gateways' token");
   if (controlToken !== undefined && controlToken === linkToken)
     throw new Error("the sidecar link token must differ from the gateways' bearer token: a gateway's credentials must not open the link");
   const orchestratorId = newId("orch", 6);
@@ -104,13 +115,15 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   };
   const storeTimeout = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   setStoreTimeout(storeTimeout);
-  const store = await createRunStore(options.store, log, storeTimeout);
-  const state = await createOrchestratorState(options.store, log, storeTimeout).catch(async (err: unknown) => {
-    await store.close();
+  const states = await createTenantStates(options.store, tenants, log, storeTimeout);
+  // Replay records (docs/replay.md), keyed by scope and so by tenant.
+  const replays = await createReplayRecords(options.store, log, storeTimeout).catch(async (err: unknown) => {
+    await states.close();
     throw err;
   });
-  const { catalogs, runs } = state;
-  const namespaces = new RunNamespaces(state.namespaces);
+  const replayCheck = options.replayCheck ? new ReplayCheck(replays.records, log.child({ replayCheck: true })) : undefined;
+  // The suspended-run store health and metrics look at: every tenant's shares one connection.
+  const store = states.all[0]!.store;
   const maxSuspendedRuns = options.maxSuspendedRuns ?? DEFAULT_MAX_SUSPENDED_RUNS;
   const server = windowedServer({ "grpc.max_receive_message_length": 64 * 1024 * 1024 }, log);
   const linkServer = windowedServer({ "grpc.max_receive_message_length": 64 * 1024 * 1024 }, log);
@@ -121,9 +134,10 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   health.addToServer(linkServer);
   addReflection(server, [Control]);
   // Loaded only when metrics are configured.
-  const metrics = options.metrics ? new (await import("./metrics.js")).OrchestratorMetrics(options.metrics, { store, sidecars, log }) : undefined;
+  const metrics = options.metrics ? new (await import("./metrics.js")).OrchestratorMetrics(options.metrics, { states, sidecars, log }) : undefined;
+  if (metrics && options.metrics && tenants.configured) metrics.watchTenants(options.metrics, states);
   // Sidecars may cache resolved runs only when this process owns the run state.
-  const cache = new RunCachePush(store.kind === "memory");
+  const cache = new RunCachePush(states.kind === "memory");
   // Whether attached sidecars can run code: Tool Search's mode code falls back to mode tools while none can.
   const pools = new SidecarPools(log);
   // Only where sidecars may cache resolved runs: the colocated sidecar resolves an opened run ahead of its first exec.
@@ -135,22 +149,61 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       log.warn({ err }, "the colocated sidecar's run-opened listener threw; ignored");
     }
   };
-  const control = controlHandlers({ catalogs, runs, store, namespaces, log, cache, pools, opened, sessions: state.sessions });
   const live = new LiveForwarder();
+  // Each tenant's handlers over its own state; with one tenant (no tenants file), they are served as they are.
+  const perTenant = new Map(
+    states.all.map((t) => {
+      const tlog = tenants.configured ? log.child({ tenant: t.tenant }) : log;
+      const control = controlHandlers({ ...t, log: tlog, cache, pools, opened, tenant: t.tenant, replays: replays.records });
+      const link = {
+        ...suspendedRunHandlers({
+          store: t.store,
+          maxSuspendedRuns,
+          log: tlog,
+          live,
+          // A tenant's quotas on its suspended runs, enforced by its store for every sidecar and replica.
+          ...(tenants.configured
+            ? { quota: { tenant: t.tenant, quotas: tenants.quotas(t.tenant), refused: (q: StoreQuota) => states.quotaRefused?.(t.tenant, q) } }
+            : {}),
+        }),
+        ...sessionLinkHandlers(t.sessions, tlog, t.tenant),
+      };
+      return [t.tenant, { control, link }] as const;
+    }),
+  );
+  const only = tenants.configured ? undefined : perTenant.values().next().value!;
+  const control = only ? only.control : byCallerTenant(new Map([...perTenant].map(([t, h]) => [t, h.control])));
+  const tenantLink = only ? only.link : byRequestTenant(new Map([...perTenant].map(([t, h]) => [t, h.link])));
   // Calls a sidecar sends on its Attach stream go to the handlers as served (with metrics).
   let served: LinkCallHandlers = {};
   const link = {
-    ...linkHandlers({ runs, namespaces, live, orchestratorId, log, sidecars, cache, pools, calls: () => served, drain, localRecords }),
-    ...suspendedRunHandlers({ store, maxSuspendedRuns, log, live }),
-    ...sessionLinkHandlers(state.sessions, log),
+    ...linkHandlers({
+      stateOf: (t) => states.get(t),
+      live,
+      orchestratorId,
+      log,
+      sidecars,
+      cache,
+      pools,
+      calls: () => served,
+      drain,
+      localRecords,
+      replays: replays.records,
+      ...(replayCheck ? { replayCheck } : {}),
+    }),
+    ...tenantLink,
   };
-  const controlAuth = controlToken !== undefined ? bearerAuthorizer(controlToken, "gateway bearer token") : undefined;
+  const controlAuth = tenants.configured
+    ? tenantAuthorizer(tenants)
+    : controlToken !== undefined
+      ? bearerAuthorizer(controlToken, "gateway bearer token")
+      : undefined;
   const linkAuth = linkToken !== undefined ? bearerAuthorizer(linkToken, "sidecar link token") : undefined;
   addService(server, Control, metrics ? metrics.countRequests(Control, control) : control, log, drain, controlAuth);
   const linkService = metrics ? metrics.countRequests(SidecarLink, metrics.watchSuspendedRuns(link)) : link;
   served = linkService;
   addService(linkServer, SidecarLink, linkService, log, drain, linkAuth);
-  const closeStores = () => Promise.all([store.close(), state.close()]);
+  const closeStores = () => Promise.all([states.close(), replays.close()]).then(() => undefined);
   let port: number;
   let linkPort: number;
   try {
@@ -177,7 +230,16 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   });
   const security = (s?: ServerSecurity) => ({ tls: s?.tls ? (s.tls.clientCa ? "mtls" : "tls") : "plaintext", token: s?.token !== undefined });
   log.info(
-    { address, linkAddress, orchestratorId, store: store.kind, maxSuspendedRuns, control: security(options.security), link: security(options.linkSecurity) },
+    {
+      address,
+      linkAddress,
+      orchestratorId,
+      store: store.kind,
+      maxSuspendedRuns,
+      control: security(options.security),
+      link: security(options.linkSecurity),
+      ...(tenants.configured ? { tenants: tenants.names } : {}),
+    },
     "orchestrator listening",
   );
   const startDrain = () => {
@@ -192,6 +254,8 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       if (!(await drain.idle(budgetMs)))
         log.warn({ orchestratorId, inFlight: drain.inFlight, budgetMs }, "drain budget ran out; stopping with calls in flight");
       await Promise.all([shutdownServer(server, FINAL_GRACE_MS), shutdownServer(linkServer, FINAL_GRACE_MS)]);
+      // --replay-check: the runs that finished before the stop are replayed, within the budget.
+      if (replayCheck && !(await replayCheck.idle(budgetMs))) log.warn({ budgetMs }, "drain budget ran out; some finished runs were not replay-checked");
       offStore();
       clearInterval(storeProbe);
       await closeStores();

@@ -1,12 +1,15 @@
 /**
  * Transport security in one place: grpc-js server and channel credentials from TLS
  * material (TLS, or mutual TLS when a client CA is given), the bearer token a client
- * sends as `authorization: Bearer <token>` metadata, and the server's constant-time check
- * of it. Nothing configured means plaintext and no token, the default on localhost.
+ * sends as `authorization: Bearer <token>` metadata, and the server's checks of it: one
+ * port token compared in constant time, or a tenant named by its token's SHA-256 (a
+ * tenants file, ../shared/tenants.ts). Nothing configured means plaintext and no token,
+ * the default on localhost.
  */
 import * as grpc from "@grpc/grpc-js";
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ServiceError } from "./service-error.js";
+import type { Tenants } from "../shared/tenants.js";
 
 /** A server's certificate chain and key (PEM); with `clientCa`, clients must present a certificate it signed (mTLS). */
 export type ServerTls = { cert: Buffer; key: Buffer; clientCa?: Buffer };
@@ -17,8 +20,11 @@ export type ServerSecurity = { tls?: ServerTls; token?: string };
 /** One outgoing connection's security: TLS and the bearer token sent with every call. */
 export type ClientSecurity = { tls?: ClientTls; token?: string };
 
-/** Checks a call's metadata; throws a ServiceError (`unauthenticated`) to refuse it. */
-export type Authorizer = (metadata: grpc.Metadata) => void;
+/**
+ * Checks a call's metadata; throws a ServiceError (`unauthenticated`) to refuse it. Returns
+ * the caller's tenant when the token names one (undefined: the port has no tenants).
+ */
+export type Authorizer = (metadata: grpc.Metadata) => string | undefined;
 
 export function serverCredentials(tls?: ServerTls): grpc.ServerCredentials {
   if (!tls) return grpc.ServerCredentials.createInsecure();
@@ -69,5 +75,22 @@ export function bearerAuthorizer(token: string, what: string): Authorizer {
     if (values.length === 0) throw new ServiceError("unauthenticated", `this port requires the ${what} as authorization: Bearer <token> metadata`);
     const m = values.length === 1 && typeof values[0] === "string" ? /^Bearer +(\S+) *$/i.exec(values[0]) : null;
     if (!m || !timingSafeEqual(digest(m[1]!), expected)) throw new ServiceError("unauthenticated", `the bearer token is not this port's ${what}`);
+    return undefined;
+  };
+}
+
+/**
+ * Admits a call whose bearer token is a tenant's (its SHA-256 is in the tenants file) and
+ * names that tenant; a missing or unknown token is refused. The lookup is by the token's
+ * digest, so the time taken says nothing of any token.
+ */
+export function tenantAuthorizer(tenants: Tenants): Authorizer {
+  return (metadata) => {
+    const values = metadata.get("authorization");
+    if (values.length === 0) throw new ServiceError("unauthenticated", "this port requires a tenant's bearer token as authorization: Bearer <token> metadata");
+    const m = values.length === 1 && typeof values[0] === "string" ? /^Bearer +(\S+) *$/i.exec(values[0]) : null;
+    const tenant = m ? tenants.byTokenDigest(digest(m[1]!).toString("hex")) : undefined;
+    if (tenant === undefined) throw new ServiceError("unauthenticated", "the bearer token is no tenant's (its SHA-256 is not in the tenants file)");
+    return tenant;
   };
 }

@@ -4,8 +4,8 @@
  * thrown ServiceError becomes its gRPC status, anything else becomes INTERNAL (logged, never
  * leaked to the caller). Request bytes that do not decode are INVALID_ARGUMENT before
  * any handler runs, and a server's calls can be counted for a graceful drain. A service
- * may require a bearer token (an Authorizer, checked before anything else); transport
- * credentials come from ./credentials.ts.
+ * may require a bearer token (an Authorizer, checked before anything else, which may name
+ * the caller's tenant for the handler); transport credentials come from ./credentials.ts.
  */
 import type { Readable } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
@@ -20,8 +20,8 @@ type In<M> = M extends { input: infer I extends DescMessage } ? MessageShape<I> 
 type OutDesc<M> = M extends { output: infer O extends DescMessage } ? O : never;
 type OutInit<M> = MessageInitShape<OutDesc<M>>;
 
-/** Context every handler gets: the call's cancellation and the peer. */
-export type CallContext = { signal: AbortSignal; peer: string; metadata: grpc.Metadata };
+/** Context every handler gets: the call's cancellation, the peer, and the tenant its token named (none: the port has no tenants). */
+export type CallContext = { signal: AbortSignal; peer: string; metadata: grpc.Metadata; tenant?: string | undefined };
 
 export type ServerStream<M> = { send(message: OutInit<M>): boolean; signal: AbortSignal };
 
@@ -41,6 +41,7 @@ export type BidiStream<M> = {
   signal: AbortSignal;
   peer: string;
   metadata: grpc.Metadata;
+  tenant?: string | undefined;
 };
 
 export type ServiceHandlers<S extends GenServiceMethods> = {
@@ -97,6 +98,10 @@ function decodeRequest(desc: DescMessage, bytes: Buffer, decode?: (bytes: Uint8A
 }
 
 const malformedStatus = (m: MalformedRequest) => ({ code: grpc.status.INVALID_ARGUMENT, details: m.details });
+
+/** A call's admission: refused with a status, or admitted with the tenant its token named; NO_TENANT, shared: none. */
+type Admission = { refused?: Partial<grpc.StatusObject> | undefined; tenant?: string | undefined };
+const NO_TENANT: Admission = Object.freeze({});
 
 /** Why `listen` ended when the call ended before the peer half-closed: one shared value (no stack per call). */
 const CALL_ENDED_FIRST = new ServiceError("unavailable", "the call ended before the peer half-closed");
@@ -248,7 +253,7 @@ function lazySignal(call: EndingCall): () => AbortSignal {
 const callSignal = (call: EndingCall): AbortSignal => lazySignal(call)();
 
 /** A unary call's context; its signal is made only if the handler reads it. */
-function unaryContext(call: EndingCall & { getPeer(): string; metadata: grpc.Metadata }): CallContext {
+function unaryContext(call: EndingCall & { getPeer(): string; metadata: grpc.Metadata }, tenant: string | undefined): CallContext {
   const signal = lazySignal(call);
   return {
     get signal() {
@@ -258,6 +263,7 @@ function unaryContext(call: EndingCall & { getPeer(): string; metadata: grpc.Met
       return call.getPeer();
     },
     metadata: call.metadata,
+    tenant,
   };
 }
 
@@ -282,15 +288,15 @@ export function addService<S extends GenServiceMethods>(
     responseEncoders = {},
   }: { standing?: readonly string[]; decoders?: RequestDecoders; responseEncoders?: ResponseEncoders } = {},
 ): void {
-  /** The refusal of a call `authorize` does not admit, or undefined. */
-  const refusal = (call: { metadata: grpc.Metadata; getPeer(): string }, name: string): Partial<grpc.StatusObject> | undefined => {
-    if (!authorize) return undefined;
+  /** The refusal of a call `authorize` does not admit, or the tenant it named (undefined: none). */
+  const admit = (call: { metadata: grpc.Metadata; getPeer(): string }, name: string): Admission => {
+    if (!authorize) return NO_TENANT;
     try {
-      authorize(call.metadata);
-      return undefined;
+      const tenant = authorize(call.metadata);
+      return tenant === undefined ? NO_TENANT : { tenant };
     } catch (err) {
       log.warn({ method: name, peer: call.getPeer(), reason: (err as Error).message }, "refused an unauthenticated call");
-      return toStatus(err, log, name);
+      return { refused: toStatus(err, log, name) };
     }
   };
   const impl: grpc.UntypedServiceImplementation = {};
@@ -314,11 +320,11 @@ export function addService<S extends GenServiceMethods>(
     switch (method.methodKind) {
       case "unary":
         impl[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-          const refused = refusal(call, name);
+          const { refused, tenant } = admit(call, name);
           if (refused) return cb(refused);
           if (call.request instanceof MalformedRequest) return cb(malformedStatus(call.request));
           const leave = drain?.enter();
-          const ctx = unaryContext(call);
+          const ctx = unaryContext(call, tenant);
           settle(() => handler(call.request, ctx))
             .then(
               (res) => cb(null, outOf(res)),
@@ -329,7 +335,7 @@ export function addService<S extends GenServiceMethods>(
         break;
       case "server_streaming":
         impl[method.localName] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
-          const refused = refusal(call, name);
+          const { refused, tenant } = admit(call, name);
           if (refused) return void call.emit("error", refused);
           if (call.request instanceof MalformedRequest) return void call.emit("error", malformedStatus(call.request));
           const leave = drain?.enter();
@@ -338,7 +344,7 @@ export function addService<S extends GenServiceMethods>(
             signal,
             send: (m: unknown) => (signal.aborted ? false : call.write(outOf(m))),
           };
-          settle(() => handler(call.request, stream, { signal, peer: call.getPeer(), metadata: call.metadata }))
+          settle(() => handler(call.request, stream, { signal, peer: call.getPeer(), metadata: call.metadata, tenant }))
             .then(
               () => call.end(),
               (err: unknown) => {
@@ -350,7 +356,7 @@ export function addService<S extends GenServiceMethods>(
         break;
       case "bidi_streaming":
         impl[method.localName] = (call: grpc.ServerDuplexStream<unknown, unknown>) => {
-          const refused = refusal(call, name);
+          const { refused, tenant } = admit(call, name);
           if (refused) return void call.emit("error", refused);
           const leave = standing.includes(method.localName) ? undefined : drain?.enter();
           const signal = callSignal(call);
@@ -360,6 +366,7 @@ export function addService<S extends GenServiceMethods>(
             signal,
             peer: call.getPeer(),
             metadata: call.metadata,
+            tenant,
             send: (m: unknown) => (signal.aborted ? false : call.write(outOf(m))),
           };
           settle(() => handler(stream))

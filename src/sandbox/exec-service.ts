@@ -9,7 +9,8 @@
  *
  * Drain: once the process is stopping, a new Exec is refused (UNAVAILABLE) while Wait and
  * BridgeCallback keep being served, so runs in flight can finish; when the drain budget
- * runs out, `cancelInFlight` ends what is still running.
+ * runs out, `cancelInFlight` ends what is still running. Every scope is the caller's
+ * tenant's (its token's, ../shared/tenants.ts), whatever the request says (./link/tenant-link.ts).
  */
 import type { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { DrainTracker } from "../protocol/drain.js";
@@ -18,11 +19,15 @@ import { ServiceError } from "../protocol/service-error.js";
 import { ConfigError, parseCodeModeConfig, runConfig, type CodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import { newId } from "../shared/ids.js";
-import { answerToWire, APPROVAL_ERRORS, INACTIVE_PREFIX, RUN_MESSAGES, type GatewayAnswer } from "../shared/link-wire.js";
+import { answerToWire, APPROVAL_ERRORS, isApprovalMark, INACTIVE_PREFIX, RUN_MESSAGES, type GatewayAnswer } from "../shared/link-wire.js";
 import { approvalMarkOf } from "./exec/approvals.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
-import { NO_OPEN_RUN, requireScope, scopeKeyOf } from "../shared/scope.js";
+import { DEFAULT_TENANT, NO_OPEN_RUN, requireScope, scopeKeyOf, tenantOfScope, withTenant } from "../shared/scope.js";
+import type { RunScope } from "../gen/codemode/common/v1/common_pb.js";
+import type { CallContext } from "../protocol/grpc-service.js";
+import { TenantLinks } from "./link/tenant-link.js";
+import type { TenantQuotas } from "./exec/tenant-quotas.js";
 import type { CallRegistry } from "./exec/call-registry.js";
 import { checkExecInput } from "./program/exec-input.js";
 import { EMPTY_GUEST_CATALOG } from "./pool/task-protocol.js";
@@ -42,6 +47,8 @@ import { withRetries } from "./link/retry.js";
 import { isStoreUnavailable } from "../shared/store-errors.js";
 import { DrainSignals } from "./exec/drain-signals.js";
 
+const NOT_COUNTED = () => undefined;
+
 /** What a new Exec on a draining sidecar is told (UNAVAILABLE: the gateway retries elsewhere). */
 export const DRAINING = "this sidecar is draining (shutting down); send the exec to another sidecar";
 
@@ -53,6 +60,8 @@ export type ExecServiceDeps = {
   sealer: SnapshotSealer;
   log: Logger;
   drain: DrainTracker;
+  /** The tenants' quotas on this sidecar; none limited when absent. */
+  quotas?: TenantQuotas;
 };
 
 export type SandboxService = {
@@ -70,6 +79,23 @@ function runContextJson(scope: Scope, config: CodeModeConfig): string {
 
 export function createSandboxService(deps: ExecServiceDeps): SandboxService {
   const { pool, resolver, calls, link, sealer, log, drain } = deps;
+  /** The link as each tenant's segments use it. */
+  const links = new TenantLinks(link);
+  /** The request's scope, as the caller's tenant's. */
+  const scopeOf = (s: RunScope | undefined, ctx: CallContext | undefined) => withTenant(requireScope(s), ctx?.tenant ?? DEFAULT_TENANT);
+  /**
+   * Admits an exec (`starts`) or a wait under its tenant's quotas, or throws; the returned
+   * release ends its count, at the latest when its gateway cancels it (it no longer waits).
+   */
+  const admit = (scope: Scope, starts: boolean, signal: AbortSignal): (() => void) => {
+    const release = deps.quotas?.admit(tenantOfScope(scope), starts);
+    if (!release) return NOT_COUNTED;
+    signal.addEventListener("abort", release, { once: true });
+    return () => {
+      signal.removeEventListener("abort", release);
+      release();
+    };
+  };
   /**
    * For the execs and waits in flight: `suspend` asks their VMs to suspend when idle (the
    * drain budget ran out: the runs go to the store as waiting), `cancel` ends them (what
@@ -120,18 +146,21 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
     pool,
     calls,
     resolver,
-    sessions: link.rpc,
+    sessions: links.of(tenantOfScope(scope)).rpc,
   });
 
   const handlers: SandboxService["handlers"] = {
-    async exec(req, stream) {
+    async exec(req, stream, ctx) {
       if (drain.draining) throw new ServiceError("unavailable", DRAINING);
-      const scope = requireScope(req.scope);
+      const scope = scopeOf(req.scope, ctx);
+      const tlink = links.of(tenantOfScope(scope));
       checkIdLength("exec_call_id", req.execCallId);
       const scopeKey = scopeKeyOf(scope);
       const execCallId = req.execCallId || newId("exec", 8);
       const codeModeRunId = newId("cm");
       const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, execCallId });
+      // The tenant's quotas on this sidecar: refused before anything runs (./exec/tenant-quotas.ts).
+      const admitted = admit(scope, true, stream.signal);
       await tracked(async (drainSignal, suspendSignal) => {
         const { run, unreachable: why } = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
@@ -226,7 +255,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           execCallId,
           config,
           catalogVersion: run.catalog?.version ?? "",
-          link,
+          link: tlink,
           sealer,
           signal: stream.signal,
         });
@@ -240,22 +269,23 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           const segment = (c: CodeModeConfig) => (last = new Segment({ ...init, config: c, priorOutputs: awaiting.outputs }));
           await serveWait(
             codeModeRunId,
-            { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, awaiting: { untilMs, budget: awaiting.budget } },
+            { link: tlink, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, awaiting: { untilMs, budget: awaiting.budget } },
             stream.signal,
           );
           if (last) awaiting.outputs = last.outputs;
         });
-      });
+      }).finally(admitted);
     },
 
     // Served while draining too: a model's wait continues a run that already exists.
-    async wait(req, stream) {
-      const scope = requireScope(req.scope);
+    async wait(req, stream, ctx) {
+      const scope = scopeOf(req.scope, ctx);
       checkIdLength("wait_call_id", req.waitCallId);
       checkIdLength("code_mode_run_id", req.codeModeRunId);
       const waitCallId = req.waitCallId || newId("wait", 8);
       const codeModeRunId = req.codeModeRunId.trim();
       const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, waitCallId });
+      const admitted = admit(scope, false, stream.signal);
       await tracked(async (drainSignal, suspendSignal) => {
         const { run, unreachable: why } = await resolve(scope, rlog);
         if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
@@ -277,16 +307,20 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
             0,
           );
         }
-        await serveWait(codeModeRunId, { link, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal }, stream.signal);
-      });
+        await serveWait(
+          codeModeRunId,
+          { link: links.of(tenantOfScope(scope)), sealer, log: rlog, segment, init, run, drainSignal, suspendSignal },
+          stream.signal,
+        );
+      }).finally(admitted);
     },
 
     // Tool Search, mode tools (tool_search, tool_describe, tool_call): no VM.
-    ...toolSearchHandlers({ resolver, calls, log, tracked }),
+    ...toolSearchHandlers({ resolver, calls, log, tracked, scopeOf }),
 
     // Served while draining too: answers let the runs in flight finish.
-    async bridgeCallback(req) {
-      const scope = requireScope(req.scope);
+    async bridgeCallback(req, ctx) {
+      const scope = scopeOf(req.scope, ctx);
       if (!req.callId) throw new ServiceError("invalid_argument", "call_id is required");
       checkIdLength("call_id", req.callId);
       const scopeKey = scopeKeyOf(scope);
@@ -296,10 +330,11 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         // A large text goes to its VM first, which parses it while it is checked here
         // (./worker/staged-answers.ts); one that arrived as bytes (./exec/answer-wire.ts) goes
         // before it is even decoded, which reading `value` does.
-        const raw = answerBytes(req);
+        // A secret answer is never staged: the replay record must not see its text (./worker/replay-tape.ts).
+        const raw = req.secret ? undefined : answerBytes(req);
         if (raw && raw.byteLength <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, raw);
         const json = req.outcome.value;
-        if (!raw && json.length >= STAGE_MIN && json.length <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, json);
+        if (!raw && !req.secret && json.length >= STAGE_MIN && json.length <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, json);
         try {
           parseBridgeJson(json, "result_json");
         } catch (err) {
@@ -317,6 +352,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       } else {
         throw new ServiceError("invalid_argument", "set result_json, error, approval_pending or approval_denied");
       }
+      if (req.secret && !isApprovalMark(answer)) answer.secret = true;
       try {
         if (calls.answerLive(req.callId, scopeKey, answer)) return { deliveredLive: true };
       } finally {

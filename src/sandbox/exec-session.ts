@@ -23,7 +23,7 @@ const ignore = () => undefined;
 export function execSessionHandler(handlers: Handlers): NonNullable<Handlers["execSession"]> {
   return (stream) =>
     new Promise<void>((resolve, reject) => {
-      const ctx = { signal: stream.signal, peer: stream.peer, metadata: stream.metadata };
+      const ctx = { signal: stream.signal, peer: stream.peer, metadata: stream.metadata, tenant: stream.tenant };
       const refuse = (callId: string, code: string, message: string) => stream.send({ event: { case: "answerRefused", value: { callId, code, message } } });
       let start: Start | undefined;
       /** The segment's handler returned (or the first message was refused): later messages are dropped. */

@@ -82,6 +82,8 @@ class SegmentWatch {
     private readonly shared: Shared,
     metadata: Metadata | undefined,
     attributes: Attributes,
+    /** The caller's tenant, when the sidecar has a tenants file (per-tenant metrics). */
+    private readonly tenant?: string,
   ) {
     shared.metrics?.segmentStarted(kind);
     if (tracingEnabled()) {
@@ -173,6 +175,8 @@ class SegmentWatch {
     this.ended = true;
     for (const call of [...this.calls.values()]) this.shared.settle(call, "abandoned");
     this.shared.metrics?.segmentEnded(this.kind, this.result);
+    if (this.tenant !== undefined)
+      this.shared.metrics?.tenantSegmentEnded(this.tenant, this.kind, this.result?.status ?? (err === undefined ? "none" : "refused"));
     if (err !== undefined) {
       const code = err instanceof ServiceError ? err.code : "internal";
       this.shared.metrics?.rpcError(RPC_METHOD[this.kind], code);
@@ -215,11 +219,11 @@ export function instrumentSandbox(handlers: Handlers, metrics: SandboxMetrics | 
   const watched = <R>(
     kind: SegmentKind,
     attrs: Attributes,
-    metadata: Metadata | undefined,
+    ctx: { metadata: Metadata; tenant?: string | undefined } | undefined,
     stream: { send(m: { event?: ExecEventInit }): boolean; signal: AbortSignal },
     run: (s: typeof stream) => Promise<R>,
   ) => {
-    const seg = new SegmentWatch(kind, shared, metadata, attrs);
+    const seg = new SegmentWatch(kind, shared, ctx?.metadata, attrs, ctx?.tenant);
     const send = (m: { event?: ExecEventInit }) => {
       const event = seg.sent(m.event);
       return stream.send(event === m.event ? m : { ...m, ...(event ? { event } : {}) });
@@ -238,14 +242,14 @@ export function instrumentSandbox(handlers: Handlers, metrics: SandboxMetrics | 
 
   if (exec) {
     out.exec = (req, stream, ctx) =>
-      watched("exec", { ...scopeAttributes(req.scope), "codemode.exec_call_id": req.execCallId }, ctx?.metadata, stream, (s) => exec(req, s, ctx));
+      watched("exec", { ...scopeAttributes(req.scope), "codemode.exec_call_id": req.execCallId }, ctx, stream, (s) => exec(req, s, ctx));
   }
   if (wait) {
     out.wait = (req, stream, ctx) =>
       watched(
         "wait",
         { ...scopeAttributes(req.scope), "codemode.wait_call_id": req.waitCallId, "codemode.code_mode_run_id": req.codeModeRunId },
-        ctx?.metadata,
+        ctx,
         stream,
         (s) => wait(req, s, ctx),
       );

@@ -2,14 +2,18 @@
  * The sidecar's Prometheus metrics, all in one place: execs and waits by status and
  * code, their latency, nested tool calls by source and outcome, gateway answers, snapshot
  * sizes, the pool (utilisation, queue depth, threads, whether it can run code), live calls
- * and the orchestrator link. Recorded by ./instrument.ts from what the Sandbox handlers
- * stream (nothing in the exec path itself changes); gauges are read at scrape time.
+ * and the orchestrator link; with a tenants file, each tenant's execs and waits, what it
+ * has in flight, its quota refusals and its thread time (labelled by the file's tenant names
+ * only). Recorded by ./instrument.ts from what the Sandbox handlers stream (nothing in the
+ * exec path itself changes); gauges are read at scrape time.
  */
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { CallRegistry } from "./exec/call-registry.js";
 import type { OrchestratorLink } from "./link/orchestrator-link.js";
 import type { SandboxPool } from "./pool/pool.js";
 import type { RunResolver } from "./link/run-resolver.js";
+import type { TenantQuotas } from "./exec/tenant-quotas.js";
+import type { Tenants } from "../shared/tenants.js";
 
 export type SegmentKind = "exec" | "wait";
 
@@ -28,6 +32,7 @@ export class SandboxMetrics {
   private readonly snapshotBytes: Histogram;
   private readonly rpcErrors: Counter<"method" | "code">;
   private readonly approvals: Counter<"decision">;
+  private tenantSegments: Counter<"tenant" | "kind" | "status"> | undefined;
 
   constructor(registry: Registry, parts: { pool: SandboxPool; link: OrchestratorLink; calls: CallRegistry; resolver: RunResolver }) {
     const registers = [registry];
@@ -200,6 +205,46 @@ export class SandboxMetrics {
       registers,
     });
     link.onStateChange((state) => changes.inc({ state }));
+  }
+
+  /** Per-tenant metrics, for a sidecar with a tenants file: labelled with its tenants' names only. */
+  watchTenants(registry: Registry, tenants: Tenants, quotas: TenantQuotas, pool: SandboxPool): void {
+    const registers = [registry];
+    this.tenantSegments = new Counter({
+      name: "codemode_tenant_segments_total",
+      help: "Execs and waits by tenant, kind (exec|wait) and status: completed|waiting|failed, refused (a gRPC error, a quota's included)",
+      labelNames: ["tenant", "kind", "status"],
+      registers,
+    });
+    const refusals = new Counter({
+      name: "codemode_tenant_quota_refusals_total",
+      help: "Execs and waits this sidecar refused (RESOURCE_EXHAUSTED) by tenant and local quota: maxConcurrentExecs|execsPerSecond",
+      labelNames: ["tenant", "quota"],
+      registers,
+    });
+    quotas.onRefused = (tenant, quota) => refusals.inc({ tenant, quota });
+    new Gauge({
+      name: "codemode_tenant_in_flight",
+      help: "Execs and waits in flight on this sidecar, by tenant (what maxConcurrentExecs limits)",
+      labelNames: ["tenant"],
+      registers,
+      collect() {
+        for (const tenant of tenants.names) this.set({ tenant }, quotas.running(tenant));
+      },
+    });
+    new Gauge({
+      name: "codemode_tenant_thread_seconds",
+      help: "Worker thread time each tenant's programs held over the CPU share's window (what weight shares)",
+      labelNames: ["tenant"],
+      registers,
+      collect() {
+        for (const tenant of tenants.names) this.set({ tenant }, pool.tenantUsedMs(tenant) / 1000);
+      },
+    });
+  }
+
+  tenantSegmentEnded(tenant: string, kind: SegmentKind, status: string): void {
+    this.tenantSegments?.inc({ tenant, kind, status });
   }
 
   segmentStarted(kind: SegmentKind): void {

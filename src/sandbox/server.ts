@@ -13,7 +13,8 @@
  */
 import { Sandbox } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
 import { DEFAULT_DRAIN_MS, DrainTracker } from "../protocol/drain.js";
-import { bearerAuthorizer, type ClientSecurity, type ServerSecurity } from "../protocol/credentials.js";
+import { bearerAuthorizer, tenantAuthorizer, type ClientSecurity, type ServerSecurity } from "../protocol/credentials.js";
+import { Tenants } from "../shared/tenants.js";
 import { windowedServer } from "../protocol/flow-window.js";
 import { addService, bindServer, shutdownServer } from "../protocol/grpc-service.js";
 import { ServingHealth } from "../protocol/health.js";
@@ -25,6 +26,7 @@ import { ANSWER_DECODERS } from "./exec/answer-wire.js";
 import { EVENT_ENCODERS } from "./exec/event-wire.js";
 import { CallRegistry } from "./exec/call-registry.js";
 import { createSandboxService } from "./exec-service.js";
+import { TenantQuotas } from "./exec/tenant-quotas.js";
 import { OrchestratorLink } from "./link/orchestrator-link.js";
 import { POOL_STARTED } from "./pool/pool-health.js";
 import type { ColocatedOrchestrator } from "../shared/colocated.js";
@@ -84,6 +86,8 @@ export type SandboxOptions = {
    * up to it, segment records are handed to it without the wire (../shared/colocated.ts).
    */
   colocated?: ColocatedOrchestrator;
+  /** The tenants (`--tenants-file`): a gateway's token names its tenant. None: the one default tenant, and `security.token`. */
+  tenants?: Tenants;
 };
 
 export type RunningSandbox = {
@@ -126,6 +130,9 @@ function linkUp(link: OrchestratorLink, budgetMs: number): Promise<void> {
 
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
   const log = options.log;
+  const tenants = options.tenants ?? Tenants.NONE;
+  if (tenants.configured && options.security?.token !== undefined)
+    throw new Error("a gateway bearer token and a tenants file cannot both be given: with a tenants file each tenant's token is its gateways' token");
   const sidecarId = newId("sc", 6);
   const poolOptions = {
     log,
@@ -188,16 +195,21 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   link.onStateChange(refreshHealth);
   health.addToServer(server);
   addReflection(server, [Sandbox]);
-  const service = createSandboxService({ pool, resolver, calls, link, sealer, log: log.child({ sidecarId }), drain });
+  // With a tenants file: each tenant's local quotas, and its weight in the pool's CPU share.
+  const quotas = tenants.configured ? new TenantQuotas(tenants) : undefined;
+  if (tenants.configured) pool.setTenantWeights((tenant) => tenants.quotas(tenant).weight ?? 1);
+  const service = createSandboxService({ pool, resolver, calls, link, sealer, log: log.child({ sidecarId }), drain, ...(quotas ? { quotas } : {}) });
   // Metrics and traces are loaded only when configured (no cost otherwise).
   const metrics = options.metrics ? new (await import("./metrics.js")).SandboxMetrics(options.metrics, { pool, link, calls, resolver }) : undefined;
+  if (metrics && options.metrics && quotas) metrics.watchTenants(options.metrics, tenants, quotas, pool);
   const instrumented = metrics || tracingEnabled() ? (await import("./instrument.js")).instrumentSandbox(service.handlers, metrics) : service.handlers;
   // ExecSession runs the (instrumented) Exec, Wait and BridgeCallback handlers on one stream.
   const handlers = { ...instrumented, execSession: execSessionHandler(instrumented) };
   const token = options.security?.token;
   // Large answers stay bytes until the handler has staged them to their VM (./exec/answer-wire.ts);
   // a nested call's event and an answer's response are encoded without protobuf-es (./exec/event-wire.ts).
-  addService(server, Sandbox, handlers, log, drain, token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined, {
+  const authorize = tenants.configured ? tenantAuthorizer(tenants) : token !== undefined ? bearerAuthorizer(token, "gateway bearer token") : undefined;
+  addService(server, Sandbox, handlers, log, drain, authorize, {
     decoders: ANSWER_DECODERS,
     responseEncoders: EVENT_ENCODERS,
   });
@@ -227,6 +239,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       orchestrator: options.orchestrator,
       tls,
       token: token !== undefined,
+      ...(tenants.configured ? { tenants: tenants.names } : {}),
       link: { tls: linkTls, token: options.linkSecurity?.token !== undefined },
       malloc: { arenaMax: process.env.MALLOC_ARENA_MAX ?? "unset", mmapThreshold: process.env.MALLOC_MMAP_THRESHOLD_ ?? "unset" },
     },

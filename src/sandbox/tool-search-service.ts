@@ -15,9 +15,9 @@
  */
 import { randomText } from "../shared/ids.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { ErrorCode, ResultStatus, ToolSource, type ResultSchema, type TelemetrySchema } from "../gen/codemode/common/v1/common_pb.js";
+import { ErrorCode, ResultStatus, ToolSource, type ResultSchema, type RunScope, type TelemetrySchema } from "../gen/codemode/common/v1/common_pb.js";
 import type { ExecRequest, Sandbox, ToolEntrySchema } from "../gen/codemode/sandbox/v1/sandbox_pb.js";
-import type { ServiceHandlers } from "../protocol/grpc-service.js";
+import type { CallContext, ServiceHandlers } from "../protocol/grpc-service.js";
 import { ServiceError } from "../protocol/service-error.js";
 import { parseCodeModeConfig, type CodeModeConfig } from "../shared/config.js";
 import { oneLine } from "./catalog/search/tool-search-index.js";
@@ -103,6 +103,8 @@ export type ToolSearchDeps = {
   log: Logger;
   /** Counts the call as in flight; its signal aborts when the drain budget runs out. */
   tracked(body: (drainSignal: AbortSignal) => Promise<void>): Promise<void>;
+  /** The request's scope as the caller's tenant's (../shared/scope.ts `requireScope` when absent: the default tenant). */
+  scopeOf?: (s: RunScope | undefined, ctx: CallContext | undefined) => Scope;
 };
 
 function wireEntry(e: CompactEntry): MessageInitShape<typeof ToolEntrySchema> {
@@ -120,6 +122,7 @@ type Deltas = { search: number; describe: number; call: number };
 
 export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<typeof Sandbox.method>, "toolSearch" | "toolDescribe" | "toolCall"> {
   const { resolver, calls, log } = deps;
+  const scopeOf = deps.scopeOf ?? ((s: RunScope | undefined) => requireScope(s));
 
   /** The open run, which must have a Tool Search surface; contract violations are gRPC errors. */
   const resolveRun = async (scope: Scope): Promise<ResolvedRun> => {
@@ -207,8 +210,8 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
   };
 
   return {
-    async toolSearch(req) {
-      const scope = requireScope(req.scope);
+    async toolSearch(req, ctx) {
+      const scope = scopeOf(req.scope, ctx);
       checkIdLength("call_id", req.callId);
       const startedAtMs = Date.now();
       const t0 = performance.now();
@@ -224,8 +227,8 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       return { tools: entries.map(wireEntry), modelJson: JSON.stringify(entries), telemetry: telemetry(run, d, durationMs) };
     },
 
-    async toolDescribe(req) {
-      const scope = requireScope(req.scope);
+    async toolDescribe(req, ctx) {
+      const scope = scopeOf(req.scope, ctx);
       checkIdLength("call_id", req.callId);
       const startedAtMs = Date.now();
       const t0 = performance.now();
@@ -254,8 +257,8 @@ export function toolSearchHandlers(deps: ToolSearchDeps): Pick<ServiceHandlers<t
       };
     },
 
-    async toolCall(req, stream) {
-      const scope = requireScope(req.scope);
+    async toolCall(req, stream, ctx) {
+      const scope = scopeOf(req.scope, ctx);
       checkIdLength("call_id", req.callId);
       const inputJson = req.inputJson.trim() === "" ? "{}" : req.inputJson;
       try {

@@ -28,6 +28,7 @@ export function configLayerFromWire(c: WireConfig | undefined): Partial<CodeMode
   if (c.sessionTtlSeconds !== undefined) out.sessionTtlSeconds = c.sessionTtlSeconds;
   if (c.awaitResults !== undefined) out.awaitResults = c.awaitResults;
   if (c.maxAwaitMs !== undefined) out.maxAwaitMs = c.maxAwaitMs;
+  if (c.recordForReplay !== undefined) out.recordForReplay = c.recordForReplay;
   return out as Partial<CodeModeConfigInput>;
 }
 

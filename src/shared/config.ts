@@ -67,6 +67,8 @@ const schema = z
     /** Beyond the seed: execs stay open while their program is parked (ExecRequest.await_results), up to maxAwaitMs. */
     awaitResults: z.boolean({ error: (i) => `awaitResults must be a boolean, got ${describe(i.input)}` }).default(false),
     maxAwaitMs: clamped("maxAwaitMs"),
+    /** Beyond the seed: each exec and wait segment keeps what it consumed, for Control.ReplayRun (docs/replay.md). */
+    recordForReplay: z.boolean({ error: (i) => `recordForReplay must be a boolean, got ${describe(i.input)}` }).default(true),
     /** First id segment of gateway-owned tools; the seed's literal by default. */
     coreSourceName: z
       .string()

@@ -38,7 +38,10 @@ export function reasonFromWire(reason: WaitReason): SuspendReason {
 export type PendingKind = "call" | "request" | "yield" | "timer";
 
 /** A tool's answer, without the call id it answers. */
-export type AnswerValue = { ok: true; json: string } | { ok: false; error: { name: string; message: string } };
+export type AnswerValue = ({ ok: true; json: string } | { ok: false; error: { name: string; message: string } }) & {
+  /** The gateway marked it secret: a replay record keeps that it came, not what it said. */
+  secret?: true;
+};
 
 /**
  * A gateway's "a person is being asked to approve this call": not an answer the guest sees.
@@ -116,6 +119,7 @@ export function answerToWire(callId: string, a: GatewayAnswer, times: AnswerMeta
     approvalRequestedAtMs: BigInt(times.approvalRequestedAtMs ?? 0),
     approvalReason: times.approvalReason ?? "",
     answeredAtMs,
+    secret: a.secret === true,
   };
 }
 
@@ -125,8 +129,9 @@ export function answerMetaFromWire(a: ToolAnswer): AnswerMeta {
 
 /** The answer a ToolAnswer carries; undefined when it sets no outcome. */
 export function answerFromWire(a: ToolAnswer): GatewayAnswer | undefined {
-  if (a.outcome.case === "resultJson") return { ok: true, json: a.outcome.value };
-  if (a.outcome.case === "error") return { ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message } };
+  const secret = a.secret ? { secret: true as const } : {};
+  if (a.outcome.case === "resultJson") return { ok: true, json: a.outcome.value, ...secret };
+  if (a.outcome.case === "error") return { ok: false, error: { name: a.outcome.value.name || "Error", message: a.outcome.value.message }, ...secret };
   if (a.outcome.case === "approvalPending") {
     const { reason, expiresAtMs } = a.outcome.value;
     return { approval: { reason, expiresAtMs: Number(expiresAtMs), requestedAtMs: Number(a.approvalRequestedAtMs) } };

@@ -4,6 +4,10 @@
  * MAX_SESSION_KEY_CHARS printable characters (no control characters, no lone surrogates).
  * A session is named by the run scope's agent id and session key, under its tenant.
  */
+import { DEFAULT_TENANT } from "./scope.js";
+
+export { DEFAULT_TENANT };
+
 export const MAX_SESSION_KEY_CHARS = 128;
 
 /** Why `key` is not a session-store key, or undefined when it is one. */
@@ -15,9 +19,6 @@ export function sessionKeyProblem(key: string): string | undefined {
   if (!key.isWellFormed()) return "a key must be printable (it holds a lone surrogate)";
   return undefined;
 }
-
-/** The tenant every key belongs to until tenants exist (docs/design-wave-3.md). */
-export const DEFAULT_TENANT = "default";
 
 /** A session's name in a store: its tenant, agent id and session key. */
 export function sessionName(agentId: string, sessionKey: string, tenant = DEFAULT_TENANT): string {

@@ -8,6 +8,7 @@ import { once } from "node:events";
 import { cpSync, mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { appendFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Control } from "../../src/gen/codemode/orchestrator/v1/control_pb.js";
@@ -24,7 +25,11 @@ export type Proc = { child: ChildProcess; ready: Record<string, string>; stderr:
 
 /** `codemode <args>` on 127.0.0.1, resolved at its ready line; `bin` another build's entry (a copy of the package). */
 export async function spawnCodemode(args: string[], env: Record<string, string> = {}, bin = BIN): Promise<Proc> {
-  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CODEMODE_LOG_LEVEL: "info", ...env } });
+  // Every orchestrator replays each code-mode run that finishes (docs/replay.md): stop() fails on a divergence.
+  const child = spawn(process.execPath, [bin, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, CODEMODE_LOG_LEVEL: "info", CODEMODE_REPLAY_CHECK: "1", ...env },
+  });
   const stderr: string[] = [];
   createInterface({ input: child.stderr! }).on("line", (l) => stderr.push(l));
   const lines = createInterface({ input: child.stdout! });
@@ -49,9 +54,16 @@ export async function spawnCodemode(args: string[], env: Record<string, string> 
     ready,
     stderr,
     async stop() {
-      if (child.exitCode !== null) return child.exitCode;
-      child.kill("SIGTERM");
-      const [code] = (await once(child, "exit")) as [number | null];
+      let code = child.exitCode;
+      if (code === null) {
+        child.kill("SIGTERM");
+        [code] = (await once(child, "exit")) as [number | null];
+      }
+      const checks = stderr.filter((l) => l.includes('"msg":"replay check'));
+      // REPLAY_CHECK_TALLY=FILE keeps every verdict, to count what the suite replayed.
+      if (process.env.REPLAY_CHECK_TALLY && checks.length > 0) appendFileSync(process.env.REPLAY_CHECK_TALLY, `${checks.join("\n")}\n`);
+      const diverged = checks.filter((l) => l.includes('"verdict":"diverged"'));
+      if (diverged.length > 0) throw new Error(`a recorded run replayed differently (CODEMODE_REPLAY_CHECK):\n${diverged.join("\n")}`);
       return code;
     },
   };

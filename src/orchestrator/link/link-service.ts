@@ -5,6 +5,7 @@
  * and catalog view (entries are resent only when the view's version changed), and record
  * each exec/wait segment's trajectory and counters (a `record` message on the link, applied
  * in order, or a RecordSegment call when the sidecar's link is down or it needs the answer).
+ * A run is read and recorded in the state of the tenant its scope names (../tenants/).
  */
 import type { RecordSegmentRequest, SidecarLink } from "../../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ServiceHandlers } from "../../protocol/grpc-service.js";
@@ -14,12 +15,14 @@ import { parseToolSearchConfig } from "../../shared/config.js";
 import { mcpRunToWire, parseMcpRunConfig } from "../../shared/mcp-run/config.js";
 import type { Logger } from "../../shared/logger.js";
 import { ToolSource } from "../../gen/codemode/common/v1/common_pb.js";
-import { requireScope } from "../../shared/scope.js";
+import { scopeFromLink, tenantOfScope, DEFAULT_TENANT, type Scope } from "../../shared/scope.js";
 import { surfaceOf } from "../control-service.js";
 import type { RunRegistry } from "../runs/runs.js";
 import type { RunNamespaces } from "../namespaces/run-namespaces.js";
 import type { LiveForwarder } from "./live-forward.js";
 import { answerToWire } from "../../shared/link-wire.js";
+import type { ReplayRecords } from "../replay/replay-records.js";
+import type { ReplayCheck } from "../replay/replay-check.js";
 import { ServiceError } from "../../protocol/service-error.js";
 import type { RunCachePush } from "./run-cache-push.js";
 import type { SidecarPools } from "./sidecar-pools.js";
@@ -39,8 +42,8 @@ function replayFromWire(r: { text: string; bytes: bigint; sha256: string }) {
 }
 
 export function linkHandlers(deps: {
-  runs: RunRegistry;
-  namespaces: RunNamespaces;
+  /** A tenant's open runs and namespaces (refusing a tenant this orchestrator does not serve). */
+  stateOf: (tenant: string) => { runs: RunRegistry; namespaces: RunNamespaces };
   live: LiveForwarder;
   orchestratorId: string;
   log: Logger;
@@ -56,6 +59,10 @@ export function linkHandlers(deps: {
    * hands its records over directly (../../shared/colocated.ts).
    */
   localRecords?: Map<string, (req: RecordSegmentRequest) => void>;
+  /** Where code-mode segments' replay records are kept (RecordSegmentRequest.replay_json). */
+  replays?: ReplayRecords;
+  /** Replays each code-mode run that finishes (`--replay-check`). */
+  replayCheck?: ReplayCheck;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<
     string,
@@ -66,7 +73,8 @@ export function linkHandlers(deps: {
       mcpRun: ReturnType<typeof mcpRunToWire>;
     }
   >();
-  const { runs, log, sidecars, cache } = deps;
+  const { log, sidecars, cache } = deps;
+  const runsOf = (scope: Scope) => deps.stateOf(tenantOfScope(scope)).runs;
   /** Each attached sidecar's current link (its Attach stream's registration). */
   const links = new Map<string, object>();
   /**
@@ -74,7 +82,8 @@ export function linkHandlers(deps: {
    * on the run's Tool Search surface is mode tools (the seed's fallback), until the
    * gateway opens the run again.
    */
-  const fallBackToTools = async (scope: Parameters<RunRegistry["get"]>[0], reason: string) => {
+  const fallBackToTools = async (scope: Scope, reason: string) => {
+    const runs = runsOf(scope);
     const run = await runs.get(scope);
     if (!run || run.fallbackReason || run.toolSearch?.enabled !== true) return;
     const { counters: _c, ...spec } = run;
@@ -85,10 +94,10 @@ export function linkHandlers(deps: {
   };
   /** A finished segment's record (RecordSegment, or a `record` message on a sidecar's link). */
   const applyRecord = async (req: RecordSegmentRequest): Promise<void> => {
-    const scope = requireScope(req.scope);
+    const scope = scopeFromLink(req.scope);
     const s = req.step;
     if (!s) return;
-    await runs.record(
+    await runsOf(scope).record(
       scope,
       {
         kind: s.kind,
@@ -119,6 +128,12 @@ export function linkHandlers(deps: {
         ...(n.approval ? { approval: n.approval, approvalDecidedAtMs: Number(n.approvalDecidedAtMs) } : {}),
       })),
     );
+    if (req.replayJson && s.codeModeRunId) {
+      await deps.replays
+        ?.append(scope, s.codeModeRunId, req.replayJson)
+        .catch((err: unknown) => log.warn({ err, codeModeRunId: s.codeModeRunId }, "could not keep a segment's replay record"));
+      if (s.status === "completed" || s.status === "failed") deps.replayCheck?.finished(scope, s.codeModeRunId);
+    }
     // Other sidecars' cached counters of the run are now behind: they re-resolve it.
     void cache.invalidate(scope, { ...(req.sidecarId ? { exceptSidecar: req.sidecarId } : {}), awaitAcks: false });
     if (s.kind === "tool_search_code" && s.errorCode === "runtime_unavailable")
@@ -217,14 +232,16 @@ export function linkHandlers(deps: {
       }
     },
     async resolveRun(req) {
-      const scope = requireScope(req.scope);
+      const scope = scopeFromLink(req.scope);
+      const tenant = tenantOfScope(scope);
+      const { runs, namespaces } = deps.stateOf(tenant);
       // Noted before the run is read: a change from now on is pushed to this sidecar, which
       // discards this answer if the push overtakes it.
       const cacheable = cache.cacheable && cache.isAttached(req.sidecarId);
       if (cacheable) cache.resolved(req.sidecarId, scope);
       const run = await runs.get(scope);
       if (!run) return { found: false };
-      const ns = await deps.namespaces.forRun(run);
+      const ns = await namespaces.forRun(run);
       // Every exec resolves its run: what follows from the run's spec alone is computed once.
       const key = JSON.stringify([
         ns.version,
@@ -265,6 +282,7 @@ export function linkHandlers(deps: {
         surface: surface.kind,
         toolSearch: derived.toolSearch,
         mcpRun: derived.mcpRun,
+        tenant: tenant === DEFAULT_TENANT ? "" : tenant,
       };
     },
     async recordSegment(req) {

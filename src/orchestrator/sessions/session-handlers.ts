@@ -12,27 +12,32 @@ import { ServiceError } from "../../protocol/service-error.js";
 import { LIMITS } from "../../shared/limits.js";
 import type { Logger } from "../../shared/logger.js";
 import { checkIdLength } from "../../shared/request-limits.js";
-import { sessionKeyProblem, sessionName } from "../../shared/session-keys.js";
+import { DEFAULT_TENANT, sessionKeyProblem, sessionName } from "../../shared/session-keys.js";
 import type { SessionStore } from "./session-store.js";
 
-/** The session a request names: its agent id and session key, both required. */
-function sessionOf(req: { agentId: string; sessionKey: string }): string {
+/** The session a request names: its agent id and session key, both required, under `tenant`. */
+function sessionOf(req: { agentId: string; sessionKey: string }, tenant: string): string {
   if (!req.agentId || !req.sessionKey) throw new ServiceError("invalid_argument", "agent_id and session_key are required");
   checkIdLength("agent_id", req.agentId);
   checkIdLength("session_key", req.sessionKey);
-  return sessionName(req.agentId, req.sessionKey);
+  return sessionName(req.agentId, req.sessionKey, tenant);
 }
 
 const clamp = (n: number, limit: { min: number; max: number }) => Math.min(limit.max, Math.max(limit.min, Math.trunc(n)));
 
-export function sessionLinkHandlers(store: SessionStore, log: Logger): Pick<ServiceHandlers<typeof SidecarLink.method>, "loadSession" | "commitSession"> {
+/** One tenant's (the default tenant's when absent): the store is that tenant's. */
+export function sessionLinkHandlers(
+  store: SessionStore,
+  log: Logger,
+  tenant = DEFAULT_TENANT,
+): Pick<ServiceHandlers<typeof SidecarLink.method>, "loadSession" | "commitSession"> {
   return {
     async loadSession(req) {
-      const entries = await store.load(sessionOf(req));
+      const entries = await store.load(sessionOf(req, tenant));
       return { entries: entries.map((e) => ({ key: e.key, valueJson: e.json })) };
     },
     async commitSession(req) {
-      const session = sessionOf(req);
+      const session = sessionOf(req, tenant);
       const seen = new Set<string>();
       for (const w of req.writes) {
         const problem = sessionKeyProblem(w.key);
@@ -60,14 +65,15 @@ export function sessionLinkHandlers(store: SessionStore, log: Logger): Pick<Serv
 export function sessionControlHandlers(
   store: SessionStore,
   log: Logger,
+  tenant = DEFAULT_TENANT,
 ): Pick<ServiceHandlers<typeof Control.method>, "getSessionStore" | "clearSessionStore"> {
   return {
     async getSessionStore(req) {
-      const info = await store.info(sessionOf(req));
+      const info = await store.info(sessionOf(req, tenant));
       return { entries: info.entries.map((e) => ({ key: e.key, valueJson: e.json })), bytes: BigInt(info.bytes), expiresAtMs: BigInt(info.expiresAtMs) };
     },
     async clearSessionStore(req) {
-      const keysDeleted = await store.clear(sessionOf(req));
+      const keysDeleted = await store.clear(sessionOf(req, tenant));
       log.info({ agentId: req.agentId, keysDeleted }, "session store cleared");
       return { keysDeleted };
     },

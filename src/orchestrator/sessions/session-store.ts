@@ -4,13 +4,18 @@
  * stores with the same semantics: in memory (here) and Redis (./redis-sessions.ts). A commit
  * is a segment's writes, applied whole or refused whole when the session would pass the
  * committing run's key or byte limit; each write moves the session's expiry to its TTL
- * from now. Bytes count each key's and value's UTF-8.
+ * from now. Bytes count each key's and value's UTF-8. A tenant's store (a tenants file)
+ * also counts the bytes of all its sessions, and refuses a commit past its `maxStoreBytes`.
  */
+import { storeBytesRefusal } from "../tenants/store-quotas.js";
 
 export type SessionEntry = { key: string; json: string };
 export type SessionLimits = { maxKeys: number; maxBytes: number; ttlSeconds: number };
 export type CommitResult = { ok: true; keys: number; bytes: number } | { ok: false; refused: string; keys: number; bytes: number };
 export type SessionInfo = { entries: SessionEntry[]; bytes: number; expiresAtMs: number };
+
+/** A tenant's store: counts its sessions' bytes together, and refuses a commit past `maxStoreBytes`. */
+export type StoreAccount = { tenant: string; maxStoreBytes?: number; refused?: () => void };
 
 export interface SessionStore {
   /** The session's entries in key order (none when it has none or expired). */
@@ -21,6 +26,8 @@ export interface SessionStore {
   info(session: string): Promise<SessionInfo>;
   /** Deletes the session's store; returns how many keys it held. */
   clear(session: string): Promise<number>;
+  /** What all its sessions hold (with an account: a tenant's; else 0). */
+  totalBytes(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -40,6 +47,10 @@ const SWEEP_INTERVAL_MS = 60_000;
 export class MemorySessionStore implements SessionStore {
   private readonly sessions = new Map<string, Held>();
   private readonly sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS).unref();
+  /** The live sessions' bytes together. */
+  private total = 0;
+
+  constructor(private readonly account?: StoreAccount) {}
 
   async load(session: string): Promise<SessionEntry[]> {
     const held = this.live(session);
@@ -56,9 +67,10 @@ export class MemorySessionStore implements SessionStore {
       else bytes -= utf8(w.key) + utf8(old);
       bytes += utf8(w.key) + utf8(w.json);
     }
-    const refused = overLimit(keys, bytes, limits);
+    const refused = overLimit(keys, bytes, limits) ?? this.overAccount(held.bytes, bytes);
     if (refused) return { ok: false, refused, keys: held.entries.size, bytes: held.bytes };
     for (const w of writes) held.entries.set(w.key, w.json);
+    this.total += bytes - held.bytes;
     held.bytes = bytes;
     held.expiresAtMs = Date.now() + limits.ttlSeconds * 1000;
     this.sessions.set(session, held);
@@ -72,8 +84,26 @@ export class MemorySessionStore implements SessionStore {
 
   async clear(session: string): Promise<number> {
     const held = this.live(session);
+    if (held) this.total -= held.bytes;
     this.sessions.delete(session);
     return held?.entries.size ?? 0;
+  }
+
+  async totalBytes(): Promise<number> {
+    this.sweep();
+    return this.account ? this.total : 0;
+  }
+
+  /** The refusal of a commit that takes a session from `had` to `bytes`, past the tenant's maxStoreBytes. */
+  private overAccount(had: number, bytes: number): string | undefined {
+    const max = this.account?.maxStoreBytes;
+    if (max === undefined || this.total - had + bytes <= max) return undefined;
+    // Only near the quota: sessions that expired since the last sweep no longer count.
+    this.sweep();
+    const total = this.total - had + bytes;
+    if (total <= max) return undefined;
+    this.account?.refused?.();
+    return storeBytesRefusal(this.account!.tenant, max, total);
   }
 
   async close(): Promise<void> {
@@ -84,6 +114,7 @@ export class MemorySessionStore implements SessionStore {
     const held = this.sessions.get(session);
     if (held && held.expiresAtMs <= Date.now()) {
       this.sessions.delete(session);
+      this.total -= held.bytes;
       return undefined;
     }
     return held;

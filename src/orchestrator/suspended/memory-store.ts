@@ -20,6 +20,7 @@ import {
   type SuspendedRecord,
   type SuspendResult,
   isStoredMark,
+  recordBytes,
   seenKey,
 } from "./run-store.js";
 
@@ -36,6 +37,8 @@ type Run = {
   /** Every call this run has awaited since it was first suspended. */
   calls: Map<string, CallState>;
   claim: { token: string; leaseEndMs: number } | undefined;
+  /** What it holds (`recordBytes`, as stored). */
+  bytes: number;
 };
 
 type SettledCall = { codeModeRunId: string; scopeKey: string; answered: boolean; forgetAtMs: number; approvalUntilMs?: number };
@@ -60,7 +63,7 @@ export class MemoryRunStore implements RunStore {
     this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS).unref();
   }
 
-  async suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult> {
+  async suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string }): Promise<SuspendResult> {
     const now = Date.now();
     const id = record.codeModeRunId;
     const existing = this.live(id, now);
@@ -78,6 +81,8 @@ export class MemoryRunStore implements RunStore {
     const current = known && known.forgetAtMs > now ? known.generation : 0;
     // A new run starts at 1, on a run id whose generation is not remembered (it never starts over).
     if (record.generation !== current + 1 || (options.claimToken === undefined && current !== 0)) return { ok: false, why: "stale" };
+    const bytes = recordBytes(record);
+    if (options.maxSuspendedBytes !== undefined && this.bytesLive(now, id) + bytes > options.maxSuspendedBytes) return { ok: false, why: "bytes" };
     const pending = new Set(record.pending.map((p) => p.callId));
     const answers = new Map<string, StoredAnswer>();
     const calls = new Map<string, CallState>();
@@ -97,7 +102,7 @@ export class MemoryRunStore implements RunStore {
       this.callRuns.set(callId, id);
     }
     for (const [callId, a] of answers) calls.set(callId, isStoredMark(a) ? { approval: true, untilMs: a.approval.expiresAtMs } : "answered");
-    this.runs.set(id, { record: copyRecord(record), answers, calls, claim: undefined });
+    this.runs.set(id, { record: copyRecord(record), answers, calls, claim: undefined, bytes });
     this.rememberGeneration(id, record.generation, record.expiresAtMs);
     return { ok: true, answeredCallIds: answeredIds(answers) };
   }
@@ -193,6 +198,20 @@ export class MemoryRunStore implements RunStore {
     return this.countLive(Date.now());
   }
 
+  async bytes(): Promise<number> {
+    return this.bytesLive(Date.now());
+  }
+
+  async nextExpiry(): Promise<number | undefined> {
+    const now = Date.now();
+    let next: number | undefined;
+    for (const id of [...this.runs.keys()]) {
+      const run = this.live(id, now);
+      if (run && (next === undefined || run.record.expiresAtMs < next)) next = run.record.expiresAtMs;
+    }
+    return next;
+  }
+
   async close(): Promise<void> {
     clearInterval(this.sweeper);
     this.listeners.clear();
@@ -212,6 +231,16 @@ export class MemoryRunStore implements RunStore {
   private rememberGeneration(id: string, generation: number, expiresAtMs: number): void {
     const forgetAtMs = Math.max(expiresAtMs + GENERATION_MEMORY_MS, this.generations.get(id)?.forgetAtMs ?? 0);
     this.generations.set(id, { generation, forgetAtMs });
+  }
+
+  /** What the unexpired runs hold, `except` one run id. */
+  private bytesLive(now: number, except?: string): number {
+    let n = 0;
+    for (const id of [...this.runs.keys()]) {
+      const run = id === except ? undefined : this.live(id, now);
+      if (run) n += run.bytes;
+    }
+    return n;
   }
 
   private countLive(now: number): number {

@@ -63,9 +63,10 @@ end
 /**
  * ARGV: 3 id, 4 scope key, 5 session key, 6 agent run id, 7 expiresAtMs, 8 meta JSON,
  * 9 pending JSON, 10 snapshot, 11 maxSuspendedRuns, 12 "new" | "replace", 13 claim token,
- * 14 generation (the stored one plus one, else 'stale'), 15 n, 16 approvalTimeoutMs, then n
- * pending call ids, then (call id, answer JSON, approval expiry or 0) triples: an expiry
- * marks an approval mark, which a decision (old or new) replaces.
+ * 14 generation (the stored one plus one, else 'stale'), 15 n, 16 approvalTimeoutMs, 17 the
+ * record's bytes, 18 maxSuspendedBytes (-1: none; else 'bytes' when the unexpired runs would
+ * hold more), then n pending call ids, then (call id, answer JSON, approval expiry or 0)
+ * triples: an expiry marks an approval mark, which a decision (old or new) replaces.
  */
 const SUSPEND = `
 local id, scope, session, runid = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
@@ -88,9 +89,18 @@ elseif not live or not holds(id, ARGV[13]) then
 end
 local current = tonumber(redis.call('GET', genKey(id))) or 0
 if gen ~= current + 1 or (ARGV[12] == 'new' and current ~= 0) then return {'stale'} end
+local size, maxBytes = tonumber(ARGV[17]), tonumber(ARGV[18])
+if maxBytes >= 0 then
+  redis.call('ZREMRANGEBYSCORE', RUNS, '-inf', NOW)
+  local held = size
+  for _, other in ipairs(redis.call('ZRANGE', RUNS, 0, -1)) do
+    if other ~= id then held = held + (tonumber(redis.call('HGET', runKey(other), 'bytes')) or 0) end
+  end
+  if held > maxBytes then return {'bytes'} end
+end
 if not live then remove(id, false) end
 local pending, answers, marks, asked = {}, {}, {}, {}
-for i = 17, 16 + n do pending[ARGV[i]] = true end
+for i = 19, 18 + n do pending[ARGV[i]] = true end
 if live then
   local old = redis.call('HGETALL', answersKey(id))
   for i = 1, #old, 2 do
@@ -106,7 +116,7 @@ if live then
     if not pending[c] and call[1] == id and (call[2] == 'pending' or call[2] == 'approval') then redis.call('HSET', callKey(c), 'state', 'ended') end
   end
 end
-for i = 17 + n, #ARGV, 3 do
+for i = 19 + n, #ARGV, 3 do
   local c, u = ARGV[i], tonumber(ARGV[i + 2])
   if pending[c] and (not answers[c] or (marks[c] and u == 0)) then
     answers[c] = ARGV[i + 1]
@@ -115,7 +125,7 @@ for i = 17 + n, #ARGV, 3 do
 end
 redis.call('DEL', runKey(id), answersKey(id))
 for c, json in pairs(answers) do redis.call('HSET', answersKey(id), c, json) end
-for i = 17, 16 + n do
+for i = 19, 18 + n do
   local c = ARGV[i]
   local call = redis.call('HMGET', callKey(c), 'run', 'state')
   local state = 'pending'
@@ -125,7 +135,7 @@ for i = 17, 16 + n do
   if marks[c] then redis.call('HSET', callKey(c), 'until', marks[c]) end
   redis.call('SADD', callsKey(id), c)
 end
-redis.call('HSET', runKey(id), 'meta', ARGV[8], 'pending', ARGV[9], 'snap', ARGV[10], 'scope', scope, 'session', session, 'runid', runid, 'apto', ARGV[16])
+redis.call('HSET', runKey(id), 'meta', ARGV[8], 'pending', ARGV[9], 'snap', ARGV[10], 'scope', scope, 'session', session, 'runid', runid, 'apto', ARGV[16], 'bytes', size)
 redis.call('SADD', scopeSetKey(scope), id)
 local genTtl = redis.call('PTTL', genKey(id))
 redis.call('SET', genKey(id), gen)
@@ -235,6 +245,15 @@ redis.call('DEL', scopeSetKey(scope))
 return n
 `;
 
+/** No ARGV beyond the prelude's. What the unexpired runs hold (their `bytes`), and when the next one expires (-1: none). */
+const HELD = `
+redis.call('ZREMRANGEBYSCORE', RUNS, '-inf', NOW)
+local held = 0
+for _, id in ipairs(redis.call('ZRANGE', RUNS, 0, -1)) do held = held + (tonumber(redis.call('HGET', runKey(id), 'bytes')) or 0) end
+local first = redis.call('ZRANGE', RUNS, 0, 0, 'WITHSCORES')
+return {held, tonumber(first[2]) or -1}
+`;
+
 /** A script run by SHA, sent in full only when the server does not have it cached. */
 class Script {
   private readonly lua: string;
@@ -262,4 +281,5 @@ export const scripts = {
   answers: new Script(ANSWERS),
   addAnswer: new Script(ADD_ANSWER),
   deleteScope: new Script(DELETE_SCOPE),
+  held: new Script(HELD),
 };

@@ -4,7 +4,7 @@
  * (./redis-scripts.ts); times come from the orchestrator's clock (Date.now()), and PEXPIRE
  * lets Redis drop what expired. Keys, under a prefix (default REDIS_PREFIX):
  *   runs            sorted set: run id → expiresAtMs (the cap and count())
- *   run:<id>        hash: meta, pending, snap, exp, scope, session, runid, token, lease, apto
+ *   run:<id>        hash: meta, pending, snap, exp, scope, session, runid, token, lease, apto, bytes
  *   answers:<id>    hash: call id → stored answer JSON (or approval mark JSON)
  *   calls:<id>      set: every call id the run has awaited
  *   call:<callId>   hash: run, scope, state (pending | answered | ended | approval), until,
@@ -31,10 +31,18 @@ import {
   type SuspendedRecord,
   type SuspendResult,
   isStoredMark,
+  recordBytes,
   seenKey,
 } from "./run-store.js";
 
-export type RedisRunStoreOptions = { prefix?: string; log?: Logger /** The bound of one command (the store's `--store-timeout-ms`). */; timeoutMs?: number };
+export type RedisRunStoreOptions = {
+  prefix?: string;
+  log?: Logger;
+  /** The bound of one command (the store's `--store-timeout-ms`). */
+  timeoutMs?: number;
+  /** A connection to use instead of one of its own (a tenant's store shares it: ../tenants/tenant-state.ts); its owner closes it. */
+  connection?: Redis;
+};
 
 /** The key prefix of every store kept in Redis. */
 export const REDIS_PREFIX = "codemode:";
@@ -92,12 +100,15 @@ export class RedisRunStore implements RunStore {
   private readonly listeners = new Set<(codeModeRunId: string) => void>();
   private subscriber: Redis | undefined;
   private subscribing: Promise<void> | undefined;
+  /** False when the connection is borrowed (its owner closes it). */
+  private readonly ownsConnection: boolean;
 
   /** `url`: redis://host:port[/db] or rediss://…; connects in the background. */
   constructor(url: string, options: RedisRunStoreOptions = {}) {
     this.prefix = options.prefix ?? REDIS_PREFIX;
     this.log = options.log?.child({ store: "redis", url: redactUrl(url) });
-    this.redis = connectRedis(url, this.log, options.timeoutMs);
+    this.ownsConnection = options.connection === undefined;
+    this.redis = options.connection ?? connectRedis(url, this.log, options.timeoutMs);
   }
 
   /** Resolves once Redis answers a PING. */
@@ -105,7 +116,7 @@ export class RedisRunStore implements RunStore {
     await this.redis.ping();
   }
 
-  async suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult> {
+  async suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string }): Promise<SuspendResult> {
     const { scope, pending, snapshot } = record;
     const meta: Meta = {
       scope,
@@ -133,12 +144,14 @@ export class RedisRunStore implements RunStore {
         record.generation,
         pending.length,
         record.approvalTimeoutMs ?? LIMITS.approvalTimeoutMs.default,
+        recordBytes(record),
+        options.maxSuspendedBytes ?? -1,
         ...pending.map((p) => p.callId),
         ...record.answers.flatMap((a) => [a.callId, JSON.stringify(a), isStoredMark(a) ? Math.ceil(a.approval.expiresAtMs) : 0]),
       ]),
     );
     const why = text(status);
-    if (why === "cap" || why === "claim_lost" || why === "stale") return { ok: false, why };
+    if (why === "cap" || why === "bytes" || why === "claim_lost" || why === "stale") return { ok: false, why };
     return { ok: true, answeredCallIds: answered.map(text) };
   }
 
@@ -200,9 +213,25 @@ export class RedisRunStore implements RunStore {
     return this.redis.zcount(`${this.prefix}runs`, `(${Date.now()}`, "+inf");
   }
 
+  async bytes(): Promise<number> {
+    return (await this.held())[0];
+  }
+
+  async nextExpiry(): Promise<number | undefined> {
+    const next = (await this.held())[1];
+    return next < 0 ? undefined : next;
+  }
+
+  /** What the unexpired runs hold, and when the next one expires (-1: none). */
+  private async held(): Promise<[number, number]> {
+    const reply = await scripts.held.run(this.redis, [this.prefix, Date.now()]);
+    if (!Array.isArray(reply)) throw new Error("unexpected reply from Redis");
+    return [Number(reply[0]), Number(reply[1])];
+  }
+
   async close(): Promise<void> {
     this.listeners.clear();
-    await Promise.all([quitRedis(this.redis), this.subscriber && quitRedis(this.subscriber)]);
+    await Promise.all([this.ownsConnection && quitRedis(this.redis), this.subscriber && quitRedis(this.subscriber)]);
   }
 
   /** Subscribes the answer channel once; a failed attempt is logged and retried on the next call. */

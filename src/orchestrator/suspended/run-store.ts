@@ -42,7 +42,7 @@ export type StoredAnswer = (
   | { callId: string; ok: true; json: string }
   | { callId: string; ok: false; error: { name: string; message: string } }
   | { callId: string; approval: { reason: string; expiresAtMs: number; requestedAtMs: number } }
-) & { answeredAtMs?: number; approvalRequestedAtMs?: number; approvalReason?: string };
+) & { answeredAtMs?: number; approvalRequestedAtMs?: number; approvalReason?: string; secret?: true };
 
 export function isStoredMark(a: StoredAnswer): a is Extract<StoredAnswer, { approval: unknown }> {
   return "approval" in a;
@@ -83,8 +83,24 @@ export type SuspendedRecord = {
   generation: number;
 };
 
-/** stale: `record.generation` is not the stored generation plus one. */
-export type SuspendResult = { ok: true; answeredCallIds: string[] } | { ok: false; why: "cap" | "claim_lost" | "stale" };
+/**
+ * stale: `record.generation` is not the stored generation plus one. bytes: the unexpired
+ * runs would hold more than `maxSuspendedBytes` (`recordBytes` each).
+ */
+export type SuspendResult = { ok: true; answeredCallIds: string[] } | { ok: false; why: "cap" | "bytes" | "claim_lost" | "stale" };
+
+/**
+ * What a suspended run holds in the store, as a tenant's `maxSuspendedBytes` counts it: its
+ * sealed snapshot and what the suspension stored with it (config, pending calls, answers).
+ */
+export function recordBytes(record: SuspendedRecord): number {
+  return (
+    record.snapshot.byteLength +
+    Buffer.byteLength(record.configJson, "utf8") +
+    Buffer.byteLength(JSON.stringify(record.pending), "utf8") +
+    Buffer.byteLength(JSON.stringify(record.answers), "utf8")
+  );
+}
 
 export type ClaimResult = { ok: true; run: SuspendedRecord; token: string } | { ok: false; why: "unavailable" | "session" | "run" | "busy" };
 
@@ -102,7 +118,8 @@ export interface RunStore {
   /**
    * Stores a new suspended run (refused with `cap` when `maxSuspendedRuns` unexpired runs
    * exist), or, with `claimToken`, replaces the run that claim holds and ends the claim
-   * (`claim_lost` when the claim is not current). On replacement, answers already stored
+   * (`claim_lost` when the claim is not current). Either is refused with `bytes` when, with
+   * it, the unexpired runs would hold more than `maxSuspendedBytes` (`recordBytes`). On replacement, answers already stored
    * for calls that are still pending are kept and merged with `record.answers` (one per
    * call id); call ids no longer pending are remembered as answered or ended. Returns the
    * pending call ids that have a stored decision after the merge (not a mark). Refused with `stale` (and
@@ -112,7 +129,7 @@ export interface RunStore {
    * holding byte-identical sealed snapshot bytes, which a fresh seal never repeats) is
    * `ok` and changes nothing, so a suspension whose reply was lost can be retried.
    */
-  suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; claimToken?: string }): Promise<SuspendResult>;
+  suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string }): Promise<SuspendResult>;
   /**
    * Claims a run for one `wait`, checking scope: another agent/session/key is `session`,
    * another agent run id `run`. `token` is the caller's: a retry with the token of the
@@ -139,6 +156,10 @@ export interface RunStore {
   deleteScope(scope: StoreScope): Promise<number>;
   /** Unexpired suspended runs. */
   count(): Promise<number>;
+  /** What the unexpired suspended runs hold (`recordBytes` each). */
+  bytes(): Promise<number>;
+  /** When the next unexpired suspended run expires (epoch ms); undefined when there is none. */
+  nextExpiry(): Promise<number | undefined>;
   close(): Promise<void>;
 }
 

@@ -23,9 +23,10 @@ import {
   RUN_MESSAGES as MESSAGES,
 } from "../../shared/link-wire.js";
 import type { Logger } from "../../shared/logger.js";
-import { requireScope } from "../../shared/scope.js";
+import { scopeFromLink } from "../../shared/scope.js";
 import { storeCall } from "../state/store-failure.js";
-import { isStoredMark, type RunStore, type StoredAnswer, type SuspendedRecord } from "./run-store.js";
+import { isStoredMark, recordBytes, type RunStore, type StoredAnswer, type SuspendedRecord } from "./run-store.js";
+import { suspendedBytesRefusal, suspendedRunsRefusal, type TenantStoreQuotas } from "../tenants/store-quotas.js";
 
 /** Pending entries a stored run may list: the largest maxPendingToolCalls, plus armed timers (100) and a yield. */
 const MAX_PENDING_ENTRIES = LIMITS.maxPendingToolCalls.max + 101;
@@ -61,7 +62,7 @@ function configOf(configJson: string): CodeModeConfig {
 
 function recordFromWire(run: SuspendedRun | undefined): { record: SuspendedRecord; config: CodeModeConfig } {
   if (!run?.codeModeRunId) throw new ServiceError("invalid_argument", "run.code_mode_run_id is required");
-  const scope = requireScope(run.scope);
+  const scope = scopeFromLink(run.scope);
   if (run.snapshot.byteLength === 0) throw new ServiceError("invalid_argument", "run.snapshot is empty");
   // A VM awaits at most maxPendingToolCalls host requests; answers only for those.
   if (run.pending.length > MAX_PENDING_ENTRIES) throw new ServiceError("invalid_argument", `run.pending lists more than ${MAX_PENDING_ENTRIES} entries`);
@@ -130,13 +131,35 @@ function recordToWire(r: SuspendedRecord) {
 
 export type SuspendedRunDeps = {
   store: RunStore;
+  /** The process's cap on suspended runs (a tenant's quota, when it has one, instead). */
   maxSuspendedRuns: number;
-  log: Logger /** Forwards answers no suspended run awaits to the sidecars' live VMs. */;
+  log: Logger;
+  /** Forwards answers no suspended run awaits to the sidecars' live VMs. */
   live: LiveForwarder;
+  /** The store's tenant and its quotas (a tenants file: ../tenants/store-quotas.ts). */
+  quota?: TenantStoreQuotas;
 };
 
 export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const { store, log } = deps;
+  const quotas = deps.quota?.quotas ?? {};
+  const limits = {
+    maxSuspendedRuns: quotas.maxSuspendedRuns ?? deps.maxSuspendedRuns,
+    ...(quotas.maxSuspendedBytes !== undefined ? { maxSuspendedBytes: quotas.maxSuspendedBytes } : {}),
+  };
+  /**
+   * The refusal the model reads: the seed's message (`invalid_input`), or a tenant's quota by
+   * its name and when to retry (`runtime_unavailable`: the program was fine, the store is full).
+   */
+  const refusal = async (why: "cap" | "bytes" | "claim_lost" | "stale", record: SuspendedRecord) => {
+    const q = deps.quota;
+    const quota = why === "bytes" ? "maxSuspendedBytes" : why === "cap" && quotas.maxSuspendedRuns !== undefined ? "maxSuspendedRuns" : undefined;
+    if (!q || !quota) return { refused: why === "cap" ? MESSAGES.cap : MESSAGES.unavailable, refusedCode: ErrorCode.INVALID_INPUT };
+    q.refused?.(quota);
+    const next = await store.nextExpiry().catch(() => undefined);
+    const refused = quota === "maxSuspendedRuns" ? suspendedRunsRefusal(q, next) : suspendedBytesRefusal(q, recordBytes(record), next);
+    return { refused, refusedCode: ErrorCode.RUNTIME_UNAVAILABLE };
+  };
 
   /** Resolves when an answer for `codeModeRunId` is stored, or after `ms`, or on abort. */
   const answerSignal = (codeModeRunId: string, ms: number, signal: AbortSignal) =>
@@ -168,7 +191,7 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
       // Logged as the command goes to the store (for tests that stop the store in between).
       log.debug({ codeModeRunId: record.codeModeRunId, reclaim: req.reclaim }, "storing a suspended run");
       const res = await storeCall(log, "store a suspended run", () =>
-        store.suspend(record, { maxSuspendedRuns: deps.maxSuspendedRuns, ...(req.reclaim ? { claimToken: req.claimToken } : {}) }),
+        store.suspend(record, { ...limits, ...(req.reclaim ? { claimToken: req.claimToken } : {}) }),
       );
       if (!res.ok) {
         if (res.why === "stale") {
@@ -178,7 +201,7 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
             "refused a suspended run whose generation is not the next one (a replayed or out-of-order snapshot)",
           );
         } else log.info({ codeModeRunId: record.codeModeRunId, why: res.why }, "refused to store a suspended run");
-        return { refused: res.why === "cap" ? MESSAGES.cap : MESSAGES.unavailable, refusedCode: ErrorCode.INVALID_INPUT };
+        return await refusal(res.why, record);
       }
       log.info(
         {
@@ -195,7 +218,7 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
     },
 
     async claimRun(req) {
-      const scope = requireScope(req.scope);
+      const scope = scopeFromLink(req.scope);
       if (!req.codeModeRunId) return { refused: MESSAGES.unavailable };
       const leaseMs = Math.min(MAX_LEASE_MS, Math.max(1_000, req.leaseMs || MAX_LEASE_MS));
       if (req.claimToken.length > 128) throw new ServiceError("invalid_argument", "claim_token is longer than 128 characters");
@@ -218,7 +241,7 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
     },
 
     async routeToolResult(req) {
-      const scope = requireScope(req.scope);
+      const scope = scopeFromLink(req.scope);
       const answer = storedAnswerFromWire(req.answer);
       const { result, codeModeRunId } = await storeCall(log, "keep a tool answer with its suspended run", () => store.addAnswer(scope, answer));
       switch (result) {

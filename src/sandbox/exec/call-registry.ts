@@ -7,12 +7,17 @@
  * after its exec ended (FAILED_PRECONDITION), or an unknown id (NOT_FOUND). A call may
  * first be marked as awaiting a person's approval; a decision after its expiry is
  * FAILED_PRECONDITION. Settled and ended ids are remembered for REMEMBER_MS (REMEMBER of
- * them at most), then forgotten.
+ * them at most), then forgotten. Another tenant's call is unknown to the caller, never its
+ * tenant's misuse: NOT_FOUND, as for an id nobody made (the answer must not confirm it).
  */
 import { LRUCache } from "lru-cache";
 import { ServiceError } from "../../protocol/service-error.js";
 import type { PlainError } from "../pool/task-protocol.js";
 import { approvalExpired, isApprovalMark, type ApprovalMark, type GatewayAnswer } from "../../shared/link-wire.js";
+import { tenantOfScopeKey } from "../../shared/scope.js";
+
+/** Whether two different scope keys are of one tenant (read only when they differ). */
+const sameTenant = (a: string, b: string) => tenantOfScopeKey(a) === tenantOfScopeKey(b);
 
 export type Approval = ApprovalMark["approval"];
 
@@ -77,12 +82,19 @@ export class CallRegistry {
     const call = this.live.get(callId);
     if (!call) {
       const gone = this.gone.get(callId);
-      if (gone && gone.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
+      if (gone && gone.scopeKey !== scopeKey) {
+        if (!sameTenant(gone.scopeKey, scopeKey)) return false;
+        throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
+      }
       if (gone?.why === "answered") throw new ServiceError("already_exists", `tool call ${callId} was already answered`);
       if (gone?.why === "expired") throw expiredError(callId);
       return false;
     }
-    if (call.scopeKey !== scopeKey) throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
+    if (call.scopeKey !== scopeKey) {
+      // Another tenant's call is not there for this caller: routed on, it is NOT_FOUND.
+      if (!sameTenant(call.scopeKey, scopeKey)) return false;
+      throw new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
+    }
     if (isApprovalMark(answer)) {
       if (call.approval) throw new ServiceError("already_exists", `tool call ${callId} already awaits approval`);
       if (!call.onApproval)
@@ -121,7 +133,8 @@ export class CallRegistry {
   /** The error for an answer nobody could take: what this sidecar remembers of the call. */
   explainUndeliverable(callId: string, scopeKey: string): ServiceError {
     const gone = this.gone.get(callId);
-    if (!gone) return new ServiceError("not_found", `no nested tool call with id ${callId} is known to this sidecar or awaited by a suspended run`);
+    if (!gone || (gone.scopeKey !== scopeKey && !sameTenant(gone.scopeKey, scopeKey)))
+      return new ServiceError("not_found", `no nested tool call with id ${callId} is known to this sidecar or awaited by a suspended run`);
     if (gone.scopeKey !== scopeKey) return new ServiceError("permission_denied", `tool call ${callId} belongs to a different run scope`);
     if (gone.why === "answered") return new ServiceError("already_exists", `tool call ${callId} was already answered`);
     if (gone.why === "expired") return expiredError(callId);

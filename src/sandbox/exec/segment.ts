@@ -20,7 +20,9 @@ import type { CallRegistry, LiveCall } from "./call-registry.js";
 import { sourceBreakdown, type CatalogEntryData, type CatalogSurface } from "../catalog/run-catalog.js";
 import type { SandboxPool } from "../pool/pool.js";
 import type { ExecEvents, ExecHandle, Submission } from "../pool/pool-contract.js";
-import { buildResult, type OutputItem, type ResultInput } from "./result.js";
+import { buildResult, type OutputItem, type ResultInput, type TelemetryInput } from "./result.js";
+import { recordedOutcome, recordStart, type SegmentRecord } from "./replay-record.js";
+import { BUILD } from "../../shared/build-info.js";
 import { tenantOf } from "../pool/cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
 import type { PendingKind, TaskOutcome } from "../pool/task-protocol.js";
@@ -163,6 +165,11 @@ export class Segment {
   /** Runs the task to its outcome; the first of `cancelSignals` to abort (the stream's, the drain's) cancels the VM. */
   async run(submission: Submission, cancelSignals: readonly AbortSignal[], suspendSignal?: AbortSignal): Promise<TaskOutcome> {
     const { config, run, calls, scopeKey, parentCallId, codeModeRunId } = this.init;
+    // A code-mode segment keeps what its VM consumes, for replay (./replay-record.ts).
+    if (config.recordForReplay && (this.init.kind === "exec" || this.init.kind === "wait")) {
+      submission = { ...submission, record: true };
+      this.replay = { start: recordStart(submission, BUILD, this.startedAt) };
+    }
     const catalog = run?.catalog;
     const send = this.init.send;
     const surface: CatalogSurface = this.init.kind === "tool_search_code" ? "tool_search" : config.searchIncludesMcp ? "code+mcp" : "code";
@@ -281,11 +288,38 @@ export class Segment {
     try {
       const outcome = await handle.outcome;
       this.placement = { queuedMs: outcome.queuedMs, moves: outcome.moves };
+      if (this.replay && outcome.tape) this.replay.ended = outcome;
       return outcome;
     } finally {
       suspendSignal?.removeEventListener("abort", onSuspend);
       for (const s of cancelSignals) s.removeEventListener("abort", onAbort);
     }
+  }
+
+  /** A wait: the store's generation of the snapshot it resumes (the replay record chains segments by it). */
+  resumesGeneration = 0;
+
+  /** The segment's replay record in the making: its start, and the VM's outcome with its tape. */
+  private replay: { start: ReturnType<typeof recordStart>; ended?: TaskOutcome } | undefined;
+
+  /** The segment's replay record as JSON, once its Result is built; "" when it has none (no VM ran, or not recorded). */
+  private replayJson(r: ResultInput, telemetry: TelemetryInput, modelJson: string): string {
+    const ended = this.replay?.ended;
+    if (!this.replay || !ended?.tape) return "";
+    const { start } = this.replay;
+    const read = new Set(ended.tape.read ?? []);
+    const record: SegmentRecord = {
+      ...start,
+      from: this.resumesGeneration,
+      config: this.init.config,
+      // The catalog texts only if the VM read them (a replay gives the same texts to the same reads).
+      allToolsJson: read.has("all_tools") ? start.allToolsJson : "[]",
+      convenienceJson: read.has("convenience") ? start.convenienceJson : "[]",
+      tape: ended.tape,
+      outcome: recordedOutcome(ended),
+      result: { input: r, telemetry, priorOutputs: [...(this.init.priorOutputs ?? [])], modelJson },
+    };
+    return JSON.stringify(record);
   }
 
   /** How the pool placed the segment's VM (for the log): time waiting for a thread, moves between threads. */
@@ -337,7 +371,7 @@ export class Segment {
     const entries = run?.catalog?.entries ?? [];
     const base = run?.counters ?? { search: 0, describe: 0, call: 0 };
     const durationMs = performance.now() - this.t0;
-    const result = buildResult(r, this.outputs, {
+    const telemetry: TelemetryInput = {
       catalogSize: entries.length,
       sources: run?.catalog?.sources ?? sourceBreakdown(entries),
       coreSourceName: config.coreSourceName,
@@ -350,7 +384,8 @@ export class Segment {
       ...(snapshotBytes !== undefined ? { snapshotBytes } : {}),
       approvals: this.approvals.log.list(),
       ...(this.sessionCell ? { sessionStore: this.sessionCell.use } : {}),
-    });
+    };
+    const result = buildResult(r, this.outputs, telemetry);
     // Every result names its code-mode run on the wire; the model sees it only when waiting.
     result.codeModeRunId = codeModeRunId;
     if (!recordFirst) this.init.send({ case: "result", value: result });
@@ -400,7 +435,18 @@ export class Segment {
     const resolved = this.resolved.map((r) => ({ ...r, ...this.approvals.resolvedFields(r.callId) }));
     const record = () =>
       this.init.resolver
-        .record(scope, { step, searchDelta: this.counters.search, describeDelta: this.counters.describe, callDelta: this.counters.call, resolved }, recordFirst)
+        .record(
+          scope,
+          {
+            step,
+            searchDelta: this.counters.search,
+            describeDelta: this.counters.describe,
+            callDelta: this.counters.call,
+            resolved,
+            replayJson: this.replayJson(r, telemetry, result.modelJson ?? ""),
+          },
+          recordFirst,
+        )
         .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
     if (recordFirst) {
       if (run?.found) await record();

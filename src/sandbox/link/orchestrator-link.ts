@@ -19,7 +19,7 @@ import type { ColocatedOrchestrator } from "../../shared/colocated.js";
 import type { ClientSecurity } from "../../protocol/credentials.js";
 import { createClient, type ServiceClient } from "../../protocol/grpc-client.js";
 import { answerFromWire, type GatewayAnswer } from "../../shared/link-wire.js";
-import { requireScope, type Scope } from "../../shared/scope.js";
+import { scopeFromLink, type Scope } from "../../shared/scope.js";
 import type { Logger } from "../../shared/logger.js";
 import { linkRpc, StreamCalls, type LinkRpc } from "./link-calls.js";
 import { POOL_STARTED, type PoolHealth } from "../pool/pool-health.js";
@@ -210,7 +210,7 @@ export class OrchestratorLink {
           let delivered = false;
           try {
             const answer = d.answer ? answerFromWire(d.answer) : undefined;
-            if (answer && d.answer && this.onDeliver) delivered = this.onDeliver(requireScope(d.scope), d.answer.callId, answer);
+            if (answer && d.answer && this.onDeliver) delivered = this.onDeliver(scopeFromLink(d.scope), d.answer.callId, answer);
           } catch {
             delivered = false;
           }
@@ -222,7 +222,7 @@ export class OrchestratorLink {
           const scopes: Scope[] = [];
           for (const s of inv.scopes) {
             try {
-              scopes.push(requireScope(s));
+              scopes.push(scopeFromLink(s));
             } catch {
               // a malformed scope cannot name a cached run
             }

@@ -18,7 +18,7 @@ import { annotationsFromWire, callerRuleFromWire, type CallerRule } from "../../
 import type { RecordSegmentRequestSchema } from "../../gen/codemode/orchestrator/v1/link_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CodeModeConfigInput } from "../../shared/config.js";
-import type { Scope } from "../../shared/scope.js";
+import { DEFAULT_TENANT, scopeKeyOf, tenantOfScope, type Scope } from "../../shared/scope.js";
 import { configLayerFromWire, toolSearchLayerFromWire } from "../../shared/config-wire.js";
 import { parseToolSearchConfig, type ToolSearchConfig } from "../../shared/config.js";
 import type { Logger } from "../../shared/logger.js";
@@ -114,7 +114,7 @@ export class RunResolver {
     link.onInvalidate = (scopes, all) => {
       if (all) return this.dropAll();
       this.generation++;
-      for (const s of scopes) this.cached.delete(JSON.stringify(s));
+      for (const s of scopes) this.cached.delete(scopeKeyOf(s));
     };
   }
 
@@ -124,7 +124,7 @@ export class RunResolver {
   }
 
   async resolve(scope: Scope): Promise<ResolvedRun> {
-    const key = JSON.stringify(scope);
+    const key = scopeKeyOf(scope);
     const hit = this.cached.get(key);
     if (hit && this.link.linkState === "up") {
       this.stats.hits++;
@@ -169,7 +169,8 @@ export class RunResolver {
       { scope, knownCatalogVersion: this.views.has(known) ? known : "", sidecarId: this.link.sidecarId },
       { deadlineMs: RESOLVE_DEADLINE_MS },
     );
-    if (!res.found) {
+    // The run is the scope's tenant's: an answer for another tenant's (an orchestrator with another tenants file) is no run.
+    if (!res.found || (res.tenant || DEFAULT_TENANT) !== tenantOfScope(scope)) {
       return {
         found: false,
         active: true,
@@ -262,7 +263,7 @@ export class RunResolver {
     segment: Omit<MessageInitShape<typeof RecordSegmentRequestSchema>, "scope" | "$typeName" | "sidecarId">,
     confirmed = false,
   ): Promise<void> {
-    const key = JSON.stringify(scope);
+    const key = scopeKeyOf(scope);
     const hit = this.cached.get(key);
     if (hit) {
       const c = hit.counters;

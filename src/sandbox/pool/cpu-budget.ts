@@ -1,15 +1,15 @@
 /**
- * A fair share of the pool's CPU per session (tenant: agent id and session key). Each
- * segment's VM reports how long it held its worker thread; a session that held more than
- * SHARE of the pool's thread time over the last window is refused new execs while other
- * sessions have work on the pool (RESOURCE_EXHAUSTED, with when to retry). A busy-looping
- * tenant then keeps at most its share, and the others' execs are not queued behind it;
- * with the pool otherwise idle, nobody is refused. The sidecar's own work (its start-up
- * probes and surface warm-ups, INTERNAL_TENANT) is nobody's session: it is neither charged
- * nor counted as another session waiting, so a warm-up that starts while a busy session
- * pauses between execs cannot get that session refused.
+ * A fair share of the pool's CPU per session (its agent id and session key, `tenantOf`).
+ * Each segment's VM reports how long it held its worker thread; a session that held more
+ * than SHARE of the pool's thread time over the last window is refused new execs while
+ * other sessions have work (RESOURCE_EXHAUSTED, with when to retry), so a busy-looping one
+ * keeps at most its share; with the pool otherwise idle, nobody is refused. With a tenants
+ * file, the tenants (../../shared/tenants.ts) share the pool by weight the same way, their
+ * sessions sharing their tenant's part. The sidecar's own work (start-up probes, surface
+ * warm-ups: INTERNAL_TENANT) is nobody's: neither charged nor counted as work waiting.
  */
 import { testKnobMs } from "../../shared/limits.js";
+import { DEFAULT_TENANT } from "../../shared/scope.js";
 
 /** The tenant of the sidecar's own tasks (./pool-start.ts): no session is "". */
 export const INTERNAL_TENANT = "";
@@ -31,12 +31,33 @@ export const SHARE = 0.4;
 
 type Charge = { at: number; ms: number };
 
+/**
+ * What starts the session key of a tenant other than the default one, and ends its name: a
+ * lone surrogate, which no id decoded from the wire (UTF-8) can hold, so a gateway's agent id
+ * cannot pose as another tenant.
+ */
+const TENANT_MARK = "\uD800";
+
+/** The tenant (of a tenants file) a session key of `tenantOf` belongs to. */
+export function tenantGroupOf(session: string): string {
+  if (!session.startsWith(TENANT_MARK)) return DEFAULT_TENANT;
+  const end = session.indexOf(TENANT_MARK, 1);
+  return end < 0 ? DEFAULT_TENANT : session.slice(1, end);
+}
+
+/** A tenant's own key among the sessions' (it cannot be a session's: one mark, not two). */
+const groupKey = (tenant: string) => TENANT_MARK + tenant;
+
 export class CpuBudget {
   /** Each session's charges within the window, oldest first, and their running sum. */
   private readonly charges = new Map<string, Charge[]>();
   private readonly sums = new Map<string, number>();
   private readonly active = new Map<string, number>();
   private activeTotal = 0;
+  /** Each tenant's segments under way (only with weights: a tenants file). */
+  private readonly groupActive = new Map<string, number>();
+  /** A tenant's weight; undefined while there are no tenants to share between. */
+  private weightOf: ((tenant: string) => number) | undefined;
 
   constructor(
     private readonly threads: number,
@@ -49,10 +70,19 @@ export class CpuBudget {
     return this.windowMs * this.threads * SHARE;
   }
 
+  /** Shares the pool between tenants by `weightOf` too (a tenants file); without it, only between sessions. */
+  setWeights(weightOf: (tenant: string) => number): void {
+    this.weightOf = weightOf;
+  }
+
   started(tenant: string): void {
     if (tenant === INTERNAL_TENANT) return;
     this.active.set(tenant, (this.active.get(tenant) ?? 0) + 1);
     this.activeTotal++;
+    if (this.weightOf) {
+      const g = groupKey(tenantGroupOf(tenant));
+      this.groupActive.set(g, (this.groupActive.get(g) ?? 0) + 1);
+    }
   }
 
   /** A segment of `tenant` ended, having held a thread for `ms`. */
@@ -62,11 +92,37 @@ export class CpuBudget {
     if (n > 0) this.active.set(tenant, n);
     else this.active.delete(tenant);
     this.activeTotal--;
+    const g = this.weightOf ? groupKey(tenantGroupOf(tenant)) : undefined;
+    if (g !== undefined) {
+      const left = (this.groupActive.get(g) ?? 1) - 1;
+      if (left > 0) this.groupActive.set(g, left);
+      else this.groupActive.delete(g);
+    }
     if (ms <= 0) return;
-    const list = this.charges.get(tenant) ?? [];
+    this.charge(tenant, ms);
+    if (g !== undefined) this.charge(g, ms);
+  }
+
+  private charge(key: string, ms: number): void {
+    const list = this.charges.get(key) ?? [];
     list.push({ at: Date.now(), ms });
-    this.charges.set(tenant, list);
-    this.sums.set(tenant, (this.sums.get(tenant) ?? 0) + ms);
+    this.charges.set(key, list);
+    this.sums.set(key, (this.sums.get(key) ?? 0) + ms);
+  }
+
+  /** Thread time a tenant's sessions held within the window (0 without weights). */
+  tenantUsedMs(tenant: string): number {
+    return this.weightOf ? this.usedMs(groupKey(tenant)) : 0;
+  }
+
+  /**
+   * The scheduler's order between tenants: the thread time a session's tenant held within
+   * the window per unit of its weight (0 for every session without tenants).
+   */
+  tenantRank(session: string): number {
+    if (!this.weightOf || session === INTERNAL_TENANT) return 0;
+    const tenant = tenantGroupOf(session);
+    return this.usedMs(groupKey(tenant)) / this.weightOf(tenant);
   }
 
   /** Thread time `tenant` held within the window (amortized O(1): the scheduler asks often). */
@@ -106,9 +162,43 @@ export class CpuBudget {
     const seconds = Math.max(1, Math.ceil((retryAt - Date.now()) / 1000));
     return `this session's programs held the sandbox's threads for ${Math.round(used)} ms in the last ${this.windowMs / 1000} s, more than its share (${this.budgetMs} ms) while other sessions wait; retry in ${seconds} s`;
   }
+
+  /**
+   * Why a session of a tenant over its share by weight may not start a segment now, or
+   * undefined: the tenant's part of the pool's thread time over the window is its weight
+   * over the weights of the tenants with work here (its own included); past it, while
+   * another tenant has work, its sessions are refused.
+   */
+  tenantRefusal(session: string): string | undefined {
+    const weightOf = this.weightOf;
+    if (!weightOf || session === INTERNAL_TENANT) return undefined;
+    const tenant = tenantGroupOf(session);
+    const own = groupKey(tenant);
+    let weights = weightOf(tenant);
+    let others = 0;
+    for (const [g, n] of this.groupActive) {
+      if (g === own || n <= 0) continue;
+      others++;
+      weights += weightOf(g.slice(TENANT_MARK.length));
+    }
+    if (others === 0) return undefined;
+    const share = this.windowMs * this.threads * (weightOf(tenant) / weights);
+    const used = this.usedMs(own);
+    if (used <= share) return undefined;
+    let over = used - share;
+    let retryAt = Date.now();
+    for (const c of this.charges.get(own) ?? []) {
+      retryAt = c.at + this.windowMs;
+      over -= c.ms;
+      if (over < 0) break;
+    }
+    const seconds = Math.max(1, Math.ceil((retryAt - Date.now()) / 1000));
+    return `tenant ${JSON.stringify(tenant)}'s programs held the sandbox's threads for ${Math.round(used)} ms in the last ${this.windowMs / 1000} s, more than its share by its quota weight (${Math.round(share)} ms: weight ${weightOf(tenant)} of ${weights} among the tenants with work here) while other tenants wait; retry in ${seconds} s`;
+  }
 }
 
-/** The session a scope belongs to, the unit of the CPU share. */
-export function tenantOf(scope: { agentId: string; sessionKey: string }): string {
-  return `${scope.agentId}\u0000${scope.sessionKey}`;
+/** The session a scope belongs to, the unit of the CPU share; a tenant other than the default one leads it (`tenantGroupOf`). */
+export function tenantOf(scope: { agentId: string; sessionKey: string; tenant?: string }): string {
+  const session = `${scope.agentId}\u0000${scope.sessionKey}`;
+  return scope.tenant === undefined || scope.tenant === DEFAULT_TENANT ? session : `${TENANT_MARK}${scope.tenant}${TENANT_MARK}${session}`;
 }

@@ -15,7 +15,7 @@ export type ExecEvents = {
 export type ExecHandle = {
   /** Settles with the outcome; never rejects. */
   outcome: Promise<TaskOutcome>;
-  answer(callId: string, result: { ok: true; json: string } | { ok: false; error: PlainError }): void;
+  answer(callId: string, result: ({ ok: true; json: string } | { ok: false; error: PlainError }) & { secret?: true }): void;
   /**
    * Lets the VM parse a large answer's text (a string, or exactly its UTF-8 bytes, which
    * stay the caller's) while the caller validates it: `answer` with the same text, or
@@ -69,5 +69,6 @@ export function unparkTask(submission: Submission, p: Parked): Unpark {
     allToolsJson: submission.kind === "exec" ? submission.catalog.allToolsJson : (submission.allToolsJson ?? "[]"),
     convenienceJson: submission.kind === "exec" ? submission.catalog.convenienceJson : (submission.convenienceJson ?? "[]"),
     ...(submission.kind === "exec" && submission.surface !== undefined ? { surface: submission.surface } : {}),
+    ...(submission.record ? { record: true as const } : {}),
   };
 }

@@ -107,7 +107,10 @@ export class PoolTask {
     return {
       outcome: this.outcome,
       answer: (callId, result) => {
-        const m: AnswerMessage = result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error };
+        const m: AnswerMessage = {
+          ...(result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error }),
+          ...(result.secret ? { secret: true } : {}),
+        };
         // An image continued elsewhere is given the whole text; this port already has it.
         this.imageAnswers.sent(m);
         send(this.stagedOnPort.delete(callId) && m.ok ? { ...m, json: "", staged: true } : m);

@@ -52,7 +52,13 @@ export class SandboxPool {
   private constructor(lanes: Lanes, threads: number, slots: number, log: Logger) {
     this.lanes = lanes;
     this.budget = new CpuBudget(threads, cpuShareWindowMs());
-    this.scheduler = new FairScheduler(lanes, slots / threads, (tenant) => this.budget.usedMs(tenant), this.budget.windowMs * threads);
+    this.scheduler = new FairScheduler(
+      lanes,
+      slots / threads,
+      (tenant) => this.budget.usedMs(tenant),
+      this.budget.windowMs * threads,
+      (tenant) => this.budget.tenantRank(tenant),
+    );
     lanes.onAdd = logLaneAdded(lanes, log);
     this.health = new PoolHealthMonitor(lanes, this.recent, log);
     lanes.onWarmed = () => this.scheduler.pump();
@@ -104,9 +110,21 @@ export class SandboxPool {
     return this.lanes.running + this.queueSize;
   }
 
-  /** Why a new exec of `tenant` (a session, ./cpu-budget.ts) is refused now, or undefined (./scheduler.ts `refusal`, then the CPU share). */
+  /** Why a new exec of `tenant` (a session, ./cpu-budget.ts) is refused now, or undefined (./scheduler.ts `refusal`, then the CPU shares). */
   refusal(tenant: string): string | undefined {
-    return this.scheduler.refusal(tenant, this.lanes.queueSize, this.threads, this.maxQueue) ?? this.budget.refusal(tenant);
+    return (
+      this.scheduler.refusal(tenant, this.lanes.queueSize, this.threads, this.maxQueue) ?? this.budget.refusal(tenant) ?? this.budget.tenantRefusal(tenant)
+    );
+  }
+
+  /** Thread time a tenant's programs held within the CPU share's window (ms; 0 without tenants). */
+  tenantUsedMs(tenant: string): number {
+    return this.budget.tenantUsedMs(tenant);
+  }
+
+  /** Shares the pool between the tenants of a tenants file by their weight (../../shared/tenants.ts); their sessions share their part. */
+  setTenantWeights(weightOf: (tenant: string) => number): void {
+    this.budget.setWeights(weightOf);
   }
 
   /** Runs a task; `tenant` (the session, see ./cpu-budget.ts; none for the sidecar's own probes) is charged the thread time its VM held. */

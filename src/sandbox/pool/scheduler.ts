@@ -1,11 +1,11 @@
 /**
  * The pool's queue, fair between sessions. A task waits here until a lane (./lanes.ts) has
  * room and is not held by a computing guest; then the waiting task of the session that used
- * the least CPU over the last window goes first (oldest first among equals), so a session
- * whose programs burn CPU waits behind the others, never the others behind it. A *heavy*
- * session (over HEAVY_SHARE of the pool's thread time, or whose guest holds a lane now or
- * held one for LOOP_MS within HOG_MEMORY_MS) runs only on background lanes, one task per
- * lane at most. While computing guests hold light lanes and light work waits, it adds a
+ * the least CPU over the last window goes first (oldest first among equals; with tenants, of
+ * the tenant that used the least per unit of weight), so a session whose programs burn CPU
+ * waits behind the others, never the others behind it. A *heavy* session (over HEAVY_SHARE
+ * of the pool's thread time, or whose guest holds a lane now or held one for LOOP_MS within
+ * HOG_MEMORY_MS) runs only on background lanes, one task per lane at most. While computing guests hold light lanes and light work waits, it adds a
  * surge lane; a new thread takes no heavy task until it has warmed.
  *
  * A session's light work *joins its own working thread* (a lane running only its tasks
@@ -66,6 +66,8 @@ export class FairScheduler {
     private readonly usedMs: (tenant: string) => number,
     /** The pool's thread time over that window (ms). */
     private readonly windowThreadMs: number,
+    /** The order between tenants (./cpu-budget.ts `tenantRank`): lower goes first; the same for every session without tenants. */
+    private readonly tenantRank: (tenant: string) => number = () => 0,
   ) {}
 
   get size(): number {
@@ -133,17 +135,21 @@ export class FairScheduler {
       // The least-used session's oldest task that has a lane it may use.
       this.heavyNow.clear();
       let best = -1;
+      let bestRank = Infinity;
       let bestUse = Infinity;
       let bestLane: Lane | undefined;
       let packed = false;
       for (let i = 0; i < this.queue.length; i++) {
         const w = this.queue[i]!;
+        const rank = this.tenantRank(w.tenant);
+        if (rank > bestRank) continue;
         const use = this.usedMs(w.tenant);
-        if (use >= bestUse) continue;
+        if (rank === bestRank && use >= bestUse) continue;
         const join = w.spread ? undefined : this.busyLaneToJoin(w.tenant);
         const lane = join ?? this.free(w.tenant, w.avoid);
         if (!lane) continue;
         best = i;
+        bestRank = rank;
         bestUse = use;
         bestLane = lane;
         packed = join !== undefined;

@@ -11,6 +11,7 @@ export type { GuestCatalog };
 import type { MessagePort } from "node:worker_threads";
 import type { Language } from "../../shared/config.js";
 import type { PendingKind, SuspendReason } from "../../shared/link-wire.js";
+import type { Tape } from "../worker/tape-format.js";
 
 export type { SuspendReason };
 
@@ -63,9 +64,13 @@ export type PendingRef = { callId: string; kind: PendingKind; dueAtMs?: number }
  * the same port (so `json` is empty here) and the VM may already have parsed it
  * (../worker/staged-answers.ts).
  */
-export type AnswerMessage =
+export type AnswerMessage = (
   | { t: "answer"; callId: string; ok: true; json: string; staged?: true }
-  | { t: "answer"; callId: string; ok: false; error: PlainError };
+  | { t: "answer"; callId: string; ok: false; error: PlainError }
+) & {
+  /** The gateway marked the answer secret: a replay record keeps that it came, not what it said (../worker/replay-tape.ts). */
+  secret?: true;
+};
 
 /** Restores a suspended run's VM from its (already authenticated) snapshot and continues it. */
 export type ResumeTask = {
@@ -146,7 +151,13 @@ export function parkedClaim(seq: number): number {
   return CLAIM_PARKED | ((seq & 0xfffff) << 3);
 }
 
-export type CancelFlag = { cancelFlag?: SharedArrayBuffer; claim?: SharedArrayBuffer /** Published while the task's VM holds the thread. */; taskId?: number };
+export type CancelFlag = {
+  cancelFlag?: SharedArrayBuffer;
+  claim?: SharedArrayBuffer /** Published while the task's VM holds the thread. */;
+  taskId?: number;
+  /** Keep what the VM consumes for replay (../worker/replay-tape.ts): the outcome carries its tape. */
+  record?: true;
+};
 
 export type PlainError = { name: string; message: string };
 
@@ -238,6 +249,8 @@ export type TaskOutcome = (
   moves?: number;
   /** The worker thread's memory, at most once a second (../worker/memory-report.ts). */
   memory?: WorkerMemory;
+  /** What the VM consumed, when the task asked for a record (../worker/replay-tape.ts). */
+  tape?: Tape;
 };
 
 /** What a worker thread holds, in bytes: its V8 heap, and the QuickJS memories it keeps for reuse. */

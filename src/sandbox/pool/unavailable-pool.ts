@@ -14,7 +14,18 @@ import type { SandboxPool } from "./pool.js";
 /** The members of a pool the sidecar's services, server and metrics use. */
 type ServedPool = Pick<
   SandboxPool,
-  "threads" | "slots" | "vmStarts" | "utilization" | "extraThreads" | "workerMemory" | "queueSize" | "refusal" | "exec" | "close"
+  | "threads"
+  | "slots"
+  | "vmStarts"
+  | "utilization"
+  | "extraThreads"
+  | "workerMemory"
+  | "queueSize"
+  | "refusal"
+  | "setTenantWeights"
+  | "tenantUsedMs"
+  | "exec"
+  | "close"
 >;
 
 export function unavailablePool(reason: string): SandboxPool {
@@ -27,6 +38,8 @@ export function unavailablePool(reason: string): SandboxPool {
     workerMemory: { heapUsed: 0, heapTotal: 0, external: 0, spares: 0, images: 0, compiler: 0 },
     queueSize: 0,
     refusal: () => undefined,
+    setTenantWeights: () => undefined,
+    tenantUsedMs: () => 0,
     exec: (submission) => ({
       outcome: Promise.resolve({ status: "failed", error: reason, code: "runtime_unavailable", outputBytes: submission.outputBytesUsed }),
       answer() {},

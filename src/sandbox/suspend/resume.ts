@@ -312,7 +312,10 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     }
   };
   for (const [callId, a] of answers) {
-    delivered.push(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error });
+    delivered.push({
+      ...(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error }),
+      ...(a.secret ? { secret: true } : {}),
+    });
     resolved(callId, a);
   }
   for (const [callId, m] of marks) {
@@ -351,6 +354,8 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   const late = unanswered ? undefined : setTimeout(poll, LATE_POLL_MS);
   if (unanswered) poll();
   let outcome;
+  // The replay record names the snapshot this segment resumes (./../exec/replay-record.ts).
+  seg.resumesGeneration = generation;
   try {
     outcome = await seg.run(
       {

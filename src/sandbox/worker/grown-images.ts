@@ -13,6 +13,7 @@
  * unchanged. Variants come in a few sizes only, to bound what a worker keeps
  * (docs/module-notes.md#srcsandboxworkergrown-imagests).
  */
+import { guestWasi } from "./guest-clock.js";
 import { QuickJS } from "quickjs-wasi";
 import { nonZeroEnd } from "./zero-tail.js";
 
@@ -50,7 +51,7 @@ export async function prepareGrown(
 ): Promise<GrownImage | undefined> {
   const vm = await QuickJS.restore(
     { memory: image.memory, stackPointer: image.stackPointer, runtimePtr: image.runtimePtr, contextPtr: image.contextPtr, extensions: [] },
-    { wasm },
+    { wasm, wasi: guestWasi },
   );
   try {
     const e = (vm as unknown as { exports: Partial<Exports> }).exports;

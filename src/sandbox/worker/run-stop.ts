@@ -6,9 +6,11 @@
  * again past INTERRUPT_GRACE_MS gets a host error thrown through the WASM frames, so the
  * instance is abandoned without a thread kill. It never says stop while `quiet` (prelude
  * code the host runs before a snapshot). Used by ./vm-session.ts; must stay cheap: QuickJS
- * calls `interrupt` at every poll.
+ * calls `interrupt` at every poll. A recorded run's polls are counted on its tape, and a
+ * replayed run stops at the poll its record stopped at, for the same reason (./replay-tape.ts).
  */
 import type { ErrorCodeName } from "../pool/task-protocol.js";
+import type { TapePlayer, TapeRecorder } from "./replay-tape.js";
 
 export type Fatal = { code: ErrorCodeName | undefined; message: string };
 
@@ -49,12 +51,37 @@ export class RunStop {
    * throws, and the session fails with its timeout or cancel.
    */
   readonly interrupt = (): boolean => {
-    if (this.quiet || !this.due()) return false;
+    if (this.script) return this.scripted();
+    if (this.quiet || !this.due()) {
+      this.tape?.poll(false, false, undefined);
+      return false;
+    }
     const now = Date.now();
+    const threw = this.interruptedAt !== 0 && now - this.interruptedAt > INTERRUPT_GRACE_MS;
+    this.tape?.poll(true, threw, this.fatal ? undefined : this.cancelReason() !== undefined ? { cancel: this.cancelReason()! } : { timeout: true });
     if (this.interruptedAt === 0) this.interruptedAt = now;
-    else if (now - this.interruptedAt > INTERRUPT_GRACE_MS) throw new InterruptIgnored();
+    else if (threw) throw new InterruptIgnored();
     return true;
   };
+
+  /** A recorded run's polls (./replay-tape.ts): each interrupt poll is counted. */
+  tape: TapeRecorder | undefined;
+  /** A replayed run stops at the poll its record stopped at, for the same reason, and nowhere else. */
+  script: TapePlayer | undefined;
+
+  private scripted(): boolean {
+    const player = this.script!;
+    const { stop, throw: give } = player.poll();
+    if (this.quiet) return false;
+    if (give) throw new InterruptIgnored();
+    if (!stop) return false;
+    const by = player.tape.stopBy;
+    if (player.stopped) this.fatal ??= { code: "internal_error", message: "the replay stopped here" };
+    else if (by && "cancel" in by) this.cancelled ??= by.cancel;
+    else this.deadline = Number.NEGATIVE_INFINITY;
+    if (this.interruptedAt === 0) this.interruptedAt = Date.now();
+    return true;
+  }
 
   /** Whether the handler already told QuickJS to stop: the run ends, whatever the engine did with it. */
   get stopped(): boolean {

@@ -26,6 +26,7 @@ import { openSnapshot } from "./snapshot-codec.js";
 import { extensionDescriptors, extensionsFor } from "./extensions.js";
 import { failed, GuestSession, SNAPSHOT_BUDGET_MS } from "./vm-session.js";
 import { WarmVms } from "./warm-vms.js";
+import type { TapePlayer } from "./replay-tape.js";
 import { memoryBytes, usedPast, type PreparedImage, type ResetSource } from "./instance-reset.js";
 
 let warm: WarmVms | undefined;
@@ -55,6 +56,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
   const bootJson = `{"catalog":${task.catalog.staticJson},"context":${task.contextJson},"store":${sessionStore}}`;
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, bootJson);
   session.bind(task);
+  tapeFor(session, task);
   session.neverSuspends = neverSuspends(task.surface);
   session.source = cellSource;
   session.allToolsJson = task.catalog.allToolsJson;
@@ -146,6 +148,7 @@ export async function runExecSession(task: ExecTask & { catalog: GuestCatalog },
 export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
   session.bind(task);
+  tapeFor(session, task);
   if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;
   if (task.convenienceJson !== undefined) session.convenienceJson = task.convenienceJson;
   // Decoding and restoring a large snapshot must not count against the VM's deadline.
@@ -163,6 +166,12 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
   return { ...(await session.run(() => session.startDeadline(), wasm)), vmStart: how };
 }
 
+/** A recorded task's session keeps its tape; a replayed one (../replay) plays the one it is given. */
+function tapeFor(session: GuestSession, task: { record?: true; replay?: TapePlayer }): void {
+  if (task.replay) session.useTape(task.replay);
+  else if (task.record) session.useTape();
+}
+
 /** Surfaces whose runs end at their deadline instead of suspending (tool_search_code, codemode.run): no snapshot is taken. */
 function neverSuspends(surface: TaskSurface | undefined): boolean {
   return surface === "tool_search" || surface === "mcp_run";
@@ -172,6 +181,11 @@ function neverSuspends(surface: TaskSurface | undefined): boolean {
 export async function runUnparkSession(task: UnparkTask, wasm: WebAssembly.Module): Promise<TaskOutcome> {
   const session = new GuestSession(task.port, task.limits, task.outputBytesUsed, "{}");
   session.bind(task);
+  // What the VM consumed before it moved stayed with the lost thread: its record ends here.
+  if (task.record) {
+    session.useTape();
+    session.cutTape("the run moved to another worker thread");
+  }
   // A run moved from its parked image keeps its surface's rule (it was snapshotted at its deadline before).
   session.neverSuspends = neverSuspends(task.surface);
   if (task.allToolsJson !== undefined) session.allToolsJson = task.allToolsJson;

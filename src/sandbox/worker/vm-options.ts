@@ -1,9 +1,10 @@
 /**
- * Options every guest VM is created with: no eval, UTC, a QuickJS stack guard well
+ * Options every guest VM is created with: no eval, UTC, the session's clock, a QuickJS stack guard well
  * inside the WASM stack (so deep recursion is a catchable RangeError, not a trap), and
  * the run's memory limit.
  */
 import { Intrinsics, MAX_STACK_SIZE, type QuickJSOptions } from "quickjs-wasi";
+import { guestWasi } from "./guest-clock.js";
 
 /** Half of the largest supported guard: room for native frames between checks. */
 export const STACK_BYTES = Math.floor(MAX_STACK_SIZE / 2);
@@ -19,6 +20,7 @@ export function guestVmOptions(wasm: WebAssembly.Module, memoryLimitBytes: numbe
     intrinsics: GUEST_INTRINSICS,
     timezoneOffset: 0,
     interruptHandler: interrupt,
-    // No clock skew tricks: the guest sees real UTC time; randomness from the host.
+    // The guest sees real UTC time, through the clock of the session that runs (./guest-clock.ts).
+    wasi: guestWasi,
   };
 }

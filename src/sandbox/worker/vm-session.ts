@@ -37,6 +37,8 @@ import { ThreadHold } from "./busy.js";
 import { RunStop } from "./run-stop.js";
 import { HOLD_FRACTION, StagedAnswers } from "./staged-answers.js";
 import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
+import { setGuestClock, type ClockSource } from "./guest-clock.js";
+import { mainMessageOf, TapeRecorder, type Tape, type TapePlayer } from "./replay-tape.js";
 import { boundedError, completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
 
 export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
@@ -117,6 +119,47 @@ export class GuestSession {
   private claim: Int32Array | undefined;
   private parkSeq = 0;
 
+  /** What the VM's engine reads as now: the host's clock, recorded or replayed (./guest-clock.ts). */
+  private clock: ClockSource = Date.now;
+  /** Set when the segment is recorded for replay (./replay-tape.ts). */
+  private recorder: TapeRecorder | undefined;
+  /** Set when the segment is a replay: the tape says what the host answers, and when. */
+  player: TapePlayer | undefined;
+
+  /** Records what the VM consumes, or (with a tape) replays a recorded segment. */
+  useTape(player?: TapePlayer): void {
+    if (player) {
+      this.player = player;
+      this.stop.script = player;
+      this.clock = player.clock;
+    } else {
+      this.recorder = new TapeRecorder();
+      this.stop.tape = this.recorder;
+      this.clock = this.recorder.clock;
+    }
+  }
+
+  /** The recording cannot go on exactly from here (the replay stops at this point). */
+  cutTape(why: string): void {
+    this.recorder?.cut(why);
+  }
+
+  /** The recorded tape, for the outcome. */
+  get tape(): Tape | undefined {
+    return this.recorder?.tape;
+  }
+
+  /** The segment's VM takes the worker thread: its clock is the one the engine reads. */
+  private takeThread(): void {
+    this.held.take();
+    setGuestClock(this.clock);
+  }
+
+  private releaseThread(): void {
+    setGuestClock(undefined);
+    this.held.release();
+  }
+
   /** Takes the pool's shared words and id for the task. */
   bind(task: CancelFlag): void {
     if (task.cancelFlag) this.stop.cancelFlag = new Int32Array(task.cancelFlag);
@@ -124,6 +167,8 @@ export class GuestSession {
     if (task.taskId) this.held.taskId = task.taskId;
   }
   private post(m: WorkerMessage): void {
+    this.recorder?.sent(m);
+    this.player?.sent(m);
     this.port.postMessage(m);
   }
 
@@ -133,6 +178,8 @@ export class GuestSession {
 
   /** Starts the VM's deadline (or continues one set elsewhere), and moves the host's kill timer with it. */
   startDeadline(atMs?: number): void {
+    // A replay has no deadline of its own: it stops where its record did.
+    if (this.player) return;
     this.stop.deadline = atMs ?? Date.now() + this.limits.timeoutMs;
     this.post({ t: "watch", untilMs: this.stop.deadline });
   }
@@ -206,12 +253,18 @@ export class GuestSession {
         case "boot":
           return vm.newString(this.bootJson);
         case "all_tools":
+          this.recorder?.read("all_tools");
           return vm.newString(this.allToolsJson);
         case "convenience":
+          this.recorder?.read("convenience");
           return vm.newString(this.convenienceJson);
-        case "seed":
+        case "seed": {
           // Math.random's seed for this run (../guest/prelude-random.ts): 128 bits of crypto randomness.
-          return vm.newString(JSON.stringify(randomWords()));
+          if (this.player) return vm.newString(this.player.seed());
+          const seed = JSON.stringify(randomWords());
+          this.recorder?.seed(seed);
+          return vm.newString(seed);
+        }
         case "text":
           this.record("text", arg);
           return vm.undefined;
@@ -253,7 +306,8 @@ export class GuestSession {
     try {
       const op = opH?.isString ? opH.toString() : "";
       const payloadJson = argH?.isString ? argH.toString() : "null";
-      const callId = `c_${randomText(9)}`;
+      const callId = this.player ? this.player.id() : `c_${randomText(9)}`;
+      this.recorder?.id(callId);
       const payload = parseBridgeJson(payloadJson, "tool input") as Record<string, unknown> | null;
       if (op === "timer") {
         if (this.timers.size >= MAX_TIMERS) throw guestError("RangeError", `too many timers (at most ${MAX_TIMERS} may be armed at once).`);
@@ -305,6 +359,8 @@ export class GuestSession {
 
   /** Moves timers that are due into the inbox, earliest first. */
   private fireDueTimers(): void {
+    // A replay's timers fire where its record says, with the answers around them.
+    if (this.player) return;
     for (const callId of this.timers.takeDue(Date.now())) this.inbox.push({ t: "answer", callId, ok: true, json: "" });
   }
 
@@ -342,6 +398,7 @@ export class GuestSession {
   private async suspend(reason: SuspendReason, wasm: WebAssembly.Module): Promise<TaskOutcome> {
     const t0 = performance.now();
     const pendingRefs = this.pendingRefs();
+    this.recorder?.suspended(reason);
     if (this.neverSuspends) {
       // A surface that never suspends (tool_search_code) only needs to know what was pending.
       return {
@@ -360,6 +417,8 @@ export class GuestSession {
     } finally {
       this.stop.quiet = false;
     }
+    // No guest code runs past here; another session may run while the base image loads.
+    setGuestClock(undefined);
     const base = await baseImage(wasm);
     // From the live memory where it can be (no 1.4 MB copy): nothing runs in the VM until it is encoded.
     let encoded: ReturnType<typeof encodeSnapshot>;
@@ -378,12 +437,13 @@ export class GuestSession {
   async run(start: () => void, wasm: WebAssembly.Module): Promise<TaskOutcome> {
     const outcome = await this.drive(start, wasm);
     if (outcome.status === "failed") outcome.error = boundedError(outcome.error, this.limits.maxOutputBytes - outcome.outputBytes);
-    return { ...outcome, cpuMs: Math.round(this.held.ms) };
+    this.player?.finish();
+    return { ...outcome, cpuMs: Math.round(this.held.ms), ...(this.recorder ? { tape: this.recorder.tape } : {}) };
   }
 
   private async drive(start: () => void, wasm: WebAssembly.Module): Promise<TaskOutcome> {
     enter(this);
-    this.held.take();
+    this.takeThread();
     try {
       try {
         start();
@@ -400,6 +460,19 @@ export class GuestSession {
           // A staged answer's verdict is already on its way (./staged-answers.ts): take it before suspending for a drain or a yield.
           if (this.suspendRequested && this.inbox.length === 0 && this.pending.size > 0 && !this.answers.due)
             return await this.suspend(this.idleReason(), wasm);
+          if (this.inbox.length === 0 && this.player) {
+            if (this.pending.size === 0) {
+              return this.fail("code mode program is awaiting a promise that can never settle (no tool calls are pending).");
+            }
+            // A replay: what happened next to the idle VM comes from its record.
+            const next = this.player.next();
+            if (!next) return this.fail("the replay stopped here", "internal_error");
+            if ("suspend" in next) return await this.suspend(next.suspend, wasm);
+            for (const t of next.batch) {
+              const m = mainMessageOf(t);
+              if (m) this.inbox.push(m);
+            }
+          }
           if (this.inbox.length === 0) {
             if (this.pending.size === 0) {
               return this.fail("code mode program is awaiting a promise that can never settle (no tool calls are pending).");
@@ -418,7 +491,7 @@ export class GuestSession {
             if (remaining <= 0) return await this.suspend(this.idleReason(), wasm);
             const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now), approvalGraceLeft);
             this.idle = true;
-            this.held.release();
+            this.releaseThread();
             if (cohosted()) this.parkIfIdle();
             await new Promise<void>((resolve) => {
               const timer = setTimeout(resolve, sleep);
@@ -431,13 +504,14 @@ export class GuestSession {
             // Moved to another thread from its parked image while a neighbour held this one.
             if (!stillOwned(this.claim)) return this.fail("moved to another worker thread", "internal_error");
             this.idle = false;
-            this.held.take();
+            this.takeThread();
             this.dirty = true;
             const cancelled = this.stop.cancelReason();
             if (cancelled !== undefined) return this.fail(`code mode exec was cancelled: ${cancelled}`, "internal_error");
             this.fireDueTimers();
             if (this.inbox.length === 0 && Date.now() > this.stop.deadline) return await this.suspend(this.idleReason(), wasm);
           }
+          this.recorder?.batch(this.inbox);
           while (this.inbox.length > 0) {
             const m = this.inbox.shift()!;
             if (this.deliverFn) this.answers.take(this.vm!, this.deliverFn, m, this.pending, this.stop.due);
@@ -451,7 +525,7 @@ export class GuestSession {
       return completion(this.settled, this.outputBytes, this.limits.maxOutputBytes, this.source);
     } finally {
       leave(this);
-      this.held.release();
+      this.releaseThread();
       this.port.off("message", this.onMessage);
       // Nothing of this session may touch the instance once it is handed back.
       const vm = this.vm;

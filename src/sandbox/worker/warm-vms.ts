@@ -14,6 +14,7 @@
  * (docs/module-notes.md#srcsandboxworkerwarm-vmsts).
  */
 import { createHash } from "node:crypto";
+import { guestWasi } from "./guest-clock.js";
 import { QuickJS, type JSValueHandle } from "quickjs-wasi";
 import { HOST_ASYNC, HOST_SYNC } from "../guest/bridge-names.js";
 import { LIMITS } from "../../shared/limits.js";
@@ -269,7 +270,7 @@ export class WarmVms {
       source.write(memory);
       vm = await QuickJS.restore(
         { memory, stackPointer: source.stackPointer, runtimePtr: source.runtimePtr, contextPtr: source.contextPtr, extensions: [] },
-        { wasm: this.wasm },
+        { wasm: this.wasm, wasi: guestWasi },
       );
       clearHostState(vm);
       this.stats.restored++;

@@ -6,10 +6,7 @@
  */
 import { isMainThread, threadId, workerData } from "node:worker_threads";
 import { CLAIM_STARTED, type ExecTask, type Task, type TaskOutcome, type WorkerMessage } from "../pool/task-protocol.js";
-import { findModuleAccess, UNVERIFIABLE, type ModuleAccess } from "../program/module-check.js";
-import { compileCell } from "./compiler.js";
-import { formatLocation } from "./guest-errors.js";
-import { transformTypeScript } from "../program/ts-transform.js";
+import { prepareCell } from "./prepare-cell.js";
 import { currentWarmVms, runExecSession, runResumeSession, runUnparkSession } from "./sessions.js";
 import { memoryReport } from "./memory-report.js";
 import { openCatalog } from "../pool/shared-catalog.js";
@@ -20,42 +17,8 @@ if (isMainThread) throw new Error("sandbox/worker/worker.js runs only inside a p
 
 const wasm = (workerData as { wasmModule: WebAssembly.Module }).wasmModule;
 
-async function prepare(task: ExecTask): Promise<{ ok: true; source: string } | { ok: false; outcome: TaskOutcome }> {
-  const invalid = (error: string): { ok: false; outcome: TaskOutcome } => ({
-    ok: false,
-    outcome: { status: "failed", error, code: "invalid_input", outputBytes: task.outputBytesUsed },
-  });
-  let source = task.source;
-  // The model's TypeScript is checked best-effort before the transform (which drops
-  // unused imports silently); what runs is always checked after it.
-  const before = findModuleAccess(source);
-  if (before && !(before.pattern === UNVERIFIABLE && task.language === "typescript")) return refuseOrReport(before, source, invalid);
-  if (task.language === "typescript") {
-    const out = await transformTypeScript(source);
-    if (!out.ok) return invalid(`${out.error} (${formatLocation(out.line, out.column)})`);
-    source = out.code;
-    const after = findModuleAccess(source);
-    if (after) return refuseOrReport(after, source, invalid);
-  }
-  return { ok: true, source };
-}
-
-/** Module access is refused; an unreadable program is a syntax error or refused. */
-async function refuseOrReport(found: ModuleAccess, source: string, invalid: (e: string) => { ok: false; outcome: TaskOutcome }) {
-  if (found.pattern !== UNVERIFIABLE) return invalid(moduleMessage(found));
-  const compiled = await compileCell(wasm, source);
-  if (!compiled.ok) return invalid(compiled.message);
-  return invalid(
-    `exec could not verify that the program has no module access (the checker cannot read it near line ${found.line}, column ${found.column}); rewrite that expression.`,
-  );
-}
-
-function moduleMessage(found: { pattern: string; line: number; column: number }): string {
-  return `exec rejects module access: \`${found.pattern}\` is not available in code mode (line ${found.line}, column ${found.column}). Use tools.search/tools.call instead.`;
-}
-
 async function runExec(task: ExecTask): Promise<TaskOutcome> {
-  const prepared = await prepare(task);
+  const prepared = await prepareCell(task, wasm);
   return prepared.ok ? runExecSession({ ...task, catalog: openCatalog(task.catalog) }, wasm, prepared.source) : prepared.outcome;
 }
 

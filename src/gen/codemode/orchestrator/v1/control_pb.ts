@@ -16,7 +16,122 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/control.proto.
  */
 export const file_codemode_orchestrator_v1_control: GenFile = /*@__PURE__*/
-  fileDesc("CiZjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvY29udHJvbC5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIj8KFkdldFNlc3Npb25TdG9yZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkicgoXR2V0U2Vzc2lvblN0b3JlUmVzcG9uc2USMQoHZW50cmllcxgBIAMoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5TZXNzaW9uRW50cnkSDQoFYnl0ZXMYAiABKAQSFQoNZXhwaXJlc19hdF9tcxgDIAEoAyJBChhDbGVhclNlc3Npb25TdG9yZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkiMQoZQ2xlYXJTZXNzaW9uU3RvcmVSZXNwb25zZRIUCgxrZXlzX2RlbGV0ZWQYASABKA0icAoRUHV0Q2F0YWxvZ1JlcXVlc3QSJwoFdG9vbHMYASADKAsyGC5jb2RlbW9kZS5jb21tb24udjEuVG9vbBIyCgttY3Bfc2VydmVycxgCIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXIiPAoSUHV0Q2F0YWxvZ1Jlc3BvbnNlEhIKCmNhdGFsb2dfaWQYASABKAkSEgoKdG9vbF9jb3VudBgCIAEoDSL9AgoOT3BlblJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSFAoKY2F0YWxvZ19pZBgCIAEoCUgAEjgKBXRvb2xzGAMgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLklubGluZUNhdGFsb2dIABIqCgZwb2xpY3kYBCABKAsyGi5jb2RlbW9kZS5jb21tb24udjEuUG9saWN5EjIKBmNvbmZpZxgFIAEoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5Db2RlTW9kZUNvbmZpZxIVCg1kaXNhYmxlX3Rvb2xzGAYgASgIEjkKC3Rvb2xfc2VhcmNoGAcgASgLMiQuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTZWFyY2hDb25maWcSMQoHbWNwX3J1bhgIIAEoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BSdW5Db25maWdCCQoHY2F0YWxvZyJsCg1JbmxpbmVDYXRhbG9nEicKBXRvb2xzGAEgAygLMhguY29kZW1vZGUuY29tbW9uLnYxLlRvb2wSMgoLbWNwX3NlcnZlcnMYAiADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyIl4KD09wZW5SdW5SZXNwb25zZRISCgpjYXRhbG9nX2lkGAEgASgJEjcKB3N1cmZhY2UYAiABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTW9kZWxTdXJmYWNlIkUKFkRlc2NyaWJlU3VyZmFjZVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUgoXRGVzY3JpYmVTdXJmYWNlUmVzcG9uc2USNwoHc3VyZmFjZRgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFN1cmZhY2Ui2gIKDE1vZGVsU3VyZmFjZRIYChBjb2RlX21vZGVfYWN0aXZlGAEgASgIEhcKD2luYWN0aXZlX3JlYXNvbhgCIAEoCRIyCgV0b29scxgDIAMoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFRvb2wSEgoKdG9vbHNfanNvbhgEIAEoCRIYChBzZXJpYWxpemVkX2J5dGVzGAUgASgNEhQKDGNhdGFsb2dfc2l6ZRgGIAEoDRIxCgdzb3VyY2VzGAcgASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNvdXJjZUNvdW50cxISCgpuYW1lc3BhY2VzGAggAygJEi0KBGtpbmQYCSABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuU3VyZmFjZUtpbmQSEAoIZmFsbGJhY2sYCiABKAgSFwoPZmFsbGJhY2tfcmVhc29uGAsgASgJIloKCU1vZGVsVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhkKEWlucHV0X3NjaGVtYV9qc29uGAMgASgJEg8KB3Rvb2xfaWQYBCABKAkiQwoUR2V0VHJhamVjdG9yeVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUAoVR2V0VHJhamVjdG9yeVJlc3BvbnNlEjcKBXN0ZXBzGAEgAygLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwIpQDCg5UcmFqZWN0b3J5U3RlcBIMCgRraW5kGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSEgoKZXJyb3JfY29kZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEjoKDG5lc3RlZF9jYWxscxgIIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5OZXN0ZWRDYWxsEhUKDWVycm9yX21lc3NhZ2UYCSABKAkSMwoFaW5wdXQYCiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVwbGF5VGV4dBI0CgZyZXN1bHQYCyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVwbGF5VGV4dBIcChRzZXNzaW9uX2tleXNfd3JpdHRlbhgMIAEoDRIdChVzZXNzaW9uX2J5dGVzX3dyaXR0ZW4YDSABKAQiOQoKUmVwbGF5VGV4dBIMCgR0ZXh0GAEgASgJEg0KBWJ5dGVzGAIgASgEEg4KBnNoYTI1NhgDIAEoCSKBAwoKTmVzdGVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEg8KB291dGNvbWUYBCABKAkSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEhYKDnBhcmVudF9jYWxsX2lkGAggASgJEi4KBnNvdXJjZRgJIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAogASgJEiAKGGFuc3dlcmVkX3doaWxlX3N1c3BlbmRlZBgLIAEoCBIQCghhcHByb3ZhbBgMIAEoCRIXCg9hcHByb3ZhbF9yZWFzb24YDSABKAkSIAoYYXBwcm92YWxfcmVxdWVzdGVkX2F0X21zGA4gASgDEh4KFmFwcHJvdmFsX2RlY2lkZWRfYXRfbXMYDyABKAMiPgoPQ2xvc2VSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIjIKEENsb3NlUnVuUmVzcG9uc2USHgoWc3VzcGVuZGVkX3J1bnNfZGVsZXRlZBgBIAEoDSKhAQoVTmFtZXNwYWNlUmVnaXN0cmF0aW9uEhEKCXBsdWdpbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIOCgZwcm9tcHQYBSABKAkSGwoTcmVxdWlyZWRfdG9vbF9uYW1lcxgGIAMoCRISCgpzY29wZV9qc29uGAcgASgJIl4KGFJlZ2lzdGVyTmFtZXNwYWNlUmVxdWVzdBJCCgluYW1lc3BhY2UYASABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmFtZXNwYWNlUmVnaXN0cmF0aW9uIkUKGVJlZ2lzdGVyTmFtZXNwYWNlUmVzcG9uc2USFgoOY2FsbGFibGVfY291bnQYASABKA0SEAoIcmVwbGFjZWQYAiABKAgiKwoWQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBIRCglwbHVnaW5faWQYASABKAkiKgoXQ2xlYXJOYW1lc3BhY2VzUmVzcG9uc2USDwoHY2xlYXJlZBgBIAEoDSIXChVMaXN0TmFtZXNwYWNlc1JlcXVlc3QiXQoWTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJDCgpuYW1lc3BhY2VzGAEgAygLMi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk5hbWVzcGFjZVJlZ2lzdHJhdGlvbjKACQoHQ29udHJvbBJnCgpQdXRDYXRhbG9nEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXNwb25zZRJeCgdPcGVuUnVuEiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXF1ZXN0GikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXNwb25zZRJ2Cg9EZXNjcmliZVN1cmZhY2USMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVzY3JpYmVTdXJmYWNlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZXNjcmliZVN1cmZhY2VSZXNwb25zZRJwCg1HZXRUcmFqZWN0b3J5Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXNwb25zZRJhCghDbG9zZVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbG9zZVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xvc2VSdW5SZXNwb25zZRJ8ChFSZWdpc3Rlck5hbWVzcGFjZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWdpc3Rlck5hbWVzcGFjZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVnaXN0ZXJOYW1lc3BhY2VSZXNwb25zZRJ2Cg9DbGVhck5hbWVzcGFjZXMSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhck5hbWVzcGFjZXNSZXNwb25zZRJzCg5MaXN0TmFtZXNwYWNlcxIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJ2Cg9HZXRTZXNzaW9uU3RvcmUSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvblN0b3JlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uU3RvcmVSZXNwb25zZRJ8ChFDbGVhclNlc3Npb25TdG9yZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhclNlc3Npb25TdG9yZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJTZXNzaW9uU3RvcmVSZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common]);
+  fileDesc("CiZjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvY29udHJvbC5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIl8KFkdldFJlcGxheVJlY29yZFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCSJAChdHZXRSZXBsYXlSZWNvcmRSZXNwb25zZRITCgtyZWNvcmRfanNvbhgBIAEoCRIQCghzZWdtZW50cxgCIAEoDSJuChBSZXBsYXlSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhgKEGNvZGVfbW9kZV9ydW5faWQYAiABKAkSEwoLcmVjb3JkX2pzb24YAyABKAkiSgoRUmVwbGF5UnVuUmVzcG9uc2USDwoHdmVyZGljdBgBIAEoCRIPCgdzdW1tYXJ5GAIgASgJEhMKC3JlcG9ydF9qc29uGAMgASgJIj8KFkdldFNlc3Npb25TdG9yZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkicgoXR2V0U2Vzc2lvblN0b3JlUmVzcG9uc2USMQoHZW50cmllcxgBIAMoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5TZXNzaW9uRW50cnkSDQoFYnl0ZXMYAiABKAQSFQoNZXhwaXJlc19hdF9tcxgDIAEoAyJBChhDbGVhclNlc3Npb25TdG9yZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkiMQoZQ2xlYXJTZXNzaW9uU3RvcmVSZXNwb25zZRIUCgxrZXlzX2RlbGV0ZWQYASABKA0icAoRUHV0Q2F0YWxvZ1JlcXVlc3QSJwoFdG9vbHMYASADKAsyGC5jb2RlbW9kZS5jb21tb24udjEuVG9vbBIyCgttY3Bfc2VydmVycxgCIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXIiPAoSUHV0Q2F0YWxvZ1Jlc3BvbnNlEhIKCmNhdGFsb2dfaWQYASABKAkSEgoKdG9vbF9jb3VudBgCIAEoDSL9AgoOT3BlblJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSFAoKY2F0YWxvZ19pZBgCIAEoCUgAEjgKBXRvb2xzGAMgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLklubGluZUNhdGFsb2dIABIqCgZwb2xpY3kYBCABKAsyGi5jb2RlbW9kZS5jb21tb24udjEuUG9saWN5EjIKBmNvbmZpZxgFIAEoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5Db2RlTW9kZUNvbmZpZxIVCg1kaXNhYmxlX3Rvb2xzGAYgASgIEjkKC3Rvb2xfc2VhcmNoGAcgASgLMiQuY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTZWFyY2hDb25maWcSMQoHbWNwX3J1bhgIIAEoCzIgLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BSdW5Db25maWdCCQoHY2F0YWxvZyJsCg1JbmxpbmVDYXRhbG9nEicKBXRvb2xzGAEgAygLMhguY29kZW1vZGUuY29tbW9uLnYxLlRvb2wSMgoLbWNwX3NlcnZlcnMYAiADKAsyHS5jb2RlbW9kZS5jb21tb24udjEuTWNwU2VydmVyIl4KD09wZW5SdW5SZXNwb25zZRISCgpjYXRhbG9nX2lkGAEgASgJEjcKB3N1cmZhY2UYAiABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTW9kZWxTdXJmYWNlIkUKFkRlc2NyaWJlU3VyZmFjZVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUgoXRGVzY3JpYmVTdXJmYWNlUmVzcG9uc2USNwoHc3VyZmFjZRgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFN1cmZhY2Ui2gIKDE1vZGVsU3VyZmFjZRIYChBjb2RlX21vZGVfYWN0aXZlGAEgASgIEhcKD2luYWN0aXZlX3JlYXNvbhgCIAEoCRIyCgV0b29scxgDIAMoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Nb2RlbFRvb2wSEgoKdG9vbHNfanNvbhgEIAEoCRIYChBzZXJpYWxpemVkX2J5dGVzGAUgASgNEhQKDGNhdGFsb2dfc2l6ZRgGIAEoDRIxCgdzb3VyY2VzGAcgASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNvdXJjZUNvdW50cxISCgpuYW1lc3BhY2VzGAggAygJEi0KBGtpbmQYCSABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuU3VyZmFjZUtpbmQSEAoIZmFsbGJhY2sYCiABKAgSFwoPZmFsbGJhY2tfcmVhc29uGAsgASgJIloKCU1vZGVsVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhkKEWlucHV0X3NjaGVtYV9qc29uGAMgASgJEg8KB3Rvb2xfaWQYBCABKAkiQwoUR2V0VHJhamVjdG9yeVJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUiUAoVR2V0VHJhamVjdG9yeVJlc3BvbnNlEjcKBXN0ZXBzGAEgAygLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwIpQDCg5UcmFqZWN0b3J5U3RlcBIMCgRraW5kGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSEgoKZXJyb3JfY29kZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEjoKDG5lc3RlZF9jYWxscxgIIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5OZXN0ZWRDYWxsEhUKDWVycm9yX21lc3NhZ2UYCSABKAkSMwoFaW5wdXQYCiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVwbGF5VGV4dBI0CgZyZXN1bHQYCyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVwbGF5VGV4dBIcChRzZXNzaW9uX2tleXNfd3JpdHRlbhgMIAEoDRIdChVzZXNzaW9uX2J5dGVzX3dyaXR0ZW4YDSABKAQiOQoKUmVwbGF5VGV4dBIMCgR0ZXh0GAEgASgJEg0KBWJ5dGVzGAIgASgEEg4KBnNoYTI1NhgDIAEoCSKBAwoKTmVzdGVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEg8KB291dGNvbWUYBCABKAkSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRIVCg1zdGFydGVkX2F0X21zGAYgASgDEhMKC2R1cmF0aW9uX21zGAcgASgBEhYKDnBhcmVudF9jYWxsX2lkGAggASgJEi4KBnNvdXJjZRgJIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAogASgJEiAKGGFuc3dlcmVkX3doaWxlX3N1c3BlbmRlZBgLIAEoCBIQCghhcHByb3ZhbBgMIAEoCRIXCg9hcHByb3ZhbF9yZWFzb24YDSABKAkSIAoYYXBwcm92YWxfcmVxdWVzdGVkX2F0X21zGA4gASgDEh4KFmFwcHJvdmFsX2RlY2lkZWRfYXRfbXMYDyABKAMiPgoPQ2xvc2VSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlIjIKEENsb3NlUnVuUmVzcG9uc2USHgoWc3VzcGVuZGVkX3J1bnNfZGVsZXRlZBgBIAEoDSKhAQoVTmFtZXNwYWNlUmVnaXN0cmF0aW9uEhEKCXBsdWdpbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRITCgtnbG9iYWxfbmFtZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIOCgZwcm9tcHQYBSABKAkSGwoTcmVxdWlyZWRfdG9vbF9uYW1lcxgGIAMoCRISCgpzY29wZV9qc29uGAcgASgJIl4KGFJlZ2lzdGVyTmFtZXNwYWNlUmVxdWVzdBJCCgluYW1lc3BhY2UYASABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTmFtZXNwYWNlUmVnaXN0cmF0aW9uIkUKGVJlZ2lzdGVyTmFtZXNwYWNlUmVzcG9uc2USFgoOY2FsbGFibGVfY291bnQYASABKA0SEAoIcmVwbGFjZWQYAiABKAgiKwoWQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBIRCglwbHVnaW5faWQYASABKAkiKgoXQ2xlYXJOYW1lc3BhY2VzUmVzcG9uc2USDwoHY2xlYXJlZBgBIAEoDSIXChVMaXN0TmFtZXNwYWNlc1JlcXVlc3QiXQoWTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJDCgpuYW1lc3BhY2VzGAEgAygLMi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk5hbWVzcGFjZVJlZ2lzdHJhdGlvbjLeCgoHQ29udHJvbBJnCgpQdXRDYXRhbG9nEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlB1dENhdGFsb2dSZXNwb25zZRJeCgdPcGVuUnVuEiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXF1ZXN0GikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9wZW5SdW5SZXNwb25zZRJ2Cg9EZXNjcmliZVN1cmZhY2USMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVzY3JpYmVTdXJmYWNlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZXNjcmliZVN1cmZhY2VSZXNwb25zZRJwCg1HZXRUcmFqZWN0b3J5Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkdldFRyYWplY3RvcnlSZXNwb25zZRJhCghDbG9zZVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbG9zZVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xvc2VSdW5SZXNwb25zZRJ8ChFSZWdpc3Rlck5hbWVzcGFjZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWdpc3Rlck5hbWVzcGFjZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVnaXN0ZXJOYW1lc3BhY2VSZXNwb25zZRJ2Cg9DbGVhck5hbWVzcGFjZXMSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJOYW1lc3BhY2VzUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhck5hbWVzcGFjZXNSZXNwb25zZRJzCg5MaXN0TmFtZXNwYWNlcxIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZRJ2Cg9HZXRTZXNzaW9uU3RvcmUSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvblN0b3JlUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uU3RvcmVSZXNwb25zZRJ8ChFDbGVhclNlc3Npb25TdG9yZRIyLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGVhclNlc3Npb25TdG9yZVJlcXVlc3QaMy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xlYXJTZXNzaW9uU3RvcmVSZXNwb25zZRJ2Cg9HZXRSZXBsYXlSZWNvcmQSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuR2V0UmVwbGF5UmVjb3JkUmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5HZXRSZXBsYXlSZWNvcmRSZXNwb25zZRJkCglSZXBsYXlSdW4SKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVwbGF5UnVuUmVxdWVzdBorLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXBsYXlSdW5SZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common]);
+
+/**
+ * A recorded code-mode run is named by its run scope and its code_mode_run_id.
+ *
+ * @generated from message codemode.orchestrator.v1.GetReplayRecordRequest
+ */
+export type GetReplayRecordRequest = Message<"codemode.orchestrator.v1.GetReplayRecordRequest"> & {
+  /**
+   * @generated from field: codemode.common.v1.RunScope scope = 1;
+   */
+  scope?: RunScope | undefined;
+
+  /**
+   * @generated from field: string code_mode_run_id = 2;
+   */
+  codeModeRunId: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.GetReplayRecordRequest.
+ * Use `create(GetReplayRecordRequestSchema)` to create a new message.
+ */
+export const GetReplayRecordRequestSchema: GenMessage<GetReplayRecordRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 0);
+
+/**
+ * @generated from message codemode.orchestrator.v1.GetReplayRecordResponse
+ */
+export type GetReplayRecordResponse = Message<"codemode.orchestrator.v1.GetReplayRecordResponse"> & {
+  /**
+   * The record (docs/replay.md#the-record): its segments in order, each with its program
+   * or resume, config, clock and random reads, answers and result.
+   *
+   * @generated from field: string record_json = 1;
+   */
+  recordJson: string;
+
+  /**
+   * @generated from field: uint32 segments = 2;
+   */
+  segments: number;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.GetReplayRecordResponse.
+ * Use `create(GetReplayRecordResponseSchema)` to create a new message.
+ */
+export const GetReplayRecordResponseSchema: GenMessage<GetReplayRecordResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 1);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ReplayRunRequest
+ */
+export type ReplayRunRequest = Message<"codemode.orchestrator.v1.ReplayRunRequest"> & {
+  /**
+   * The run to replay, from the orchestrator's records...
+   *
+   * @generated from field: codemode.common.v1.RunScope scope = 1;
+   */
+  scope?: RunScope | undefined;
+
+  /**
+   * @generated from field: string code_mode_run_id = 2;
+   */
+  codeModeRunId: string;
+
+  /**
+   * ...or a record given whole (GetReplayRecord's record_json, or `codemode replay --export`).
+   *
+   * @generated from field: string record_json = 3;
+   */
+  recordJson: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ReplayRunRequest.
+ * Use `create(ReplayRunRequestSchema)` to create a new message.
+ */
+export const ReplayRunRequestSchema: GenMessage<ReplayRunRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 2);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ReplayRunResponse
+ */
+export type ReplayRunResponse = Message<"codemode.orchestrator.v1.ReplayRunResponse"> & {
+  /**
+   * "same": the same calls with the same arguments and the same model_json byte for byte;
+   * "diverged": see `divergence`; "incomplete": the replay stopped where the record does
+   * not go on (a secret answer, a capped record), everything before it the same.
+   *
+   * @generated from field: string verdict = 1;
+   */
+  verdict: string;
+
+  /**
+   * One sentence for a person: what matched, or where and how it diverged or stopped.
+   *
+   * @generated from field: string summary = 2;
+   */
+  summary: string;
+
+  /**
+   * The whole report as JSON (docs/replay.md#the-report).
+   *
+   * @generated from field: string report_json = 3;
+   */
+  reportJson: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ReplayRunResponse.
+ * Use `create(ReplayRunResponseSchema)` to create a new message.
+ */
+export const ReplayRunResponseSchema: GenMessage<ReplayRunResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_control, 3);
 
 /**
  * A session's store is named by the run scope's agent id and session key.
@@ -40,7 +155,7 @@ export type GetSessionStoreRequest = Message<"codemode.orchestrator.v1.GetSessio
  * Use `create(GetSessionStoreRequestSchema)` to create a new message.
  */
 export const GetSessionStoreRequestSchema: GenMessage<GetSessionStoreRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 0);
+  messageDesc(file_codemode_orchestrator_v1_control, 4);
 
 /**
  * @generated from message codemode.orchestrator.v1.GetSessionStoreResponse
@@ -71,7 +186,7 @@ export type GetSessionStoreResponse = Message<"codemode.orchestrator.v1.GetSessi
  * Use `create(GetSessionStoreResponseSchema)` to create a new message.
  */
 export const GetSessionStoreResponseSchema: GenMessage<GetSessionStoreResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 1);
+  messageDesc(file_codemode_orchestrator_v1_control, 5);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClearSessionStoreRequest
@@ -93,7 +208,7 @@ export type ClearSessionStoreRequest = Message<"codemode.orchestrator.v1.ClearSe
  * Use `create(ClearSessionStoreRequestSchema)` to create a new message.
  */
 export const ClearSessionStoreRequestSchema: GenMessage<ClearSessionStoreRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 2);
+  messageDesc(file_codemode_orchestrator_v1_control, 6);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClearSessionStoreResponse
@@ -110,7 +225,7 @@ export type ClearSessionStoreResponse = Message<"codemode.orchestrator.v1.ClearS
  * Use `create(ClearSessionStoreResponseSchema)` to create a new message.
  */
 export const ClearSessionStoreResponseSchema: GenMessage<ClearSessionStoreResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 3);
+  messageDesc(file_codemode_orchestrator_v1_control, 7);
 
 /**
  * @generated from message codemode.orchestrator.v1.PutCatalogRequest
@@ -135,7 +250,7 @@ export type PutCatalogRequest = Message<"codemode.orchestrator.v1.PutCatalogRequ
  * Use `create(PutCatalogRequestSchema)` to create a new message.
  */
 export const PutCatalogRequestSchema: GenMessage<PutCatalogRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 4);
+  messageDesc(file_codemode_orchestrator_v1_control, 8);
 
 /**
  * @generated from message codemode.orchestrator.v1.PutCatalogResponse
@@ -159,7 +274,7 @@ export type PutCatalogResponse = Message<"codemode.orchestrator.v1.PutCatalogRes
  * Use `create(PutCatalogResponseSchema)` to create a new message.
  */
 export const PutCatalogResponseSchema: GenMessage<PutCatalogResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 5);
+  messageDesc(file_codemode_orchestrator_v1_control, 9);
 
 /**
  * @generated from message codemode.orchestrator.v1.OpenRunRequest
@@ -228,7 +343,7 @@ export type OpenRunRequest = Message<"codemode.orchestrator.v1.OpenRunRequest"> 
  * Use `create(OpenRunRequestSchema)` to create a new message.
  */
 export const OpenRunRequestSchema: GenMessage<OpenRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 6);
+  messageDesc(file_codemode_orchestrator_v1_control, 10);
 
 /**
  * @generated from message codemode.orchestrator.v1.InlineCatalog
@@ -250,7 +365,7 @@ export type InlineCatalog = Message<"codemode.orchestrator.v1.InlineCatalog"> & 
  * Use `create(InlineCatalogSchema)` to create a new message.
  */
 export const InlineCatalogSchema: GenMessage<InlineCatalog> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 7);
+  messageDesc(file_codemode_orchestrator_v1_control, 11);
 
 /**
  * @generated from message codemode.orchestrator.v1.OpenRunResponse
@@ -272,7 +387,7 @@ export type OpenRunResponse = Message<"codemode.orchestrator.v1.OpenRunResponse"
  * Use `create(OpenRunResponseSchema)` to create a new message.
  */
 export const OpenRunResponseSchema: GenMessage<OpenRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 8);
+  messageDesc(file_codemode_orchestrator_v1_control, 12);
 
 /**
  * @generated from message codemode.orchestrator.v1.DescribeSurfaceRequest
@@ -289,7 +404,7 @@ export type DescribeSurfaceRequest = Message<"codemode.orchestrator.v1.DescribeS
  * Use `create(DescribeSurfaceRequestSchema)` to create a new message.
  */
 export const DescribeSurfaceRequestSchema: GenMessage<DescribeSurfaceRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 9);
+  messageDesc(file_codemode_orchestrator_v1_control, 13);
 
 /**
  * @generated from message codemode.orchestrator.v1.DescribeSurfaceResponse
@@ -306,7 +421,7 @@ export type DescribeSurfaceResponse = Message<"codemode.orchestrator.v1.Describe
  * Use `create(DescribeSurfaceResponseSchema)` to create a new message.
  */
 export const DescribeSurfaceResponseSchema: GenMessage<DescribeSurfaceResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 10);
+  messageDesc(file_codemode_orchestrator_v1_control, 14);
 
 /**
  * What the model sees for a run.
@@ -396,7 +511,7 @@ export type ModelSurface = Message<"codemode.orchestrator.v1.ModelSurface"> & {
  * Use `create(ModelSurfaceSchema)` to create a new message.
  */
 export const ModelSurfaceSchema: GenMessage<ModelSurface> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 11);
+  messageDesc(file_codemode_orchestrator_v1_control, 15);
 
 /**
  * One model-visible tool definition (name, description, JSON Schema of the input).
@@ -437,7 +552,7 @@ export type ModelTool = Message<"codemode.orchestrator.v1.ModelTool"> & {
  * Use `create(ModelToolSchema)` to create a new message.
  */
 export const ModelToolSchema: GenMessage<ModelTool> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 12);
+  messageDesc(file_codemode_orchestrator_v1_control, 16);
 
 /**
  * @generated from message codemode.orchestrator.v1.GetTrajectoryRequest
@@ -454,7 +569,7 @@ export type GetTrajectoryRequest = Message<"codemode.orchestrator.v1.GetTrajecto
  * Use `create(GetTrajectoryRequestSchema)` to create a new message.
  */
 export const GetTrajectoryRequestSchema: GenMessage<GetTrajectoryRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 13);
+  messageDesc(file_codemode_orchestrator_v1_control, 17);
 
 /**
  * @generated from message codemode.orchestrator.v1.GetTrajectoryResponse
@@ -471,7 +586,7 @@ export type GetTrajectoryResponse = Message<"codemode.orchestrator.v1.GetTraject
  * Use `create(GetTrajectoryResponseSchema)` to create a new message.
  */
 export const GetTrajectoryResponseSchema: GenMessage<GetTrajectoryResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 14);
+  messageDesc(file_codemode_orchestrator_v1_control, 18);
 
 /**
  * One model-visible call (exec, wait, or a Tool Search tool) and the nested calls it made.
@@ -566,7 +681,7 @@ export type TrajectoryStep = Message<"codemode.orchestrator.v1.TrajectoryStep"> 
  * Use `create(TrajectoryStepSchema)` to create a new message.
  */
 export const TrajectoryStepSchema: GenMessage<TrajectoryStep> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 15);
+  messageDesc(file_codemode_orchestrator_v1_control, 19);
 
 /**
  * A text kept for transcript replay, or its fingerprint when it is too large to keep.
@@ -599,7 +714,7 @@ export type ReplayText = Message<"codemode.orchestrator.v1.ReplayText"> & {
  * Use `create(ReplayTextSchema)` to create a new message.
  */
 export const ReplayTextSchema: GenMessage<ReplayText> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 16);
+  messageDesc(file_codemode_orchestrator_v1_control, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.NestedCall
@@ -702,7 +817,7 @@ export type NestedCall = Message<"codemode.orchestrator.v1.NestedCall"> & {
  * Use `create(NestedCallSchema)` to create a new message.
  */
 export const NestedCallSchema: GenMessage<NestedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 17);
+  messageDesc(file_codemode_orchestrator_v1_control, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.CloseRunRequest
@@ -719,7 +834,7 @@ export type CloseRunRequest = Message<"codemode.orchestrator.v1.CloseRunRequest"
  * Use `create(CloseRunRequestSchema)` to create a new message.
  */
 export const CloseRunRequestSchema: GenMessage<CloseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 18);
+  messageDesc(file_codemode_orchestrator_v1_control, 22);
 
 /**
  * @generated from message codemode.orchestrator.v1.CloseRunResponse
@@ -738,7 +853,7 @@ export type CloseRunResponse = Message<"codemode.orchestrator.v1.CloseRunRespons
  * Use `create(CloseRunResponseSchema)` to create a new message.
  */
 export const CloseRunResponseSchema: GenMessage<CloseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 19);
+  messageDesc(file_codemode_orchestrator_v1_control, 23);
 
 /**
  * An internal code-mode namespace (the seed's "Internal namespaces"): a guest global such
@@ -809,7 +924,7 @@ export type NamespaceRegistration = Message<"codemode.orchestrator.v1.NamespaceR
  * Use `create(NamespaceRegistrationSchema)` to create a new message.
  */
 export const NamespaceRegistrationSchema: GenMessage<NamespaceRegistration> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 20);
+  messageDesc(file_codemode_orchestrator_v1_control, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.RegisterNamespaceRequest
@@ -826,7 +941,7 @@ export type RegisterNamespaceRequest = Message<"codemode.orchestrator.v1.Registe
  * Use `create(RegisterNamespaceRequestSchema)` to create a new message.
  */
 export const RegisterNamespaceRequestSchema: GenMessage<RegisterNamespaceRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 21);
+  messageDesc(file_codemode_orchestrator_v1_control, 25);
 
 /**
  * @generated from message codemode.orchestrator.v1.RegisterNamespaceResponse
@@ -852,7 +967,7 @@ export type RegisterNamespaceResponse = Message<"codemode.orchestrator.v1.Regist
  * Use `create(RegisterNamespaceResponseSchema)` to create a new message.
  */
 export const RegisterNamespaceResponseSchema: GenMessage<RegisterNamespaceResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 22);
+  messageDesc(file_codemode_orchestrator_v1_control, 26);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClearNamespacesRequest
@@ -869,7 +984,7 @@ export type ClearNamespacesRequest = Message<"codemode.orchestrator.v1.ClearName
  * Use `create(ClearNamespacesRequestSchema)` to create a new message.
  */
 export const ClearNamespacesRequestSchema: GenMessage<ClearNamespacesRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 23);
+  messageDesc(file_codemode_orchestrator_v1_control, 27);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClearNamespacesResponse
@@ -886,7 +1001,7 @@ export type ClearNamespacesResponse = Message<"codemode.orchestrator.v1.ClearNam
  * Use `create(ClearNamespacesResponseSchema)` to create a new message.
  */
 export const ClearNamespacesResponseSchema: GenMessage<ClearNamespacesResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 24);
+  messageDesc(file_codemode_orchestrator_v1_control, 28);
 
 /**
  * @generated from message codemode.orchestrator.v1.ListNamespacesRequest
@@ -899,7 +1014,7 @@ export type ListNamespacesRequest = Message<"codemode.orchestrator.v1.ListNamesp
  * Use `create(ListNamespacesRequestSchema)` to create a new message.
  */
 export const ListNamespacesRequestSchema: GenMessage<ListNamespacesRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 25);
+  messageDesc(file_codemode_orchestrator_v1_control, 29);
 
 /**
  * @generated from message codemode.orchestrator.v1.ListNamespacesResponse
@@ -916,7 +1031,7 @@ export type ListNamespacesResponse = Message<"codemode.orchestrator.v1.ListNames
  * Use `create(ListNamespacesResponseSchema)` to create a new message.
  */
 export const ListNamespacesResponseSchema: GenMessage<ListNamespacesResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_control, 26);
+  messageDesc(file_codemode_orchestrator_v1_control, 30);
 
 /**
  * @generated from service codemode.orchestrator.v1.Control
@@ -1024,6 +1139,27 @@ export const Control: GenService<{
     methodKind: "unary";
     input: typeof ClearSessionStoreRequestSchema;
     output: typeof ClearSessionStoreResponseSchema;
+  },
+  /**
+   * Beyond the seeds: a code-mode run's replay record (its exec and waits), as JSON.
+   *
+   * @generated from rpc codemode.orchestrator.v1.Control.GetReplayRecord
+   */
+  getReplayRecord: {
+    methodKind: "unary";
+    input: typeof GetReplayRecordRequestSchema;
+    output: typeof GetReplayRecordResponseSchema;
+  },
+  /**
+   * Beyond the seeds: re-runs a recorded code-mode run in fresh VMs with its recorded
+   * answers, calling no tool, and reports "same" or where it first diverged.
+   *
+   * @generated from rpc codemode.orchestrator.v1.Control.ReplayRun
+   */
+  replayRun: {
+    methodKind: "unary";
+    input: typeof ReplayRunRequestSchema;
+    output: typeof ReplayRunResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_codemode_orchestrator_v1_control, 0);

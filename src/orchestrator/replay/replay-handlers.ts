@@ -1,0 +1,42 @@
+/**
+ * Control's replay methods (docs/replay.md): GetReplayRecord hands out a code-mode run's
+ * record as JSON (what `codemode replay --export` writes), and ReplayRun re-runs a run (its
+ * stored record, or one given whole) in fresh VMs on a thread of this process and reports
+ * "same", or where it first diverged or stopped.
+ */
+import type { Control } from "../../gen/codemode/orchestrator/v1/control_pb.js";
+import type { RunScope } from "../../gen/codemode/common/v1/common_pb.js";
+import type { ServiceHandlers } from "../../protocol/grpc-service.js";
+import { ServiceError } from "../../protocol/service-error.js";
+import type { Logger } from "../../shared/logger.js";
+import { checkIdLength } from "../../shared/request-limits.js";
+import type { Scope } from "../../shared/scope.js";
+import { parseRunRecord, replayRecord, runRecordOf, type RunRecord } from "../../sandbox/replay/replay-runner.js";
+import type { ReplayRecords } from "./replay-records.js";
+
+type ReplayMethods = Pick<ServiceHandlers<typeof Control.method>, "getReplayRecord" | "replayRun">;
+
+export function replayControlHandlers(replays: ReplayRecords, log: Logger, scopeOf: (s: RunScope | undefined) => Scope): ReplayMethods {
+  const stored = async (scopeWire: RunScope | undefined, codeModeRunId: string): Promise<RunRecord> => {
+    const scope = scopeOf(scopeWire);
+    const id = codeModeRunId.trim();
+    if (!id) throw new ServiceError("invalid_argument", "code_mode_run_id is required");
+    checkIdLength("code_mode_run_id", id);
+    const segments = await replays.segments(scope, id);
+    // Another scope's (or tenant's) run is as unknown as one never recorded.
+    if (segments.length === 0) throw new ServiceError("not_found", `no replay record is kept for code mode run ${id} in this scope`);
+    return runRecordOf(id, segments);
+  };
+  return {
+    async getReplayRecord(req) {
+      const record = await stored(req.scope, req.codeModeRunId);
+      return { recordJson: JSON.stringify(record), segments: record.segments.length };
+    },
+    async replayRun(req) {
+      const record = req.recordJson ? parseRunRecord(req.recordJson) : await stored(req.scope, req.codeModeRunId);
+      const report = await replayRecord(record);
+      log.info({ codeModeRunId: record.codeModeRunId, verdict: report.verdict, segments: record.segments.length }, "replayed a code mode run");
+      return { verdict: report.verdict, summary: report.summary, reportJson: JSON.stringify(report) };
+    },
+  };
+}

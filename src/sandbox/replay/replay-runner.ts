@@ -1,0 +1,95 @@
+/**
+ * Runs a replay (docs/replay.md) for the orchestrator's Control.ReplayRun and for
+ * `codemode replay --from`: checks a run record's shape, then re-runs it on a worker thread
+ * of its own (./replay-worker.ts) with a heap cap and a wall-clock bound, one replay at a
+ * time per process, and returns the report. Guest code runs in the same QuickJS-WASI
+ * sandbox as an exec; nothing it does reaches a tool, a store or the network.
+ */
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { Worker } from "node:worker_threads";
+import { ServiceError } from "../../protocol/service-error.js";
+import { RECORD_VERSION, type SegmentRecord } from "../exec/replay-record.js";
+import type { ReplayReport } from "./replay-compare.js";
+import type { ReplayWorkerData } from "./replay-worker.js";
+
+/** A code-mode run's record: its segments' records in order (Control.GetReplayRecord, `codemode replay --export`). */
+export type RunRecord = { v: typeof RECORD_VERSION; codeModeRunId: string; segments: SegmentRecord[] };
+
+/** The longest a replay may take before it is stopped and reported incomplete. */
+export const REPLAY_TIMEOUT_MS = 5 * 60_000;
+/** The replay thread's V8 heap cap (guest memory is QuickJS's own, within the run's limit). */
+const REPLAY_HEAP_MB = 512;
+
+/**
+ * A run's record from its segments' records as stored: in the order they ran (the exec, then
+ * each wait by the generation it resumed, then when it started), whatever order they arrived in.
+ */
+export function runRecordOf(codeModeRunId: string, segmentJsons: readonly string[]): RunRecord {
+  const segments = segmentJsons.map((s) => JSON.parse(s) as SegmentRecord);
+  const rank = (s: SegmentRecord) => (s.kind === "exec" ? -1 : (s.from ?? 0));
+  segments.sort((a, b) => rank(a) - rank(b) || a.startedAtMs - b.startedAtMs);
+  return { v: RECORD_VERSION, codeModeRunId, segments };
+}
+
+/** A record given whole (a file, a request), checked before anything runs it. */
+export function parseRunRecord(json: string): RunRecord {
+  let r: Partial<RunRecord>;
+  try {
+    r = JSON.parse(json) as Partial<RunRecord>;
+  } catch (err) {
+    throw new ServiceError("invalid_argument", `the replay record is not JSON: ${(err as Error).message}`);
+  }
+  if (r?.v !== RECORD_VERSION) throw new ServiceError("invalid_argument", `the replay record's version must be ${RECORD_VERSION}, got ${JSON.stringify(r?.v)}`);
+  if (typeof r.codeModeRunId !== "string" || !Array.isArray(r.segments) || r.segments.length === 0) {
+    throw new ServiceError("invalid_argument", "the replay record must name its codeModeRunId and hold at least one segment");
+  }
+  for (const [i, s] of r.segments.entries()) {
+    const ok = s && (s.kind === "exec" || s.kind === "wait") && s.tape && Array.isArray(s.tape.clock) && s.outcome && s.result && s.limits;
+    if (!ok) throw new ServiceError("invalid_argument", `the replay record's segment ${i + 1} is not a segment record`);
+    if (i === 0 && s.kind !== "exec") throw new ServiceError("invalid_argument", "a replay record starts with its exec");
+  }
+  return r as RunRecord;
+}
+
+/** quickjs.wasm compiled once per process, and its sha256 (which selects the build's precompiled preludes, as a pool worker's does). */
+let wasm: Promise<{ module: WebAssembly.Module; digest: string }> | undefined;
+let queue: Promise<unknown> = Promise.resolve();
+
+/** Re-runs `record` and reports how it compares; replays run one after another. */
+export function replayRecord(record: RunRecord, timeoutMs = REPLAY_TIMEOUT_MS): Promise<ReplayReport> {
+  const run = queue.then(() => runOnce(record, timeoutMs));
+  queue = run.catch(() => undefined);
+  return run;
+}
+
+async function runOnce(record: RunRecord, timeoutMs: number): Promise<ReplayReport> {
+  wasm ??= readFile(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))).then(async (b) => ({
+    module: await WebAssembly.compile(b),
+    digest: createHash("sha256").update(b).digest("hex"),
+  }));
+  const { module, digest } = await wasm;
+  const data: ReplayWorkerData = { wasmModule: module, wasmDigest: digest, codeModeRunId: record.codeModeRunId, segments: record.segments };
+  const worker = new Worker(new URL("./replay-worker.js", import.meta.url), { workerData: data, resourceLimits: { maxOldGenerationSizeMb: REPLAY_HEAP_MB } });
+  return new Promise<ReplayReport>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      void worker.terminate();
+      reject(new ServiceError("resource_exhausted", `the replay ran longer than ${timeoutMs} ms and was stopped`));
+    }, timeoutMs);
+    const done = () => clearTimeout(timer);
+    worker.once("message", (m: { ok: true; report: ReplayReport } | { ok: false; error: string }) => {
+      done();
+      void worker.terminate();
+      if (m.ok) resolve(m.report);
+      else reject(new ServiceError("internal", `the replay failed: ${m.error}`));
+    });
+    worker.once("error", (err) => {
+      done();
+      reject(new ServiceError("internal", `the replay's thread failed: ${err.message}`));
+    });
+    worker.once("exit", (code) => {
+      done();
+      reject(new ServiceError("internal", `the replay's thread exited (${code}) before reporting`));
+    });
+  });
+}
