@@ -10,7 +10,10 @@ parallel here and the event stream keeps being read. A handler that is still run
 the exec returns ``waiting`` answers when it finishes; the answer is kept with the
 suspended run and delivered by the next ``wait``. A call that needs a person's approval is
 answered "approval pending" first (``NeedsApproval``), then decided: approved with the
-tool's result, or denied (``approve``/``deny``, or an ``Approver`` on the pool).
+tool's result, or denied (``approve``/``deny``, or an ``Approver`` on the pool). An answer
+may be marked secret (``secret=True``, a handler's ``Secret``, ``ToolSpec(secret=True)``): the
+run's replay record then keeps that the call was answered, not with what. ``replay`` re-runs a
+recorded code-mode run and reports whether it behaved the same (docs/replay.md).
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from .models import (
     OutputItem,
     Policy,
     RawJson,
+    ReplayReport,
     Scope,
     SessionStore,
     Surface,
@@ -100,10 +104,25 @@ class NeedsApproval:
             raise ValueError("NeedsApproval with decide= needs run= (what an approved call answers)")
 
 
+@dataclass(frozen=True)
+class Secret:
+    """Returned by a handler: answer the call with ``value``, marked secret
+    (``BridgeCallbackRequest.secret``). The run's replay record keeps that the call was
+    answered, and whether with a result or an error, but not with what; a replay stops there
+    (verdict ``incomplete``, naming the call). ``value`` is anything a handler may return: a
+    result or ``RawJson``; an exception, which fails the call as raising it would;
+    ``NeedsApproval``, whose decision (the approved result, or the denial) is sent secret
+    (the approval-pending answer carries no result and is sent as usual); or
+    ``ANSWER_LATER`` (then pass ``secret=True`` to ``Run.answer``/``fail`` yourself).
+    ``ToolSpec(secret=True)`` makes ``dispatch`` wrap every answer of that tool so."""
+
+    value: Any
+
+
 ToolHandler = Callable[[ToolCall], Any]
 """Runs one nested call. Returns the tool's result (any JSON-compatible value, a ``RawJson``,
-``ANSWER_LATER`` or ``NeedsApproval``); raising fails the call (``ToolFailure`` sets the
-error name)."""
+``ANSWER_LATER``, ``NeedsApproval`` or ``Secret``); raising fails the call (``ToolFailure``
+sets the error name)."""
 
 OutputHandler = Callable[[OutputItem], None]
 Metadata = Sequence[tuple[str, str]]
@@ -116,7 +135,9 @@ def dispatch(tools: Iterable[ToolSpec], approver: Approver | None = None) -> Too
     """A ToolHandler that routes each call to its ToolSpec's ``handler`` (by source, owner
     and name, as in the catalog id) with the parsed input. A ToolSpec with ``needs_approval``
     returns ``NeedsApproval`` instead: ``approver`` decides (without one, the decision is
-    left to ``Run.approve``/``Run.deny``), and ``handler`` runs only once approved."""
+    left to ``Run.approve``/``Run.deny``), and ``handler`` runs only once approved. A ToolSpec
+    with ``secret`` has every answer wrapped in ``Secret``: its result, the error its handler
+    raised, and a person's decision are all sent secret."""
     table: dict[tuple[ToolSource, str, str], ToolSpec] = {}
     for tool in tools:
         if tool.handler is not None:
@@ -126,10 +147,14 @@ def dispatch(tools: Iterable[ToolSpec], approver: Approver | None = None) -> Too
         tool = table.get((call.source, call.source_name, call.tool_name))
         if tool is None or tool.handler is None:
             raise ToolFailure(f"the gateway has no handler for {call.tool_id}", name="ToolUnavailable")
-        handler = tool.handler
+        answer = route(tool, tool.handler, call)
+        return Secret(answer) if tool.secret else answer
+
+    def route(tool: ToolSpec, handler: Callable[[Any], Any], call: ToolCall) -> Any:
         reason = tool.approval_reason
         if reason is None:
-            return handler(call.input)
+            # A secret tool's error is secret too: what it raised is caught here, inside the Secret.
+            return _run_tool(lambda: handler(call.input)) if tool.secret else handler(call.input)
         if approver is None:
             return NeedsApproval(reason)
         ask, why = approver, reason
@@ -290,6 +315,37 @@ class CodeModeClient:
         res = self._unary(self._control.ClearSessionStore, control_pb2.ClearSessionStoreRequest(agent_id=agent, session_key=key))
         return int(res.keys_deleted)
 
+    def replay_record(self, scope: Scope, code_mode_run_id: str) -> str:
+        """A recorded code-mode run's replay record, as JSON (``GetReplayRecord``; what
+        ``codemode replay --export`` writes): its exec and wait segments in order, each with its
+        program or resume, config, clock and random reads, answers and result (docs/replay.md,
+        "The record"; a secret answer is kept only as answered). The run is named by the scope
+        its exec ran under and its ``code_mode_run_id`` (``ExecResult.code_mode_run_id``);
+        another scope's run, or one not recorded (``record_for_replay=False``), is ``NotFound``."""
+        req = control_pb2.GetReplayRecordRequest(scope=scope.to_wire(), code_mode_run_id=code_mode_run_id)
+        res = self._unary(self._control.GetReplayRecord, req)
+        return str(res.record_json)
+
+    def replay(self, scope: Scope | None = None, code_mode_run_id: str | None = None, *, record_json: str | None = None) -> ReplayReport:
+        """Re-runs a recorded code-mode run in fresh VMs with its recorded answers, calling no
+        tool (``ReplayRun``), and reports ``same``, where it first ``diverged``, or where it
+        stopped (``incomplete``: a secret answer, a capped record). The run is the one the
+        orchestrator recorded (``scope`` and ``code_mode_run_id``, as for ``replay_record``)
+        or a record given whole (``record_json``: ``replay_record``'s text, edited or moved
+        from another deployment). Naming it both ways, or neither, is a ``ValueError``; a
+        record that does not parse is ``InvalidArgument``."""
+        if record_json is not None:
+            if scope is not None or code_mode_run_id is not None:
+                raise ValueError("replay a run named by scope and code_mode_run_id, or one given as record_json=, not both")
+            if not record_json:
+                raise ValueError("record_json is empty")
+            req = control_pb2.ReplayRunRequest(record_json=record_json)
+        else:
+            if scope is None or code_mode_run_id is None:
+                raise ValueError("replay needs a scope and a code_mode_run_id, or record_json=")
+            req = control_pb2.ReplayRunRequest(scope=scope.to_wire(), code_mode_run_id=code_mode_run_id)
+        return ReplayReport.from_wire(self._unary(self._control.ReplayRun, req))
+
     # --- Sandbox (sidecars) ---------------------------------------------------------------
 
     def exec(
@@ -350,14 +406,17 @@ class CodeModeClient:
         index = self._pick(sidecar)
         return self._follow(scope, index, lambda: self._sandboxes[index].Wait(req, metadata=_metadata(metadata)), on_tool_call, on_output)
 
-    def answer(self, scope: Scope, call_id: str, value: Any = None, *, sidecar: int | None = None) -> bool:
+    def answer(self, scope: Scope, call_id: str, value: Any = None, *, sidecar: int | None = None, secret: bool = False) -> bool:
         """Answers a nested call with its result (JSON-compatible value or ``RawJson``).
-        Returns ``delivered_live``: False when the answer was kept with a suspended run."""
-        return self._bridge(scope, call_id, _result_outcome(value), sidecar)
+        Returns ``delivered_live``: False when the answer was kept with a suspended run.
+        ``secret``: the run's replay record keeps that the call was answered, not with what
+        (a replay stops there, ``incomplete``)."""
+        return self._bridge(scope, call_id, _result_outcome(value), sidecar, secret)
 
-    def fail(self, scope: Scope, call_id: str, message: str, *, name: str = "Error", sidecar: int | None = None) -> bool:
-        """Fails a nested call: the guest gets a catchable Error with ``name`` and ``message``."""
-        return self._bridge(scope, call_id, ("error", common_pb2.ToolError(name=name, message=message)), sidecar)
+    def fail(self, scope: Scope, call_id: str, message: str, *, name: str = "Error", sidecar: int | None = None, secret: bool = False) -> bool:
+        """Fails a nested call: the guest gets a catchable Error with ``name`` and ``message``.
+        ``secret`` as for ``answer`` (the record keeps that the call failed, not how)."""
+        return self._bridge(scope, call_id, ("error", common_pb2.ToolError(name=name, message=message)), sidecar, secret)
 
     def request_approval(self, scope: Scope, call_id: str, reason: str = "", *, expires_at_ms: int | None = None, sidecar: int | None = None) -> bool:
         """Answers a nested call "approval pending": a person is being asked. The call stays
@@ -367,16 +426,16 @@ class CodeModeClient:
         ``AlreadyExists``. Returns ``delivered_live``."""
         return self._bridge(scope, call_id, _pending_outcome(reason, expires_at_ms), sidecar)
 
-    def approve(self, scope: Scope, call_id: str, value: Any = None, *, sidecar: int | None = None) -> bool:
+    def approve(self, scope: Scope, call_id: str, value: Any = None, *, sidecar: int | None = None, secret: bool = False) -> bool:
         """Approves a call that awaits approval by answering it with the tool's result: run the
-        tool first, then pass its result here (the same as ``answer``). After the expiry it is
-        ``FailedPrecondition``; a second decision ``AlreadyExists``."""
-        return self.answer(scope, call_id, value, sidecar=sidecar)
+        tool first, then pass its result here (the same as ``answer``, ``secret`` included).
+        After the expiry it is ``FailedPrecondition``; a second decision ``AlreadyExists``."""
+        return self.answer(scope, call_id, value, sidecar=sidecar, secret=secret)
 
-    def deny(self, scope: Scope, call_id: str, message: str = DEFAULT_DENIAL, *, sidecar: int | None = None) -> bool:
+    def deny(self, scope: Scope, call_id: str, message: str = DEFAULT_DENIAL, *, sidecar: int | None = None, secret: bool = False) -> bool:
         """Denies a call that awaits approval: the guest gets a catchable Error named
-        ``ApprovalDenied`` with ``message``."""
-        return self._bridge(scope, call_id, ("approval_denied", common_pb2.ApprovalDenied(message=message)), sidecar)
+        ``ApprovalDenied`` with ``message``. ``secret`` as for ``answer``."""
+        return self._bridge(scope, call_id, ("approval_denied", common_pb2.ApprovalDenied(message=message)), sidecar, secret)
 
     def join_answers(self, timeout: float | None = None) -> bool:
         """Blocks until every handler started so far has run and its answer was sent.
@@ -468,15 +527,16 @@ class CodeModeClient:
             self._inflight.discard(future)
 
     def _handle(self, scope: Scope, call: ToolCall, handler: ToolHandler, asks: bool) -> None:
-        value = _run_tool(lambda: handler(call))
+        value, secret = _unwrap_secret(_run_tool(lambda: handler(call)))
         if isinstance(value, NeedsApproval):
-            value = self._approval(scope, call, value, asks)
+            decided, secret_decision = _unwrap_secret(self._approval(scope, call, value, asks))
+            value, secret = decided, secret or secret_decision
         if value is ANSWER_LATER:
             return
         if not isinstance(value, _Outcome):
             result = value
             value = _run_tool(lambda: _Outcome(_result_outcome(result)))  # a value that is not JSON fails the call
-        self._send(scope, call, value.outcome)
+        self._send(scope, call, value.outcome, secret)
 
     def _approval(self, scope: Scope, call: ToolCall, request: NeedsApproval, asks: bool) -> Any:
         """Sends the approval-pending answer, then asks; returns what answers the call (a
@@ -492,7 +552,8 @@ class CodeModeClient:
         if decision is True:
             assert request.run is not None
             value = _run_tool(request.run)
-            if value is ANSWER_LATER or isinstance(value, NeedsApproval):
+            inner, _ = _unwrap_secret(value)
+            if inner is ANSWER_LATER or isinstance(inner, NeedsApproval):
                 return _Outcome(("error", common_pb2.ToolError(name="TypeError", message="an approved call must answer with the tool's result")))
             return value
         if decision is False or isinstance(decision, str):
@@ -500,10 +561,10 @@ class CodeModeClient:
             return _Outcome(("approval_denied", common_pb2.ApprovalDenied(message=message)))
         return _Outcome(("error", common_pb2.ToolError(name="TypeError", message=f"the approver returned {decision!r}, not a Decision")))
 
-    def _send(self, scope: Scope, call: ToolCall, outcome: tuple[str, Any]) -> bool:
+    def _send(self, scope: Scope, call: ToolCall, outcome: tuple[str, Any], secret: bool = False) -> bool:
         """Sends one answer for a handler; reports a refusal (on_answer_error or the log)."""
         try:
-            self._bridge(scope, call.call_id, outcome, None)
+            self._bridge(scope, call.call_id, outcome, None, secret)
             return True
         except Exception as err:
             if self._on_answer_error is not None:
@@ -512,9 +573,10 @@ class CodeModeClient:
                 log.warning("could not answer nested call %s (%s): %s", call.call_id, call.tool_id, err)
             return False
 
-    def _bridge(self, scope: Scope, call_id: str, outcome: tuple[str, Any], sidecar: int | None) -> bool:
-        req = sandbox_pb2.BridgeCallbackRequest(scope=scope.to_wire(), call_id=call_id)
+    def _bridge(self, scope: Scope, call_id: str, outcome: tuple[str, Any], sidecar: int | None, secret: bool = False) -> bool:
         kind, payload = outcome
+        # An approval-pending answer holds no result: it is never secret (the service ignores the flag on it).
+        req = sandbox_pb2.BridgeCallbackRequest(scope=scope.to_wire(), call_id=call_id, secret=secret and kind != "approval_pending")
         if kind == "result_json":
             req.result_json = payload
         else:
@@ -634,24 +696,25 @@ class Run:
                 on_result(results[-1])
         return results
 
-    def answer(self, call_id: str, value: Any = None, *, sidecar: int | None = None) -> bool:
-        """Answers a nested call (e.g. one a handler deferred with ``ANSWER_LATER``)."""
-        return self.client.answer(self.scope, call_id, value, sidecar=sidecar)
+    def answer(self, call_id: str, value: Any = None, *, sidecar: int | None = None, secret: bool = False) -> bool:
+        """Answers a nested call (e.g. one a handler deferred with ``ANSWER_LATER``);
+        ``secret``: the replay record keeps only that it was answered."""
+        return self.client.answer(self.scope, call_id, value, sidecar=sidecar, secret=secret)
 
-    def fail(self, call_id: str, message: str, *, name: str = "Error", sidecar: int | None = None) -> bool:
-        return self.client.fail(self.scope, call_id, message, name=name, sidecar=sidecar)
+    def fail(self, call_id: str, message: str, *, name: str = "Error", sidecar: int | None = None, secret: bool = False) -> bool:
+        return self.client.fail(self.scope, call_id, message, name=name, sidecar=sidecar, secret=secret)
 
     def request_approval(self, call_id: str, reason: str = "", *, expires_at_ms: int | None = None, sidecar: int | None = None) -> bool:
         """Answers a call "approval pending" (``CodeModeClient.request_approval``)."""
         return self.client.request_approval(self.scope, call_id, reason, expires_at_ms=expires_at_ms, sidecar=sidecar)
 
-    def approve(self, call_id: str, value: Any = None, *, sidecar: int | None = None) -> bool:
+    def approve(self, call_id: str, value: Any = None, *, sidecar: int | None = None, secret: bool = False) -> bool:
         """Approves a call that awaits approval with the tool's result (run the tool first)."""
-        return self.client.approve(self.scope, call_id, value, sidecar=sidecar)
+        return self.client.approve(self.scope, call_id, value, sidecar=sidecar, secret=secret)
 
-    def deny(self, call_id: str, message: str = DEFAULT_DENIAL, *, sidecar: int | None = None) -> bool:
+    def deny(self, call_id: str, message: str = DEFAULT_DENIAL, *, sidecar: int | None = None, secret: bool = False) -> bool:
         """Denies a call that awaits approval: the guest gets a catchable ``ApprovalDenied``."""
-        return self.client.deny(self.scope, call_id, message, sidecar=sidecar)
+        return self.client.deny(self.scope, call_id, message, sidecar=sidecar, secret=secret)
 
     def trajectory(self) -> list[TrajectoryStep]:
         return self.client.trajectory(self.scope)
@@ -663,6 +726,14 @@ class Run:
     def clear_session_store(self) -> int:
         """Deletes the store of this run's session; returns how many keys it held."""
         return self.client.clear_session_store(self.scope)
+
+    def replay_record(self, code_mode_run_id: str) -> str:
+        """The replay record (JSON) of one of this run's code-mode runs (``CodeModeClient.replay_record``)."""
+        return self.client.replay_record(self.scope, code_mode_run_id)
+
+    def replay(self, code_mode_run_id: str) -> ReplayReport:
+        """Replays one of this run's recorded code-mode runs (``CodeModeClient.replay``)."""
+        return self.client.replay(self.scope, code_mode_run_id)
 
     def close(self) -> int:
         """CloseRun: drops the run's suspended snapshots and trajectory."""
@@ -688,10 +759,25 @@ def _run_tool(fn: Callable[[], Any]) -> Any:
     message, never a host stack)."""
     try:
         return fn()
-    except ToolFailure as failure:
-        return _Outcome(("error", common_pb2.ToolError(name=failure.name, message=failure.message)))
     except Exception as err:
-        return _Outcome(("error", common_pb2.ToolError(name=type(err).__name__, message=str(err))))
+        return _failure_outcome(err)
+
+
+def _failure_outcome(err: Exception) -> _Outcome:
+    if isinstance(err, ToolFailure):
+        return _Outcome(("error", common_pb2.ToolError(name=err.name, message=err.message)))
+    return _Outcome(("error", common_pb2.ToolError(name=type(err).__name__, message=str(err))))
+
+
+def _unwrap_secret(value: Any) -> tuple[Any, bool]:
+    """A handler's answer without its ``Secret`` wrapping, and whether it had one (an
+    exception inside one fails the call, as raising it would)."""
+    secret = False
+    while isinstance(value, Secret):
+        value, secret = value.value, True
+    if secret and isinstance(value, Exception):
+        value = _failure_outcome(value)
+    return value, secret
 
 
 def _pending_outcome(reason: str, expires_at_ms: int | None) -> tuple[str, Any]:

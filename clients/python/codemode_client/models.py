@@ -106,6 +106,17 @@ class ApprovalDecision(enum.StrEnum):
     REQUIRED = "required"
 
 
+class ReplayVerdict(enum.StrEnum):
+    """How a replay of a recorded code-mode run ended (``ReplayReport.verdict``): ``same`` (the
+    same calls with the same arguments and the same ``model_json`` byte for byte), ``diverged``
+    (the report says where first), or ``incomplete`` (it stopped where the record does not go
+    on: a secret answer, a capped record; everything before it was the same)."""
+
+    SAME = "same"
+    DIVERGED = "diverged"
+    INCOMPLETE = "incomplete"
+
+
 ApprovalMode = Literal["pause", "error"]
 """``CodeModeConfig.approval_mode``: ``"pause"`` (the default: the call stays pending while a
 person decides, and the run suspends with reason ``approval``) or ``"error"`` (the guest's call
@@ -212,6 +223,9 @@ class ToolSpec:
     ``needs_approval`` (True, or the reason as a string) never crosses the wire either: with
     it, ``dispatch()`` answers each call "approval pending" first and runs ``handler`` only
     once a person approved it (``dispatch``'s ``approver``).
+    ``secret`` never crosses the wire either: with it, ``dispatch()`` sends every answer of the
+    tool (its result, the error it raised, a person's decision) marked secret, so the run's
+    replay record keeps only that the call was answered, not with what (``Secret``).
     """
 
     name: str
@@ -228,6 +242,7 @@ class ToolSpec:
     handler: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
     allowed_callers: AllowedCallers | Literal["model", "program", "both"] | None = None
     needs_approval: bool | str = False
+    secret: bool = False
 
     @property
     def approval_reason(self) -> str | None:
@@ -339,6 +354,9 @@ class CodeModeConfig:
     # 1000-3600000), after which it returns ``waiting`` as any exec.
     await_results: bool | None = None
     max_await_ms: int | None = None
+    # Beyond the seeds: keep what each exec and wait segment consumed so the run can be
+    # replayed (``CodeModeClient.replay``; default True). False: no replay record is kept.
+    record_for_replay: bool | None = None
 
     def to_wire(self) -> common_pb2.CodeModeConfig:
         msg = common_pb2.CodeModeConfig(languages=list(self.languages))
@@ -362,6 +380,7 @@ class CodeModeConfig:
             "session_ttl_seconds",
             "await_results",
             "max_await_ms",
+            "record_for_replay",
         ):
             value = getattr(self, name)
             if value is not None:
@@ -779,6 +798,37 @@ class SessionStore:
             bytes=msg.bytes,
             expires_at_ms=msg.expires_at_ms,
         )
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What a replay of a recorded code-mode run found (``CodeModeClient.replay``).
+    ``verdict`` is a ``ReplayVerdict`` (a plain string for a value this client does not know);
+    ``summary`` is one sentence for a person (what matched, or where and how it diverged or
+    stopped); ``report`` is the whole report parsed (``verdict``, ``summary``, ``build``,
+    ``codeModeRunId``, ``segments`` with each segment's verdict and any ``divergence``; see
+    docs/replay.md, "The report") and ``report_json`` its JSON text."""
+
+    verdict: ReplayVerdict | str
+    summary: str
+    report: dict[str, Any] = field(default_factory=dict)
+    report_json: str = ""
+
+    @property
+    def same(self) -> bool:
+        return self.verdict == ReplayVerdict.SAME
+
+    @staticmethod
+    def from_wire(msg: control_pb2.ReplayRunResponse) -> ReplayReport:
+        report: dict[str, Any] = json.loads(msg.report_json) if msg.report_json else {}
+        return ReplayReport(verdict=_replay_verdict(msg.verdict), summary=msg.summary, report=report, report_json=msg.report_json)
+
+
+def _replay_verdict(text: str) -> ReplayVerdict | str:
+    try:
+        return ReplayVerdict(text)
+    except ValueError:
+        return text
 
 
 @dataclass(frozen=True)

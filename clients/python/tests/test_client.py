@@ -48,8 +48,11 @@ from codemode_client import (  # noqa: E402
     PermissionDenied,
     Policy,
     Refusal,
+    ReplayReport,
+    ReplayVerdict,
     Run,
     Scope,
+    Secret,
     SessionStore,
     Status,
     ToolCall,
@@ -310,6 +313,47 @@ class SessionStoreWireTest(unittest.TestCase):
                 offline.get_session_store(agent_id="a")
             with self.assertRaises(ValueError):
                 offline.clear_session_store(new_scope(), agent_id="a", session_key="k")
+
+
+class SecretAndReplayWireTest(unittest.TestCase):
+    """Secret answers and replay on the client side, without a service."""
+
+    def test_tool_and_config_options(self) -> None:
+        self.assertFalse(ToolSpec("t").secret)
+        self.assertEqual(ToolSpec("t", secret=True).to_wire(), ToolSpec("t").to_wire())  # never crosses the wire
+        self.assertIs(CodeModeConfig(record_for_replay=False).to_wire().record_for_replay, False)
+        self.assertFalse(CodeModeConfig().to_wire().HasField("record_for_replay"))
+        report = ReplayReport("same", "same: 1 segment")
+        self.assertTrue(report.same)
+        self.assertEqual(ReplayVerdict("incomplete"), "incomplete")
+
+    def test_dispatch_wraps_every_answer_of_a_secret_tool(self) -> None:
+        def vault(args: Any) -> str:
+            if args.get("name") == "sealed":
+                raise ToolFailure("sealed", name="Sealed")
+            return "k"
+
+        call = ToolCall("c1", "openclaw:core:vault", "vault", ToolSource.OPENCLAW, "core", {}, "{}", "exec-1", "cm_x")
+        sealed = ToolCall("c2", "openclaw:core:vault", "vault", ToolSource.OPENCLAW, "core", {"name": "sealed"}, '{"name":"sealed"}', "exec-1", "cm_x")
+        self.assertEqual(dispatch([ToolSpec("vault", handler=vault, secret=True)])(call), Secret("k"))
+        self.assertIsInstance(dispatch([ToolSpec("vault", handler=vault, secret=True)])(sealed), Secret)  # the error is inside, not raised
+        with self.assertRaises(ToolFailure):
+            dispatch([ToolSpec("vault", handler=vault)])(sealed)
+        self.assertEqual(dispatch([ToolSpec("vault", handler=vault)])(call), "k")
+        asked = dispatch([ToolSpec("vault", handler=vault, secret=True, needs_approval="reads a key")])(call)
+        self.assertEqual(asked, Secret(NeedsApproval("reads a key")))
+
+    def test_a_replay_names_its_run_one_way(self) -> None:
+        # Refused before anything is sent (the addresses are never dialled).
+        with CodeModeClient(orchestrator="127.0.0.1:1", sandbox="127.0.0.1:1") as offline:
+            with self.assertRaises(ValueError):
+                offline.replay()
+            with self.assertRaises(ValueError):
+                offline.replay(new_scope())
+            with self.assertRaises(ValueError):
+                offline.replay(new_scope(), "cm_x", record_json="{}")
+            with self.assertRaises(ValueError):
+                offline.replay(record_json="")
 
 
 class SurfaceTest(ServiceTestCase):
@@ -746,6 +790,116 @@ class ApprovalTest(ServiceTestCase):
         done = run.wait(first.code_mode_run_id)
         self.assertEqual(done.status, Status.COMPLETED, done.model_json)
         self.assertEqual(done.value, "ApprovalExpired")
+
+
+class ReplayTest(ServiceTestCase):
+    """Recorded code-mode runs replayed (GetReplayRecord / ReplayRun), and secret answers."""
+
+    def test_a_secret_answer_is_not_recorded_and_the_replay_stops_there(self) -> None:
+        run = self.open([ToolSpec("vault", "Reads a key.")], on_tool_call=lambda call: ANSWER_LATER, mcp_servers=[], config=CodeModeConfig(timeout_ms=300))
+        first = run.exec("const k = await tools.vault({ name: 'db' }); return k.key.length")
+        self.assertEqual(first.status, Status.WAITING, first.model_json)
+        assert first.code_mode_run_id is not None
+        (pending,) = first.pending_calls
+        self.assertFalse(run.answer(pending.call_id, {"key": "hunter2-secret"}, secret=True))
+        done = run.wait(first.code_mode_run_id)
+        self.assertEqual((done.status, done.value), (Status.COMPLETED, 14), done.model_json)
+        record = run.replay_record(first.code_mode_run_id)
+        self.assertNotIn("hunter2", record)
+        self.assertEqual([seg["kind"] for seg in json.loads(record)["segments"]], ["exec", "wait"])
+        self.assertEqual(self.client.replay_record(run.scope, first.code_mode_run_id), record)
+        report = run.replay(first.code_mode_run_id)
+        self.assertIsInstance(report, ReplayReport)
+        self.assertEqual(report.verdict, ReplayVerdict.INCOMPLETE, report.summary)
+        self.assertFalse(report.same)
+        self.assertIn("secret", report.summary)
+        self.assertIn(pending.call_id, report.summary)
+        self.assertEqual((report.report["verdict"], report.report["summary"]), ("incomplete", report.summary))
+        self.assertEqual(json.loads(report.report_json), report.report)
+
+    def test_a_secret_tools_results_and_errors_are_not_recorded(self) -> None:
+        def vault(args: dict[str, Any]) -> dict[str, str]:
+            return {"key": "s3cr3t-" + args["name"]}
+
+        def sealed(args: Any) -> Any:
+            raise ToolFailure("the vault db-7731 is sealed", name="Sealed")
+
+        tools = [ToolSpec("weather", "Weather.", CITY, handler=weather), ToolSpec("vault", handler=vault, secret=True), ToolSpec("sealed", handler=sealed, secret=True)]
+        run = self.open(tools, mcp_servers=[])
+        result = run.exec(
+            "const w = await tools.weather({ city: 'Oslo' }); const k = await tools.vault({ name: 'db' });"
+            " let e; try { await tools.sealed({}) } catch (x) { e = x.name + ': ' + x.message.length } return [w.tempC, k.key.length, e]"
+        )
+        self.assertEqual((result.status, result.value), (Status.COMPLETED, [4, 9, "Sealed: 27"]), result.model_json)
+        assert result.code_mode_run_id is not None
+        record = run.replay_record(result.code_mode_run_id)
+        self.assertNotIn("s3cr3t", record)
+        self.assertNotIn("db-7731", record)
+        self.assertIn("tempC", record)  # the weather tool's answer is not secret: it is kept
+        report = run.replay(result.code_mode_run_id)
+        self.assertEqual(report.verdict, ReplayVerdict.INCOMPLETE, report.summary)
+        (vault_call,) = [c for c in result.tool_calls if c.tool_name == "vault"]
+        self.assertIn(vault_call.call_id, report.summary)  # stops at the first secret answer
+
+    def test_an_approved_secret_tools_result_is_not_recorded(self) -> None:
+        tool = ToolSpec("unlock", handler=lambda args: {"pin": "9137-4402"}, secret=True, needs_approval="unlocks the door")
+        run = self.open([tool], approver=lambda call, reason: True, mcp_servers=[])
+        results = run.run_until_done("const r = await tools.unlock({}); return r.pin.length")
+        done = results[-1]
+        self.assertEqual((done.status, done.value), (Status.COMPLETED, 9), [r.model_json for r in results])
+        assert done.code_mode_run_id is not None
+        self.assertNotIn("9137", run.replay_record(done.code_mode_run_id))
+        self.assertEqual(run.replay(done.code_mode_run_id).verdict, ReplayVerdict.INCOMPLETE)
+
+    def test_a_suspended_run_replays_the_same_and_a_changed_program_diverges(self) -> None:
+        run = self.open([ToolSpec("lookup", "Answers later.")], on_tool_call=lambda call: ANSWER_LATER, mcp_servers=[], config=CodeModeConfig(timeout_ms=300))
+        code = "const t0 = Date.now(); const a = await tools.lookup({ n: 1 }); text('got ' + a.n); return { a, later: Date.now() >= t0, r: Math.random() < 1 }"
+        first = run.exec(code)
+        self.assertEqual((first.status, first.reason), (Status.WAITING, WaitReason.PENDING_TOOLS), first.model_json)
+        assert first.code_mode_run_id is not None
+        run_id = first.code_mode_run_id
+        time.sleep(0.2)  # answered later: kept with the suspended run
+        self.assertFalse(run.answer(first.pending_calls[0].call_id, {"n": 10}))
+        done = run.wait(run_id)
+        self.assertEqual((done.status, done.value), (Status.COMPLETED, {"a": {"n": 10}, "later": True, "r": True}), done.model_json)
+
+        report = run.replay(run_id)
+        self.assertEqual(report.verdict, ReplayVerdict.SAME, report.summary)
+        self.assertTrue(report.same)
+        self.assertTrue(report.summary.startswith("same"), report.summary)
+        self.assertEqual(report.report["codeModeRunId"], run_id)
+        self.assertEqual([(seg["kind"], seg["verdict"]) for seg in report.report["segments"]], [("exec", "same"), ("wait", "same")])
+
+        # The record replays the same given whole; with its program changed, it diverges at the first changed call.
+        record = run.replay_record(run_id)
+        self.assertEqual(self.client.replay(record_json=record).verdict, ReplayVerdict.SAME)
+        changed = json.loads(record)
+        self.assertEqual(changed["segments"][0]["exec"]["source"], code)
+        changed["segments"][0]["exec"]["source"] = code.replace("{ n: 1 }", "{ n: 2 }")
+        diverged = self.client.replay(record_json=json.dumps(changed))
+        self.assertEqual(diverged.verdict, ReplayVerdict.DIVERGED, diverged.summary)
+        self.assertIn("nested call 1", diverged.summary)
+        self.assertEqual(diverged.report["segments"][0]["divergence"]["replayed"]["input"], '{"n":2}')
+
+    def test_unknown_runs_and_bad_records_are_refused(self) -> None:
+        run = self.open()
+        done = run.exec("return 1")
+        assert done.code_mode_run_id is not None
+        self.assertEqual(run.replay(done.code_mode_run_id).verdict, ReplayVerdict.SAME)
+        stranger = self.open()
+        with self.assertRaises(NotFound):  # another scope's run is as unknown as one never recorded
+            stranger.replay(done.code_mode_run_id)
+        with self.assertRaises(NotFound):
+            stranger.replay_record(done.code_mode_run_id)
+        unrecorded = self.open(config=CodeModeConfig(record_for_replay=False))
+        plain = unrecorded.exec("return 2")
+        assert plain.code_mode_run_id is not None
+        with self.assertRaises(NotFound):
+            unrecorded.replay_record(plain.code_mode_run_id)
+        with self.assertRaises(InvalidArgument):
+            run.replay_record("")
+        with self.assertRaises(InvalidArgument):
+            self.client.replay(record_json="{not json")
 
 
 def store_scope(agent_run_id: str | None = None, session_key: str | None = None) -> Scope:
