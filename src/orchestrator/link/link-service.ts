@@ -289,5 +289,10 @@ export function linkHandlers(deps: {
       await applyRecord(req);
       return {};
     },
+    // A run suspended by another build, rebuilt by a sidecar of this one (docs/replay.md#upgrades).
+    async replayRecord(req) {
+      const scope = scopeFromLink(req.scope);
+      return { segments: deps.replays ? await deps.replays.segments(scope, req.codeModeRunId) : [] };
+    },
   };
 }

@@ -10,6 +10,7 @@ import { readFile } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
 import { ServiceError } from "../../protocol/service-error.js";
 import { RECORD_VERSION, type SegmentRecord } from "../exec/replay-record.js";
+import type { PendingRef } from "../pool/task-protocol.js";
 import type { ReplayReport } from "./replay-compare.js";
 import type { ReplayWorkerData } from "./replay-worker.js";
 
@@ -57,30 +58,56 @@ let wasm: Promise<{ module: WebAssembly.Module; digest: string }> | undefined;
 let queue: Promise<unknown> = Promise.resolve();
 
 /** Re-runs `record` and reports how it compares; replays run one after another. */
-export function replayRecord(record: RunRecord, timeoutMs = REPLAY_TIMEOUT_MS): Promise<ReplayReport> {
-  const run = queue.then(() => runOnce(record, timeoutMs));
+export async function replayRecord(record: RunRecord, timeoutMs = REPLAY_TIMEOUT_MS): Promise<ReplayReport> {
+  return (await queued(record, undefined, timeoutMs)).report;
+}
+
+/**
+ * Rebuilds, on this build, the VM a run left when it suspended as store generation
+ * `generation`: replays the segments that led to it and, when they all replay the same,
+ * returns that suspension's snapshot envelope (unsealed) and what it awaits.
+ */
+export async function rebuildSuspension(
+  record: RunRecord,
+  generation: number,
+  timeoutMs = REPLAY_TIMEOUT_MS,
+): Promise<{ report: ReplayReport; rebuilt?: { envelope: Uint8Array; pending: PendingRef[] } }> {
+  const chain = { ...record, segments: record.segments.filter((s) => (s.kind === "exec" ? 0 : (s.from ?? 0)) < generation) };
+  return queued(chain, generation, timeoutMs);
+}
+
+function queued(record: RunRecord, upTo: number | undefined, timeoutMs: number): Promise<ReplayResult> {
+  const run = queue.then(() => runOnce(record, upTo, timeoutMs));
   queue = run.catch(() => undefined);
   return run;
 }
 
-async function runOnce(record: RunRecord, timeoutMs: number): Promise<ReplayReport> {
+type ReplayResult = { report: ReplayReport; rebuilt?: { envelope: Uint8Array; pending: PendingRef[] } };
+
+async function runOnce(record: RunRecord, upTo: number | undefined, timeoutMs: number): Promise<ReplayResult> {
   wasm ??= readFile(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))).then(async (b) => ({
     module: await WebAssembly.compile(b),
     digest: createHash("sha256").update(b).digest("hex"),
   }));
   const { module, digest } = await wasm;
-  const data: ReplayWorkerData = { wasmModule: module, wasmDigest: digest, codeModeRunId: record.codeModeRunId, segments: record.segments };
+  const data: ReplayWorkerData = {
+    wasmModule: module,
+    wasmDigest: digest,
+    codeModeRunId: record.codeModeRunId,
+    segments: record.segments,
+    ...(upTo !== undefined ? { upTo } : {}),
+  };
   const worker = new Worker(new URL("./replay-worker.js", import.meta.url), { workerData: data, resourceLimits: { maxOldGenerationSizeMb: REPLAY_HEAP_MB } });
-  return new Promise<ReplayReport>((resolve, reject) => {
+  return new Promise<ReplayResult>((resolve, reject) => {
     const timer = setTimeout(() => {
       void worker.terminate();
       reject(new ServiceError("resource_exhausted", `the replay ran longer than ${timeoutMs} ms and was stopped`));
     }, timeoutMs);
     const done = () => clearTimeout(timer);
-    worker.once("message", (m: { ok: true; report: ReplayReport } | { ok: false; error: string }) => {
+    worker.once("message", (m: ({ ok: true } & ReplayResult) | { ok: false; error: string }) => {
       done();
       void worker.terminate();
-      if (m.ok) resolve(m.report);
+      if (m.ok) resolve({ report: m.report, ...(m.rebuilt ? { rebuilt: m.rebuilt } : {}) });
       else reject(new ServiceError("internal", `the replay failed: ${m.error}`));
     });
     worker.once("error", (err) => {

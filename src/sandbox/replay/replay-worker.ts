@@ -15,7 +15,8 @@ import { runExecSession, runResumeSession } from "../worker/sessions.js";
 import { compareSegment, summaryOf, type ReplayReport, type SegmentReport } from "./replay-compare.js";
 
 /** `wasmDigest`: quickjs.wasm's sha256, so the build's precompiled preludes are run as a pool worker runs them (../worker/precompiled-preludes.ts). */
-export type ReplayWorkerData = { wasmModule: WebAssembly.Module; wasmDigest: string; codeModeRunId: string; segments: SegmentRecord[] };
+/** `upTo`: a rebuild, which posts back the snapshot of the suspension stored as that generation. */
+export type ReplayWorkerData = { wasmModule: WebAssembly.Module; wasmDigest: string; codeModeRunId: string; segments: SegmentRecord[]; upTo?: number };
 
 async function replaySegment(
   seg: SegmentRecord,
@@ -66,7 +67,7 @@ async function replaySegment(
   }
 }
 
-async function replay(data: ReplayWorkerData): Promise<ReplayReport> {
+async function replay(data: ReplayWorkerData): Promise<{ report: ReplayReport; rebuilt?: TaskOutcome }> {
   const segments: SegmentReport[] = [];
   /** The replayed suspensions by the store generation they were stored as: each wait resumes the one it resumed. */
   const suspended = new Map<number, TaskOutcome>();
@@ -99,11 +100,17 @@ async function replay(data: ReplayWorkerData): Promise<ReplayReport> {
     codeModeRunId: data.codeModeRunId,
     segments,
   };
-  return { ...partial, summary: summaryOf(partial) };
+  const report = { ...partial, summary: summaryOf(partial) };
+  const rebuilt = data.upTo !== undefined && report.verdict === "same" ? suspended.get(data.upTo) : undefined;
+  return { report, ...(rebuilt ? { rebuilt } : {}) };
 }
 
 const data = workerData as ReplayWorkerData;
 replay(data).then(
-  (report) => parentPort!.postMessage({ ok: true, report }),
+  ({ report, rebuilt }) => {
+    if (rebuilt?.status !== "suspended") return parentPort!.postMessage({ ok: true, report });
+    const { envelope, pending } = rebuilt;
+    parentPort!.postMessage({ ok: true, report, rebuilt: { envelope, pending } }, [envelope.buffer as ArrayBuffer]);
+  },
   (err: unknown) => parentPort!.postMessage({ ok: false, error: (err as Error).message }),
 );

@@ -37,8 +37,9 @@ import type { ResolvedRun } from "../link/run-resolver.js";
 import { unreachable, type Segment, type Answer, type PendingInfo, type SegmentInit } from "../exec/segment.js";
 import { SnapshotAuthError, SnapshotKeyUnavailableError, type SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
-import type { AnswerMessage } from "../pool/task-protocol.js";
+import type { AnswerMessage, ResumeTask } from "../pool/task-protocol.js";
 import { linkedSignal } from "../exec/drain-signals.js";
+import { madeByOtherBuild, rebuildByReplay, type Rebuilt } from "./rebuild.js";
 
 const LINK_DEADLINE_MS = 10_000;
 /**
@@ -312,10 +313,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     }
   };
   for (const [callId, a] of answers) {
-    delivered.push({
-      ...(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error }),
-      ...(a.secret ? { secret: true } : {}),
-    });
+    delivered.push(answerMessage(callId, a));
     resolved(callId, a);
   }
   for (const [callId, m] of marks) {
@@ -357,21 +355,37 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   // The replay record names the snapshot this segment resumes (./../exec/replay-record.ts).
   seg.resumesGeneration = generation;
   try {
-    outcome = await seg.run(
-      {
-        kind: "resume",
-        envelope,
-        pending: [...pending.values()].map((p) =>
-          p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind },
-        ),
-        answers: delivered,
-        limits: deps.awaiting ? { ...limitsOf(config), timeoutMs: Math.max(MIN_SEGMENT_MS, config.timeoutMs - deps.awaiting.budget.usedMs) } : limitsOf(config),
-        outputBytesUsed,
-        ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
-      },
-      [running.signal],
-      deps.suspendSignal,
-    );
+    const task: Omit<ResumeTask, "port"> = {
+      kind: "resume",
+      envelope,
+      pending: [...pending.values()].map((p) =>
+        p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind },
+      ),
+      answers: delivered,
+      limits: deps.awaiting ? { ...limitsOf(config), timeoutMs: Math.max(MIN_SEGMENT_MS, config.timeoutMs - deps.awaiting.budget.usedMs) } : limitsOf(config),
+      outputBytesUsed,
+      ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
+    };
+    outcome = await seg.run(task, [running.signal], deps.suspendSignal);
+    // A snapshot of another build: rebuilt here by replaying the run's record (./rebuild.ts).
+    if (madeByOtherBuild(outcome)) {
+      const rebuilt = await rebuildByReplay(link, scope, codeModeRunId, generation, log).catch(
+        (err: unknown): Rebuilt => ({ ok: false, reason: `its record could not be read (${(err as Error).message})` }),
+      );
+      if (rebuilt.ok) {
+        // Answers that reached the segment while it was rebuilt are given to the rebuilt VM too.
+        const given = new Set(task.answers.map((a) => a.callId));
+        const late = [...seg.answers].filter(([id]) => !given.has(id) && pending.has(id)).map(([id, a]) => answerMessage(id, a));
+        outcome = await seg.run({ ...task, envelope: rebuilt.envelope, answers: [...task.answers, ...late] }, [running.signal], deps.suspendSignal);
+      } else {
+        outcome = {
+          status: "failed" as const,
+          error: `this code mode run was suspended by another sandbox build and cannot be rebuilt on this one: ${rebuilt.reason}`,
+          code: "internal_error" as const,
+          outputBytes: outputBytesUsed,
+        };
+      }
+    }
   } finally {
     signal.removeEventListener("abort", onCancel);
     drainSignal.removeEventListener("abort", onDrained);
@@ -392,4 +406,12 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     signal,
     claim: { token, generation, pending, answers },
   });
+}
+
+/** An answer as the resumed VM takes it. */
+function answerMessage(callId: string, a: Answer): AnswerMessage {
+  return {
+    ...(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error }),
+    ...(a.secret ? { secret: true } : {}),
+  } as AnswerMessage;
 }

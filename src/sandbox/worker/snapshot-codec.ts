@@ -22,6 +22,9 @@ const VERSION = 2;
 const HEADER_BYTES = 64;
 const MAX_EXTENSION_TABLE = 4096;
 /** Native extensions a snapshot may name (the worker loads these by name). */
+/** Why a snapshot of another sandbox build does not open here (../suspend/rebuild.ts rebuilds such a run by replay). */
+export const OTHER_BUILD = "the snapshot was made by a different sandbox build (engine fingerprint differs)";
+
 export const KNOWN_EXTENSIONS: ReadonlySet<string> = new Set(["url"]);
 const PAGE = 4096;
 const WASM_PAGE = 65536;
@@ -246,7 +249,7 @@ export function openSnapshot(envelope: Uint8Array, base: BaseImage): OpenedSnaps
   if ((encoding !== ENCODING_PLAIN && encoding !== ENCODING_DELTA) || tableBytes > MAX_EXTENSION_TABLE)
     throw new SnapshotFormatError("snapshot header is malformed");
   if (!buf.subarray(8, 40).equals(base.fingerprint)) {
-    throw new SnapshotFormatError("the snapshot was made by a different sandbox build (engine fingerprint differs)");
+    throw new SnapshotFormatError(OTHER_BUILD);
   }
   const memoryBytes = buf.readUInt32LE(40);
   const payloadBytes = buf.readUInt32LE(56);

@@ -18,7 +18,48 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIrUDCg1BdHRhY2hSZXF1ZXN0EjcKBWhlbGxvGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlNpZGVjYXJIZWxsb0gAEjgKCWhlYXJ0YmVhdBgCIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5IZWFydGJlYXRIABIzCgNhY2sYAyABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlckFja0gAEj4KC2ludmFsaWRhdGVkGAQgASgLMicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVBY2tIABI7Cgtwb29sX2hlYWx0aBgFIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Qb29sSGVhbHRoSAASQAoGcmVjb3JkGAYgASgLMi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXF1ZXN0SAASMgoEY2FsbBgHIAEoCzIiLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEgAQgkKB21lc3NhZ2UijAQKCExpbmtDYWxsEgoKAmlkGAEgASgEEkIKC3Jlc29sdmVfcnVuGAIgASgLMisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXF1ZXN0SAASQgoLc3VzcGVuZF9ydW4YAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3RIABI+CgljbGFpbV9ydW4YBCABKAsyKS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXF1ZXN0SAASQgoLcmVsZWFzZV9ydW4YBSABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3RIABJNChFyb3V0ZV90b29sX3Jlc3VsdBgGIAEoCzIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0SAASRAoMbG9hZF9zZXNzaW9uGAcgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVxdWVzdEgAEkgKDmNvbW1pdF9zZXNzaW9uGAggASgLMi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNvbW1pdFNlc3Npb25SZXF1ZXN0SABCCQoHcmVxdWVzdCLPBAoJTGlua1JlcGx5EgoKAmlkGAEgASgEEkMKC3Jlc29sdmVfcnVuGAIgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXNwb25zZUgAEkMKC3N1c3BlbmRfcnVuGAMgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXNwb25zZUgAEj8KCWNsYWltX3J1bhgEIAEoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlSAASQwoLcmVsZWFzZV9ydW4YBSABKAsyLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlSAASTgoRcm91dGVfdG9vbF9yZXN1bHQYBiABKAsyMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2VIABI4CgVlcnJvchgHIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEVycm9ySAASRQoMbG9hZF9zZXNzaW9uGAggASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVzcG9uc2VIABJJCg5jb21taXRfc2Vzc2lvbhgJIAEoCzIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Db21taXRTZXNzaW9uUmVzcG9uc2VIAEIKCghyZXNwb25zZSIuCg1MaW5rQ2FsbEVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSIyCgpQb29sSGVhbHRoEhQKDGNhbl9ydW5fY29kZRgBIAEoCBIOCgZyZWFzb24YAiABKAkiIwoNSW52YWxpZGF0ZUFjaxISCgpyZXF1ZXN0X2lkGAEgASgJIjMKCkRlbGl2ZXJBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglkZWxpdmVyZWQYAiABKAgieAoMU2lkZWNhckhlbGxvEhIKCnNpZGVjYXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEjIKBHBvb2wYBCABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUG9vbEhlYWx0aCIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNIs0CCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAEj4KCmludmFsaWRhdGUYBCABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1bnNIABI0CgVyZXBseRgFIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rUmVwbHlIAEIJCgdtZXNzYWdlIl8KDkludmFsaWRhdGVSdW5zEhIKCnJlcXVlc3RfaWQYASABKAkSLAoGc2NvcGVzGAIgAygLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEgsKA2FsbBgDIAEoCCJDChNPcmNoZXN0cmF0b3JXZWxjb21lEhcKD29yY2hlc3RyYXRvcl9pZBgBIAEoCRITCgt0YWtlc19jYWxscxgCIAEoCCKKAQoRRGVsaXZlclRvb2xSZXN1bHQSNAoGYW5zd2VyGAEgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEgoKcmVxdWVzdF9pZBgDIAEoCSKTAgoKVG9vbEFuc3dlchIPCgdjYWxsX2lkGAEgASgJEhUKC3Jlc3VsdF9qc29uGAIgASgJSAASLgoFZXJyb3IYAyABKAsyHS5jb2RlbW9kZS5jb21tb24udjEuVG9vbEVycm9ySAASPwoQYXBwcm92YWxfcGVuZGluZxgEIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5BcHByb3ZhbFBlbmRpbmdIABIgChhhcHByb3ZhbF9yZXF1ZXN0ZWRfYXRfbXMYBSABKAMSFgoOYW5zd2VyZWRfYXRfbXMYBiABKAMSFwoPYXBwcm92YWxfcmVhc29uGAcgASgJEg4KBnNlY3JldBgIIAEoCEIJCgdvdXRjb21lInMKEVJlc29sdmVSdW5SZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEh0KFWtub3duX2NhdGFsb2dfdmVyc2lvbhgCIAEoCRISCgpzaWRlY2FyX2lkGAMgASgJIu8EChJSZXNvbHZlUnVuUmVzcG9uc2USDQoFZm91bmQYASABKAgSMgoGY29uZmlnGAIgASgLMiIuY29kZW1vZGUuY29tbW9uLnYxLkNvZGVNb2RlQ29uZmlnEhcKD2NhdGFsb2dfdmVyc2lvbhgDIAEoCRI3CgdlbnRyaWVzGAQgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNhdGFsb2dFbnRyeRIYChBlbnRyaWVzX2luY2x1ZGVkGAUgASgIEhQKDHNlYXJjaF9jb3VudBgGIAEoDRIWCg5kZXNjcmliZV9jb3VudBgHIAEoDRISCgpjYWxsX2NvdW50GAggASgNEhgKEGNvZGVfbW9kZV9hY3RpdmUYCSABKAgSFwoPaW5hY3RpdmVfcmVhc29uGAogASgJEjIKC21jcF9zZXJ2ZXJzGAsgAygLMh0uY29kZW1vZGUuY29tbW9uLnYxLk1jcFNlcnZlchI+CgpuYW1lc3BhY2VzGAwgAygLMiouY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlZpc2libGVOYW1lc3BhY2USMAoHc3VyZmFjZRgNIAEoDjIfLmNvZGVtb2RlLmNvbW1vbi52MS5TdXJmYWNlS2luZBI5Cgt0b29sX3NlYXJjaBgOIAEoCzIkLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU2VhcmNoQ29uZmlnEjEKB21jcF9ydW4YDyABKAsyIC5jb2RlbW9kZS5jb21tb24udjEuTWNwUnVuQ29uZmlnEhEKCWNhY2hlYWJsZRgQIAEoCBIOCgZ0ZW5hbnQYESABKAkiWgoQVmlzaWJsZU5hbWVzcGFjZRIKCgJpZBgBIAEoCRIRCglwbHVnaW5faWQYAiABKAkSEwoLZ2xvYmFsX25hbWUYAyABKAkSEgoKc2NvcGVfanNvbhgEIAEoCSLjAgoMQ2F0YWxvZ0VudHJ5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFbGFiZWwYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSLgoGc291cmNlGAUgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xTb3VyY2USEwoLc291cmNlX25hbWUYBiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAcgASgJEhoKEm91dHB1dF9zY2hlbWFfanNvbhgIIAEoCRI4Cgthbm5vdGF0aW9ucxgJIAEoCzIjLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sQW5ub3RhdGlvbnMSFQoNZXhhbXBsZXNfanNvbhgKIAMoCRIQCghrZXl3b3JkcxgLIAMoCRI4Cg9hbGxvd2VkX2NhbGxlcnMYDCABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuVG9vbENhbGxlcnMioAIKFFJlY29yZFNlZ21lbnRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjYKBHN0ZXAYAiABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVHJhamVjdG9yeVN0ZXASFAoMc2VhcmNoX2RlbHRhGAMgASgNEhYKDmRlc2NyaWJlX2RlbHRhGAQgASgNEhIKCmNhbGxfZGVsdGEYBSABKA0SOAoIcmVzb2x2ZWQYBiADKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZWRDYWxsEhIKCnNpZGVjYXJfaWQYByABKAkSEwoLcmVwbGF5X2pzb24YCCABKAkikgEKDFJlc29sdmVkQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSFQoNZXJyb3JfbWVzc2FnZRgDIAEoCRIXCg9kZWxpdmVyZWRfYXRfbXMYBCABKAMSEAoIYXBwcm92YWwYBSABKAkSHgoWYXBwcm92YWxfZGVjaWRlZF9hdF9tcxgGIAEoAyIXChVSZWNvcmRTZWdtZW50UmVzcG9uc2UiSwoSTG9hZFNlc3Npb25SZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhMKC3Nlc3Npb25fa2V5GAIgASgJEg4KBnRlbmFudBgDIAEoCSJIChNMb2FkU2Vzc2lvblJlc3BvbnNlEjEKB2VudHJpZXMYASADKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU2Vzc2lvbkVudHJ5IrkBChRDb21taXRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRITCgtzZXNzaW9uX2tleRgCIAEoCRIwCgZ3cml0ZXMYAyADKAsyIC5jb2RlbW9kZS5jb21tb24udjEuU2Vzc2lvbkVudHJ5EhAKCG1heF9rZXlzGAQgASgNEhEKCW1heF9ieXRlcxgFIAEoBBITCgt0dGxfc2Vjb25kcxgGIAEoDRIOCgZ0ZW5hbnQYByABKAkiRQoVQ29tbWl0U2Vzc2lvblJlc3BvbnNlEg8KB3JlZnVzZWQYASABKAkSDAoEa2V5cxgCIAEoDRINCgVieXRlcxgDIAEoBCKLAwoMU3VzcGVuZGVkUnVuEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSKwoFc2NvcGUYAiABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSEAoIc25hcHNob3QYAyABKAwSNgoHcGVuZGluZxgEIAMoCzIlLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5QZW5kaW5nQ2FsbBI1CgdhbnN3ZXJzGAUgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISLgoGcmVhc29uGAYgASgOMh4uY29kZW1vZGUuY29tbW9uLnYxLldhaXRSZWFzb24SEwoLY29uZmlnX2pzb24YByABKAkSFAoMb3V0cHV0X2J5dGVzGAggASgEEhUKDWV4cGlyZXNfYXRfbXMYCSABKAMSFwoPY2F0YWxvZ192ZXJzaW9uGAogASgJEhQKDGV4ZWNfY2FsbF9pZBgLIAEoCRISCgpnZW5lcmF0aW9uGAwgASgEIooBCgtQZW5kaW5nQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB3Rvb2xfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEjMKBGtpbmQYBCABKA4yJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0tpbmQSEQoJZHVlX2F0X21zGAUgASgDIm4KEVN1c3BlbmRSdW5SZXF1ZXN0EjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVjbGFpbRgCIAEoCBITCgtjbGFpbV90b2tlbhgDIAEoCSJ1ChJTdXNwZW5kUnVuUmVzcG9uc2USDwoHcmVmdXNlZBgBIAEoCRIzCgxyZWZ1c2VkX2NvZGUYAiABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEhkKEWFuc3dlcmVkX2NhbGxfaWRzGAMgAygJIn8KD0NsYWltUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIYChBjb2RlX21vZGVfcnVuX2lkGAIgASgJEhAKCGxlYXNlX21zGAMgASgNEhMKC2NsYWltX3Rva2VuGAQgASgJIm0KEENsYWltUnVuUmVzcG9uc2USMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWZ1c2VkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJImAKEVJlbGVhc2VSdW5SZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSDAoEa2VlcBgDIAEoCBIOCgZ0ZW5hbnQYBCABKAkiJgoSUmVsZWFzZVJ1blJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIIo8BChZSb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjQKBmFuc3dlchgCIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEhIKCnNpZGVjYXJfaWQYAyABKAkiSwoXUm91dGVUb29sUmVzdWx0UmVzcG9uc2USGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIWCg5kZWxpdmVyZWRfbGl2ZRgCIAEoCCKDAQoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkSDgoGdGVuYW50GAUgASgJImgKGEF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZRI1CgdhbnN3ZXJzGAEgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISFQoNY2xhaW1fY3VycmVudBgCIAEoCCqZAQoLUGVuZGluZ0tpbmQSHAoYUEVORElOR19LSU5EX1VOU1BFQ0lGSUVEEAASGgoWUEVORElOR19LSU5EX1RPT0xfQ0FMTBABEiAKHFBFTkRJTkdfS0lORF9DQVRBTE9HX1JFUVVFU1QQAhIWChJQRU5ESU5HX0tJTkRfWUlFTEQQAxIWChJQRU5ESU5HX0tJTkRfVElNRVIQBDLPCAoLU2lkZWNhckxpbmsSXwoGQXR0YWNoEicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlcXVlc3QaKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVzcG9uc2UoATABEmcKClJlc29sdmVSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlc3BvbnNlEnAKDVJlY29yZFNlZ21lbnQSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlc3BvbnNlEmcKClN1c3BlbmRSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlc3BvbnNlEmEKCENsYWltUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlEmcKClJlbGVhc2VSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlEnYKD1JvdXRlVG9vbFJlc3VsdBIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEnkKEEF3YWl0VG9vbFJlc3VsdHMSMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QaMi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEmoKC0xvYWRTZXNzaW9uEiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVxdWVzdBotLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Mb2FkU2Vzc2lvblJlc3BvbnNlEnAKDUNvbW1pdFNlc3Npb24SLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIlwKE1JlcGxheVJlY29yZFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCSIoChRSZXBsYXlSZWNvcmRSZXNwb25zZRIQCghzZWdtZW50cxgBIAMoCSK1AwoNQXR0YWNoUmVxdWVzdBI3CgVoZWxsbxgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TaWRlY2FySGVsbG9IABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASMwoDYWNrGAMgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkRlbGl2ZXJBY2tIABI+CgtpbnZhbGlkYXRlZBgEIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbnZhbGlkYXRlQWNrSAASOwoLcG9vbF9oZWFsdGgYBSABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUG9vbEhlYWx0aEgAEkAKBnJlY29yZBgGIAEoCzIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdEgAEjIKBGNhbGwYByABKAsyIi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua0NhbGxIAEIJCgdtZXNzYWdlIowECghMaW5rQ2FsbBIKCgJpZBgBIAEoBBJCCgtyZXNvbHZlX3J1bhgCIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdEgAEkIKC3N1c3BlbmRfcnVuGAMgASgLMisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXF1ZXN0SAASPgoJY2xhaW1fcnVuGAQgASgLMikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdEgAEkIKC3JlbGVhc2VfcnVuGAUgASgLMisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXF1ZXN0SAASTQoRcm91dGVfdG9vbF9yZXN1bHQYBiABKAsyMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVxdWVzdEgAEkQKDGxvYWRfc2Vzc2lvbhgHIAEoCzIsLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Mb2FkU2Vzc2lvblJlcXVlc3RIABJICg5jb21taXRfc2Vzc2lvbhgIIAEoCzIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Db21taXRTZXNzaW9uUmVxdWVzdEgAQgkKB3JlcXVlc3QizwQKCUxpbmtSZXBseRIKCgJpZBgBIAEoBBJDCgtyZXNvbHZlX3J1bhgCIAEoCzIsLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2VIABJDCgtzdXNwZW5kX3J1bhgDIAEoCzIsLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2VIABI/CgljbGFpbV9ydW4YBCABKAsyKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXNwb25zZUgAEkMKC3JlbGVhc2VfcnVuGAUgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXNwb25zZUgAEk4KEXJvdXRlX3Rvb2xfcmVzdWx0GAYgASgLMjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlSAASOAoFZXJyb3IYByABKAsyJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua0NhbGxFcnJvckgAEkUKDGxvYWRfc2Vzc2lvbhgIIAEoCzItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Mb2FkU2Vzc2lvblJlc3BvbnNlSAASSQoOY29tbWl0X3Nlc3Npb24YCSABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlc3BvbnNlSABCCgoIcmVzcG9uc2UiLgoNTGlua0NhbGxFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiMgoKUG9vbEhlYWx0aBIUCgxjYW5fcnVuX2NvZGUYASABKAgSDgoGcmVhc29uGAIgASgJIiMKDUludmFsaWRhdGVBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCSIzCgpEZWxpdmVyQWNrEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJZGVsaXZlcmVkGAIgASgIIngKDFNpZGVjYXJIZWxsbxISCgpzaWRlY2FyX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIyCgRwb29sGAQgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBvb2xIZWFsdGgiMwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSEgoKbGl2ZV9leGVjcxgCIAEoDSLNAgoOQXR0YWNoUmVzcG9uc2USQAoHd2VsY29tZRgBIAEoCzItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JXZWxjb21lSAASOAoJaGVhcnRiZWF0GAIgASgLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkhlYXJ0YmVhdEgAEj4KB2RlbGl2ZXIYAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlclRvb2xSZXN1bHRIABI+CgppbnZhbGlkYXRlGAQgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVSdW5zSAASNAoFcmVwbHkYBSABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua1JlcGx5SABCCQoHbWVzc2FnZSJfCg5JbnZhbGlkYXRlUnVucxISCgpyZXF1ZXN0X2lkGAEgASgJEiwKBnNjb3BlcxgCIAMoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRILCgNhbGwYAyABKAgiQwoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkSEwoLdGFrZXNfY2FsbHMYAiABKAgiigEKEURlbGl2ZXJUb29sUmVzdWx0EjQKBmFuc3dlchgBIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhIKCnJlcXVlc3RfaWQYAyABKAkikwIKClRvb2xBbnN3ZXISDwoHY2FsbF9pZBgBIAEoCRIVCgtyZXN1bHRfanNvbhgCIAEoCUgAEi4KBWVycm9yGAMgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xFcnJvckgAEj8KEGFwcHJvdmFsX3BlbmRpbmcYBCABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuQXBwcm92YWxQZW5kaW5nSAASIAoYYXBwcm92YWxfcmVxdWVzdGVkX2F0X21zGAUgASgDEhYKDmFuc3dlcmVkX2F0X21zGAYgASgDEhcKD2FwcHJvdmFsX3JlYXNvbhgHIAEoCRIOCgZzZWNyZXQYCCABKAhCCQoHb3V0Y29tZSJzChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkSEgoKc2lkZWNhcl9pZBgDIAEoCSLvBAoSUmVzb2x2ZVJ1blJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEjIKBmNvbmZpZxgCIAEoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5Db2RlTW9kZUNvbmZpZxIXCg9jYXRhbG9nX3ZlcnNpb24YAyABKAkSNwoHZW50cmllcxgEIAMoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DYXRhbG9nRW50cnkSGAoQZW50cmllc19pbmNsdWRlZBgFIAEoCBIUCgxzZWFyY2hfY291bnQYBiABKA0SFgoOZGVzY3JpYmVfY291bnQYByABKA0SEgoKY2FsbF9jb3VudBgIIAEoDRIYChBjb2RlX21vZGVfYWN0aXZlGAkgASgIEhcKD2luYWN0aXZlX3JlYXNvbhgKIAEoCRIyCgttY3Bfc2VydmVycxgLIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXISPgoKbmFtZXNwYWNlcxgMIAMoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5WaXNpYmxlTmFtZXNwYWNlEjAKB3N1cmZhY2UYDSABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuU3VyZmFjZUtpbmQSOQoLdG9vbF9zZWFyY2gYDiABKAsyJC5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNlYXJjaENvbmZpZxIxCgdtY3BfcnVuGA8gASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLk1jcFJ1bkNvbmZpZxIRCgljYWNoZWFibGUYECABKAgSDgoGdGVuYW50GBEgASgJIloKEFZpc2libGVOYW1lc3BhY2USCgoCaWQYASABKAkSEQoJcGx1Z2luX2lkGAIgASgJEhMKC2dsb2JhbF9uYW1lGAMgASgJEhIKCnNjb3BlX2pzb24YBCABKAki4wIKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCRIaChJvdXRwdXRfc2NoZW1hX2pzb24YCCABKAkSOAoLYW5ub3RhdGlvbnMYCSABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuVG9vbEFubm90YXRpb25zEhUKDWV4YW1wbGVzX2pzb24YCiADKAkSEAoIa2V5d29yZHMYCyADKAkSOAoPYWxsb3dlZF9jYWxsZXJzGAwgASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xDYWxsZXJzIqACChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNEjgKCHJlc29sdmVkGAYgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVkQ2FsbBISCgpzaWRlY2FyX2lkGAcgASgJEhMKC3JlcGxheV9qc29uGAggASgJIpIBCgxSZXNvbHZlZENhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhUKDWVycm9yX21lc3NhZ2UYAyABKAkSFwoPZGVsaXZlcmVkX2F0X21zGAQgASgDEhAKCGFwcHJvdmFsGAUgASgJEh4KFmFwcHJvdmFsX2RlY2lkZWRfYXRfbXMYBiABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIksKEkxvYWRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRITCgtzZXNzaW9uX2tleRgCIAEoCRIOCgZ0ZW5hbnQYAyABKAkiSAoTTG9hZFNlc3Npb25SZXNwb25zZRIxCgdlbnRyaWVzGAEgAygLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNlc3Npb25FbnRyeSK5AQoUQ29tbWl0U2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSMAoGd3JpdGVzGAMgAygLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNlc3Npb25FbnRyeRIQCghtYXhfa2V5cxgEIAEoDRIRCgltYXhfYnl0ZXMYBSABKAQSEwoLdHRsX3NlY29uZHMYBiABKA0SDgoGdGVuYW50GAcgASgJIkUKFUNvbW1pdFNlc3Npb25SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEgwKBGtleXMYAiABKA0SDQoFYnl0ZXMYAyABKAQiiwMKDFN1c3BlbmRlZFJ1bhIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhAKCHNuYXBzaG90GAMgASgMEjYKB3BlbmRpbmcYBCADKAsyJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0NhbGwSNQoHYW5zd2VycxgFIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEi4KBnJlYXNvbhgGIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEhMKC2NvbmZpZ19qc29uGAcgASgJEhQKDG91dHB1dF9ieXRlcxgIIAEoBBIVCg1leHBpcmVzX2F0X21zGAkgASgDEhcKD2NhdGFsb2dfdmVyc2lvbhgKIAEoCRIUCgxleGVjX2NhbGxfaWQYCyABKAkSEgoKZ2VuZXJhdGlvbhgMIAEoBCKKAQoLUGVuZGluZ0NhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIzCgRraW5kGAQgASgOMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdLaW5kEhEKCWR1ZV9hdF9tcxgFIAEoAyJuChFTdXNwZW5kUnVuUmVxdWVzdBIzCgNydW4YASABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZGVkUnVuEg8KB3JlY2xhaW0YAiABKAgSEwoLY2xhaW1fdG9rZW4YAyABKAkidQoSU3VzcGVuZFJ1blJlc3BvbnNlEg8KB3JlZnVzZWQYASABKAkSMwoMcmVmdXNlZF9jb2RlGAIgASgOMh0uY29kZW1vZGUuY29tbW9uLnYxLkVycm9yQ29kZRIZChFhbnN3ZXJlZF9jYWxsX2lkcxgDIAMoCSJ/Cg9DbGFpbVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCRIQCghsZWFzZV9tcxgDIAEoDRITCgtjbGFpbV90b2tlbhgEIAEoCSJtChBDbGFpbVJ1blJlc3BvbnNlEjMKA3J1bhgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kZWRSdW4SDwoHcmVmdXNlZBgCIAEoCRITCgtjbGFpbV90b2tlbhgDIAEoCSJgChFSZWxlYXNlUnVuUmVxdWVzdBIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEhMKC2NsYWltX3Rva2VuGAIgASgJEgwKBGtlZXAYAyABKAgSDgoGdGVuYW50GAQgASgJIiYKElJlbGVhc2VSdW5SZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCKPAQoWUm91dGVUb29sUmVzdWx0UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI0CgZhbnN3ZXIYAiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuVG9vbEFuc3dlchISCgpzaWRlY2FyX2lkGAMgASgJIksKF1JvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSFgoOZGVsaXZlcmVkX2xpdmUYAiABKAgigwEKF0F3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSEgoKdGltZW91dF9tcxgDIAEoDRIVCg1zZWVuX2NhbGxfaWRzGAQgAygJEg4KBnRlbmFudBgFIAEoCSJoChhBd2FpdFRvb2xSZXN1bHRzUmVzcG9uc2USNQoHYW5zd2VycxgBIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEhUKDWNsYWltX2N1cnJlbnQYAiABKAgqmQEKC1BlbmRpbmdLaW5kEhwKGFBFTkRJTkdfS0lORF9VTlNQRUNJRklFRBAAEhoKFlBFTkRJTkdfS0lORF9UT09MX0NBTEwQARIgChxQRU5ESU5HX0tJTkRfQ0FUQUxPR19SRVFVRVNUEAISFgoSUEVORElOR19LSU5EX1lJRUxEEAMSFgoSUEVORElOR19LSU5EX1RJTUVSEAQyvgkKC1NpZGVjYXJMaW5rEl8KBkF0dGFjaBInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5BdHRhY2hSZXF1ZXN0GiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlc3BvbnNlKAEwARJnCgpSZXNvbHZlUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXNwb25zZRJwCg1SZWNvcmRTZWdtZW50Ei4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlY29yZFNlZ21lbnRSZXNwb25zZRJnCgpTdXNwZW5kUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXNwb25zZRJhCghDbGFpbVJ1bhIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlcXVlc3QaKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXNwb25zZRJnCgpSZWxlYXNlUnVuEisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXF1ZXN0GiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXNwb25zZRJ2Cg9Sb3V0ZVRvb2xSZXN1bHQSMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVxdWVzdBoxLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXNwb25zZRJ5ChBBd2FpdFRvb2xSZXN1bHRzEjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF3YWl0VG9vbFJlc3VsdHNSZXF1ZXN0GjIuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZRJqCgtMb2FkU2Vzc2lvbhIsLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Mb2FkU2Vzc2lvblJlcXVlc3QaLS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTG9hZFNlc3Npb25SZXNwb25zZRJwCg1Db21taXRTZXNzaW9uEi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNvbW1pdFNlc3Npb25SZXF1ZXN0Gi8uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNvbW1pdFNlc3Npb25SZXNwb25zZRJtCgxSZXBsYXlSZWNvcmQSLS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVwbGF5UmVjb3JkUmVxdWVzdBouLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXBsYXlSZWNvcmRSZXNwb25zZWIGcHJvdG8z", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ReplayRecordRequest
+ */
+export type ReplayRecordRequest = Message<"codemode.orchestrator.v1.ReplayRecordRequest"> & {
+  /**
+   * @generated from field: codemode.common.v1.RunScope scope = 1;
+   */
+  scope?: RunScope | undefined;
+
+  /**
+   * @generated from field: string code_mode_run_id = 2;
+   */
+  codeModeRunId: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ReplayRecordRequest.
+ * Use `create(ReplayRecordRequestSchema)` to create a new message.
+ */
+export const ReplayRecordRequestSchema: GenMessage<ReplayRecordRequest> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 0);
+
+/**
+ * @generated from message codemode.orchestrator.v1.ReplayRecordResponse
+ */
+export type ReplayRecordResponse = Message<"codemode.orchestrator.v1.ReplayRecordResponse"> & {
+  /**
+   * Each segment's record (JSON), in the order they were kept; empty when none is.
+   *
+   * @generated from field: repeated string segments = 1;
+   */
+  segments: string[];
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.ReplayRecordResponse.
+ * Use `create(ReplayRecordResponseSchema)` to create a new message.
+ */
+export const ReplayRecordResponseSchema: GenMessage<ReplayRecordResponse> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 1);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachRequest
@@ -92,7 +133,7 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
  * Use `create(AttachRequestSchema)` to create a new message.
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 0);
+  messageDesc(file_codemode_orchestrator_v1_link, 2);
 
 /**
  * A unary SidecarLink call sent on the Attach stream.
@@ -160,7 +201,7 @@ export type LinkCall = Message<"codemode.orchestrator.v1.LinkCall"> & {
  * Use `create(LinkCallSchema)` to create a new message.
  */
 export const LinkCallSchema: GenMessage<LinkCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 1);
+  messageDesc(file_codemode_orchestrator_v1_link, 3);
 
 /**
  * The answer to a LinkCall: the unary method's response, or how it failed.
@@ -232,7 +273,7 @@ export type LinkReply = Message<"codemode.orchestrator.v1.LinkReply"> & {
  * Use `create(LinkReplySchema)` to create a new message.
  */
 export const LinkReplySchema: GenMessage<LinkReply> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 2);
+  messageDesc(file_codemode_orchestrator_v1_link, 4);
 
 /**
  * A LinkCall that failed as the unary method would have: the gRPC status it would have
@@ -257,7 +298,7 @@ export type LinkCallError = Message<"codemode.orchestrator.v1.LinkCallError"> & 
  * Use `create(LinkCallErrorSchema)` to create a new message.
  */
 export const LinkCallErrorSchema: GenMessage<LinkCallError> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 3);
+  messageDesc(file_codemode_orchestrator_v1_link, 5);
 
 /**
  * Whether a sidecar's worker pool can run guest code (code mode, tool_search_code,
@@ -288,7 +329,7 @@ export type PoolHealth = Message<"codemode.orchestrator.v1.PoolHealth"> & {
  * Use `create(PoolHealthSchema)` to create a new message.
  */
 export const PoolHealthSchema: GenMessage<PoolHealth> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 4);
+  messageDesc(file_codemode_orchestrator_v1_link, 6);
 
 /**
  * @generated from message codemode.orchestrator.v1.InvalidateAck
@@ -305,7 +346,7 @@ export type InvalidateAck = Message<"codemode.orchestrator.v1.InvalidateAck"> & 
  * Use `create(InvalidateAckSchema)` to create a new message.
  */
 export const InvalidateAckSchema: GenMessage<InvalidateAck> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 5);
+  messageDesc(file_codemode_orchestrator_v1_link, 7);
 
 /**
  * @generated from message codemode.orchestrator.v1.DeliverAck
@@ -329,7 +370,7 @@ export type DeliverAck = Message<"codemode.orchestrator.v1.DeliverAck"> & {
  * Use `create(DeliverAckSchema)` to create a new message.
  */
 export const DeliverAckSchema: GenMessage<DeliverAck> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 6);
+  messageDesc(file_codemode_orchestrator_v1_link, 8);
 
 /**
  * @generated from message codemode.orchestrator.v1.SidecarHello
@@ -366,7 +407,7 @@ export type SidecarHello = Message<"codemode.orchestrator.v1.SidecarHello"> & {
  * Use `create(SidecarHelloSchema)` to create a new message.
  */
 export const SidecarHelloSchema: GenMessage<SidecarHello> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 7);
+  messageDesc(file_codemode_orchestrator_v1_link, 9);
 
 /**
  * @generated from message codemode.orchestrator.v1.Heartbeat
@@ -388,7 +429,7 @@ export type Heartbeat = Message<"codemode.orchestrator.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 8);
+  messageDesc(file_codemode_orchestrator_v1_link, 10);
 
 /**
  * @generated from message codemode.orchestrator.v1.AttachResponse
@@ -439,7 +480,7 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
  * Use `create(AttachResponseSchema)` to create a new message.
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 9);
+  messageDesc(file_codemode_orchestrator_v1_link, 11);
 
 /**
  * Sent to the sidecars that may hold a cached ResolveRun answer of a run that changed
@@ -474,7 +515,7 @@ export type InvalidateRuns = Message<"codemode.orchestrator.v1.InvalidateRuns"> 
  * Use `create(InvalidateRunsSchema)` to create a new message.
  */
 export const InvalidateRunsSchema: GenMessage<InvalidateRuns> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 10);
+  messageDesc(file_codemode_orchestrator_v1_link, 12);
 
 /**
  * @generated from message codemode.orchestrator.v1.OrchestratorWelcome
@@ -499,7 +540,7 @@ export type OrchestratorWelcome = Message<"codemode.orchestrator.v1.Orchestrator
  * Use `create(OrchestratorWelcomeSchema)` to create a new message.
  */
 export const OrchestratorWelcomeSchema: GenMessage<OrchestratorWelcome> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 11);
+  messageDesc(file_codemode_orchestrator_v1_link, 13);
 
 /**
  * An answer to a nested call that may be hosted by this sidecar: a gateway sent it to
@@ -530,7 +571,7 @@ export type DeliverToolResult = Message<"codemode.orchestrator.v1.DeliverToolRes
  * Use `create(DeliverToolResultSchema)` to create a new message.
  */
 export const DeliverToolResultSchema: GenMessage<DeliverToolResult> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 12);
+  messageDesc(file_codemode_orchestrator_v1_link, 14);
 
 /**
  * @generated from message codemode.orchestrator.v1.ToolAnswer
@@ -601,7 +642,7 @@ export type ToolAnswer = Message<"codemode.orchestrator.v1.ToolAnswer"> & {
  * Use `create(ToolAnswerSchema)` to create a new message.
  */
 export const ToolAnswerSchema: GenMessage<ToolAnswer> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 13);
+  messageDesc(file_codemode_orchestrator_v1_link, 15);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunRequest
@@ -632,7 +673,7 @@ export type ResolveRunRequest = Message<"codemode.orchestrator.v1.ResolveRunRequ
  * Use `create(ResolveRunRequestSchema)` to create a new message.
  */
 export const ResolveRunRequestSchema: GenMessage<ResolveRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 14);
+  messageDesc(file_codemode_orchestrator_v1_link, 16);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunResponse
@@ -760,7 +801,7 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
  * Use `create(ResolveRunResponseSchema)` to create a new message.
  */
 export const ResolveRunResponseSchema: GenMessage<ResolveRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 15);
+  messageDesc(file_codemode_orchestrator_v1_link, 17);
 
 /**
  * A namespace visible to a run, with its scope checked at registration.
@@ -794,7 +835,7 @@ export type VisibleNamespace = Message<"codemode.orchestrator.v1.VisibleNamespac
  * Use `create(VisibleNamespaceSchema)` to create a new message.
  */
 export const VisibleNamespaceSchema: GenMessage<VisibleNamespace> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 16);
+  messageDesc(file_codemode_orchestrator_v1_link, 18);
 
 /**
  * A policy-visible catalog entry with its id, in catalog order.
@@ -870,7 +911,7 @@ export type CatalogEntry = Message<"codemode.orchestrator.v1.CatalogEntry"> & {
  * Use `create(CatalogEntrySchema)` to create a new message.
  */
 export const CatalogEntrySchema: GenMessage<CatalogEntry> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 17);
+  messageDesc(file_codemode_orchestrator_v1_link, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentRequest
@@ -930,7 +971,7 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
  * Use `create(RecordSegmentRequestSchema)` to create a new message.
  */
 export const RecordSegmentRequestSchema: GenMessage<RecordSegmentRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 18);
+  messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
  * How a call an earlier segment left pending was settled.
@@ -981,7 +1022,7 @@ export type ResolvedCall = Message<"codemode.orchestrator.v1.ResolvedCall"> & {
  * Use `create(ResolvedCallSchema)` to create a new message.
  */
 export const ResolvedCallSchema: GenMessage<ResolvedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 19);
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentResponse
@@ -994,7 +1035,7 @@ export type RecordSegmentResponse = Message<"codemode.orchestrator.v1.RecordSegm
  * Use `create(RecordSegmentResponseSchema)` to create a new message.
  */
 export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 20);
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
 
 /**
  * @generated from message codemode.orchestrator.v1.LoadSessionRequest
@@ -1023,7 +1064,7 @@ export type LoadSessionRequest = Message<"codemode.orchestrator.v1.LoadSessionRe
  * Use `create(LoadSessionRequestSchema)` to create a new message.
  */
 export const LoadSessionRequestSchema: GenMessage<LoadSessionRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
 
 /**
  * @generated from message codemode.orchestrator.v1.LoadSessionResponse
@@ -1040,7 +1081,7 @@ export type LoadSessionResponse = Message<"codemode.orchestrator.v1.LoadSessionR
  * Use `create(LoadSessionResponseSchema)` to create a new message.
  */
 export const LoadSessionResponseSchema: GenMessage<LoadSessionResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.CommitSessionRequest
@@ -1091,7 +1132,7 @@ export type CommitSessionRequest = Message<"codemode.orchestrator.v1.CommitSessi
  * Use `create(CommitSessionRequestSchema)` to create a new message.
  */
 export const CommitSessionRequestSchema: GenMessage<CommitSessionRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 25);
 
 /**
  * @generated from message codemode.orchestrator.v1.CommitSessionResponse
@@ -1120,7 +1161,7 @@ export type CommitSessionResponse = Message<"codemode.orchestrator.v1.CommitSess
  * Use `create(CommitSessionResponseSchema)` to create a new message.
  */
 export const CommitSessionResponseSchema: GenMessage<CommitSessionResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 24);
+  messageDesc(file_codemode_orchestrator_v1_link, 26);
 
 /**
  * What a suspended run needs to resume anywhere.
@@ -1214,7 +1255,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 25);
+  messageDesc(file_codemode_orchestrator_v1_link, 27);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
@@ -1260,7 +1301,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 26);
+  messageDesc(file_codemode_orchestrator_v1_link, 28);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -1289,7 +1330,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 27);
+  messageDesc(file_codemode_orchestrator_v1_link, 29);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -1321,7 +1362,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 28);
+  messageDesc(file_codemode_orchestrator_v1_link, 30);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -1358,7 +1399,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 29);
+  messageDesc(file_codemode_orchestrator_v1_link, 31);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -1387,7 +1428,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 30);
+  messageDesc(file_codemode_orchestrator_v1_link, 32);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -1424,7 +1465,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 31);
+  messageDesc(file_codemode_orchestrator_v1_link, 33);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -1443,7 +1484,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 32);
+  messageDesc(file_codemode_orchestrator_v1_link, 34);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -1473,7 +1514,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 33);
+  messageDesc(file_codemode_orchestrator_v1_link, 35);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -1502,7 +1543,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 34);
+  messageDesc(file_codemode_orchestrator_v1_link, 36);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -1543,7 +1584,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 35);
+  messageDesc(file_codemode_orchestrator_v1_link, 37);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -1567,7 +1608,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 36);
+  messageDesc(file_codemode_orchestrator_v1_link, 38);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind
@@ -1712,6 +1753,17 @@ export const SidecarLink: GenService<{
     methodKind: "unary";
     input: typeof CommitSessionRequestSchema;
     output: typeof CommitSessionResponseSchema;
+  },
+  /**
+   * A code-mode run's replay record (its segments' records, as stored): a sidecar rebuilds a
+   * run suspended by another build by replaying it (docs/replay.md#upgrades).
+   *
+   * @generated from rpc codemode.orchestrator.v1.SidecarLink.ReplayRecord
+   */
+  replayRecord: {
+    methodKind: "unary";
+    input: typeof ReplayRecordRequestSchema;
+    output: typeof ReplayRecordResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_codemode_orchestrator_v1_link, 0);
