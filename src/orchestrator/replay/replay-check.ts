@@ -10,7 +10,7 @@ import type { Scope } from "../../shared/scope.js";
 import { replayRecord, runRecordOf } from "../../sandbox/replay/replay-runner.js";
 import type { ReplayRecords } from "./replay-records.js";
 
-const MAX_BACKLOG = 64;
+const MAX_BACKLOG = 256;
 
 export class ReplayCheck {
   private backlog = 0;

@@ -1,8 +1,8 @@
 /**
  * Runs a replay (docs/replay.md) for the orchestrator's Control.ReplayRun and for
  * `codemode replay --from`: checks a run record's shape, then re-runs it on a worker thread
- * of its own (./replay-worker.ts) with a heap cap and a wall-clock bound, one replay at a
- * time per process, and returns the report. Guest code runs in the same QuickJS-WASI
+ * of its own (./replay-worker.ts, kept between replays) with a heap cap and a wall-clock
+ * bound, one replay at a time per process, and returns the report. Guest code runs in the same QuickJS-WASI
  * sandbox as an exec; nothing it does reaches a tool, a store or the network.
  */
 import { createHash } from "node:crypto";
@@ -12,7 +12,7 @@ import { ServiceError } from "../../protocol/service-error.js";
 import { RECORD_VERSION, type SegmentRecord } from "../exec/replay-record.js";
 import type { PendingRef } from "../pool/task-protocol.js";
 import type { ReplayReport } from "./replay-compare.js";
-import type { ReplayWorkerData } from "./replay-worker.js";
+import type { ReplayJob, ReplayWorkerData } from "./replay-worker.js";
 
 /** A code-mode run's record: its segments' records in order (Control.GetReplayRecord, `codemode replay --export`). */
 export type RunRecord = { v: typeof RECORD_VERSION; codeModeRunId: string; segments: SegmentRecord[] };
@@ -84,39 +84,66 @@ function queued(record: RunRecord, upTo: number | undefined, timeoutMs: number):
 
 type ReplayResult = { report: ReplayReport; rebuilt?: { envelope: Uint8Array; pending: PendingRef[] } };
 
-async function runOnce(record: RunRecord, upTo: number | undefined, timeoutMs: number): Promise<ReplayResult> {
+/** The replay thread, kept between replays; a new one after a timeout or a failure. */
+let thread: Worker | undefined;
+
+async function replayThread(): Promise<Worker> {
+  if (thread) return thread;
   wasm ??= readFile(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))).then(async (b) => ({
     module: await WebAssembly.compile(b),
     digest: createHash("sha256").update(b).digest("hex"),
   }));
   const { module, digest } = await wasm;
-  const data: ReplayWorkerData = {
-    wasmModule: module,
-    wasmDigest: digest,
-    codeModeRunId: record.codeModeRunId,
-    segments: record.segments,
-    ...(upTo !== undefined ? { upTo } : {}),
-  };
+  const data: ReplayWorkerData = { wasmModule: module, wasmDigest: digest };
   const worker = new Worker(new URL("./replay-worker.js", import.meta.url), { workerData: data, resourceLimits: { maxOldGenerationSizeMb: REPLAY_HEAP_MB } });
+  // An idle replay thread does not keep the process alive.
+  worker.unref();
+  worker.once("exit", () => {
+    if (thread === worker) thread = undefined;
+  });
+  thread = worker;
+  return worker;
+}
+
+async function runOnce(record: RunRecord, upTo: number | undefined, timeoutMs: number): Promise<ReplayResult> {
+  const worker = await replayThread();
+  const job: ReplayJob = { codeModeRunId: record.codeModeRunId, segments: record.segments, ...(upTo !== undefined ? { upTo } : {}) };
   return new Promise<ReplayResult>((resolve, reject) => {
-    const timer = setTimeout(() => {
+    const discard = () => {
+      if (thread === worker) thread = undefined;
       void worker.terminate();
+    };
+    const timer = setTimeout(() => {
+      off();
+      discard();
       reject(new ServiceError("resource_exhausted", `the replay ran longer than ${timeoutMs} ms and was stopped`));
     }, timeoutMs);
-    const done = () => clearTimeout(timer);
-    worker.once("message", (m: ({ ok: true } & ReplayResult) | { ok: false; error: string }) => {
-      done();
-      void worker.terminate();
+    const onMessage = (m: ({ ok: true } & ReplayResult) | { ok: false; error: string }) => {
+      off();
       if (m.ok) resolve({ report: m.report, ...(m.rebuilt ? { rebuilt: m.rebuilt } : {}) });
-      else reject(new ServiceError("internal", `the replay failed: ${m.error}`));
-    });
-    worker.once("error", (err) => {
-      done();
+      else {
+        discard();
+        reject(new ServiceError("internal", `the replay failed: ${m.error}`));
+      }
+    };
+    const onError = (err: Error) => {
+      off();
+      discard();
       reject(new ServiceError("internal", `the replay's thread failed: ${err.message}`));
-    });
-    worker.once("exit", (code) => {
-      done();
+    };
+    const onExit = (code: number) => {
+      off();
       reject(new ServiceError("internal", `the replay's thread exited (${code}) before reporting`));
-    });
+    };
+    const off = () => {
+      clearTimeout(timer);
+      worker.off("message", onMessage);
+      worker.off("error", onError);
+      worker.off("exit", onExit);
+    };
+    worker.on("message", onMessage);
+    worker.on("error", onError);
+    worker.on("exit", onExit);
+    worker.postMessage(job);
   });
 }

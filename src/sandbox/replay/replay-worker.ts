@@ -1,5 +1,5 @@
 /**
- * The thread a replay runs on (started by ./replay-runner.ts, one per replay): it re-runs a
+ * The thread replays run on (started by ./replay-runner.ts, one job at a time): each job re-runs a
  * recorded code-mode run's segments in order in fresh VMs, each from its tape, calling no
  * tool and no store. The exec starts as an exec starts (the same prepare and session start);
  * at a recorded suspension the VM is really snapshotted, and each wait restores that
@@ -15,8 +15,9 @@ import { runExecSession, runResumeSession } from "../worker/sessions.js";
 import { compareSegment, summaryOf, type ReplayReport, type SegmentReport } from "./replay-compare.js";
 
 /** `wasmDigest`: quickjs.wasm's sha256, so the build's precompiled preludes are run as a pool worker runs them (../worker/precompiled-preludes.ts). */
-/** `upTo`: a rebuild, which posts back the snapshot of the suspension stored as that generation. */
-export type ReplayWorkerData = { wasmModule: WebAssembly.Module; wasmDigest: string; codeModeRunId: string; segments: SegmentRecord[]; upTo?: number };
+export type ReplayWorkerData = { wasmModule: WebAssembly.Module; wasmDigest: string };
+/** One replay; `upTo`: a rebuild, which posts back the snapshot of the suspension stored as that generation. */
+export type ReplayJob = { codeModeRunId: string; segments: SegmentRecord[]; upTo?: number };
 
 async function replaySegment(
   seg: SegmentRecord,
@@ -67,7 +68,7 @@ async function replaySegment(
   }
 }
 
-async function replay(data: ReplayWorkerData): Promise<{ report: ReplayReport; rebuilt?: TaskOutcome }> {
+async function replay(data: ReplayJob, wasmModule: WebAssembly.Module): Promise<{ report: ReplayReport; rebuilt?: TaskOutcome }> {
   const segments: SegmentReport[] = [];
   /** The replayed suspensions by the store generation they were stored as: each wait resumes the one it resumed. */
   const suspended = new Map<number, TaskOutcome>();
@@ -78,7 +79,7 @@ async function replay(data: ReplayWorkerData): Promise<{ report: ReplayReport; r
     segments.push(report);
     if (stopped) continue;
     const player = new TapePlayer(seg.tape);
-    const outcome = await replaySegment(seg, previous, data.wasmModule, player);
+    const outcome = await replaySegment(seg, previous, wasmModule, player);
     report.calls = player.calls;
     if (typeof outcome === "string") {
       Object.assign(report, { verdict: "incomplete", incomplete: outcome });
@@ -105,12 +106,15 @@ async function replay(data: ReplayWorkerData): Promise<{ report: ReplayReport; r
   return { report, ...(rebuilt ? { rebuilt } : {}) };
 }
 
-const data = workerData as ReplayWorkerData;
-replay(data).then(
-  ({ report, rebuilt }) => {
-    if (rebuilt?.status !== "suspended") return parentPort!.postMessage({ ok: true, report });
-    const { envelope, pending } = rebuilt;
-    parentPort!.postMessage({ ok: true, report, rebuilt: { envelope, pending } }, [envelope.buffer as ArrayBuffer]);
-  },
-  (err: unknown) => parentPort!.postMessage({ ok: false, error: (err as Error).message }),
-);
+const { wasmModule } = workerData as ReplayWorkerData;
+// One job at a time (the runner queues them); the thread stays for the next.
+parentPort!.on("message", (job: ReplayJob) => {
+  replay(job, wasmModule).then(
+    ({ report, rebuilt }) => {
+      if (rebuilt?.status !== "suspended") return parentPort!.postMessage({ ok: true, report });
+      const { envelope, pending } = rebuilt;
+      parentPort!.postMessage({ ok: true, report, rebuilt: { envelope, pending } }, [envelope.buffer as ArrayBuffer]);
+    },
+    (err: unknown) => parentPort!.postMessage({ ok: false, error: (err as Error).message }),
+  );
+});

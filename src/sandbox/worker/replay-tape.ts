@@ -79,7 +79,11 @@ export class TapeRecorder {
 
   sent(m: WorkerMessage): void {
     const s = sentOf(m);
-    if (s && this.keep(JSON.stringify(s).length)) this.tape.sent.push(s);
+    if (!s) return;
+    // Sized from its texts (each at most INLINE_TEXT_BYTES or a hash): no copy per nested call.
+    let size = 48;
+    for (const v of Object.values(s)) size += typeof v === "string" ? v.length : 0;
+    if (this.keep(size)) this.tape.sent.push(s);
   }
 
   batch(messages: readonly MainMessage[]): void {
