@@ -185,7 +185,7 @@ export function controlHandlers(deps: {
         ...(req.toolSearch ? { toolSearch } : {}),
         ...(req.mcpRun ? { mcpRun } : {}),
       };
-      await runs.open(run);
+      await runs.open(run).catch(cache.failedWrite(scope));
       // Sidecars that cached the run's previous opening drop it before the gateway hears back.
       await cache.invalidate(scope);
       log.info({ agentRunId: scope.agentRunId, sessionId: scope.sessionId, catalogId: catalog.id, visible: view.length }, "run opened");
@@ -221,7 +221,7 @@ export function controlHandlers(deps: {
     },
     async closeRun(req) {
       const scope = scopeOf(req.scope);
-      await runs.close(scope);
+      await runs.close(scope).catch(cache.failedWrite(scope));
       await cache.invalidate(scope);
       const deleted = await storeCall(log, "delete the run's suspended runs", () => deps.store.deleteScope(scope));
       if (deleted > 0) log.info({ agentRunId: scope.agentRunId, deleted }, "run closed; its suspended runs were deleted");
@@ -229,13 +229,13 @@ export function controlHandlers(deps: {
     },
     async registerNamespace(req) {
       const ns = checkRegistration(req.namespace);
-      const { replaced } = await namespaces.registry.register(ns);
+      const { replaced } = await namespaces.registry.register(ns).catch(cache.failedWrite("all"));
       await cache.invalidate("all");
       log.info({ namespace: ns.id, pluginId: ns.pluginId, globalName: ns.globalName, callables: ns.callableCount, replaced }, "namespace registered");
       return { callableCount: ns.callableCount, replaced };
     },
     async clearNamespaces(req) {
-      const cleared = await namespaces.registry.clear(req.pluginId);
+      const cleared = await namespaces.registry.clear(req.pluginId).catch(cache.failedWrite("all"));
       if (cleared > 0) await cache.invalidate("all");
       if (cleared > 0) log.info({ pluginId: req.pluginId, cleared }, "plugin namespaces cleared");
       return { cleared };

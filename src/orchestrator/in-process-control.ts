@@ -28,7 +28,7 @@ export async function startInProcessControl(log: Logger): Promise<InProcessContr
     namespaces: new RunNamespaces(state.namespaces),
     log,
     // As `codemode start`'s in-memory orchestrator: it owns the run state.
-    cache: new RunCachePush(true),
+    cache: new RunCachePush(),
     pools: new SidecarPools(log),
     sessions: state.sessions,
   });

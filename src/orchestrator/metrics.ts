@@ -144,10 +144,11 @@ export class OrchestratorMetrics {
     };
     wrap(
       "suspendRun",
-      (req: { run?: { snapshot: Uint8Array } }, res: { refused?: string }) => {
+      (req: { run?: { snapshot: Uint8Array }; checkpoint?: boolean }, res: { refused?: string }) => {
         if (!res.refused) this.snapshotBytes.observe(req.run?.snapshot.byteLength ?? 0);
         const refused = res.refused ? (REFUSALS.get(res.refused) ?? (res.refused.includes(OVER_QUOTA) ? "quota" : "snapshot_limit")) : undefined;
-        this.operations.inc({ op: "suspend", outcome: refused === undefined ? "stored" : refused === "unavailable" ? "claim_lost" : refused });
+        const op = req.checkpoint ? "checkpoint" : "suspend";
+        this.operations.inc({ op, outcome: refused === undefined ? "stored" : refused === "unavailable" ? "claim_lost" : refused });
       },
       "suspend",
     );
@@ -161,6 +162,11 @@ export class OrchestratorMetrics {
       (req: { keep: boolean }, res: { released: boolean }) =>
         this.operations.inc({ op: "release", outcome: !res.released ? "stale" : req.keep ? "kept" : "settled" }),
       "release",
+    );
+    wrap(
+      "invalidateRun",
+      (_req, res: { invalidated: boolean }) => this.operations.inc({ op: "invalidate", outcome: res.invalidated ? "invalidated" : "stale" }),
+      "invalidate",
     );
     wrap("routeToolResult", () => this.operations.inc({ op: "answer", outcome: "stored" }), "answer");
     return out as H;

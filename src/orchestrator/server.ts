@@ -37,6 +37,7 @@ import { byCallerTenant, byRequestTenant } from "./tenants/tenant-dispatch.js";
 import { Tenants } from "../shared/tenants.js";
 import { RunCachePush } from "./link/run-cache-push.js";
 import { SidecarPools } from "./link/sidecar-pools.js";
+import { ClaimRelease } from "./link/claim-release.js";
 import { suspendedRunHandlers } from "./suspended/suspended-runs.js";
 import { sessionLinkHandlers } from "./sessions/session-handlers.js";
 import { DEFAULT_STORE_TIMEOUT_MS, setStoreTimeout, storeCall, storeOutage } from "./state/store-failure.js";
@@ -136,11 +137,12 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   // Loaded only when metrics are configured.
   const metrics = options.metrics ? new (await import("./metrics.js")).OrchestratorMetrics(options.metrics, { states, sidecars, log }) : undefined;
   if (metrics && options.metrics && tenants.configured) metrics.watchTenants(options.metrics, states);
-  // Sidecars may cache resolved runs only when this process owns the run state.
-  const cache = new RunCachePush(states.kind === "memory");
+  // Sidecars cache resolved runs; on a shared store, invalidations reach every replica through it.
+  const bus = states.connection ? new (await import("./link/run-cache-bus.js")).RunCacheBus(states.connection, orchestratorId, log) : undefined;
+  const cache = new RunCachePush(bus);
   // Whether attached sidecars can run code: Tool Search's mode code falls back to mode tools while none can.
   const pools = new SidecarPools(log);
-  // Only where sidecars may cache resolved runs: the colocated sidecar resolves an opened run ahead of its first exec.
+  // Only while sidecars may cache resolved runs: the colocated sidecar resolves an opened run ahead of its first exec.
   const opened = (scope: Scope) => {
     if (!cache.cacheable) return;
     try {
@@ -150,6 +152,11 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
     }
   };
   const live = new LiveForwarder();
+  // A sidecar that is gone holds no run: its waits' and checkpoints' claims end in every tenant's store.
+  const claims = new ClaimRelease(async (sidecarId) => {
+    const counts = await Promise.all(states.all.map((t) => storeCall(log, "release a gone sidecar's claims", () => t.store.releaseHolder(sidecarId))));
+    return counts.reduce((a, b) => a + b, 0);
+  }, log);
   // Each tenant's handlers over its own state; with one tenant (no tenants file), they are served as they are.
   const perTenant = new Map(
     states.all.map((t) => {
@@ -190,6 +197,7 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       localRecords,
       replays: replays.records,
       ...(replayCheck ? { replayCheck } : {}),
+      claims,
     }),
     ...tenantLink,
   };
@@ -203,7 +211,10 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const linkService = metrics ? metrics.countRequests(SidecarLink, metrics.watchSuspendedRuns(link)) : link;
   served = linkService;
   addService(linkServer, SidecarLink, linkService, log, drain, linkAuth);
-  const closeStores = () => Promise.all([states.close(), replays.close()]).then(() => undefined);
+  const closeStores = async () => {
+    await bus?.close();
+    await Promise.all([states.close(), replays.close()]);
+  };
   let port: number;
   let linkPort: number;
   try {
@@ -258,6 +269,7 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       if (replayCheck && !(await replayCheck.idle(budgetMs))) log.warn({ budgetMs }, "drain budget ran out; some finished runs were not replay-checked");
       offStore();
       clearInterval(storeProbe);
+      claims.close();
       await closeStores();
       log.info("orchestrator stopped");
     })());

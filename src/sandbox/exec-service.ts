@@ -38,7 +38,8 @@ import type { ResolvedRun, RunResolver } from "./link/run-resolver.js";
 import { Segment, unreachable, type ExecEventInit, type Scope, type SegmentInit } from "./exec/segment.js";
 import { AwaitResults } from "./exec/await-results.js";
 import type { SnapshotSealer } from "./suspend/snapshot-seal.js";
-import { endSegment, limitsOf } from "./suspend/suspension.js";
+import { endSegment, limitsOf, type SuspendContext } from "./suspend/suspension.js";
+import { Checkpoints } from "./suspend/checkpoints.js";
 import { tenantOf } from "./pool/cpu-budget.js";
 import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
 import { MAX_BRIDGE_BYTES, parseBridgeJson } from "./worker/json-bridge.js";
@@ -48,6 +49,9 @@ import { isStoreUnavailable } from "../shared/store-errors.js";
 import { DrainSignals } from "./exec/drain-signals.js";
 
 const NOT_COUNTED = () => undefined;
+
+/** A resumed VM's checkpoints: answers come through the wait's own poll. */
+const checkpoints = (seg: Segment, ctx: SuspendContext) => new Checkpoints(seg, ctx, false);
 
 /** What a new Exec on a draining sidecar is told (UNAVAILABLE: the gateway retries elsewhere). */
 export const DRAINING = "this sidecar is draining (shutting down); send the exec to another sidecar";
@@ -228,6 +232,19 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           else perRun.delete(scopeKey);
         };
         stream.signal.addEventListener("abort", release, { once: true });
+        const ctx: SuspendContext = {
+          scope,
+          scopeKey,
+          codeModeRunId,
+          execCallId,
+          config,
+          catalogVersion: run.catalog?.version ?? "",
+          link: tlink,
+          sealer,
+          signal: stream.signal,
+        };
+        // A VM idle on tool answers is checkpointed, so another sidecar can resume it if this one dies.
+        seg.checkpoints = new Checkpoints(seg, ctx, true);
         let outcome;
         try {
           outcome = await seg.run(
@@ -248,17 +265,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           stream.signal.removeEventListener("abort", release);
           release();
         }
-        await endSegment(seg, outcome, {
-          scope,
-          scopeKey,
-          codeModeRunId,
-          execCallId,
-          config,
-          catalogVersion: run.catalog?.version ?? "",
-          link: tlink,
-          sealer,
-          signal: stream.signal,
-        });
+        await endSegment(seg, outcome, ctx);
         if (!awaiting) return;
         awaiting.budget.usedMs += outcome.cpuMs ?? 0;
         awaiting.outputs = seg.outputs;
@@ -269,7 +276,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           const segment = (c: CodeModeConfig) => (last = new Segment({ ...init, config: c, priorOutputs: awaiting.outputs }));
           await serveWait(
             codeModeRunId,
-            { link: tlink, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, awaiting: { untilMs, budget: awaiting.budget } },
+            { link: tlink, sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, awaiting: { untilMs, budget: awaiting.budget }, checkpoints },
             stream.signal,
           );
           if (last) awaiting.outputs = last.outputs;
@@ -309,7 +316,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
         }
         await serveWait(
           codeModeRunId,
-          { link: links.of(tenantOfScope(scope)), sealer, log: rlog, segment, init, run, drainSignal, suspendSignal },
+          { link: links.of(tenantOfScope(scope)), sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, checkpoints },
           stream.signal,
         );
       }).finally(admitted);

@@ -29,6 +29,7 @@ export function configLayerFromWire(c: WireConfig | undefined): Partial<CodeMode
   if (c.awaitResults !== undefined) out.awaitResults = c.awaitResults;
   if (c.maxAwaitMs !== undefined) out.maxAwaitMs = c.maxAwaitMs;
   if (c.recordForReplay !== undefined) out.recordForReplay = c.recordForReplay;
+  if (c.checkpointAfterMs !== undefined) out.checkpointAfterMs = c.checkpointAfterMs;
   return out as Partial<CodeModeConfigInput>;
 }
 

@@ -69,6 +69,8 @@ const schema = z
     maxAwaitMs: clamped("maxAwaitMs"),
     /** Beyond the seed: each exec and wait segment keeps what it consumed, for Control.ReplayRun (docs/replay.md). */
     recordForReplay: z.boolean({ error: (i) => `recordForReplay must be a boolean, got ${describe(i.input)}` }).default(true),
+    /** Beyond the seed: a VM idle this long on tool answers is checkpointed to the store, so another sidecar can resume it if this one dies. */
+    checkpointAfterMs: clamped("checkpointAfterMs"),
     /** First id segment of gateway-owned tools; the seed's literal by default. */
     coreSourceName: z
       .string()

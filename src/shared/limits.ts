@@ -20,6 +20,7 @@ export const LIMITS = {
   maxSessionBytes: { default: 1_048_576, min: 1_024, max: 16_777_216 },
   sessionTtlSeconds: { default: 604_800, min: 60, max: 7_776_000 },
   maxAwaitMs: { default: 300_000, min: 1_000, max: 3_600_000 },
+  checkpointAfterMs: { default: 1_000, min: 100, max: 60_000 },
 } as const;
 
 /**

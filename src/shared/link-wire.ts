@@ -12,6 +12,7 @@ export const RUN_MESSAGES = {
   session: "code mode run belongs to a different session.",
   run: "code mode run belongs to a different agent run.",
   busy: "a wait is already in flight for this code mode run.",
+  lost: "code mode run was lost: the sandbox running it stopped after its program had made a tool call since its last checkpoint, so it cannot continue without repeating that call; start the work again with exec.",
   cap: "too many suspended code mode runs.",
   missingRunId: "wait requires the runId of a waiting result.",
   disabled: "code mode is disabled for this run.",
@@ -143,5 +144,14 @@ export function answerFromWire(a: ToolAnswer): GatewayAnswer | undefined {
  * The unary SidecarLink methods a sidecar may send as a LinkCall on its Attach stream: the
  * one list both ends read (the sidecar's `rpc`, the orchestrator's dispatch).
  */
-export const LINK_CALL_METHODS = ["resolveRun", "suspendRun", "claimRun", "releaseRun", "routeToolResult", "loadSession", "commitSession"] as const;
+export const LINK_CALL_METHODS = [
+  "resolveRun",
+  "suspendRun",
+  "claimRun",
+  "releaseRun",
+  "routeToolResult",
+  "loadSession",
+  "commitSession",
+  "invalidateRun",
+] as const;
 export type LinkCallMethod = (typeof LINK_CALL_METHODS)[number];

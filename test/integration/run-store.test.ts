@@ -406,6 +406,88 @@ describe.each([
     expect((await store.claim("d3", other, LEASE)).ok).toBe(true);
     expect(await store.deleteScope(SCOPE)).toBe(0);
   });
+
+  it("stores a checkpoint already claimed by its holder, and keeps the claim across its next checkpoint", async () => {
+    const store = open();
+    const hold = { token: "live-vm", leaseMs: LEASE, holder: "sidecar-a" };
+    expect(await store.suspend(record("cp"), { maxSuspendedRuns: MAX, hold })).toEqual({ ok: true, answeredCallIds: [] });
+    // No wait takes a run whose VM lives; answers are kept with it, and its holder reads them.
+    expect(await store.claim("cp", SCOPE, LEASE)).toEqual({ ok: false, why: "busy" });
+    expect((await store.addAnswer(SCOPE, ok("cp:c1"))).result).toBe("stored");
+    expect(plain(await store.answers("cp", "live-vm", new Set()))).toEqual([ok("cp:c1")]);
+    // The next checkpoint replaces it at the next generation and still holds it.
+    const next = record("cp", { generation: 2, snapshot: Uint8Array.from([9, 9]) });
+    expect(await store.suspend(next, { maxSuspendedRuns: MAX, claimToken: "live-vm", hold })).toEqual({ ok: true, answeredCallIds: ["cp:c1"] });
+    expect(await store.claim("cp", SCOPE, LEASE)).toEqual({ ok: false, why: "busy" });
+    // Its holder's sidecar is gone: a wait resumes it, with the answers kept meanwhile.
+    expect(await store.releaseHolder("sidecar-b")).toBe(0);
+    expect(await store.releaseHolder("sidecar-a")).toBe(1);
+    const { run } = await claimed(store, "cp");
+    expect(run.generation).toBe(2);
+    expect(Buffer.from(run.snapshot)).toEqual(Buffer.from([9, 9]));
+    expect(plain(run.answers)).toEqual([ok("cp:c1")]);
+  });
+
+  it("counts a checkpoint against the cap, and refuses a new one on a run id it holds", async () => {
+    const store = open();
+    const hold = { token: "t", leaseMs: LEASE };
+    expect((await store.suspend(record("k1"), { maxSuspendedRuns: 1, hold })).ok).toBe(true);
+    expect(await store.suspend(record("k2"), { maxSuspendedRuns: 1, hold })).toEqual({ ok: false, why: "cap" });
+    expect(await store.suspend(record("k1", { snapshot: Uint8Array.from([5]) }), { maxSuspendedRuns: 1, hold: { token: "u", leaseMs: LEASE } })).toEqual({
+      ok: false,
+      why: "claim_lost",
+    });
+  });
+
+  it("invalidates a claimed run's snapshot: lost for every later wait, its generation moved on, its claim and answers kept", async () => {
+    const store = open();
+    const hold = { token: "vm", leaseMs: LEASE, holder: "sidecar-a" };
+    await store.suspend(record("iv"), { maxSuspendedRuns: MAX, hold });
+    expect(await store.invalidate("iv", "other-token", 1)).toBe(false);
+    expect(await store.invalidate("iv", "vm", 2)).toBe(false);
+    expect(await store.invalidate("iv", "vm", 1)).toBe(true);
+    // Sent again (its reply lost): done already.
+    expect(await store.invalidate("iv", "vm", 1)).toBe(true);
+    // The live VM still takes answers to the calls it awaits, through the store.
+    expect((await store.addAnswer(SCOPE, ok("iv:c2"))).result).toBe("stored");
+    expect(plain(await store.answers("iv", "vm", new Set()))).toEqual([ok("iv:c2")]);
+    // Its VM's sidecar is gone: the run is lost, never resumed, and says so to every wait.
+    await store.releaseHolder("sidecar-a");
+    expect(await store.claim("iv", SCOPE, LEASE)).toEqual({ ok: false, why: "lost" });
+    expect(await store.claim("iv", SCOPE, LEASE)).toEqual({ ok: false, why: "lost" });
+    expect(await store.claim("iv", { ...SCOPE, agentRunId: "other" }, LEASE)).toEqual({ ok: false, why: "run" });
+    // Its snapshot counts no more.
+    expect(await store.bytes()).toBeLessThan(record("iv").snapshot.byteLength + 1_000);
+  });
+
+  it("lets the live VM store a checkpoint or a suspension on top of an invalidated one, two generations on", async () => {
+    const store = open();
+    const hold = { token: "vm", leaseMs: LEASE };
+    await store.suspend(record("ov"), { maxSuspendedRuns: MAX, hold });
+    expect(await store.invalidate("ov", "vm", 1)).toBe(true);
+    expect(await store.suspend(record("ov", { generation: 2 }), { maxSuspendedRuns: MAX, claimToken: "vm", hold })).toEqual({ ok: false, why: "stale" });
+    expect((await store.suspend(record("ov", { generation: 3 }), { maxSuspendedRuns: MAX, claimToken: "vm" })).ok).toBe(true);
+    const { run } = await claimed(store, "ov");
+    expect(run.generation).toBe(3);
+  });
+
+  it("releases only the current claims of one holder, of waits as of checkpoints", async () => {
+    const store = open();
+    await store.suspend(record("h1"), { maxSuspendedRuns: MAX });
+    await store.suspend(record("h2"), { maxSuspendedRuns: MAX });
+    await store.suspend(record("h3"), { maxSuspendedRuns: MAX, hold: { token: "x", leaseMs: LEASE, holder: "b" } });
+    expect((await store.claim("h1", SCOPE, LEASE, "w1", "a")).ok).toBe(true);
+    expect((await store.claim("h2", SCOPE, LEASE, "w2", "b")).ok).toBe(true);
+    expect(await store.releaseHolder("a")).toBe(1);
+    expect((await store.claim("h1", SCOPE, LEASE, "w3")).ok).toBe(true);
+    expect(await store.claim("h2", SCOPE, LEASE)).toEqual({ ok: false, why: "busy" });
+    // A released claim is gone: its token neither releases nor reads the run.
+    expect(await store.release("h1", "w1", true)).toBe(false);
+    expect(await store.releaseHolder("b")).toBe(2);
+    expect(await store.releaseHolder("b")).toBe(0);
+    expect(await store.answers("h2", "w2", new Set())).toBeUndefined();
+    expect((await store.claim("h3", SCOPE, LEASE)).ok).toBe(true);
+  });
 });
 
 describe("redis run store across orchestrators", () => {

@@ -1,7 +1,8 @@
 /**
  * A store outage against real processes: an orchestrator on a real Redis that is stalled
  * (SIGSTOP) and then killed and started again. Plain execs of an open run keep completing
- * (the sidecar serves the run from its last resolution); calls that need the store fail
+ * (the sidecar serves the run from its run cache, or from what the cache held when the
+ * orchestrator stopped trusting it); calls that need the store fail
  * within the store's bound (`--store-timeout-ms`) as UNAVAILABLE, with a message that names
  * the store (never "no run is open" or anything that blames the gateway); the
  * orchestrator's health is NOT_SERVING meanwhile; the outage is logged once, and once when
@@ -88,7 +89,8 @@ describe("a store outage", () => {
     const ended = lines.filter((l) => l.includes("the orchestrator's store is reachable again")).length;
     expect([began, ended]).toEqual([2, 2]);
     expect(lines.some((l) => l.includes("no run is open"))).toBe(false);
+    // Served from the cache itself, or (logged, at most once per outage) from what it held.
     const sidecarLines = cluster.sidecars[0]!.proc.stderr;
-    expect(sidecarLines.filter((l) => l.includes("serving runs from their last resolution")).length).toBe(2);
+    expect(sidecarLines.filter((l) => l.includes("serving runs from their last resolution")).length).toBeLessThanOrEqual(2);
   });
 });

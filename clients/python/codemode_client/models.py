@@ -357,6 +357,10 @@ class CodeModeConfig:
     # Beyond the seeds: keep what each exec and wait segment consumed so the run can be
     # replayed (``CodeModeClient.replay``; default True). False: no replay record is kept.
     record_for_replay: bool | None = None
+    # Beyond the seeds: a VM idle this long on tool answers is checkpointed to the store, so
+    # a ``wait`` on another sidecar resumes it if its sidecar dies (default 1000 ms, clamp
+    # 100-60000; at or above ``timeout_ms`` the run suspends first and takes none).
+    checkpoint_after_ms: int | None = None
 
     def to_wire(self) -> common_pb2.CodeModeConfig:
         msg = common_pb2.CodeModeConfig(languages=list(self.languages))
@@ -381,6 +385,7 @@ class CodeModeConfig:
             "await_results",
             "max_await_ms",
             "record_for_replay",
+            "checkpoint_after_ms",
         ):
             value = getattr(self, name)
             if value is not None:

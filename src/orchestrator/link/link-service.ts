@@ -26,6 +26,7 @@ import type { ReplayCheck } from "../replay/replay-check.js";
 import { ServiceError } from "../../protocol/service-error.js";
 import type { RunCachePush } from "./run-cache-push.js";
 import type { SidecarPools } from "./sidecar-pools.js";
+import type { ClaimRelease } from "./claim-release.js";
 import { answerLinkCall, type LinkCallHandlers } from "./link-calls.js";
 import type { DrainTracker } from "../../protocol/drain.js";
 import { callerRuleToWire } from "../../shared/tool-wire.js";
@@ -63,6 +64,8 @@ export function linkHandlers(deps: {
   replays?: ReplayRecords;
   /** Replays each code-mode run that finishes (`--replay-check`). */
   replayCheck?: ReplayCheck;
+  /** Ends the claims of a sidecar whose link ended and that does not come back (./claim-release.ts). */
+  claims?: ClaimRelease;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<
     string,
@@ -88,7 +91,7 @@ export function linkHandlers(deps: {
     if (!run || run.fallbackReason || run.toolSearch?.enabled !== true) return;
     const { counters: _c, ...spec } = run;
     // Only over the spec just read: a gateway's OpenRun or CloseRun meanwhile wins.
-    if (!(await runs.replaceSpec(spec, { ...spec, fallbackReason: reason.slice(0, 500) }))) return;
+    if (!(await runs.replaceSpec(spec, { ...spec, fallbackReason: reason.slice(0, 500) }).catch(cache.failedWrite(scope)))) return;
     await cache.invalidate(scope);
     log.warn({ agentRunId: scope.agentRunId, reason }, "Tool Search falls back from mode code to mode tools for the run");
   };
@@ -97,7 +100,7 @@ export function linkHandlers(deps: {
     const scope = scopeFromLink(req.scope);
     const s = req.step;
     if (!s) return;
-    await runsOf(scope).record(
+    const recorded = runsOf(scope).record(
       scope,
       {
         kind: s.kind,
@@ -128,6 +131,9 @@ export function linkHandlers(deps: {
         ...(n.approval ? { approval: n.approval, approvalDecidedAtMs: Number(n.approvalDecidedAtMs) } : {}),
       })),
     );
+    // A counter write that failed may still land (a store that timed out runs it later): announced all the same.
+    const counters = { keepForOutage: true, ...(req.sidecarId ? { exceptSidecar: req.sidecarId } : {}) };
+    await recorded.catch(cache.failedWrite(scope, counters));
     if (req.replayJson && s.codeModeRunId) {
       await deps.replays
         ?.append(scope, s.codeModeRunId, req.replayJson)
@@ -135,7 +141,7 @@ export function linkHandlers(deps: {
       if (s.status === "completed" || s.status === "failed") deps.replayCheck?.finished(scope, s.codeModeRunId);
     }
     // Other sidecars' cached counters of the run are now behind: they re-resolve it.
-    void cache.invalidate(scope, { ...(req.sidecarId ? { exceptSidecar: req.sidecarId } : {}), awaitAcks: false });
+    void cache.invalidate(scope, { ...counters, awaitAcks: false });
     if (s.kind === "tool_search_code" && s.errorCode === "runtime_unavailable")
       await fallBackToTools(scope, s.errorMessage || "the isolated runtime could not start");
   };
@@ -175,6 +181,7 @@ export function linkHandlers(deps: {
             sidecars.set(id, { sidecarId: id, address: msg.message.value.address, peer: stream.peer, attachedAtMs: Date.now(), lastSeenMs: Date.now() });
             log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer, ...(replaced ? { replacedLink: true } : {}) }, "sidecar attached");
             deps.pools.report(id, stream, msg.message.value.pool);
+            deps.claims?.attached(id);
             stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId, takesCalls: true } } });
             deps.live.attach(id, (requestId, scope, callId, answer) =>
               stream.send({ message: { case: "deliver", value: { requestId, scope, answer: answerToWire(callId, answer) } } }),
@@ -227,6 +234,7 @@ export function linkHandlers(deps: {
           sidecars.delete(id);
           deps.pools.detach(id, stream);
           deps.live.detach(id);
+          deps.claims?.detached(id);
           log.info({ sidecarId: id }, "sidecar detached");
         }
       }

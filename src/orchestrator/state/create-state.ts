@@ -5,6 +5,7 @@
  * of its own with the run store's options, checked with a PING at startup. The Redis
  * modules (and ioredis) are imported only for a redis:// setting.
  */
+import type { Redis } from "ioredis";
 import type { Logger } from "../../shared/logger.js";
 import { MemoryCatalogStore, type CatalogStore } from "../catalog/catalog-store.js";
 import { MemoryNamespaceRegistry, type NamespaceRegistry } from "../namespaces/namespace-registry.js";
@@ -19,6 +20,8 @@ export type OrchestratorState = {
   runs: RunRegistry;
   namespaces: NamespaceRegistry;
   sessions: SessionStore;
+  /** The Redis connection the state is written on (a redis:// setting only). */
+  connection?: Redis;
   close(): Promise<void>;
 };
 
@@ -53,6 +56,7 @@ export async function createOrchestratorState(spec: string | undefined, log: Log
     runs: new RedisRunRegistry(redis, stateLog, REDIS_PREFIX),
     namespaces: new RedisNamespaceRegistry(redis, stateLog, REDIS_PREFIX),
     sessions: new RedisSessionStore(redis, stateLog, REDIS_PREFIX),
+    connection: redis,
     close,
   };
 }

@@ -14,6 +14,7 @@ import {
   scopeKeyOf,
   type AnswerResult,
   type ClaimResult,
+  type Hold,
   type RunStore,
   type StoreScope,
   type StoredAnswer,
@@ -36,9 +37,11 @@ type Run = {
   answers: Map<string, StoredAnswer>;
   /** Every call this run has awaited since it was first suspended. */
   calls: Map<string, CallState>;
-  claim: { token: string; leaseEndMs: number } | undefined;
+  claim: { token: string; leaseEndMs: number; holder?: string } | undefined;
   /** What it holds (`recordBytes`, as stored). */
   bytes: number;
+  /** Its snapshot was invalidated: never resumed. */
+  lost?: true;
 };
 
 type SettledCall = { codeModeRunId: string; scopeKey: string; answered: boolean; forgetAtMs: number; approvalUntilMs?: number };
@@ -63,7 +66,10 @@ export class MemoryRunStore implements RunStore {
     this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS).unref();
   }
 
-  async suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string }): Promise<SuspendResult> {
+  async suspend(
+    record: SuspendedRecord,
+    options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string; hold?: Hold },
+  ): Promise<SuspendResult> {
     const now = Date.now();
     const id = record.codeModeRunId;
     const existing = this.live(id, now);
@@ -102,19 +108,24 @@ export class MemoryRunStore implements RunStore {
       this.callRuns.set(callId, id);
     }
     for (const [callId, a] of answers) calls.set(callId, isStoredMark(a) ? { approval: true, untilMs: a.approval.expiresAtMs } : "answered");
-    this.runs.set(id, { record: copyRecord(record), answers, calls, claim: undefined, bytes });
-    this.rememberGeneration(id, record.generation, record.expiresAtMs);
+    const stored = copyRecord(record);
+    const hold = options.hold;
+    const claim = hold ? { token: hold.token, leaseEndMs: now + hold.leaseMs, ...(hold.holder ? { holder: hold.holder } : {}) } : undefined;
+    if (claim) stored.expiresAtMs = Math.max(stored.expiresAtMs, claim.leaseEndMs);
+    this.runs.set(id, { record: stored, answers, calls, claim, bytes });
+    this.rememberGeneration(id, record.generation, stored.expiresAtMs);
     return { ok: true, answeredCallIds: answeredIds(answers) };
   }
 
-  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID()): Promise<ClaimResult> {
+  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID(), holder?: string): Promise<ClaimResult> {
     const now = Date.now();
     const run = this.live(codeModeRunId, now);
     if (!run) return { ok: false, why: "unavailable" };
     if (!sameSession(run.record.scope, scope)) return { ok: false, why: "session" };
     if (run.record.scope.agentRunId !== scope.agentRunId) return { ok: false, why: "run" };
     if (run.claim && run.claim.leaseEndMs > now && run.claim.token !== token) return { ok: false, why: "busy" };
-    const claim = { token, leaseEndMs: now + leaseMs };
+    if (run.lost) return { ok: false, why: "lost" };
+    const claim = { token, leaseEndMs: now + leaseMs, ...(holder ? { holder } : {}) };
     run.claim = claim;
     run.record.expiresAtMs = Math.max(run.record.expiresAtMs, claim.leaseEndMs);
     this.rememberGeneration(codeModeRunId, run.record.generation, run.record.expiresAtMs);
@@ -128,6 +139,33 @@ export class MemoryRunStore implements RunStore {
     if (keep) run.claim = undefined;
     else this.drop(codeModeRunId, run, now);
     return true;
+  }
+
+  async invalidate(codeModeRunId: string, token: string, generation: number): Promise<boolean> {
+    const now = Date.now();
+    const run = this.live(codeModeRunId, now);
+    if (!run || !isCurrent(run, token, now)) return false;
+    // The same request again (its reply was lost): already done.
+    if (run.lost) return run.record.generation === generation + 1;
+    if (run.record.generation !== generation) return false;
+    run.lost = true;
+    run.bytes -= run.record.snapshot.byteLength;
+    run.record.snapshot = new Uint8Array(0);
+    run.record.generation = generation + 1;
+    this.rememberGeneration(codeModeRunId, run.record.generation, run.record.expiresAtMs);
+    return true;
+  }
+
+  async releaseHolder(holder: string): Promise<number> {
+    const now = Date.now();
+    let released = 0;
+    for (const id of [...this.runs.keys()]) {
+      const run = this.live(id, now);
+      if (run?.claim?.holder !== holder || run.claim.leaseEndMs <= now) continue;
+      run.claim = undefined;
+      released++;
+    }
+    return released;
   }
 
   async addAnswer(scope: StoreScope, answer: StoredAnswer): Promise<{ result: AnswerResult; codeModeRunId?: string }> {

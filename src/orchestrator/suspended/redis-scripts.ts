@@ -21,6 +21,14 @@ local function callsKey(id) return P .. 'calls:' .. id end
 local function callKey(c) return P .. 'call:' .. c end
 local function scopeSetKey(s) return P .. 'scope:' .. s end
 local function genKey(id) return P .. 'gen:' .. id end
+local function holderKey(h) return P .. 'holder:' .. h end
+-- Notes that sidecar h holds run id's claim until leaseEnd (releaseHolder reads it).
+local function noteHolder(id, h, leaseEnd)
+  if h == '' then return end
+  redis.call('HSET', runKey(id), 'holder', h)
+  redis.call('SADD', holderKey(h), id)
+  if redis.call('PTTL', holderKey(h)) < leaseEnd - NOW then redis.call('PEXPIRE', holderKey(h), leaseEnd - NOW) end
+end
 -- The run's expiry when it is stored and has not expired, else nil.
 local function liveExp(id)
   local exp = tonumber(redis.call('HGET', runKey(id), 'exp'))
@@ -65,7 +73,8 @@ end
  * 9 pending JSON, 10 snapshot, 11 maxSuspendedRuns, 12 "new" | "replace", 13 claim token,
  * 14 generation (the stored one plus one, else 'stale'), 15 n, 16 approvalTimeoutMs, 17 the
  * record's bytes, 18 maxSuspendedBytes (-1: none; else 'bytes' when the unexpired runs would
- * hold more), then n pending call ids, then (call id, answer JSON, approval expiry or 0)
+ * hold more), 19 a checkpoint's hold token ('' none: the claim ends), 20 its lease ms, 21 its
+ * holder, then n pending call ids, then (call id, answer JSON, approval expiry or 0)
  * triples: an expiry marks an approval mark, which a decision (old or new) replaces.
  */
 const SUSPEND = `
@@ -100,7 +109,7 @@ if maxBytes >= 0 then
 end
 if not live then remove(id, false) end
 local pending, answers, marks, asked = {}, {}, {}, {}
-for i = 19, 18 + n do pending[ARGV[i]] = true end
+for i = 22, 21 + n do pending[ARGV[i]] = true end
 if live then
   local old = redis.call('HGETALL', answersKey(id))
   for i = 1, #old, 2 do
@@ -116,7 +125,7 @@ if live then
     if not pending[c] and call[1] == id and (call[2] == 'pending' or call[2] == 'approval') then redis.call('HSET', callKey(c), 'state', 'ended') end
   end
 end
-for i = 19 + n, #ARGV, 3 do
+for i = 22 + n, #ARGV, 3 do
   local c, u = ARGV[i], tonumber(ARGV[i + 2])
   if pending[c] and (not answers[c] or (marks[c] and u == 0)) then
     answers[c] = ARGV[i + 1]
@@ -125,7 +134,7 @@ for i = 19 + n, #ARGV, 3 do
 end
 redis.call('DEL', runKey(id), answersKey(id))
 for c, json in pairs(answers) do redis.call('HSET', answersKey(id), c, json) end
-for i = 19, 18 + n do
+for i = 22, 21 + n do
   local c = ARGV[i]
   local call = redis.call('HMGET', callKey(c), 'run', 'state')
   local state = 'pending'
@@ -140,23 +149,35 @@ redis.call('SADD', scopeSetKey(scope), id)
 local genTtl = redis.call('PTTL', genKey(id))
 redis.call('SET', genKey(id), gen)
 if genTtl > 0 then redis.call('PEXPIRE', genKey(id), genTtl) end
+if ARGV[19] ~= '' then
+  local leaseEnd = NOW + tonumber(ARGV[20])
+  redis.call('HSET', runKey(id), 'token', ARGV[19], 'lease', leaseEnd)
+  noteHolder(id, ARGV[21], leaseEnd)
+  if leaseEnd > exp then exp = leaseEnd end
+end
 setExpiry(id, exp, scope)
 local out = {'ok'}
 for c, _ in pairs(answers) do if not marks[c] then out[#out + 1] = c end end
 return out
 `;
 
-/** ARGV: 3 id, 4 session key, 5 agent run id, 6 leaseMs, 7 the caller's token (a retry with the current claim's token renews it). */
+/**
+ * ARGV: 3 id, 4 session key, 5 agent run id, 6 leaseMs, 7 the caller's token (a retry with
+ * the current claim's token renews it), 8 the claiming sidecar ('' none).
+ */
 const CLAIM = `
 local id = ARGV[3]
 local exp = liveExp(id)
 if not exp then return {'unavailable'} end
-local run = redis.call('HMGET', runKey(id), 'session', 'runid', 'token', 'lease', 'scope')
+local run = redis.call('HMGET', runKey(id), 'session', 'runid', 'token', 'lease', 'scope', 'lost')
 if run[1] ~= ARGV[4] then return {'session'} end
 if run[2] ~= ARGV[5] then return {'run'} end
 if run[3] and tonumber(run[4]) > NOW and run[3] ~= ARGV[7] then return {'busy'} end
+if run[6] == '1' then return {'lost'} end
 local leaseEnd = NOW + tonumber(ARGV[6])
+redis.call('HDEL', runKey(id), 'holder')
 redis.call('HSET', runKey(id), 'token', ARGV[7], 'lease', leaseEnd)
+noteHolder(id, ARGV[8], leaseEnd)
 if leaseEnd > exp then
   exp = leaseEnd
   setExpiry(id, exp, run[5])
@@ -171,8 +192,46 @@ return out
 const RELEASE = `
 local id = ARGV[3]
 if not liveExp(id) or not holds(id, ARGV[4]) then return 0 end
-if ARGV[5] == '1' then redis.call('HDEL', runKey(id), 'token', 'lease') else remove(id, true) end
+if ARGV[5] == '1' then redis.call('HDEL', runKey(id), 'token', 'lease', 'holder') else remove(id, true) end
 return 1
+`;
+
+/**
+ * ARGV: 3 id, 4 token, 5 generation of the snapshot that no longer holds. 1 when the run is
+ * lost now (or was already, at the next generation); 0 when the claim or generation is not current.
+ */
+const INVALIDATE = `
+local id = ARGV[3]
+if not liveExp(id) or not holds(id, ARGV[4]) then return 0 end
+local gen = tonumber(ARGV[5])
+local current = tonumber(redis.call('GET', genKey(id))) or 0
+if redis.call('HGET', runKey(id), 'lost') == '1' then
+  if current == gen + 1 then return 1 end
+  return 0
+end
+if current ~= gen then return 0 end
+local snap = redis.call('HGET', runKey(id), 'snap') or ''
+local bytes = (tonumber(redis.call('HGET', runKey(id), 'bytes')) or 0) - #snap
+redis.call('HSET', runKey(id), 'lost', '1', 'snap', '', 'bytes', bytes)
+local genTtl = redis.call('PTTL', genKey(id))
+redis.call('SET', genKey(id), gen + 1)
+if genTtl > 0 then redis.call('PEXPIRE', genKey(id), genTtl) end
+return 1
+`;
+
+/** ARGV: 3 the holder (a sidecar id). Ends every current claim it holds; returns how many. */
+const RELEASE_HOLDER = `
+local h = ARGV[3]
+local n = 0
+for _, id in ipairs(redis.call('SMEMBERS', holderKey(h))) do
+  local run = redis.call('HMGET', runKey(id), 'holder', 'token', 'lease')
+  if liveExp(id) and run[1] == h and run[2] and tonumber(run[3]) > NOW then
+    redis.call('HDEL', runKey(id), 'token', 'lease', 'holder')
+    n = n + 1
+  end
+end
+redis.call('DEL', holderKey(h))
+return n
 `;
 
 /** ARGV: 3 id, 4 token. Nil when the claim is not current, else pending JSON and answers. */
@@ -278,6 +337,8 @@ export const scripts = {
   suspend: new Script(SUSPEND),
   claim: new Script(CLAIM),
   release: new Script(RELEASE),
+  invalidate: new Script(INVALIDATE),
+  releaseHolder: new Script(RELEASE_HOLDER),
   answers: new Script(ANSWERS),
   addAnswer: new Script(ADD_ANSWER),
   deleteScope: new Script(DELETE_SCOPE),

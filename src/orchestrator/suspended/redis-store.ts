@@ -4,14 +4,14 @@
  * (./redis-scripts.ts); times come from the orchestrator's clock (Date.now()), and PEXPIRE
  * lets Redis drop what expired. Keys, under a prefix (default REDIS_PREFIX):
  *   runs            sorted set: run id → expiresAtMs (the cap and count())
- *   run:<id>        hash: meta, pending, snap, exp, scope, session, runid, token, lease, apto, bytes
+ *   run:<id>        hash: meta, pending, snap, exp, scope, session, runid, token, lease, holder, apto, bytes, lost
  *   answers:<id>    hash: call id → stored answer JSON (or approval mark JSON)
  *   calls:<id>      set: every call id the run has awaited
  *   call:<callId>   hash: run, scope, state (pending | answered | ended | approval), until,
  *                   asked; outlives its run by SETTLED_CALL_MEMORY_MS
  *   scope:<scope>   set: run ids of one scope (deleteScope)
  *   gen:<id>        string: the run's generation, kept GENERATION_MEMORY_MS past its last expiry
- * Channel `<prefix>answers` carries the run id of every stored answer.
+ *   holder:<id>     set: run ids a sidecar claimed (releaseHolder); channel `<prefix>answers`: stored answers' run ids
  */
 import { randomUUID } from "node:crypto";
 import { Redis, type RedisOptions } from "ioredis";
@@ -24,6 +24,7 @@ import {
   scopeKeyOf,
   type AnswerResult,
   type ClaimResult,
+  type Hold,
   type PendingEntry,
   type RunStore,
   type StoreScope,
@@ -116,7 +117,10 @@ export class RedisRunStore implements RunStore {
     await this.redis.ping();
   }
 
-  async suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string }): Promise<SuspendResult> {
+  async suspend(
+    record: SuspendedRecord,
+    options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string; hold?: Hold },
+  ): Promise<SuspendResult> {
     const { scope, pending, snapshot } = record;
     const meta: Meta = {
       scope,
@@ -146,6 +150,9 @@ export class RedisRunStore implements RunStore {
         record.approvalTimeoutMs ?? LIMITS.approvalTimeoutMs.default,
         recordBytes(record),
         options.maxSuspendedBytes ?? -1,
+        options.hold?.token ?? "",
+        Math.ceil(options.hold?.leaseMs ?? 0),
+        options.hold?.holder ?? "",
         ...pending.map((p) => p.callId),
         ...record.answers.flatMap((a) => [a.callId, JSON.stringify(a), isStoredMark(a) ? Math.ceil(a.approval.expiresAtMs) : 0]),
       ]),
@@ -155,13 +162,22 @@ export class RedisRunStore implements RunStore {
     return { ok: true, answeredCallIds: answered.map(text) };
   }
 
-  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID()): Promise<ClaimResult> {
+  async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID(), holder?: string): Promise<ClaimResult> {
     const reply = buffers(
-      await scripts.claim.run(this.redis, [this.prefix, Date.now(), codeModeRunId, sessionKeyOf(scope), scope.agentRunId, Math.ceil(leaseMs), token]),
+      await scripts.claim.run(this.redis, [
+        this.prefix,
+        Date.now(),
+        codeModeRunId,
+        sessionKeyOf(scope),
+        scope.agentRunId,
+        Math.ceil(leaseMs),
+        token,
+        holder ?? "",
+      ]),
     );
     const [status, exp, generation, meta, pending, snapshot, ...answers] = reply;
     const why = text(status);
-    if (why === "unavailable" || why === "session" || why === "run" || why === "busy") return { ok: false, why };
+    if (why === "unavailable" || why === "session" || why === "run" || why === "busy" || why === "lost") return { ok: false, why };
     const entries = JSON.parse(text(pending)) as PendingEntry[];
     const run: SuspendedRecord = {
       ...(JSON.parse(text(meta)) as Meta),
@@ -177,6 +193,14 @@ export class RedisRunStore implements RunStore {
 
   async release(codeModeRunId: string, token: string, keep: boolean): Promise<boolean> {
     return (await scripts.release.run(this.redis, [this.prefix, Date.now(), codeModeRunId, token, keep ? "1" : "0"])) === 1;
+  }
+
+  async invalidate(codeModeRunId: string, token: string, generation: number): Promise<boolean> {
+    return (await scripts.invalidate.run(this.redis, [this.prefix, Date.now(), codeModeRunId, token, generation])) === 1;
+  }
+
+  async releaseHolder(holder: string): Promise<number> {
+    return Number(await scripts.releaseHolder.run(this.redis, [this.prefix, Date.now(), holder]));
   }
 
   async addAnswer(scope: StoreScope, answer: StoredAnswer): Promise<{ result: AnswerResult; codeModeRunId?: string }> {

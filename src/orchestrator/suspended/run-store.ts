@@ -8,10 +8,10 @@
  * lease void; answers kept with the run, once per call, from any sidecar (a mark that a
  * person is asked may precede one, until its expiry); a settled call id remembered for
  * SETTLED_CALL_MEMORY_MS, so a late or second answer is told apart from an unknown one;
- * and a per-run generation that only goes up, remembered GENERATION_MEMORY_MS past the
- * run's last expiry, so a run id cannot start over while a snapshot sealed for it can
- * still be opened. The store never opens snapshot bytes: the sidecar seals them
- * (docs/module-notes.md#srcorchestratorsuspendedrun-storets).
+ * a per-run generation that only goes up, remembered GENERATION_MEMORY_MS past the run's
+ * last expiry, so a run id cannot start over while a snapshot sealed for it can be opened;
+ * and a lost run (its snapshot invalidated: a checkpoint its VM outran) never resumed. The
+ * store never opens snapshot bytes (docs/module-notes.md#srcorchestratorsuspendedrun-storets).
  */
 
 import type { PendingKind, SuspendReason } from "../../shared/link-wire.js";
@@ -102,7 +102,17 @@ export function recordBytes(record: SuspendedRecord): number {
   );
 }
 
-export type ClaimResult = { ok: true; run: SuspendedRecord; token: string } | { ok: false; why: "unavailable" | "session" | "run" | "busy" };
+/**
+ * lost: the run's snapshot was invalidated (its VM sent a call since) and its VM is gone:
+ * it can never be resumed.
+ */
+export type ClaimResult = { ok: true; run: SuspendedRecord; token: string } | { ok: false; why: "unavailable" | "session" | "run" | "busy" | "lost" };
+
+/**
+ * A checkpoint's claim, kept after the write: `token` holds the run for `leaseMs` (as a
+ * claim does), by `holder`, the sidecar whose claims `releaseHolder` ends.
+ */
+export type Hold = { token: string; leaseMs: number; holder?: string };
 
 /**
  * stored: kept with its run; unknown: no suspended run ever awaited this id (as far as
@@ -127,21 +137,35 @@ export interface RunStore {
    * a new run 1 on a run id whose generation is not remembered; on success it is the
    * run's generation. The same request sent again (a live run at `record.generation`
    * holding byte-identical sealed snapshot bytes, which a fresh seal never repeats) is
-   * `ok` and changes nothing, so a suspension whose reply was lost can be retried.
+   * `ok` and changes nothing, so a suspension whose reply was lost can be retried. With
+   * `hold` (a checkpoint of a VM that lives on), the run stays claimed after the write, by
+   * `hold.token`, instead of the claim ending.
    */
-  suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string }): Promise<SuspendResult>;
+  suspend(record: SuspendedRecord, options: { maxSuspendedRuns: number; maxSuspendedBytes?: number; claimToken?: string; hold?: Hold }): Promise<SuspendResult>;
   /**
    * Claims a run for one `wait`, checking scope: another agent/session/key is `session`,
    * another agent run id `run`. `token` is the caller's: a retry with the token of the
    * current claim gets that claim again (with a fresh lease) rather than `busy`, so a
-   * claim whose reply was lost can be retried. A random token when omitted.
+   * claim whose reply was lost can be retried. A random token when omitted. A lost run is
+   * refused (`lost`) once no claim holds it. `holder`: the claiming sidecar (`releaseHolder`).
    */
-  claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token?: string): Promise<ClaimResult>;
+  claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token?: string, holder?: string): Promise<ClaimResult>;
   /**
    * Ends a claim. keep=true: the run stays as it was, claimable again. keep=false: the run
    * settled and is deleted with its snapshot. False when the claim is not current.
    */
   release(codeModeRunId: string, token: string, keep: boolean): Promise<boolean>;
+  /**
+   * The claimed run's snapshot, stored as `generation`, no longer matches its live VM: the
+   * run becomes lost, its snapshot is dropped and its generation moves to `generation` + 1
+   * (no copy of the snapshot opens again). Its pending calls, answers and claim stay: the VM
+   * goes on, and its next checkpoint or suspension replaces the run (at `generation` + 2).
+   * True when done, or already done (the same request again); false when the claim is not
+   * current or the run is at another generation.
+   */
+  invalidate(codeModeRunId: string, token: string, generation: number): Promise<boolean>;
+  /** Ends every current claim `holder` holds (its sidecar is gone); the runs stay as stored. Returns how many. */
+  releaseHolder(holder: string): Promise<number>;
   /**
    * Keeps a gateway's answer (or approval mark) with the suspended (or claimed) run
    * awaiting that call. A mark's expiry is clamped to the run's approvalTimeoutMs (0: that

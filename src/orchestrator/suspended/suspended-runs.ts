@@ -1,9 +1,10 @@
 /**
- * The SidecarLink methods for suspended runs: store one (SuspendRun), claim one for a
- * `wait` (ClaimRun), end the claim (ReleaseRun), keep a gateway's answer with the run
- * that awaits it (RouteToolResult), and long-poll for answers while a run is resumed
- * (AwaitToolResults). The store decides; this module translates between the wire and
- * the store, and turns refusals into the seed's messages.
+ * The SidecarLink methods for suspended runs: store one (SuspendRun, or a checkpoint of a
+ * VM that lives on), claim one for a `wait` (ClaimRun), end the claim (ReleaseRun), mark a
+ * run lost when its snapshot no longer matches its VM (InvalidateRun), keep a gateway's
+ * answer with the run that awaits it (RouteToolResult), and long-poll for answers while a
+ * run is resumed (AwaitToolResults). The store decides; this module translates between the
+ * wire and the store, and turns refusals into the seed's messages.
  */
 import { ErrorCode } from "../../gen/codemode/common/v1/common_pb.js";
 import type { SidecarLink, SuspendedRun, ToolAnswer } from "../../gen/codemode/orchestrator/v1/link_pb.js";
@@ -37,6 +38,9 @@ const MAX_AWAIT_MS = 60_000;
 const MAX_LEASE_MS = 10 * 60_000;
 /** Recheck interval while long-polling, in case a notification was missed. */
 const RECHECK_MS = 1_000;
+
+/** A claim's lease as asked for, within what is granted (the longest when none is asked). */
+const leaseOf = (ms: number) => Math.min(MAX_LEASE_MS, Math.max(1_000, ms || MAX_LEASE_MS));
 
 function storedAnswerFromWire(a: ToolAnswer | undefined): StoredAnswer {
   if (!a?.callId) throw new ServiceError("invalid_argument", "answer.call_id is required");
@@ -187,11 +191,14 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
           refusedCode: ErrorCode.SNAPSHOT_LIMIT_EXCEEDED,
         };
       }
-      if (req.reclaim && !req.claimToken) throw new ServiceError("invalid_argument", "claim_token is required with reclaim");
+      if ((req.reclaim || req.checkpoint) && !req.claimToken) throw new ServiceError("invalid_argument", "claim_token is required with reclaim or checkpoint");
+      if (req.claimToken.length > 128) throw new ServiceError("invalid_argument", "claim_token is longer than 128 characters");
+      // A checkpoint's VM lives on: the run stays claimed by it, as a wait's claim holds.
+      const hold = req.checkpoint ? { token: req.claimToken, leaseMs: leaseOf(req.leaseMs), ...(req.sidecarId ? { holder: req.sidecarId } : {}) } : undefined;
       // Logged as the command goes to the store (for tests that stop the store in between).
-      log.debug({ codeModeRunId: record.codeModeRunId, reclaim: req.reclaim }, "storing a suspended run");
-      const res = await storeCall(log, "store a suspended run", () =>
-        store.suspend(record, { ...limits, ...(req.reclaim ? { claimToken: req.claimToken } : {}) }),
+      log.debug({ codeModeRunId: record.codeModeRunId, reclaim: req.reclaim, checkpoint: req.checkpoint }, "storing a suspended run");
+      const res = await storeCall(log, req.checkpoint ? "store a checkpoint" : "store a suspended run", () =>
+        store.suspend(record, { ...limits, ...(req.reclaim ? { claimToken: req.claimToken } : {}), ...(hold ? { hold } : {}) }),
       );
       if (!res.ok) {
         if (res.why === "stale") {
@@ -211,8 +218,9 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
           answers: record.answers.length,
           reason: record.reason,
           reclaim: req.reclaim,
+          generation: record.generation,
         },
-        "suspended run stored",
+        req.checkpoint ? "checkpoint stored" : "suspended run stored",
       );
       return { answeredCallIds: res.answeredCallIds };
     },
@@ -220,10 +228,10 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
     async claimRun(req) {
       const scope = scopeFromLink(req.scope);
       if (!req.codeModeRunId) return { refused: MESSAGES.unavailable };
-      const leaseMs = Math.min(MAX_LEASE_MS, Math.max(1_000, req.leaseMs || MAX_LEASE_MS));
+      const leaseMs = leaseOf(req.leaseMs);
       if (req.claimToken.length > 128) throw new ServiceError("invalid_argument", "claim_token is longer than 128 characters");
       const token = req.claimToken || undefined;
-      const res = await storeCall(log, "claim a suspended run", () => store.claim(req.codeModeRunId, scope, leaseMs, token));
+      const res = await storeCall(log, "claim a suspended run", () => store.claim(req.codeModeRunId, scope, leaseMs, token, req.sidecarId || undefined));
       if (!res.ok) {
         log.info({ codeModeRunId: req.codeModeRunId, why: res.why }, "refused a wait");
         return { refused: MESSAGES[res.why] };
@@ -238,6 +246,15 @@ export function suspendedRunHandlers(deps: SuspendedRunDeps): Partial<ServiceHan
       const released = await storeCall(log, "release a suspended run", () => store.release(req.codeModeRunId, req.claimToken, req.keep));
       if (released && !req.keep) log.info({ codeModeRunId: req.codeModeRunId }, "suspended run settled; snapshot deleted");
       return { released };
+    },
+
+    async invalidateRun(req) {
+      if (!req.codeModeRunId || !req.claimToken) throw new ServiceError("invalid_argument", "code_mode_run_id and claim_token are required");
+      const generation = Number(req.generation);
+      const invalidated = await storeCall(log, "invalidate a checkpoint", () => store.invalidate(req.codeModeRunId, req.claimToken, generation));
+      if (invalidated) log.info({ codeModeRunId: req.codeModeRunId, generation }, "checkpoint invalidated: the run is lost if its VM dies");
+      else log.warn({ codeModeRunId: req.codeModeRunId, generation }, "could not invalidate a checkpoint: its claim or generation is not current");
+      return { invalidated };
     },
 
     async routeToolResult(req) {

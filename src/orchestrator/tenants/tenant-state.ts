@@ -8,6 +8,7 @@
  * its data. Without a file the one default tenant's stores are those of a process that
  * knows no tenants (../state/create-state.ts, ../state/create-store.ts).
  */
+import type { Redis } from "ioredis";
 import { ServiceError } from "../../protocol/service-error.js";
 import type { Logger } from "../../shared/logger.js";
 import { DEFAULT_TENANT } from "../../shared/scope.js";
@@ -56,6 +57,8 @@ export class TenantStates {
     readonly kind: "memory" | "redis",
     private readonly byName: ReadonlyMap<string, TenantState>,
     private readonly closeAll: () => Promise<void>,
+    /** With Redis, the connection every tenant's run state is written on (run-cache invalidations follow the writes on it). */
+    readonly connection?: Redis,
   ) {}
 
   /** The tenant's state; a tenant this orchestrator does not serve is FAILED_PRECONDITION. */
@@ -82,10 +85,16 @@ export async function createTenantStates(spec: string | undefined, tenants: Tena
       await store.close();
       throw err;
     });
-    const only: TenantState = { tenant: DEFAULT_TENANT, ...state, namespaces: new RunNamespaces(state.namespaces), store };
-    return new TenantStates(state.kind, new Map([[DEFAULT_TENANT, only]]), async () => {
-      await Promise.all([store.close(), state.close()]);
-    });
+    const { connection, ...rest } = state;
+    const only: TenantState = { tenant: DEFAULT_TENANT, ...rest, namespaces: new RunNamespaces(state.namespaces), store };
+    return new TenantStates(
+      state.kind,
+      new Map([[DEFAULT_TENANT, only]]),
+      async () => {
+        await Promise.all([store.close(), state.close()]);
+      },
+      connection,
+    );
   }
   const url = redisUrlOf(spec);
   // Set once the states exist; each tenant's session store counts its bytes and reports refusals there.
@@ -143,6 +152,6 @@ export async function createTenantStates(spec: string | undefined, tenants: Tena
     await Promise.all([quitRedis(redis), quitRedis(runsConnection)]);
   };
   await checkRedis(url, () => Promise.all([redis.ping(), runsConnection.ping()]), close);
-  states = new TenantStates("redis", new Map(list.map((s) => [s.tenant, s])), close);
+  states = new TenantStates("redis", new Map(list.map((s) => [s.tenant, s])), close, redis);
   return states;
 }

@@ -28,10 +28,15 @@ export type SegmentRecord = {
   startedAtMs: number;
   /**
    * The store's generation of the snapshot the segment resumed (0: an exec). A suspension it
-   * ends in is generation `from + 1`, so a replay resumes each wait from the right segment
+   * ends in is generation `to`, or else `from + 1`, so a replay resumes each wait from the right segment
    * whatever order the records arrived in (two orchestrators may append them).
    */
   from?: number;
+  /**
+   * The generation its suspension was stored as, when checkpoints moved the store's
+   * generation on during the segment (each checkpoint, and each invalidation, takes one).
+   */
+  to?: number;
   /** An exec's program and how its VM started; a wait resumes the VM the previous segment left. */
   exec?: {
     source: string;

@@ -31,6 +31,9 @@ import { SegmentApprovals, type Approval } from "./approvals.js";
 import { SessionCell } from "./session-cell.js";
 import { answerCatalogRequest, requestPayload, resolveCall } from "./guest-requests.js";
 import type { LinkRpc } from "../link/link-calls.js";
+import type { CheckpointMessage } from "../pool/pool-contract.js";
+import type { AnswerMeta, GatewayAnswer } from "../../shared/link-wire.js";
+import { EventGate } from "./event-gate.js";
 
 const MODEL_VISIBLE = ["exec", "wait"] as const;
 const TOOL_SEARCH_VISIBLE = ["tool_search_code"] as const;
@@ -39,6 +42,10 @@ const MCP_RUN_VISIBLE = ["codemode.run"] as const;
 export const ORCHESTRATOR_UNREACHABLE = "code mode runtime is unavailable: the orchestrator cannot be reached.";
 /** The same when the orchestrator answered that its store cannot be reached. */
 export const STORE_UNREACHABLE = "code mode runtime is unavailable: the orchestrator's store cannot be reached; try again shortly.";
+
+/** Why a segment was cancelled when a nested call could not be cleared with the store. */
+const NOT_CLEARED =
+  "a nested call could not be sent: the run's stored checkpoint could not be invalidated first (the orchestrator or its store cannot be reached, or the run's claim was lost)";
 
 /** Which of the two a failed link call means. */
 export function unreachable(err: unknown): string {
@@ -52,6 +59,18 @@ export type Answer = AnswerValue;
 export type PendingInfo = { callId: string; kind: PendingKind; toolId: string; toolName: string; dueAtMs?: number };
 export type { Approval };
 export type ExecEventInit = NonNullable<MessageInitShape<typeof ExecEventSchema>["event"]>;
+
+/** What a code-mode segment asks of its run's checkpoints (../suspend/checkpoints.ts). */
+export type SegmentCheckpoints = {
+  /** The idle VM's snapshot: stored in the background. */
+  take(checkpoint: CheckpointMessage): void;
+  /** Before a nested call goes out: resolves true once no stored snapshot could repeat it (false: it must not go out); undefined when none could. */
+  beforeCall(): Promise<boolean> | undefined;
+  /** An answer the store kept for a call a checkpoint listed (a wait's own poll read it). */
+  answerFromStore(callId: string, answer: GatewayAnswer, times: AnswerMeta): void;
+  /** The VM ended: waits for what is in flight; the claim the run is held by in the store, if any. */
+  end(): Promise<{ token: string; generation: number } | undefined>;
+};
 
 export type SegmentInit = {
   /**
@@ -112,8 +131,13 @@ export class Segment {
   readonly approvals: SegmentApprovals;
   /** The cell's session-store reads and writes, made at its first `store` or `load`. */
   private sessionCell: SessionCell | undefined;
+  /** The run's checkpoints, for a code-mode exec or wait (set by its starter). */
+  checkpoints: SegmentCheckpoints | undefined;
+  /** What goes to the gateway, in order; a nested call may be held (./event-gate.ts). */
+  private readonly gate: EventGate;
 
   constructor(private readonly init: SegmentInit) {
+    this.gate = new EventGate(init.send);
     if (init.priorOutputs) this.outputs.push(...init.priorOutputs);
     this.approvals = new SegmentApprovals({
       config: init.config,
@@ -140,6 +164,27 @@ export class Segment {
     this.answers.set(callId, answer);
     this.approvals.answered(callId, answer);
     this.handle?.answer(callId, answer);
+  }
+
+  /** The checkpoint's calls take their answers through the store from now on (../suspend/checkpoints.ts). */
+  handOver(callIds: ReadonlySet<string>): void {
+    this.init.calls.endAll([...this.myCalls].filter((c) => callIds.has(c.callId)));
+  }
+
+  /** An answer the store kept for one of this segment's handed-over calls: settles it here too. */
+  answerFromStore(callId: string, answer: Answer): void {
+    for (const c of this.myCalls) {
+      if (c.callId === callId && !c.outcome)
+        c.outcome = { ok: answer.ok, errorMessage: answer.ok ? "" : answer.error.message, durationMs: Date.now() - c.startedAtMs };
+    }
+    this.answer(callId, answer);
+  }
+
+  /** Cancels the segment's VM (its run's claim is gone, or a call could not be cleared). */
+  cancel(reason: string): void {
+    if (this.cancelledBy !== undefined) return;
+    this.cancelledBy = reason;
+    this.handle?.cancel(reason);
   }
 
   /** A call awaits a person's approval (./approvals.ts `SegmentApprovals.await`). */
@@ -171,7 +216,7 @@ export class Segment {
       this.replay = { start: recordStart(submission, BUILD, this.startedAt) };
     }
     const catalog = run?.catalog;
-    const send = this.init.send;
+    const send = this.gate.send;
     const surface: CatalogSurface = this.init.kind === "tool_search_code" ? "tool_search" : config.searchIncludesMcp ? "code+mcp" : "code";
     let events!: ExecEvents;
     const handle = this.init.pool.exec(
@@ -223,6 +268,16 @@ export class Segment {
           this.myCalls.add(call);
           this.callSources.set(callId, { source: SOURCE_ENUM[e.source], sourceName: e.sourceName });
           calls.add(call);
+          // A stored snapshot of the run that this call would make stale is invalidated first.
+          const cleared = this.checkpoints?.beforeCall();
+          if (cleared)
+            this.gate.hold(
+              callId,
+              cleared.then((ok) => {
+                if (!ok) this.cancel(NOT_CLEARED);
+                return ok;
+              }),
+            );
           send({
             case: "toolCall",
             value: { callId, toolId: e.id, toolName: e.name, source: SOURCE_ENUM[e.source], sourceName: e.sourceName, inputJson, parentCallId, codeModeRunId },
@@ -268,6 +323,7 @@ export class Segment {
           // The worker suspends the run once the VM is idle; `wait` resolves the yield.
           this.made.set(callId, { callId, kind: "yield", toolId: "", toolName: "" });
         },
+        onCheckpoint: (m) => this.checkpoints?.take(m),
       }),
       tenantOf(this.init.scope),
     );
@@ -298,6 +354,8 @@ export class Segment {
 
   /** A wait: the store's generation of the snapshot it resumes (the replay record chains segments by it). */
   resumesGeneration = 0;
+  /** The store's generation of the suspension the segment ended in, when it is not the next one (checkpoints took some). */
+  suspendedAs = 0;
 
   /** The segment's replay record in the making: its start, and the VM's outcome with its tape. */
   private replay: { start: ReturnType<typeof recordStart>; ended?: TaskOutcome } | undefined;
@@ -311,6 +369,7 @@ export class Segment {
     const record: SegmentRecord = {
       ...start,
       from: this.resumesGeneration,
+      ...(this.suspendedAs > this.resumesGeneration + 1 ? { to: this.suspendedAs } : {}),
       config: this.init.config,
       // The catalog texts only if the VM read them (a replay gives the same texts to the same reads).
       allToolsJson: read.has("all_tools") ? start.allToolsJson : "[]",
@@ -388,7 +447,7 @@ export class Segment {
     const result = buildResult(r, this.outputs, telemetry);
     // Every result names its code-mode run on the wire; the model sees it only when waiting.
     result.codeModeRunId = codeModeRunId;
-    if (!recordFirst) this.init.send({ case: "result", value: result });
+    if (!recordFirst) this.gate.send({ case: "result", value: result });
     const nested = [...this.myCalls].map((c) => ({
       ...this.approvals.nestedFields(c.callId),
       callId: c.callId,
@@ -450,7 +509,7 @@ export class Segment {
         .catch((err: unknown) => this.log.warn({ err }, `could not record the ${kind}'s trajectory`));
     if (recordFirst) {
       if (run?.found) await record();
-      this.init.send({ case: "result", value: result });
+      this.gate.send({ case: "result", value: result });
     } else if (run?.found) {
       // After the result's bytes left: the socket write is a native immediate, which runs
       // before this one in the same check phase, so encoding and writing the record no

@@ -107,8 +107,14 @@ export class SessionCell {
     );
     this.size = { keys: res.keys, bytes: Number(res.bytes) };
     if (res.refused) return res.refused;
-    this.written = { keys: writes.length, bytes: writes.reduce((n, w) => n + utf8(w.valueJson), 0) };
-    this.writes.clear();
+    this.written = { keys: this.written.keys + writes.length, bytes: this.written.bytes + writes.reduce((n, w) => n + utf8(w.valueJson), 0) };
+    // A checkpoint commits while the program runs on: a write made meanwhile stays staged,
+    // and the cell's later loads read what it committed.
+    const committed = await this.committed?.catch(() => undefined);
+    for (const w of writes) {
+      committed?.set(w.key, w.valueJson);
+      if (this.writes.get(w.key) === w.valueJson) this.writes.delete(w.key);
+    }
     return undefined;
   }
 

@@ -67,8 +67,8 @@ export class OrchestratorLink {
    * by the server.
    */
   onDeliver: ((scope: Scope, callId: string, answer: GatewayAnswer) => boolean) | undefined;
-  /** Drops cached resolved runs the orchestrator says changed (every one when `all`). Set by the run resolver. */
-  onInvalidate: ((scopes: Scope[], all: boolean) => void) | undefined;
+  /** Drops cached resolved runs the orchestrator names (every one when `all`; `keepForOutage`: they did not change). Set by the run resolver. */
+  onInvalidate: ((scopes: Scope[], all: boolean, keepForOutage?: boolean) => void) | undefined;
 
   get sidecarId(): string {
     return this.identity.sidecarId;
@@ -227,7 +227,9 @@ export class OrchestratorLink {
               // a malformed scope cannot name a cached run
             }
           }
-          this.onInvalidate?.(scopes, inv.all || scopes.length !== inv.scopes.length);
+          // A scope it could not read may have changed: nothing is kept for it.
+          const unread = scopes.length !== inv.scopes.length;
+          this.onInvalidate?.(scopes, inv.all || unread, inv.keepForOutage && !unread);
           stream.send({ message: { case: "invalidated", value: { requestId: inv.requestId } } });
         }
       }

@@ -3,14 +3,15 @@
  * counters) and keeps catalog views by version, so a catalog crosses the link once per
  * change. A scope with no open run resolves as `found: false` (Exec and Wait refuse it).
  *
- * When the orchestrator allows it (`cacheable`: it owns the run state), the resolved run
- * is cached until the orchestrator pushes an invalidation for it (opened again, closed,
- * namespaces changed, counters moved elsewhere); the cache is emptied whenever the link
- * leaves `up`, and an answer that crossed an invalidation is not cached. This sidecar's
- * own segments update the cached counters as they are recorded. Whatever the store, the
- * last answer for each run in recent use is kept too, and served while the orchestrator
- * answers that its store cannot be reached: no run can change meanwhile, so plain execs
- * of open runs go on through a store outage.
+ * When the orchestrator allows it (`cacheable`: it hears of every change of the run), the
+ * resolved run is cached until the orchestrator pushes an invalidation for it (opened again,
+ * closed, namespaces changed, counters moved elsewhere), and an answer that crossed one is
+ * not cached; this sidecar's own segments update the cached counters as they are recorded.
+ * A push that says the runs did not change (counters moved, or the orchestrator may miss
+ * changes from now on) keeps what was cached as the fallback for a store outage: served only
+ * while the orchestrator answers that its store cannot be reached (no run changes then), so
+ * plain execs of open runs go on through one. A change of the run, or a link that leaves
+ * `up` (the orchestrator then forgets what this sidecar holds), drops both.
  */
 import { LRUCache } from "lru-cache";
 import { SurfaceKind, ToolSource, type ToolCallers } from "../../gen/codemode/common/v1/common_pb.js";
@@ -93,8 +94,14 @@ export class RunResolver {
    * instead of asking again, unless an invalidation or link change came since.
    */
   private readonly inFlight = new Map<string, { generation: number; answer: Promise<ResolvedRun> }>();
-  /** The last answer for each run in recent use, served while the orchestrator's store is down. */
-  private readonly lastGood = new LRUCache<string, ResolvedRun>({ max: MAX_CACHED_RUNS, ttl: CACHED_RUN_IDLE_MS * 2, updateAgeOnGet: false });
+  /** What was cached when the orchestrator invalidated every run, served only while its store is down. */
+  private readonly fallback = new LRUCache<string, ResolvedRun>({ max: MAX_CACHED_RUNS, ttl: CACHED_RUN_IDLE_MS * 2, updateAgeOnGet: false });
+  /** The generation a push last named each run in as changed: an answer asked for before it is not kept at all. */
+  private readonly changedAt = new LRUCache<string, number>({ max: MAX_CACHED_RUNS, ttl: CACHED_RUN_IDLE_MS * 2 });
+  /** The generation a push last said every run may have changed in. */
+  private allChangedAt = -1;
+  /** Bumped by every link change: the orchestrator then forgets what this sidecar holds. */
+  private linkChanges = 0;
   /** Whether a store outage was already logged (once per outage). */
   private servingStale = false;
   /** Cache hits, misses, and lookups that joined a resolve in flight, for metrics and benchmarks. */
@@ -106,21 +113,43 @@ export class RunResolver {
     private readonly link: OrchestratorLink,
     private readonly log?: Logger,
   ) {
-    link.onStateChange(() => this.dropAll());
+    // The orchestrator forgets what a sidecar whose link went down holds: nothing is kept.
+    link.onStateChange(() => {
+      this.generation++;
+      this.linkChanges++;
+      this.cached.clear();
+      this.fallback.clear();
+    });
     setInterval(() => {
       this.cached.purgeStale();
       this.lastVersion.purgeStale();
     }, PURGE_EVERY_MS).unref();
-    link.onInvalidate = (scopes, all) => {
-      if (all) return this.dropAll();
+    link.onInvalidate = (scopes, all, keepForOutage = false) => {
       this.generation++;
-      for (const s of scopes) this.cached.delete(scopeKeyOf(s));
+      if (all && keepForOutage) {
+        // True until now: kept for a store outage, in which nothing changes.
+        for (const [key, run] of this.cached.entries()) this.fallback.set(key, run);
+        this.cached.clear();
+      } else if (all) {
+        this.cached.clear();
+        this.fallback.clear();
+        this.allChangedAt = this.generation;
+      } else {
+        for (const s of scopes) {
+          const key = scopeKeyOf(s);
+          const run = this.cached.get(key);
+          this.cached.delete(key);
+          // Counters a segment behind are good enough for an outage; a run that changed (closed,
+          // opened with another policy) is not served from its old answer, not even then.
+          if (keepForOutage) {
+            if (run) this.fallback.set(key, run);
+          } else {
+            this.fallback.delete(key);
+            this.changedAt.set(key, this.generation);
+          }
+        }
+      }
     };
-  }
-
-  private dropAll(): void {
-    this.generation++;
-    this.cached.clear();
   }
 
   async resolve(scope: Scope): Promise<ResolvedRun> {
@@ -140,14 +169,13 @@ export class RunResolver {
     this.inFlight.set(key, entry);
     try {
       const run = await entry.answer;
-      if (run.found) this.lastGood.set(key, run);
       if (this.servingStale) {
         this.servingStale = false;
         this.log?.info("the orchestrator's store answers again: runs are resolved there again");
       }
       return run;
     } catch (err) {
-      const last = isStoreUnavailable(err) ? this.lastGood.get(key) : undefined;
+      const last = isStoreUnavailable(err) ? this.fallback.get(key) : undefined;
       if (!last) throw err;
       this.staleServed++;
       if (!this.servingStale) {
@@ -163,6 +191,7 @@ export class RunResolver {
   /** Asks the orchestrator for the run; caches the answer when it may. */
   private async fetch(scope: Scope, key: string): Promise<ResolvedRun> {
     const generation = this.generation;
+    const links = this.linkChanges;
     const wasUp = this.link.linkState === "up";
     const known = this.lastVersion.get(key) ?? "";
     const res = await this.link.rpc.resolveRun(
@@ -171,6 +200,7 @@ export class RunResolver {
     );
     // The run is the scope's tenant's: an answer for another tenant's (an orchestrator with another tenants file) is no run.
     if (!res.found || (res.tenant || DEFAULT_TENANT) !== tenantOfScope(scope)) {
+      this.fallback.delete(key);
       return {
         found: false,
         active: true,
@@ -244,8 +274,12 @@ export class RunResolver {
       catalog,
       counters: { search: res.searchCount, describe: res.describeCount, call: res.callCount },
     };
-    if (res.cacheable && wasUp && this.link.linkState === "up" && generation === this.generation) {
-      this.cached.set(key, resolved);
+    // The store answered: the run's fallback is behind it.
+    this.fallback.delete(key);
+    if (res.cacheable && wasUp && this.link.linkState === "up" && links === this.linkChanges) {
+      if (generation === this.generation) this.cached.set(key, resolved);
+      // Crossed only by pushes about other runs, or that changed nothing: as true as what the cache held then.
+      else if ((this.changedAt.get(key) ?? -1) <= generation && this.allChangedAt <= generation) this.fallback.set(key, resolved);
     }
     return resolved;
   }
@@ -264,18 +298,22 @@ export class RunResolver {
     confirmed = false,
   ): Promise<void> {
     const key = scopeKeyOf(scope);
-    const hit = this.cached.get(key);
-    if (hit) {
-      const c = hit.counters;
-      this.cached.set(key, {
-        ...hit,
+    const moved = (run: ResolvedRun): ResolvedRun => {
+      const c = run.counters;
+      return {
+        ...run,
         counters: {
           search: c.search + (segment.searchDelta ?? 0),
           describe: c.describe + (segment.describeDelta ?? 0),
           call: c.call + (segment.callDelta ?? 0),
         },
-      });
-    }
+      };
+    };
+    const hit = this.cached.get(key);
+    if (hit) this.cached.set(key, moved(hit));
+    // The outage fallback counts this sidecar's segments too (the orchestrator cannot store them then).
+    const last = this.fallback.get(key);
+    if (last) this.fallback.set(key, moved(last));
     const req = { scope, ...segment, sidecarId: this.link.sidecarId };
     if (!confirmed && this.link.recordOnLink(req)) return;
     await this.link.client.recordSegment(req, { deadlineMs: RESOLVE_DEADLINE_MS });

@@ -5,11 +5,15 @@
  */
 import type { ExecTask, GuestCatalog, NestedCallMessage, PlainError, RequestOp, ResumeTask, TaskOutcome, UnparkTask, WorkerMessage } from "./task-protocol.js";
 
+export type CheckpointMessage = Extract<WorkerMessage, { t: "checkpoint" }>;
+
 export type ExecEvents = {
   onOutput(kind: "text" | "json", data: string): void;
   onToolCall(call: NestedCallMessage): void;
   onRequest(reqId: string, op: RequestOp, payloadJson: string): void;
   onYield(callId: string, reason: string): void;
+  /** The idle VM's checkpoint (a code-mode exec or wait that takes them). */
+  onCheckpoint?(checkpoint: CheckpointMessage): void;
 };
 
 export type ExecHandle = {
@@ -50,6 +54,7 @@ export function forwardEvent(m: WorkerMessage, events: ExecEvents): void {
   else if (m.t === "call") events.onToolCall(m);
   else if (m.t === "request") events.onRequest(m.reqId, m.op, m.payloadJson);
   else if (m.t === "yield") events.onYield(m.callId, m.reason);
+  else if (m.t === "checkpoint") events.onCheckpoint?.(m);
 }
 
 /** A VM's idle image, parked on the main thread by a worker that shares its thread. */

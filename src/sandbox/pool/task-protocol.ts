@@ -23,6 +23,8 @@ export type TaskLimits = {
   maxOutputBytes: number;
   maxPendingToolCalls: number;
   maxSnapshotBytes: number;
+  /** A VM idle this long on tool answers posts a `checkpoint` (../worker/idle-checkpoint.ts); absent: never. */
+  checkpointAfterMs?: number;
 };
 
 export const EMPTY_GUEST_CATALOG: GuestCatalog = { staticJson: '{"mcp":[],"namespaces":[]}', allToolsJson: "[]", convenienceJson: "[]", needsContext: false };
@@ -193,6 +195,11 @@ export type WorkerMessage =
       seq: number;
       rx: number;
     }
+  /**
+   * The VM has waited on tool answers for checkpointAfterMs and goes on waiting: its
+   * snapshot (unsealed, memory transferred) and what it awaits, for the main thread to store.
+   */
+  | { t: "checkpoint"; envelope: Uint8Array; pending: PendingRef[]; outputBytes: number }
   | { t: "done"; outcome: TaskOutcome };
 
 /** Main → worker. */

@@ -92,7 +92,7 @@ async function replay(data: ReplayJob, wasmModule: WebAssembly.Module): Promise<
       Object.assign(report, divergence ? { verdict: "diverged", divergence } : { verdict: "same" });
     }
     stopped = report.verdict !== "same";
-    if (typeof outcome !== "string" && outcome.status === "suspended") suspended.set((seg.from ?? 0) + 1, outcome);
+    if (typeof outcome !== "string" && outcome.status === "suspended") suspended.set(seg.to ?? (seg.from ?? 0) + 1, outcome);
   }
   const bad = segments.find((s) => s.verdict === "diverged" || s.verdict === "incomplete");
   const partial: Omit<ReplayReport, "summary"> = {

@@ -34,9 +34,9 @@ import { withRetries } from "../link/retry.js";
 import { killGraceMs } from "../pool/pool-contract.js";
 import type { ResultInput } from "../exec/result.js";
 import type { ResolvedRun } from "../link/run-resolver.js";
-import { unreachable, type Segment, type Answer, type PendingInfo, type SegmentInit } from "../exec/segment.js";
+import { unreachable, type Segment, type Answer, type PendingInfo, type SegmentCheckpoints, type SegmentInit } from "../exec/segment.js";
 import { SnapshotAuthError, SnapshotKeyUnavailableError, type SnapshotSealer } from "./snapshot-seal.js";
-import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls } from "./suspension.js";
+import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls, type SuspendContext } from "./suspension.js";
 import type { AnswerMessage, ResumeTask } from "../pool/task-protocol.js";
 import { linkedSignal } from "../exec/drain-signals.js";
 import { madeByOtherBuild, rebuildByReplay, type Rebuilt } from "./rebuild.js";
@@ -49,7 +49,7 @@ const LINK_DEADLINE_MS = 10_000;
  * resume the run from its stored snapshot. A segment that learns its claim is gone
  * anyway (expired, or the run was closed) is cancelled.
  */
-const CLAIM_LEASE_MS = 3 * (LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.max)) + 30_000;
+export const CLAIM_LEASE_MS = 3 * (LIMITS.timeoutMs.max + killGraceMs(LIMITS.timeoutMs.max)) + 30_000;
 /** Longest single AwaitToolResults long-poll. */
 const POLL_MS = 30_000;
 /**
@@ -78,6 +78,8 @@ export type WaitDeps = {
    * (`budget.usedMs` of timeoutMs so far, summed over its segments; parked time is not in it).
    */
   awaiting?: { untilMs: number; budget: RunBudget };
+  /** The restored VM's checkpoints (./checkpoints.ts): its claimed snapshot counts as one. */
+  checkpoints?: (seg: Segment, ctx: SuspendContext) => SegmentCheckpoints;
 };
 
 /** The running time an awaitResults exec's segments used so far: the time their VMs held a thread. */
@@ -90,7 +92,7 @@ const MIN_SEGMENT_MS = 100;
  * Long-polls the orchestrator for answers not in `seen`, until one arrives, the signal
  * aborts, or `untilMs` passes. Returns false when the claim is no longer current.
  */
-async function collect(
+export async function collect(
   link: OrchestratorLink,
   codeModeRunId: string,
   token: string,
@@ -140,7 +142,8 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   let claim;
   try {
     claim = await withRetries(
-      () => link.rpc.claimRun({ scope, codeModeRunId, leaseMs: CLAIM_LEASE_MS, claimToken: token }, { deadlineMs: LINK_DEADLINE_MS }),
+      () =>
+        link.rpc.claimRun({ scope, codeModeRunId, leaseMs: CLAIM_LEASE_MS, claimToken: token, sidecarId: link.sidecarId }, { deadlineMs: LINK_DEADLINE_MS }),
       (err) => err instanceof ServiceError && err.code === "unavailable" && !signal.aborted,
     );
   } catch (err) {
@@ -231,7 +234,9 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   /** When each answer was stored, and when its approval was asked for (trajectory). */
   const times = new Map<string, AnswerMeta>();
   const take = (id: string, a: GatewayAnswer, t: AnswerMeta) => {
-    if (!pending.has(id) || answers.has(id)) return;
+    // A call this segment made, answered through the store after a checkpoint listed it.
+    if (!pending.has(id)) return void seg.checkpoints?.answerFromStore(id, a, t);
+    if (answers.has(id)) return;
     if (isApprovalMark(a)) {
       // approvalMode "error" turns a mark stored while suspended into the guest's ApprovalRequired.
       if (config.approvalMode === "error") answers.set(id, approvalRequired(pending.get(id)!.toolName || pending.get(id)!.toolId, a.approval.reason));
@@ -352,6 +357,19 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   const late = unanswered ? undefined : setTimeout(poll, LATE_POLL_MS);
   if (unanswered) poll();
   let outcome;
+  const ctx: SuspendContext = {
+    scope,
+    scopeKey: deps.init.scopeKey,
+    codeModeRunId,
+    execCallId: rec.execCallId,
+    config,
+    catalogVersion: run.catalog?.version ?? rec.catalogVersion,
+    link,
+    sealer,
+    signal,
+    claim: { token, generation, pending, answers },
+  };
+  seg.checkpoints = deps.checkpoints?.(seg, ctx);
   // The replay record names the snapshot this segment resumes (./../exec/replay-record.ts).
   seg.resumesGeneration = generation;
   try {
@@ -394,18 +412,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     await poller;
   }
   if (deps.awaiting) deps.awaiting.budget.usedMs += outcome.cpuMs ?? 0;
-  await endSegment(seg, outcome, {
-    scope,
-    scopeKey: deps.init.scopeKey,
-    codeModeRunId,
-    execCallId: rec.execCallId,
-    config,
-    catalogVersion: run.catalog?.version ?? rec.catalogVersion,
-    link,
-    sealer,
-    signal,
-    claim: { token, generation, pending, answers },
-  });
+  await endSegment(seg, outcome, ctx);
 }
 
 /** An answer as the resumed VM takes it. */

@@ -5,9 +5,10 @@
  * the snapshot is sealed (AES-256-GCM, bound to the run, scope, metadata and the run's
  * next generation in the store), checked against `maxSnapshotBytes`, and sent with the
  * pending list and the answers the VM had not yet consumed (an answer can arrive after
- * the snapshot was taken). Answers that arrive
- * while the store call is in flight are routed to the orchestrator afterwards, so
- * nothing a gateway sent is lost between "the VM stopped" and "the run is stored".
+ * the snapshot was taken). Answers that arrive while the store call is in flight are
+ * routed to the orchestrator afterwards, so nothing a gateway sent is lost between "the
+ * VM stopped" and "the run is stored". A checkpoint (./checkpoints.ts) is sealed and
+ * stored the same way, for a VM that lives on.
  */
 import type { CodeModeConfig } from "../../shared/config.js";
 import { answerToWire, pendingKindToWire, reasonToWire, type GatewayAnswer, type SuspendReason } from "../../shared/link-wire.js";
@@ -19,7 +20,7 @@ import type { OrchestratorLink } from "../link/orchestrator-link.js";
 import { errorCodeName, type PendingCall, type ResultInput } from "../exec/result.js";
 import type { Answer, Approval, PendingInfo, Scope, Segment } from "../exec/segment.js";
 import type { SnapshotSealer } from "./snapshot-seal.js";
-import type { TaskLimits, TaskOutcome } from "../pool/task-protocol.js";
+import type { PendingRef, TaskLimits, TaskOutcome } from "../pool/task-protocol.js";
 
 export type SuspendedOutcome = Extract<TaskOutcome, { status: "suspended" }>;
 
@@ -83,28 +84,43 @@ async function routeLate(ctx: SuspendContext, callId: string, a: GatewayAnswer, 
   }
 }
 
-export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, ctx: SuspendContext): Promise<SuspendResult> {
-  const pending: PendingInfo[] = outcome.pending.map((ref) =>
+/** A VM's snapshot as the store keeps it: sealed, with what it awaits and the answers the segment knows for those calls. */
+export type SealedRun = {
+  run: NonNullable<SuspendRunRequest["run"]>;
+  /** The sealed snapshot's size. */
+  bytes: number;
+  pending: PendingInfo[];
+  /** Answers (and approval marks) sent with it, by call id. */
+  included: Map<string, GatewayAnswer>;
+  /** The approval marks the segment held when it was sealed. */
+  marksSent: Map<string, Approval>;
+};
+
+type SuspendRunRequest = Parameters<OrchestratorLink["rpc"]["suspendRun"]>[0];
+
+/**
+ * Seals a snapshot for store generation `generation` and lists what goes with it; a string
+ * says why it is too large to store. A suspension and a checkpoint (./checkpoints.ts) store the same.
+ */
+export function sealRun(
+  seg: Segment,
+  snap: { envelope: Uint8Array; pending: PendingRef[]; reason: SuspendReason; outputBytes: number },
+  ctx: SuspendContext,
+  generation: number,
+): SealedRun | string {
+  const pending: PendingInfo[] = snap.pending.map((ref) =>
     ref.kind === "timer"
       ? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "", dueAtMs: ref.dueAtMs ?? Date.now() }
       : (seg.made.get(ref.callId) ?? ctx.claim?.pending.get(ref.callId) ?? { callId: ref.callId, kind: ref.kind, toolId: "", toolName: "" }),
   );
   const configJson = JSON.stringify(ctx.config);
-  const meta = sealMeta({ configJson, reason: outcome.reason, pending, outputBytes: outcome.outputBytes });
+  const meta = sealMeta({ configJson, reason: snap.reason, pending, outputBytes: snap.outputBytes });
   const notAfterMs = Date.now() + ctx.config.snapshotTtlSeconds * 1000;
-  // The store takes exactly its generation plus one: 1 for a first suspension.
-  const generation = (ctx.claim?.generation ?? 0) + 1;
-  const sealed = ctx.sealer.seal(outcome.envelope, { codeModeRunId: ctx.codeModeRunId, scopeKey: ctx.scopeKey, meta, generation }, notAfterMs);
+  const sealed = ctx.sealer.seal(snap.envelope, { codeModeRunId: ctx.codeModeRunId, scopeKey: ctx.scopeKey, meta, generation }, notAfterMs);
   const limit = Math.min(ctx.config.maxSnapshotBytes, MAX_STORED_SNAPSHOT_BYTES);
   if (sealed.byteLength > limit) {
     const which = limit === ctx.config.maxSnapshotBytes ? "maxSnapshotBytes" : "the largest snapshot the store link carries";
-    return {
-      result: {
-        status: "failed",
-        error: `code mode snapshot is ${sealed.byteLength} bytes, over ${which} (${limit} bytes); the run cannot be suspended.`,
-        code: "snapshot_limit_exceeded",
-      },
-    };
+    return `code mode snapshot is ${sealed.byteLength} bytes, over ${which} (${limit} bytes)`;
   }
   const known = (id: string): GatewayAnswer | undefined => {
     const a = seg.answers.get(id) ?? ctx.claim?.answers.get(id);
@@ -119,29 +135,55 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
   }
   // What the stored run says of each call a person is being asked about.
   const marksSent = new Map(seg.awaitingApproval);
-  const request = {
-    run: {
-      codeModeRunId: ctx.codeModeRunId,
-      scope: ctx.scope,
-      snapshot: sealed,
-      pending: pending.map((p) => ({
-        callId: p.callId,
-        toolId: p.toolId,
-        toolName: p.toolName,
-        kind: pendingKindToWire(p.kind),
-        dueAtMs: BigInt(p.dueAtMs ?? 0),
-      })),
-      answers: [...included].map(([id, a]) => answerToWire(id, a)),
-      reason: reasonToWire(outcome.reason),
-      configJson,
-      outputBytes: BigInt(outcome.outputBytes),
-      catalogVersion: ctx.catalogVersion,
-      execCallId: ctx.execCallId,
-      generation: BigInt(generation),
-    },
-    reclaim: ctx.claim !== undefined,
-    claimToken: ctx.claim?.token ?? "",
+  const run = {
+    codeModeRunId: ctx.codeModeRunId,
+    scope: ctx.scope,
+    snapshot: sealed,
+    pending: pending.map((p) => ({
+      callId: p.callId,
+      toolId: p.toolId,
+      toolName: p.toolName,
+      kind: pendingKindToWire(p.kind),
+      dueAtMs: BigInt(p.dueAtMs ?? 0),
+    })),
+    answers: [...included].map(([id, a]) => answerToWire(id, a)),
+    reason: reasonToWire(snap.reason),
+    configJson,
+    outputBytes: BigInt(snap.outputBytes),
+    catalogVersion: ctx.catalogVersion,
+    execCallId: ctx.execCallId,
+    generation: BigInt(generation),
   };
+  return { run, bytes: sealed.byteLength, pending, included, marksSent };
+}
+
+/**
+ * Answers that reached the segment for `sealed`'s calls after it was sealed are handed to
+ * the stored run, so it keeps them too (the VM may have taken them already).
+ */
+export async function handOverLate(seg: Segment, ctx: SuspendContext, sealed: SealedRun): Promise<void> {
+  const { pending, included, marksSent } = sealed;
+  for (const p of pending) {
+    const a: GatewayAnswer | undefined =
+      seg.answers.get(p.callId) ?? (marksSent.has(p.callId) ? undefined : (ctx.claim?.answers.get(p.callId) ?? markOf(seg, p.callId)));
+    const sent = included.get(p.callId);
+    if (!a || (sent && !("approval" in sent)) || sent === a) continue;
+    if (await routeLate(ctx, p.callId, a, seg)) included.set(p.callId, a);
+  }
+}
+
+function markOf(seg: Segment, callId: string): GatewayAnswer | undefined {
+  const m = seg.awaitingApproval.get(callId);
+  return m ? { approval: m } : undefined;
+}
+
+export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, ctx: SuspendContext): Promise<SuspendResult> {
+  // The store takes exactly its generation plus one: 1 for a first suspension.
+  const generation = (ctx.claim?.generation ?? 0) + 1;
+  const sealed = sealRun(seg, outcome, ctx, generation);
+  if (typeof sealed === "string") return { result: { status: "failed", error: `${sealed}; the run cannot be suspended.`, code: "snapshot_limit_exceeded" } };
+  const { pending, included } = sealed;
+  const request = { run: sealed.run, reclaim: ctx.claim !== undefined, claimToken: ctx.claim?.token ?? "" };
   // Retried while the orchestrator cannot be reached (the link's address may lead to another
   // one): the store takes this same request again as already stored, so a reply lost with a
   // dying orchestrator does not leave the run stored while the model is told it failed.
@@ -152,16 +194,12 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
   if (res.refused) {
     return { result: { status: "failed", error: res.refused, code: errorCodeName(res.refusedCode) ?? "invalid_input" } };
   }
+  seg.suspendedAs = generation;
   // From here on, answers for these calls are routed to the stored run. Those that
   // reached this sidecar after the snapshot and after the request above was built are
   // handed over now, so the stored run keeps them too.
   seg.endCalls();
-  for (const p of pending) {
-    const a: GatewayAnswer | undefined = seg.answers.get(p.callId) ?? (marksSent.has(p.callId) ? undefined : known(p.callId));
-    const sent = included.get(p.callId);
-    if (!a || (sent && !("approval" in sent)) || sent === a) continue;
-    if (await routeLate(ctx, p.callId, a, seg)) included.set(p.callId, a);
-  }
+  await handOverLate(seg, ctx, sealed);
   const marks = new Map<string, Approval>();
   for (const [id, a] of included) if ("approval" in a) marks.set(id, a.approval);
   const answered = new Set([...[...included].filter(([, a]) => !("approval" in a)).map(([id]) => id), ...res.answeredCallIds]);
@@ -171,7 +209,7 @@ export async function storeSuspension(seg: Segment, outcome: SuspendedOutcome, c
   const reason = outcome.reason === "approval" && !unsettled.some((p) => p.approval) ? "pending_tools" : outcome.reason;
   return {
     result: { status: "waiting", codeModeRunId: ctx.codeModeRunId, reason, pending: unsettled },
-    snapshotBytes: sealed.byteLength,
+    snapshotBytes: sealed.bytes,
   };
 }
 
@@ -201,6 +239,7 @@ export function limitsOf(config: CodeModeConfig): TaskLimits {
     maxOutputBytes: config.maxOutputBytes,
     maxPendingToolCalls: config.maxPendingToolCalls,
     maxSnapshotBytes: config.maxSnapshotBytes,
+    checkpointAfterMs: config.checkpointAfterMs,
   };
 }
 
@@ -210,6 +249,9 @@ export function limitsOf(config: CodeModeConfig): TaskLimits {
  * with the run deleted.
  */
 export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: SuspendContext): Promise<void> {
+  // A run its checkpoints put in the store is held by their claim, at the store's generation.
+  const held = await seg.checkpoints?.end();
+  if (held) ctx = { ...ctx, claim: { pending: new Map(), answers: new Map(), ...ctx.claim, ...held } };
   if (outcome.status === "suspended" && ctx.signal.aborted) {
     outcome = { status: "failed", error: "code mode run was cancelled by the gateway.", code: "internal_error", outputBytes: outcome.outputBytes };
   }

@@ -40,6 +40,7 @@ import { MAX_TIMER_MS, MAX_TIMERS, TimerTable } from "./timers.js";
 import { setGuestClock, type ClockSource } from "./guest-clock.js";
 import { mainMessageOf, TapeRecorder, type Tape, type TapePlayer } from "./replay-tape.js";
 import { boundedError, completion, failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS, suspendedOutcome, thrownOutcome, type Settled } from "./outcomes.js";
+import { checkpointable, IdleCheckpoint } from "./idle-checkpoint.js";
 
 export { failed, OUTPUT_ITEM_OVERHEAD_BYTES, SNAPSHOT_BUDGET_MS };
 
@@ -99,6 +100,7 @@ export class GuestSession {
   ) {
     this.outputBytes = outputBytesUsed;
     this.answers = new StagedAnswers(Math.floor(limits.memoryLimitBytes / HOLD_FRACTION));
+    if (limits.checkpointAfterMs) this.checkpoints = new IdleCheckpoint(limits.checkpointAfterMs);
     port.on("message", this.onMessage);
     // The pool closes its end when it moved the run elsewhere: wake to give it up.
     port.once("close", () => this.wake?.());
@@ -115,6 +117,8 @@ export class GuestSession {
   recycle: ((vm: QuickJS, healthy: boolean) => void) | undefined;
   /** False once the instance trapped or the run failed in the host. */
   private healthy = true;
+  /** Checkpoints of the idle VM, when the task takes them (./idle-checkpoint.ts). */
+  private readonly checkpoints: IdleCheckpoint | undefined;
   /** Who owns the run (../pool/task-protocol.ts, `claim`); images parked so far. */
   private claim: Int32Array | undefined;
   private parkSeq = 0;
@@ -217,6 +221,23 @@ export class GuestSession {
   /** What the VM awaits, as a suspension or a parked image records it. */
   private pendingRefs(): PendingRef[] {
     return [...this.pending].map(([callId, kind]) => (kind === "timer" ? { callId, kind, dueAtMs: this.timers.get(callId) ?? Date.now() } : { callId, kind }));
+  }
+
+  /** Posts a checkpoint of the idle VM, which then waits on (./idle-checkpoint.ts). */
+  private async checkpoint(wasm: WebAssembly.Module): Promise<void> {
+    setGuestClock(undefined);
+    const { deadline } = this.stop;
+    await this.checkpoints!.take({
+      vm: this.vm!,
+      guestToken: this.guestToken,
+      wasm,
+      ...this.limits,
+      deadline,
+      pending: this.pendingRefs(),
+      outputBytes: this.outputBytes,
+      port: this.port,
+    });
+    setGuestClock(this.clock);
   }
 
   awaitAgain(callId: string, kind: PendingKind, dueAtMs?: number): void {
@@ -489,7 +510,14 @@ export class GuestSession {
             } else this.approvalsOnlySince = undefined;
             const remaining = this.stop.deadline - now;
             if (remaining <= 0) return await this.suspend(this.idleReason(), wasm);
-            const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now), approvalGraceLeft);
+            // Idle long enough on tool answers: a checkpoint in the store, and the VM waits on.
+            const eligible = !this.neverSuspends && !this.player && !this.answers.due && checkpointable(this.pending, this.approvalCalls);
+            const checkpointIn = this.checkpoints?.dueIn(now, eligible) ?? Number.POSITIVE_INFINITY;
+            if (checkpointIn <= 0) {
+              await this.checkpoint(wasm);
+              continue;
+            }
+            const sleep = Math.min(remaining + 1, Math.max(0, this.timers.nextDue() - now), approvalGraceLeft, checkpointIn);
             this.idle = true;
             this.releaseThread();
             if (cohosted()) this.parkIfIdle();
@@ -512,6 +540,7 @@ export class GuestSession {
             if (this.inbox.length === 0 && Date.now() > this.stop.deadline) return await this.suspend(this.idleReason(), wasm);
           }
           this.recorder?.batch(this.inbox);
+          if (this.inbox.length > 0) this.checkpoints?.ran();
           while (this.inbox.length > 0) {
             const m = this.inbox.shift()!;
             if (this.deliverFn) this.answers.take(this.vm!, this.deliverFn, m, this.pending, this.stop.due);
