@@ -136,6 +136,8 @@ class Refusal(enum.StrEnum):
     CODE_MODE_DISABLED = "code_mode_disabled"
     MISSING_RUN_ID = "missing_run_id"
     INVALID_PROGRAM = "invalid_program"
+    # The run's sidecar died after its VM made a call past its last checkpoint (docs/contract.md, "Crash-safe parking").
+    RUN_LOST = "run_lost"
 
 
 E = TypeVar("E", bound=enum.StrEnum)
