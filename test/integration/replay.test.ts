@@ -98,10 +98,12 @@ describe("replay", () => {
     expect(d.summary).toMatch(/\(wait\) at nested call 1: recorded .*\\"m\\":2.*replayed .*\\"m\\":6/);
   });
 
-  it("a secret answer is not kept: the replay stops there and says so", async () => {
+  it("a secret answer is not kept, nor what the program made of it: the replay stops there and says so", async () => {
     const { scope } = await openRun(cluster, TOOLS, {}, { config: { timeoutMs: 300 } });
-    const { out, runId } = await runToEnd(scope, "const k = await tools.lookup({}); return k.key.length", () => ({ key: "hunter2-secret" }), { secret: true });
-    expect(out.model).toMatchObject({ status: "completed", value: 14 });
+    // The program passes the secret on to another tool, prints it and returns it.
+    const code = "const k = await tools.lookup({}); await tools.fetch({ auth: k.key }); text(k.key); return k.key";
+    const { out, runId } = await runToEnd(scope, code, () => ({ key: "hunter2-secret" }), { secret: true });
+    expect(out.model).toMatchObject({ status: "completed", value: "hunter2-secret" });
     const { recordJson } = await cluster.control.getReplayRecord({ scope, codeModeRunId: runId });
     expect(recordJson).not.toContain("hunter2");
     const r = await replay(scope, runId);
@@ -145,5 +147,19 @@ describe("replay", () => {
     const changed = spawnSync(process.execPath, [BIN, "replay", "--from", file], { encoding: "utf8", timeout: 120_000 });
     expect(changed.status).toBe(1);
     expect(changed.stderr).toMatch(/codemode replay: diverged/);
+  });
+
+  it("a record given whole that is not one is INVALID_ARGUMENT, naming what is wrong", async () => {
+    const { scope } = await openRun(cluster, TOOLS);
+    const { runId } = await runToEnd(scope, "return await tools.fetch({ n: 1 })", () => 1, { live: true });
+    const record = JSON.parse((await cluster.control.getReplayRecord({ scope, codeModeRunId: runId })).recordJson);
+    delete record.segments[0].result.priorOutputs;
+    await expect(cluster.control.replayRun({ recordJson: JSON.stringify(record) })).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringMatching(/segment 1 is not a segment record: its result needs/),
+    });
+    await expect(cluster.control.replayRun({ recordJson: "{" })).rejects.toMatchObject({ code: "invalid_argument" });
+    // The replay thread is intact: the record as it was replays the same.
+    expect((await replay(scope, runId)).verdict).toBe("same");
   });
 });

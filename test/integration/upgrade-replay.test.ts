@@ -86,4 +86,19 @@ describe("a rolling upgrade", () => {
       /suspended by another sandbox build and cannot be rebuilt on this one: replaying its record on this build gave: diverged in segment 1 of 1 \(exec\) at nested call 1/,
     );
   });
+
+  it("a program whose error names another build is not rebuilt: its wait makes each call once and fails with its own error", async () => {
+    const { scope } = await openRun(cluster, TOOLS, {}, { config: { timeoutMs: 300 } });
+    const calls: ToolCallEvent[] = [];
+    const code =
+      'await yield_control("p"); await tools.lookup({ n: 9 }); throw new Error("the snapshot was made by a different sandbox build (engine fingerprint differs)")';
+    const parked = await collectStream(fresh().sandbox.exec({ scope, code }));
+    expect(parked.model).toMatchObject({ status: "waiting", reason: "yield" });
+    const out = await collectStream(fresh().sandbox.wait({ scope, codeModeRunId: parked.model.runId! }), (c) => {
+      calls.push(c);
+      void fresh().sandbox.bridgeCallback({ scope, callId: c.callId, outcome: { case: "resultJson", value: "1" } });
+    });
+    expect(out.model).toMatchObject({ status: "failed", error: expect.stringContaining("different sandbox build") });
+    expect(calls).toHaveLength(1);
+  });
 });

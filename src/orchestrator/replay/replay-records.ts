@@ -3,8 +3,10 @@
  * scope and code-mode run id, the segments' records (JSON, ../../sandbox/exec/replay-record.ts)
  * in the order they arrived. A record outlives its agent run, so yesterday's runs can be
  * replayed against a new build: it is dropped REPLAY_TTL_MS after its last segment, and a
- * run keeps its first MAX_REPLAY_SEGMENTS segments. In memory (below, bounded in bytes,
- * least recently used dropped first) or in Redis (./redis-replay-records.ts).
+ * run keeps its first MAX_REPLAY_SEGMENTS segments. Once a segment's VM received a secret
+ * answer (its tape is `tainted`), the run's later segments are not kept: their VMs may hold
+ * what the secret said, and a replay stops at the secret anyway. In memory (below, bounded in
+ * bytes, least recently used dropped first) or in Redis (./redis-replay-records.ts).
  */
 import { LRUCache } from "lru-cache";
 import { scopeKeyOf, type Scope } from "../../shared/scope.js";
@@ -18,6 +20,11 @@ export interface ReplayRecords {
   append(scope: Scope, codeModeRunId: string, segmentJson: string): Promise<void>;
   /** The run's segments' records in order; empty when none is kept. */
   segments(scope: Scope, codeModeRunId: string): Promise<string[]>;
+}
+
+/** Whether a segment record's tape says a secret reached its VM (the recorder writes this key; a guest's text is escaped in the JSON). */
+export function isTainted(segmentJson: string): boolean {
+  return segmentJson.includes('"tainted":true');
 }
 
 export function replayKey(scope: Scope, codeModeRunId: string): string {

@@ -9,6 +9,7 @@
  */
 import type { ExecTask, PendingRef, ResumeTask, TaskLimits, TaskOutcome, TaskSurface } from "../pool/task-protocol.js";
 import type { Submission } from "../pool/pool-contract.js";
+import { createHash } from "node:crypto";
 import type { Tape } from "../worker/replay-tape.js";
 import type { OutputItem, ResultInput, TelemetryInput } from "./result.js";
 
@@ -106,4 +107,21 @@ export function recordStart(submission: Submission, build: SegmentRecord["build"
     allToolsJson: r.allToolsJson ?? "[]",
     convenienceJson: r.convenienceJson ?? "[]",
   };
+}
+
+/**
+ * A segment record whose VM received a secret answer keeps nothing derived from it: its
+ * outcome's value or error and its Result become hashes, its output is left out. A replay
+ * stops at the secret and never compares them.
+ */
+export function withoutSecrets(record: SegmentRecord): SegmentRecord {
+  if (!record.tape.tainted) return record;
+  const hash = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
+  const o = record.outcome;
+  const outcome: RecordedOutcome =
+    o.status === "completed" ? { ...o, valueJson: hash(o.valueJson) } : o.status === "failed" ? { ...o, error: hash(o.error) } : o;
+  const r = record.result.input;
+  const input: ResultInput =
+    r.status === "completed" ? { ...r, valueJson: JSON.stringify(hash(r.valueJson)) } : r.status === "failed" ? { ...r, error: hash(r.error) } : r;
+  return { ...record, outcome, result: { input, telemetry: record.result.telemetry, priorOutputs: [], modelJson: hash(record.result.modelJson) } };
 }

@@ -21,7 +21,7 @@ import { sourceBreakdown, type CatalogEntryData, type CatalogSurface } from "../
 import type { SandboxPool } from "../pool/pool.js";
 import type { ExecEvents, ExecHandle, Submission } from "../pool/pool-contract.js";
 import { buildResult, type OutputItem, type ResultInput, type TelemetryInput } from "./result.js";
-import { recordedOutcome, recordStart, type SegmentRecord } from "./replay-record.js";
+import { recordedOutcome, recordStart, withoutSecrets, type SegmentRecord } from "./replay-record.js";
 import { BUILD } from "../../shared/build-info.js";
 import { tenantOf } from "../pool/cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
@@ -378,7 +378,7 @@ export class Segment {
       outcome: recordedOutcome(ended),
       result: { input: r, telemetry, priorOutputs: [...(this.init.priorOutputs ?? [])], modelJson },
     };
-    return JSON.stringify(record);
+    return JSON.stringify(withoutSecrets(record));
   }
 
   /** How the pool placed the segment's VM (for the log): time waiting for a thread, moves between threads. */

@@ -258,6 +258,8 @@ export type TaskOutcome = (
   memory?: WorkerMemory;
   /** What the VM consumed, when the task asked for a record (../worker/replay-tape.ts). */
   tape?: Tape;
+  /** A resume whose snapshot was made by another build: no VM ran (../suspend/rebuild.ts). */
+  otherBuild?: true;
 };
 
 /** What a worker thread holds, in bytes: its V8 heap, and the QuickJS memories it keeps for reuse. */

@@ -46,14 +46,35 @@ export function parseRunRecord(json: string): RunRecord {
     throw new ServiceError("invalid_argument", "the replay record must name its codeModeRunId and hold at least one segment");
   }
   for (const [i, s] of r.segments.entries()) {
-    const ok = s && (s.kind === "exec" || s.kind === "wait") && s.tape && Array.isArray(s.tape.clock) && s.outcome && s.result && s.limits;
-    if (!ok) throw new ServiceError("invalid_argument", `the replay record's segment ${i + 1} is not a segment record`);
+    const why = segmentProblem(s);
+    if (why) throw new ServiceError("invalid_argument", `the replay record's segment ${i + 1} is not a segment record: ${why}`);
     if (i === 0 && s.kind !== "exec") throw new ServiceError("invalid_argument", "a replay record starts with its exec");
   }
   return r as RunRecord;
 }
 
 /** quickjs.wasm compiled once per process, and its sha256 (which selects the build's precompiled preludes, as a pool worker's does). */
+/** What is wrong with a segment record given whole, or undefined: checked before a replay thread sees it. */
+function segmentProblem(s: SegmentRecord | undefined): string | undefined {
+  const isObject = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v);
+  const strings = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === "string");
+  if (!isObject(s)) return "not an object";
+  if (s!.kind !== "exec" && s!.kind !== "wait") return 'its kind must be "exec" or "wait"';
+  const t = s!.tape as Partial<SegmentRecord["tape"]> | undefined;
+  if (!isObject(t)) return "it has no tape";
+  if (!Array.isArray(t!.clock) || !t!.clock.every((n) => Number.isFinite(n))) return "its tape's clock must be numbers";
+  if (!strings(t!.seeds) || !strings(t!.ids)) return "its tape's seeds and ids must be texts";
+  if (!Array.isArray(t!.events) || !Array.isArray(t!.sent)) return "its tape's events and sent must be lists";
+  if (!isObject(s!.limits) || !isObject(s!.outcome) || !isObject(s!.result)) return "it needs limits, outcome and result";
+  if (!Array.isArray(s!.result.priorOutputs) || typeof s!.result.modelJson !== "string" || !isObject(s!.result.input) || !isObject(s!.result.telemetry))
+    return "its result needs input, telemetry, priorOutputs and modelJson";
+  if (s!.kind === "exec") {
+    const e = s!.exec;
+    if (!isObject(e) || typeof e!.source !== "string" || typeof e!.staticJson !== "string" || typeof e!.contextJson !== "string") return "its exec needs source, staticJson and contextJson";
+  }
+  return undefined;
+}
+
 let wasm: Promise<{ module: WebAssembly.Module; digest: string }> | undefined;
 let queue: Promise<unknown> = Promise.resolve();
 

@@ -8,7 +8,8 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { BUILD } from "../../shared/build-info.js";
 import type { SegmentRecord } from "../exec/replay-record.js";
-import type { TaskOutcome } from "../pool/task-protocol.js";
+import { LIMITS } from "../../shared/limits.js";
+import type { TaskLimits, TaskOutcome } from "../pool/task-protocol.js";
 import { TapePlayer } from "../worker/replay-tape.js";
 import { prepareCell } from "../worker/prepare-cell.js";
 import { runExecSession, runResumeSession } from "../worker/sessions.js";
@@ -18,6 +19,25 @@ import { compareSegment, summaryOf, type ReplayReport, type SegmentReport } from
 export type ReplayWorkerData = { wasmModule: WebAssembly.Module; wasmDigest: string };
 /** One replay; `upTo`: a rebuild, which posts back the snapshot of the suspension stored as that generation. */
 export type ReplayJob = { codeModeRunId: string; segments: SegmentRecord[]; upTo?: number };
+
+/**
+ * A record's limits within the config's clamps (a record given whole may say anything): a
+ * replay never gets more memory, output or pending calls than a run could. No checkpoints.
+ */
+function clamped(limits: TaskLimits): TaskLimits {
+  const clamp = (key: keyof typeof LIMITS & keyof TaskLimits) => {
+    const { default: d, min, max } = LIMITS[key];
+    const v = Number(limits?.[key]);
+    return Number.isFinite(v) ? Math.min(Math.max(v, min), max) : d;
+  };
+  return {
+    timeoutMs: clamp("timeoutMs"),
+    memoryLimitBytes: clamp("memoryLimitBytes"),
+    maxOutputBytes: clamp("maxOutputBytes"),
+    maxPendingToolCalls: clamp("maxPendingToolCalls"),
+    maxSnapshotBytes: clamp("maxSnapshotBytes"),
+  };
+}
 
 async function replaySegment(
   seg: SegmentRecord,
@@ -35,7 +55,7 @@ async function replaySegment(
         port: port1,
         source: e.source,
         language: e.language as "javascript" | "typescript",
-        limits: seg.limits,
+        limits: clamped(seg.limits),
         catalog: { staticJson: e.staticJson, allToolsJson: seg.allToolsJson, convenienceJson: seg.convenienceJson, needsContext: e.needsContext },
         contextJson: e.contextJson,
         outputBytesUsed: seg.outputBytesUsed,
@@ -56,7 +76,7 @@ async function replaySegment(
         answers: [],
         allToolsJson: seg.allToolsJson,
         convenienceJson: seg.convenienceJson,
-        limits: seg.limits,
+        limits: clamped(seg.limits),
         outputBytesUsed: seg.outputBytesUsed,
         replay: player,
       } as Parameters<typeof runResumeSession>[0],

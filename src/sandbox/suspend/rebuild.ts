@@ -10,11 +10,14 @@ import type { Logger } from "../../shared/logger.js";
 import type { Scope } from "../../shared/scope.js";
 import type { OrchestratorLink } from "../link/orchestrator-link.js";
 import type { PendingRef, TaskOutcome } from "../pool/task-protocol.js";
-import { OTHER_BUILD } from "../worker/snapshot-codec.js";
 
-/** True when a resume failed only because the snapshot was made by another build. */
+/**
+ * True when a resume failed only because the snapshot was made by another build: the
+ * restore said so (a flag, never the error text, which a program or a tool could write),
+ * and no VM ran, so nothing it did is repeated when the segment runs again.
+ */
 export function madeByOtherBuild(outcome: TaskOutcome): boolean {
-  return outcome.status === "failed" && outcome.error.includes(OTHER_BUILD);
+  return outcome.status === "failed" && outcome.otherBuild === true;
 }
 
 export type Rebuilt = { ok: true; envelope: Uint8Array; pending: PendingRef[] } | { ok: false; reason: string };

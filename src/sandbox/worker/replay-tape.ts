@@ -30,6 +30,17 @@ function textOrHash(text: string, key: "input" | "payload" | "data"): Record<str
   return text.length <= INLINE_TEXT_BYTES ? { [key]: text } : { h: digest(text) };
 }
 
+/** Replaces a sent message's texts by their hash (in place). */
+function hashTexts(s: TapeSent): void {
+  const o = s as Record<string, string | undefined>;
+  for (const key of ["input", "payload", "data"]) {
+    const text = o[key];
+    if (text === undefined) continue;
+    delete o[key];
+    o.h = digest(text);
+  }
+}
+
 /** The form of a sent message both sides compare. */
 export function sentOf(m: WorkerMessage): TapeSent | undefined {
   if (m.t === "call") return { call: m.callId, via: m.via, target: m.target, path: m.path, ...textOrHash(m.inputJson, "input") };
@@ -80,6 +91,8 @@ export class TapeRecorder {
   sent(m: WorkerMessage): void {
     const s = sentOf(m);
     if (!s) return;
+    // After a secret answer, what the VM sends may carry it: only hashes are kept.
+    if (this.tape.tainted) hashTexts(s);
     // Sized from its texts (each at most INLINE_TEXT_BYTES or a hash): no copy per nested call.
     let size = 48;
     for (const v of Object.values(s)) size += typeof v === "string" ? v.length : 0;
@@ -88,6 +101,7 @@ export class TapeRecorder {
 
   batch(messages: readonly MainMessage[]): void {
     if (messages.length === 0) return;
+    if (messages.some((m) => m.t === "answer" && m.secret)) this.tape.tainted = true;
     // Sized before anything is copied: a large answer past the cap costs nothing more.
     let size = 16;
     for (const m of messages) size += sizeOf(m);

@@ -22,7 +22,7 @@ import { HOST_ASYNC, HOST_SYNC, SETTLEMENT_QUERY } from "../guest/bridge-names.j
 import { compileCell, preludeBytecodeOf } from "./compiler.js";
 import { guestVmOptions } from "./vm-options.js";
 import { baseImage } from "./base-image.js";
-import { openSnapshot } from "./snapshot-codec.js";
+import { OTHER_BUILD, openSnapshot } from "./snapshot-codec.js";
 import { extensionDescriptors, extensionsFor } from "./extensions.js";
 import { failed, GuestSession, SNAPSHOT_BUDGET_MS } from "./vm-session.js";
 import { WarmVms } from "./warm-vms.js";
@@ -159,7 +159,9 @@ export async function runResumeSession(task: ResumeTask, wasm: WebAssembly.Modul
     how = await startFrom(session, wasm, { ...snapshot, write: (t) => snapshot.writeMemory(t) }, snapshot.extensions, snapshot.guestToken);
   } catch (err) {
     session.dispose();
-    return failed(`code mode could not restore the suspended run: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
+    const out = failed(`code mode could not restore the suspended run: ${(err as Error).message}`, task.outputBytesUsed, "internal_error");
+    // Known from the restore itself, never from a message a program could write (../suspend/rebuild.ts).
+    return (err as Error).message === OTHER_BUILD ? { ...out, otherBuild: true } : out;
   }
   for (const p of task.pending) session.awaitAgain(p.callId, p.kind, p.dueAtMs);
   for (const a of task.answers) session.enqueue(a);

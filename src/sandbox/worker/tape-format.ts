@@ -37,6 +37,11 @@ export type Tape = {
   stopBy?: { timeout: true } | { cancel: string };
   /** Catalog texts the VM read from its host ("all_tools", "convenience"): the record keeps those. */
   read?: string[];
+  /**
+   * Set once a secret answer reached the VM: from then on what it sent is kept as hashes, and
+   * the segment's record keeps no value, error or model_json (all may be derived from it).
+   */
+  tainted?: true;
   /** Set when the tape is not whole: what the replay cannot reproduce past its end. */
   truncated?: string;
 };
