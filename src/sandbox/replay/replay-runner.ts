@@ -70,7 +70,8 @@ function segmentProblem(s: SegmentRecord | undefined): string | undefined {
     return "its result needs input, telemetry, priorOutputs and modelJson";
   if (s!.kind === "exec") {
     const e = s!.exec;
-    if (!isObject(e) || typeof e!.source !== "string" || typeof e!.staticJson !== "string" || typeof e!.contextJson !== "string") return "its exec needs source, staticJson and contextJson";
+    if (!isObject(e) || typeof e!.source !== "string" || typeof e!.staticJson !== "string" || typeof e!.contextJson !== "string")
+      return "its exec needs source, staticJson and contextJson";
   }
   return undefined;
 }
