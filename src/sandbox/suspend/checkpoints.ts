@@ -36,6 +36,12 @@ export class Checkpoints implements SegmentCheckpoints {
   private chain: Promise<unknown> = Promise.resolve();
   /** An invalidation failed: no nested call may go out any more. */
   private broken = false;
+  /**
+   * A checkpoint whose store call failed unclearly (the store timed out): a stalled store may
+   * still take it later, so until an invalidation at this generation says whether it landed,
+   * it counts as stored and valid (a resume of it must never repeat a call).
+   */
+  private maybe: number | undefined;
   private ended = false;
   /** Calls whose answers come through the store. */
   private readonly handedOver = new Set<string>();
@@ -62,7 +68,7 @@ export class Checkpoints implements SegmentCheckpoints {
 
   beforeCall(): Promise<boolean> | undefined {
     if (this.broken) return Promise.resolve(false);
-    if (!this.valid && this.taking === 0) return undefined;
+    if (!this.valid && this.maybe === undefined && this.taking === 0) return undefined;
     return this.next(() => this.invalidate());
   }
 
@@ -81,6 +87,8 @@ export class Checkpoints implements SegmentCheckpoints {
   async end(): Promise<{ token: string; generation: number } | undefined> {
     this.ended = true;
     await this.chain;
+    // A checkpoint that may have been stored is settled first, so the run ends from a known state.
+    if (this.maybe !== undefined) await this.next(() => this.settleMaybe());
     this.poll?.stop.abort();
     await this.poll?.done;
     return this.stored ? { token: this.token, generation: this.generation } : undefined;
@@ -114,7 +122,12 @@ export class Checkpoints implements SegmentCheckpoints {
     try {
       res = await withRetries(() => ctx.link.rpc.suspendRun(request, { deadlineMs: LINK_DEADLINE_MS }), unavailable);
     } catch (err) {
-      return void seg.log.warn({ err }, "could not store a checkpoint; the VM goes on without it");
+      // The write may still land (a stalled store runs what timed out): the next call settles it first.
+      this.maybe = generation;
+      return void seg.log.warn(
+        { err, generation },
+        "could not store a checkpoint; the VM goes on without it, and its next call first invalidates it in case it landed",
+      );
     }
     if (res.refused) return void seg.log.info({ refused: res.refused }, "the store refused a checkpoint; the VM goes on without it");
     this.stored = this.valid = true;
@@ -129,9 +142,37 @@ export class Checkpoints implements SegmentCheckpoints {
     if (this.polls && !this.ended) this.startPoll();
   }
 
+  /**
+   * Settles a checkpoint that may have been stored: an invalidation at its generation either
+   * finds it (it landed: now it is lost, never resumed) or not (it never landed: the run is as
+   * it was). False when the store cannot say: nothing may go out then.
+   */
+  private async settleMaybe(): Promise<boolean> {
+    const g = this.maybe;
+    if (g === undefined) return true;
+    const { ctx, seg } = this;
+    const request = { scope: ctx.scope, codeModeRunId: ctx.codeModeRunId, claimToken: this.token, generation: BigInt(g) };
+    try {
+      const res = await withRetries(() => ctx.link.rpc.invalidateRun(request, { deadlineMs: LINK_DEADLINE_MS }), unavailable, 5);
+      this.maybe = undefined;
+      if (res.invalidated) {
+        seg.log.info({ generation: g }, "a checkpoint whose store call had failed had landed; it is invalidated");
+        this.stored = true;
+        this.valid = false;
+        this.generation = g + 1;
+      }
+      return true;
+    } catch (err) {
+      seg.log.warn({ err }, "could not settle a checkpoint whose store call had failed: its next nested call is not sent");
+      this.broken = true;
+      return false;
+    }
+  }
+
   /** Marks the stored snapshot lost before the VM's next call goes out; false: the call must not go out. */
   private async invalidate(): Promise<boolean> {
     if (this.broken) return false;
+    if (!(await this.settleMaybe())) return false;
     if (!this.valid) return true;
     const { ctx, seg } = this;
     const request = { scope: ctx.scope, codeModeRunId: ctx.codeModeRunId, claimToken: this.token, generation: BigInt(this.generation) };
