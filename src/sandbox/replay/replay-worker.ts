@@ -3,7 +3,7 @@
  * recorded code-mode run's segments in order in fresh VMs, each from its tape, calling no
  * tool and no store. The exec starts as an exec starts (the same prepare and session start);
  * at a recorded suspension the VM is really snapshotted, and each wait restores that
- * snapshot, so snapshot and restore are replayed too. It posts one ReplayReport.
+ * snapshot, so snapshot and restore are replayed too. It posts one ReplayReport per job.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { BUILD } from "../../shared/build-info.js";
