@@ -244,7 +244,9 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           signal: stream.signal,
         };
         // A VM idle on tool answers is checkpointed, so another sidecar can resume it if this one dies.
-        seg.checkpoints = new Checkpoints(seg, ctx, true);
+        // An older orchestrator stores none (its welcome says so): the VM then waits on as before.
+        const checkpointing = link.takesCheckpoints;
+        if (checkpointing) seg.checkpoints = new Checkpoints(seg, ctx, true);
         let outcome;
         try {
           outcome = await seg.run(
@@ -252,7 +254,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
               kind: "exec",
               source: input.code,
               language: input.language,
-              limits: limitsOf(config),
+              limits: limitsOf(config, checkpointing),
               catalog: run.catalog?.guest ?? EMPTY_GUEST_CATALOG,
               contextJson: run.catalog?.guest.needsContext ? runContextJson(scope, config) : "null",
               outputBytesUsed: 0,

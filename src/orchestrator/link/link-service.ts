@@ -182,7 +182,7 @@ export function linkHandlers(deps: {
             log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer, ...(replaced ? { replacedLink: true } : {}) }, "sidecar attached");
             deps.pools.report(id, stream, msg.message.value.pool);
             deps.claims?.attached(id);
-            stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId, takesCalls: true } } });
+            stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId, takesCalls: true, takesCheckpoints: true } } });
             deps.live.attach(id, (requestId, scope, callId, answer) =>
               stream.send({ message: { case: "deliver", value: { requestId, scope, answer: answerToWire(callId, answer) } } }),
             );

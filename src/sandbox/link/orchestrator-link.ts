@@ -87,6 +87,8 @@ export class OrchestratorLink {
   /** Sends a pool health change on the open Attach stream (undefined while none is open). */
   private sendPool: ((pool: PoolHealth) => void) | undefined;
   /** Sends a segment record on the open link; set while the link is up. */
+  /** The orchestrator stores checkpoints (its welcome says so); an older one does not: no VM is checkpointed. */
+  takesCheckpoints = false;
   private sendRecord: ((req: MessageInitShape<typeof RecordSegmentRequestSchema>) => void) | undefined;
 
   constructor(
@@ -197,6 +199,7 @@ export class OrchestratorLink {
           const local = this.colocated?.orchestratorId === msg.message.value.orchestratorId ? this.colocated : undefined;
           if (local) sendRecord = (req) => void (local.record(this.identity.sidecarId, create(RecordSegmentRequestSchema, req)) || onWire(req));
           this.sendRecord = sendRecord;
+          this.takesCheckpoints = msg.message.value.takesCheckpoints;
           if (msg.message.value.takesCalls) {
             calls = new StreamCalls((call) => stream.send({ message: { case: "call", value: call } }));
             this.streamCalls = calls;

@@ -369,7 +369,8 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     signal,
     claim: { token, generation, pending, answers },
   };
-  seg.checkpoints = deps.checkpoints?.(seg, ctx);
+  // An older orchestrator takes no checkpoint and no invalidation: the resumed VM runs as before them.
+  if (link.takesCheckpoints) seg.checkpoints = deps.checkpoints?.(seg, ctx);
   // The replay record names the snapshot this segment resumes (./../exec/replay-record.ts).
   seg.resumesGeneration = generation;
   try {
@@ -380,7 +381,10 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
         p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind },
       ),
       answers: delivered,
-      limits: deps.awaiting ? { ...limitsOf(config), timeoutMs: Math.max(MIN_SEGMENT_MS, config.timeoutMs - deps.awaiting.budget.usedMs) } : limitsOf(config),
+      limits: {
+        ...limitsOf(config, link.takesCheckpoints),
+        ...(deps.awaiting ? { timeoutMs: Math.max(MIN_SEGMENT_MS, config.timeoutMs - deps.awaiting.budget.usedMs) } : {}),
+      },
       outputBytesUsed,
       ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
     };

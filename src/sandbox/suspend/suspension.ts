@@ -231,15 +231,15 @@ export async function releaseClaim(link: OrchestratorLink, codeModeRunId: string
   }
 }
 
-/** The limits a pool task runs under. */
-export function limitsOf(config: CodeModeConfig): TaskLimits {
+/** The limits a pool task runs under; `checkpoints`: its idle VM is checkpointed (the orchestrator takes them). */
+export function limitsOf(config: CodeModeConfig, checkpoints = false): TaskLimits {
   return {
     timeoutMs: config.timeoutMs,
     memoryLimitBytes: config.memoryLimitBytes,
     maxOutputBytes: config.maxOutputBytes,
     maxPendingToolCalls: config.maxPendingToolCalls,
     maxSnapshotBytes: config.maxSnapshotBytes,
-    checkpointAfterMs: config.checkpointAfterMs,
+    ...(checkpoints ? { checkpointAfterMs: config.checkpointAfterMs } : {}),
   };
 }
 
