@@ -125,3 +125,23 @@ export function withoutSecrets(record: SegmentRecord): SegmentRecord {
     r.status === "completed" ? { ...r, valueJson: JSON.stringify(hash(r.valueJson)) } : r.status === "failed" ? { ...r, error: hash(r.error) } : r;
   return { ...record, outcome, result: { input, telemetry: record.result.telemetry, priorOutputs: [], modelJson: hash(record.result.modelJson) } };
 }
+
+/** A finished segment's record as JSON: its start, the VM's outcome and tape, and the Result (nothing a secret gave). */
+export function segmentRecordJson(
+  start: ReturnType<typeof recordStart>,
+  ended: TaskOutcome,
+  tape: Tape,
+  extra: Pick<SegmentRecord, "from" | "to" | "config" | "result">,
+): string {
+  const read = new Set(tape.read ?? []);
+  const record: SegmentRecord = {
+    ...start,
+    ...extra,
+    // The catalog texts only if the VM read them (a replay gives the same texts to the same reads).
+    allToolsJson: read.has("all_tools") ? start.allToolsJson : "[]",
+    convenienceJson: read.has("convenience") ? start.convenienceJson : "[]",
+    tape,
+    outcome: recordedOutcome(ended),
+  };
+  return JSON.stringify(withoutSecrets(record));
+}

@@ -21,7 +21,7 @@ import { sourceBreakdown, type CatalogEntryData, type CatalogSurface } from "../
 import type { SandboxPool } from "../pool/pool.js";
 import type { ExecEvents, ExecHandle, Submission } from "../pool/pool-contract.js";
 import { buildResult, type OutputItem, type ResultInput, type TelemetryInput } from "./result.js";
-import { recordedOutcome, recordStart, withoutSecrets, type SegmentRecord } from "./replay-record.js";
+import { recordStart, segmentRecordJson } from "./replay-record.js";
 import { BUILD } from "../../shared/build-info.js";
 import { tenantOf } from "../pool/cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
@@ -364,21 +364,12 @@ export class Segment {
   private replayJson(r: ResultInput, telemetry: TelemetryInput, modelJson: string): string {
     const ended = this.replay?.ended;
     if (!this.replay || !ended?.tape) return "";
-    const { start } = this.replay;
-    const read = new Set(ended.tape.read ?? []);
-    const record: SegmentRecord = {
-      ...start,
+    return segmentRecordJson(this.replay.start, ended, ended.tape, {
       from: this.resumesGeneration,
       ...(this.suspendedAs > this.resumesGeneration + 1 ? { to: this.suspendedAs } : {}),
       config: this.init.config,
-      // The catalog texts only if the VM read them (a replay gives the same texts to the same reads).
-      allToolsJson: read.has("all_tools") ? start.allToolsJson : "[]",
-      convenienceJson: read.has("convenience") ? start.convenienceJson : "[]",
-      tape: ended.tape,
-      outcome: recordedOutcome(ended),
       result: { input: r, telemetry, priorOutputs: [...(this.init.priorOutputs ?? [])], modelJson },
-    };
-    return JSON.stringify(withoutSecrets(record));
+    });
   }
 
   /** How the pool placed the segment's VM (for the log): time waiting for a thread, moves between threads. */

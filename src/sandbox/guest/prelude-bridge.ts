@@ -2,21 +2,14 @@
  * The guest side of the host bridge, shared by every surface's prelude: `request(op,
  * payload)` sends a host operation and returns a promise its answer settles, `deliver` is
  * how the host settles it (by call id; the empty id asks for the program's settlement after
- * a restore; a large answer may be parsed ahead while the main thread still validates its
- * text, ../worker/staged-answers.ts), and `run` starts the program once and reports how it
- * settled. Surfaces differ in the API they build on `request`; this protocol is one.
- *
- * Source fragments spliced into a prelude's function body after MARSHAL_SOURCE:
- * BRIDGE_SOURCE first (it defines `method`, `then`, `waiting`, `request`, `deliver`),
- * RUN_SOURCE last (it ends the prelude by returning [deliver, run, boot] to the host). Each
- * prelude that splices RUN_SOURCE defines `boot()`: the host calls it once, right after the
- * prelude returned and before the program runs; it reads the boot answer (the run's catalog
- * and context) and builds what depends on it.
+ * a restore; a large answer may be parsed ahead, ../worker/staged-answers.ts), and `run`
+ * starts the program once and reports how it settled. Spliced into a prelude after
+ * MARSHAL_SOURCE: BRIDGE_SOURCE first (`method`, `then`, `waiting`, `request`, `deliver`),
+ * RUN_SOURCE last (it returns [deliver, run, boot] to the host; `boot()`, called once before
+ * the program runs, reads the run's catalog and context).
  */
 
-// What every prelude's `deliver(id, ok, json, mode)` shares for answers the host stages
-// (../worker/staged-answers.ts): the modes, and why a value is held, are in
-// docs/module-notes.md#srcsandboxguestprelude-bridgets.
+/** The staged-answer modes of `deliver`, and why a value is held: docs/module-notes.md#srcsandboxguestprelude-bridgets. */
 export const EARLY_SOURCE = String.raw`
   const early = create(null);
   let held;

@@ -24,8 +24,8 @@ import { shareCatalog } from "./shared-catalog.js";
 import {
   CLAIM_MOVED,
   CLAIM_WITHDRAWN,
+  answerMessage,
   parkedClaim,
-  type AnswerMessage,
   type MainMessage,
   type Task,
   type TaskOutcome,
@@ -107,10 +107,7 @@ export class PoolTask {
     return {
       outcome: this.outcome,
       answer: (callId, result) => {
-        const m: AnswerMessage = {
-          ...(result.ok ? { t: "answer", callId, ok: true, json: result.json } : { t: "answer", callId, ok: false, error: result.error }),
-          ...(result.secret ? { secret: true } : {}),
-        };
+        const m = answerMessage(callId, result);
         // An image continued elsewhere is given the whole text; this port already has it.
         this.imageAnswers.sent(m);
         send(this.stagedOnPort.delete(callId) && m.ok ? { ...m, json: "", staged: true } : m);

@@ -74,6 +74,12 @@ export type AnswerMessage = (
   secret?: true;
 };
 
+/** A host answer for call `callId` as the VM takes it (the secret mark kept). */
+export function answerMessage(callId: string, a: ({ ok: true; json: string } | { ok: false; error: PlainError }) & { secret?: true }): AnswerMessage {
+  const base: AnswerMessage = a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error };
+  return a.secret ? { ...base, secret: true } : base;
+}
+
 /** Restores a suspended run's VM from its (already authenticated) snapshot and continues it. */
 export type ResumeTask = {
   kind: "resume";

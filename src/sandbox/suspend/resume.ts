@@ -37,7 +37,7 @@ import type { ResolvedRun } from "../link/run-resolver.js";
 import { unreachable, type Segment, type Answer, type PendingInfo, type SegmentCheckpoints, type SegmentInit } from "../exec/segment.js";
 import { SnapshotAuthError, SnapshotKeyUnavailableError, type SnapshotSealer } from "./snapshot-seal.js";
 import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls, type SuspendContext } from "./suspension.js";
-import type { AnswerMessage, ResumeTask } from "../pool/task-protocol.js";
+import { answerMessage, type AnswerMessage, type ResumeTask } from "../pool/task-protocol.js";
 import { linkedSignal } from "../exec/drain-signals.js";
 import { madeByOtherBuild, rebuildByReplay, type Rebuilt } from "./rebuild.js";
 
@@ -417,12 +417,4 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   }
   if (deps.awaiting) deps.awaiting.budget.usedMs += outcome.cpuMs ?? 0;
   await endSegment(seg, outcome, ctx);
-}
-
-/** An answer as the resumed VM takes it. */
-function answerMessage(callId: string, a: Answer): AnswerMessage {
-  return {
-    ...(a.ok ? { t: "answer", callId, ok: true, json: a.json } : { t: "answer", callId, ok: false, error: a.error }),
-    ...(a.secret ? { secret: true } : {}),
-  } as AnswerMessage;
 }
