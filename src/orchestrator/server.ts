@@ -37,6 +37,7 @@ import { byCallerTenant, byRequestTenant } from "./tenants/tenant-dispatch.js";
 import { Tenants } from "../shared/tenants.js";
 import { RunCachePush } from "./link/run-cache-push.js";
 import { SidecarPools } from "./link/sidecar-pools.js";
+import { WaitRelays } from "./link/wait-relays.js";
 import { ClaimRelease } from "./link/claim-release.js";
 import { suspendedRunHandlers } from "./suspended/suspended-runs.js";
 import { sessionLinkHandlers } from "./sessions/session-handlers.js";
@@ -198,6 +199,7 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       replays: replays.records,
       ...(replayCheck ? { replayCheck } : {}),
       claims,
+      relays: new WaitRelays(log),
     }),
     ...tenantLink,
   };

@@ -23,7 +23,7 @@ import { answerToWire, APPROVAL_ERRORS, isApprovalMark, INACTIVE_PREFIX, RUN_MES
 import { approvalMarkOf } from "./exec/approvals.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
-import { DEFAULT_TENANT, NO_OPEN_RUN, requireScope, scopeKeyOf, tenantOfScope, withTenant } from "../shared/scope.js";
+import { DEFAULT_TENANT, NO_OPEN_RUN, requireScope, scopeFromLink, scopeKeyOf, tenantOfScope, withTenant } from "../shared/scope.js";
 import type { RunScope } from "../gen/codemode/common/v1/common_pb.js";
 import type { CallContext } from "../protocol/grpc-service.js";
 import { TenantLinks } from "./link/tenant-link.js";
@@ -47,6 +47,8 @@ import { answerBytes, STAGE_MIN } from "./exec/answer-wire.js";
 import { withRetries } from "./link/retry.js";
 import { isStoreUnavailable } from "../shared/store-errors.js";
 import { DrainSignals } from "./exec/drain-signals.js";
+import { WaitRelayHub } from "./suspend/wait-relay.js";
+import { Metadata } from "@grpc/grpc-js";
 
 const NOT_COUNTED = () => undefined;
 
@@ -152,6 +154,78 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
     resolver,
     sessions: links.of(tenantOfScope(scope)).rpc,
   });
+
+  /**
+   * A gateway's Wait, or (`relayed`) one a sidecar of another build relayed here for this
+   * build to restore (./suspend/wait-relay.ts): it claims with its origin's claim token and
+   * relays no further.
+   */
+  const serveWaitCall = async (
+    req: { scope?: RunScope | undefined; waitCallId: string; codeModeRunId: string },
+    stream: { send(m: { event: ExecEventInit }): void; signal: AbortSignal },
+    ctx: CallContext,
+    relayed?: { claimToken: string },
+  ): Promise<void> => {
+    const scope = scopeOf(req.scope, ctx);
+    checkIdLength("wait_call_id", req.waitCallId);
+    checkIdLength("code_mode_run_id", req.codeModeRunId);
+    const waitCallId = req.waitCallId || newId("wait", 8);
+    const codeModeRunId = req.codeModeRunId.trim();
+    const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, waitCallId });
+    const admitted = admit(scope, false, stream.signal);
+    await tracked(async (drainSignal, suspendSignal) => {
+      const { run, unreachable: why } = await resolve(scope, rlog);
+      if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
+      const init = segmentInit("wait", scope, waitCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog);
+      const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
+      if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: why, code: "runtime_unavailable" }, 0);
+      if (!codeModeRunId) {
+        return segment(runConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
+      }
+      // A pool that cannot run code (./pool/unavailable-pool.ts) must not claim the run: it stays for a sidecar that can resume it.
+      const health = link.poolHealth;
+      if (!health.canRunCode) {
+        return segment(runConfig(run.configLayer)).finish(
+          {
+            status: "failed",
+            error: `this sidecar cannot resume code mode runs (${health.reason}); the run is kept for a sidecar that can.`,
+            code: "runtime_unavailable",
+          },
+          0,
+        );
+      }
+      await serveWait(
+        codeModeRunId,
+        {
+          ...{ link: links.of(tenantOfScope(scope)), sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, checkpoints },
+          ...(relayed
+            ? { claimToken: relayed.claimToken }
+            : {
+                relay: (build: Uint8Array, claimToken: string) =>
+                  relays.relay(
+                    { snapshotBuild: build, scope, waitCallId, codeModeRunId, claimToken },
+                    (e) => stream.send(e as { event: ExecEventInit }),
+                    stream.signal,
+                  ),
+              }),
+        },
+        stream.signal,
+      );
+    }).finally(admitted);
+  };
+
+  // Waits relayed here by a sidecar of another build: the scope's tenant came over the link.
+  const relays = new WaitRelayHub(
+    link,
+    (open, send, signal) =>
+      serveWaitCall(
+        open,
+        { send: (m) => send(m.event), signal },
+        { signal, peer: "relay", metadata: new Metadata(), tenant: tenantOfScope(scopeFromLink(open.scope)) },
+        { claimToken: open.claimToken },
+      ),
+    log,
+  );
 
   const handlers: SandboxService["handlers"] = {
     async exec(req, stream, ctx) {
@@ -287,42 +361,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
     },
 
     // Served while draining too: a model's wait continues a run that already exists.
-    async wait(req, stream, ctx) {
-      const scope = scopeOf(req.scope, ctx);
-      checkIdLength("wait_call_id", req.waitCallId);
-      checkIdLength("code_mode_run_id", req.codeModeRunId);
-      const waitCallId = req.waitCallId || newId("wait", 8);
-      const codeModeRunId = req.codeModeRunId.trim();
-      const rlog = log.child({ agentRunId: scope.agentRunId, codeModeRunId, waitCallId });
-      const admitted = admit(scope, false, stream.signal);
-      await tracked(async (drainSignal, suspendSignal) => {
-        const { run, unreachable: why } = await resolve(scope, rlog);
-        if (run && !run.found) throw new ServiceError("failed_precondition", NO_OPEN_RUN);
-        const init = segmentInit("wait", scope, waitCallId, codeModeRunId, run, (event) => stream.send({ event }), rlog);
-        const segment = (config: CodeModeConfig) => new Segment({ ...init, config });
-        if (run === undefined) return segment(parseCodeModeConfig()).finish({ status: "failed", error: why, code: "runtime_unavailable" }, 0);
-        if (!codeModeRunId) {
-          return segment(runConfig(run.configLayer)).finish({ status: "failed", error: RUN_MESSAGES.missingRunId, code: "invalid_input" }, 0);
-        }
-        // A pool that cannot run code (./pool/unavailable-pool.ts) must not claim the run: it stays for a sidecar that can resume it.
-        const health = link.poolHealth;
-        if (!health.canRunCode) {
-          return segment(runConfig(run.configLayer)).finish(
-            {
-              status: "failed",
-              error: `this sidecar cannot resume code mode runs (${health.reason}); the run is kept for a sidecar that can.`,
-              code: "runtime_unavailable",
-            },
-            0,
-          );
-        }
-        await serveWait(
-          codeModeRunId,
-          { link: links.of(tenantOfScope(scope)), sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, checkpoints },
-          stream.signal,
-        );
-      }).finally(admitted);
-    },
+    wait: (req, stream, ctx) => serveWaitCall(req, stream, ctx),
 
     // Tool Search, mode tools (tool_search, tool_describe, tool_call): no VM.
     ...toolSearchHandlers({ resolver, calls, log, tracked, scopeOf }),

@@ -1,11 +1,12 @@
 /**
  * A rolling upgrade that loses no suspended run (docs/replay.md#upgrades): an orchestrator,
  * a sidecar of the old build (a copy of the package whose code-mode prelude differs, so its
- * snapshots carry another engine fingerprint) and one of the new build. A run suspended by
- * the old sidecar is resumed by a wait on the new one: its snapshot cannot be opened
- * there, so the run is rebuilt by replaying its record on the new build, and it
- * completes with every tool run once. A run whose replay diverges on the new build (its
- * program saw what the old prelude defined) is refused with that reason.
+ * snapshots carry another engine fingerprint) and one of the new build. While the old
+ * sidecar is attached, a wait on the new one for a run the old one suspended is relayed to
+ * it and served there (over Wait and over ExecSession). Once it is gone, such a run is
+ * rebuilt by replaying its record on the new build, and it completes with every tool run
+ * once; a run whose replay diverges on the new build (its program saw what the old prelude
+ * defined) is refused with that reason.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -54,15 +55,68 @@ const TOOLS: TestTool[] = [{ name: "lookup", description: "answers later", param
 const fresh = () => cluster.sidecars[0]!;
 
 describe("a rolling upgrade", () => {
-  it("a run suspended by the old build is rebuilt by replay on the new one and completes; each tool runs once", async () => {
+  const code = "const a = await tools.lookup({ n: 1 }); const b = await tools.lookup({ n: a.n + 1 }); return [a.n, b.n, Math.random() < 1]";
+
+  it("while a sidecar of the run's build is attached, a wait on the new build is served there; each tool runs once", async () => {
     const { scope } = await openRun(cluster, TOOLS, {}, { config: { timeoutMs: 300 } });
     const calls: ToolCallEvent[] = [];
-    const code = "const a = await tools.lookup({ n: 1 }); const b = await tools.lookup({ n: a.n + 1 }); return [a.n, b.n, Math.random() < 1]";
     const parked = await collectStream(oldSandbox.exec({ scope, code }), (c) => calls.push(c));
     expect(parked.model).toMatchObject({ status: "waiting" });
-    expect(calls.map((c) => JSON.parse(c.inputJson))).toEqual([{ n: 1 }]);
-    // The old build's snapshot is not the new one's.
+    const oldFrom = old.stderr.length;
+    const orchFrom = cluster.orchestrator.stderr.length;
+    await fresh().sandbox.bridgeCallback({ scope, callId: calls[0]!.callId, outcome: { case: "resultJson", value: '{"n":1}' } });
+    const resumed = await collectStream(fresh().sandbox.wait({ scope, codeModeRunId: parked.model.runId! }), (c) => {
+      calls.push(c);
+      void fresh().sandbox.bridgeCallback({ scope, callId: c.callId, outcome: { case: "resultJson", value: '{"n":2}' } });
+    });
+    expect(resumed.model).toMatchObject({ status: "completed", value: [1, 2, true] });
+    expect(calls.map((c) => JSON.parse(c.inputJson))).toEqual([{ n: 1 }, { n: 2 }]);
+    await logged(old, new RegExp(`"codeModeRunId":"${parked.model.runId}".*"msg":"serving a wait relayed from a sidecar of another build"`), { from: oldFrom });
+    await logged(cluster.orchestrator, /"msg":"relaying a wait to a sidecar of the run's build"/, { from: orchFrom });
+    expect(fresh().proc.stderr.some((l) => l.includes(parked.model.runId!) && l.includes("rebuilt a run suspended by another build"))).toBe(false);
+  });
+
+  it("a relayed wait on ExecSession takes the gateway's answers on its stream", async () => {
+    const { scope } = await openRun(cluster, TOOLS, {}, { config: { timeoutMs: 300 } });
+    let first = "";
+    const parked = await collectStream(oldSandbox.exec({ scope, code }), (c) => (first = c.callId));
+    await fresh().sandbox.bridgeCallback({ scope, callId: first, outcome: { case: "resultJson", value: '{"n":1}' } });
+    const s = fresh().sandbox.execSession();
+    s.send({ message: { case: "wait", value: { scope, codeModeRunId: parked.model.runId! } } });
+    const asked: unknown[] = [];
+    let model: Record<string, unknown> = {};
+    for await (const ev of s.messages) {
+      if (ev.event.case === "toolCall") {
+        asked.push(JSON.parse(ev.event.value.inputJson));
+        s.send({ message: { case: "answer", value: { callId: ev.event.value.callId, outcome: { case: "resultJson", value: '{"n":2}' } } } });
+      }
+      if (ev.event.case === "result") {
+        model = JSON.parse(ev.event.value.modelJson) as Record<string, unknown>;
+        s.end();
+      }
+    }
+    expect(model).toMatchObject({ status: "completed", value: [1, 2, true] });
+    expect(asked).toEqual([{ n: 2 }]);
+  });
+
+  it("once no sidecar of the run's build is left, a run it suspended is rebuilt by replay and completes; one whose replay diverges is refused", async () => {
+    const same = await openRun(cluster, TOOLS, {}, { config: { timeoutMs: 300 } });
+    const calls: ToolCallEvent[] = [];
+    const parked = await collectStream(oldSandbox.exec({ scope: same.scope, code }), (c) => calls.push(c));
+    expect(parked.model).toMatchObject({ status: "waiting" });
+    // The argument depends on the old prelude's global: the new build calls the tool with another one.
+    const differs = await openRun(cluster, TOOLS, {}, { config: { timeoutMs: 300 } });
+    let callId = "";
+    const parked2 = await collectStream(
+      oldSandbox.exec({ scope: differs.scope, code: "return await tools.lookup({ old: typeof __oldBuild })" }),
+      (c) => (callId = c.callId),
+    );
+    expect(parked2.model).toMatchObject({ status: "waiting" });
+    // The old build's last sidecar leaves (drained: its runs stay in the store).
+    expect(await old.stop()).toBe(0);
+
     const from = fresh().proc.stderr.length;
+    const scope = same.scope;
     await fresh().sandbox.bridgeCallback({ scope, callId: calls[0]!.callId, outcome: { case: "resultJson", value: '{"n":1}' } });
     const resumed = await collectStream(fresh().sandbox.wait({ scope, codeModeRunId: parked.model.runId! }), (c) => {
       calls.push(c);
@@ -71,16 +125,9 @@ describe("a rolling upgrade", () => {
     expect(resumed.model).toMatchObject({ status: "completed", value: [1, 2, true] });
     expect(calls.map((c) => JSON.parse(c.inputJson))).toEqual([{ n: 1 }, { n: 2 }]);
     await logged(fresh().proc, /"verdict":"same".*"msg":"rebuilt a run suspended by another build by replaying its record"/, { from });
-  });
 
-  it("a run whose replay diverges on the new build is refused with where it diverged", async () => {
-    const { scope } = await openRun(cluster, TOOLS, {}, { config: { timeoutMs: 300 } });
-    let callId = "";
-    // The argument depends on the old prelude's global: the new build calls the tool with another one.
-    const parked = await collectStream(oldSandbox.exec({ scope, code: "return await tools.lookup({ old: typeof __oldBuild })" }), (c) => (callId = c.callId));
-    expect(parked.model).toMatchObject({ status: "waiting" });
-    await fresh().sandbox.bridgeCallback({ scope, callId, outcome: { case: "resultJson", value: "1" } });
-    const refused = await collectStream(fresh().sandbox.wait({ scope, codeModeRunId: parked.model.runId! }));
+    await fresh().sandbox.bridgeCallback({ scope: differs.scope, callId, outcome: { case: "resultJson", value: "1" } });
+    const refused = await collectStream(fresh().sandbox.wait({ scope: differs.scope, codeModeRunId: parked2.model.runId! }));
     expect(refused.model.status).toBe("failed");
     expect(refused.model.error).toMatch(
       /suspended by another sandbox build and cannot be rebuilt on this one: replaying its record on this build gave: diverged in segment 1 of 1 \(exec\) at nested call 1/,

@@ -27,6 +27,7 @@ import { ServiceError } from "../../protocol/service-error.js";
 import type { RunCachePush } from "./run-cache-push.js";
 import type { SidecarPools } from "./sidecar-pools.js";
 import type { ClaimRelease } from "./claim-release.js";
+import type { WaitRelays } from "./wait-relays.js";
 import { answerLinkCall, type LinkCallHandlers } from "./link-calls.js";
 import type { DrainTracker } from "../../protocol/drain.js";
 import { callerRuleToWire } from "../../shared/tool-wire.js";
@@ -66,6 +67,8 @@ export function linkHandlers(deps: {
   replayCheck?: ReplayCheck;
   /** Ends the claims of a sidecar whose link ended and that does not come back (./claim-release.ts). */
   claims?: ClaimRelease;
+  /** Waits relayed to a sidecar of the run's build (./wait-relays.ts). */
+  relays?: WaitRelays;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<
     string,
@@ -182,6 +185,12 @@ export function linkHandlers(deps: {
             log.info({ sidecarId: id, address: msg.message.value.address, peer: stream.peer, ...(replaced ? { replacedLink: true } : {}) }, "sidecar attached");
             deps.pools.report(id, stream, msg.message.value.pool);
             deps.claims?.attached(id);
+            if (msg.message.value.servesRelays)
+              deps.relays?.attach(
+                id,
+                (relay) => stream.send({ message: { case: "relay", value: relay } }),
+                (requestId) => stream.send({ message: { case: "buildQuery", value: { requestId } } }),
+              );
             stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId, takesCalls: true, takesCheckpoints: true } } });
             deps.live.attach(id, (requestId, scope, callId, answer) =>
               stream.send({ message: { case: "deliver", value: { requestId, scope, answer: answerToWire(callId, answer) } } }),
@@ -211,6 +220,10 @@ export function linkHandlers(deps: {
               })
               .catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not send a link call's reply"))
               .finally(leave);
+          } else if (msg.message.case === "relay") {
+            if (id) deps.relays?.onMessage(id, msg.message.value);
+          } else if (msg.message.case === "build") {
+            deps.relays?.buildReply(msg.message.value.requestId, msg.message.value.snapshotBuild);
           } else if (msg.message.case === "poolHealth") {
             if (id) deps.pools.report(id, stream, msg.message.value);
           } else if (msg.message.case === "heartbeat") {
@@ -235,6 +248,7 @@ export function linkHandlers(deps: {
           deps.pools.detach(id, stream);
           deps.live.detach(id);
           deps.claims?.detached(id);
+          deps.relays?.detach(id);
           log.info({ sidecarId: id }, "sidecar detached");
         }
       }

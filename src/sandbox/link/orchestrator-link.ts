@@ -14,7 +14,7 @@
  * segment records are handed to it directly instead (../../shared/colocated.ts).
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { RecordSegmentRequestSchema, SidecarLink } from "../../gen/codemode/orchestrator/v1/link_pb.js";
+import { RecordSegmentRequestSchema, SidecarLink, type WaitRelay, type WaitRelaySchema } from "../../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ColocatedOrchestrator } from "../../shared/colocated.js";
 import type { ClientSecurity } from "../../protocol/credentials.js";
 import { createClient, type ServiceClient } from "../../protocol/grpc-client.js";
@@ -69,6 +69,12 @@ export class OrchestratorLink {
   onDeliver: ((scope: Scope, callId: string, answer: GatewayAnswer) => boolean) | undefined;
   /** Drops cached resolved runs the orchestrator names (every one when `all`; `keepForOutage`: they did not change). Set by the run resolver. */
   onInvalidate: ((scopes: Scope[], all: boolean, keepForOutage?: boolean) => void) | undefined;
+  /** A relayed wait's message from the orchestrator (../suspend/wait-relay.ts). Set by the server. */
+  onRelay: ((msg: WaitRelay) => void) | undefined;
+  /** This sidecar's snapshot build, for the orchestrator's BuildQuery (../suspend/own-build.ts). Set by the server. */
+  onBuildQuery: (() => Promise<Uint8Array>) | undefined;
+  /** Called when an open link ends: relays carried on it are over. */
+  onLinkEnded: (() => void) | undefined;
 
   get sidecarId(): string {
     return this.identity.sidecarId;
@@ -90,6 +96,8 @@ export class OrchestratorLink {
   /** The orchestrator stores checkpoints (its welcome says so); an older one does not: no VM is checkpointed. */
   takesCheckpoints = false;
   private sendRecord: ((req: MessageInitShape<typeof RecordSegmentRequestSchema>) => void) | undefined;
+  /** Sends a relayed wait's message on the open link; set while the link is up. */
+  private sendRelayMsg: ((msg: MessageInitShape<typeof WaitRelaySchema>) => void) | undefined;
 
   constructor(
     readonly address: string,
@@ -140,6 +148,13 @@ export class OrchestratorLink {
     return true;
   }
 
+  /** Sends a relayed wait's message on the open link; false when the link is not up. */
+  sendRelay(msg: MessageInitShape<typeof WaitRelaySchema>): boolean {
+    if (this.state !== "up" || !this.sendRelayMsg) return false;
+    this.sendRelayMsg(msg);
+    return true;
+  }
+
   /** Calls `listener` with every state change from now on. */
   onStateChange(listener: (state: LinkState) => void): void {
     this.listeners.add(listener);
@@ -182,7 +197,8 @@ export class OrchestratorLink {
     const ac = new AbortController();
     this.abort = ac;
     const stream = this.client.attach({ signal: ac.signal });
-    stream.send({ message: { case: "hello", value: { ...this.identity, pool: this.pool } } });
+    stream.send({ message: { case: "hello", value: { ...this.identity, pool: this.pool, servesRelays: this.onRelay !== undefined } } });
+    const sendRelay = (msg: MessageInitShape<typeof WaitRelaySchema>) => stream.send({ message: { case: "relay", value: msg } });
     const sendPool = (pool: PoolHealth) => stream.send({ message: { case: "poolHealth", value: pool } });
     this.sendPool = sendPool;
     const onWire = (req: MessageInitShape<typeof RecordSegmentRequestSchema>) => stream.send({ message: { case: "record", value: req } });
@@ -199,6 +215,7 @@ export class OrchestratorLink {
           const local = this.colocated?.orchestratorId === msg.message.value.orchestratorId ? this.colocated : undefined;
           if (local) sendRecord = (req) => void (local.record(this.identity.sidecarId, create(RecordSegmentRequestSchema, req)) || onWire(req));
           this.sendRecord = sendRecord;
+          this.sendRelayMsg = sendRelay;
           this.takesCheckpoints = msg.message.value.takesCheckpoints;
           if (msg.message.value.takesCalls) {
             calls = new StreamCalls((call) => stream.send({ message: { case: "call", value: call } }));
@@ -218,6 +235,15 @@ export class OrchestratorLink {
             delivered = false;
           }
           stream.send({ message: { case: "ack", value: { requestId: d.requestId, delivered } } });
+        } else if (msg.message.case === "relay") {
+          this.onRelay?.(msg.message.value);
+        } else if (msg.message.case === "buildQuery") {
+          const requestId = msg.message.value.requestId;
+          const answer = this.onBuildQuery?.() ?? Promise.reject(new Error("this sidecar does not say its build"));
+          answer.then(
+            (snapshotBuild) => stream.send({ message: { case: "build", value: { requestId, snapshotBuild } } }),
+            (err: unknown) => stream.send({ message: { case: "build", value: { requestId, error: (err as Error).message } } }),
+          );
         } else if (msg.message.case === "invalidate") {
           // Runs changed at the orchestrator: drop them from the run cache, then ack (the
           // gateway's change is answered only after this ack).
@@ -243,6 +269,10 @@ export class OrchestratorLink {
       calls?.close();
       if (this.sendPool === sendPool) this.sendPool = undefined;
       if (this.sendRecord === sendRecord) this.sendRecord = undefined;
+      if (this.sendRelayMsg === sendRelay) {
+        this.sendRelayMsg = undefined;
+        this.onLinkEnded?.();
+      }
     }
   }
 

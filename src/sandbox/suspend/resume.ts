@@ -40,6 +40,7 @@ import { endSegment, limitsOf, releaseClaim, sealMeta, unsettledCalls, type Susp
 import { answerMessage, type AnswerMessage, type ResumeTask } from "../pool/task-protocol.js";
 import { linkedSignal } from "../exec/drain-signals.js";
 import { madeByOtherBuild, rebuildByReplay, type Rebuilt } from "./rebuild.js";
+import { envelopeBuild } from "../worker/snapshot-codec.js";
 
 const LINK_DEADLINE_MS = 10_000;
 /**
@@ -80,6 +81,14 @@ export type WaitDeps = {
   awaiting?: { untilMs: number; budget: RunBudget };
   /** The restored VM's checkpoints (./checkpoints.ts): its claimed snapshot counts as one. */
   checkpoints?: (seg: Segment, ctx: SuspendContext) => SegmentCheckpoints;
+  /**
+   * A run whose snapshot another build made is first offered to a sidecar of that build
+   * (./wait-relay.ts), which serves the wait under this claim: "served" when one did.
+   * Unset for a wait that was itself relayed here.
+   */
+  relay?: (snapshotBuild: Uint8Array, claimToken: string) => Promise<"served" | "unserved">;
+  /** The claim token to claim with: a relayed wait takes its origin's claim over. */
+  claimToken?: string;
 };
 
 /** The running time an awaitResults exec's segments used so far: the time their VMs held a thread. */
@@ -138,7 +147,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   early.recordInput({ runId: codeModeRunId });
   const scope = deps.init.scope;
   // The token is ours, so a claim whose reply was lost can be retried without "busy".
-  const token = randomUUID();
+  const token = deps.claimToken || randomUUID();
   let claim;
   try {
     claim = await withRetries(
@@ -325,7 +334,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     const p = pending.get(callId)!;
     seg.awaitApproval(callId, p.toolId, p.toolName, m, false);
   }
-  const polling = new AbortController();
+  let polling = new AbortController();
   const running = new AbortController();
   const onCancel = () => running.abort(`the gateway cancelled the wait`);
   signal.addEventListener("abort", onCancel, { once: true });
@@ -357,6 +366,8 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   const late = unanswered ? undefined : setTimeout(poll, LATE_POLL_MS);
   if (unanswered) poll();
   let outcome;
+  /** A sidecar of the run's build served this wait: its events went to the gateway from there. */
+  let relayed = false;
   const ctx: SuspendContext = {
     scope,
     scopeKey: deps.init.scopeKey,
@@ -389,8 +400,21 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
       ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
     };
     outcome = await seg.run(task, [running.signal], deps.suspendSignal);
-    // A snapshot of another build: rebuilt here by replaying the run's record (./rebuild.ts).
-    if (madeByOtherBuild(outcome)) {
+    // A snapshot of another build: served by a sidecar of that build while one is attached
+    // (./wait-relay.ts), else rebuilt here by replaying the run's record (./rebuild.ts).
+    const build = madeByOtherBuild(outcome) ? envelopeBuild(envelope) : undefined;
+    if (build && deps.relay) {
+      // From here the claim may be another sidecar's: this one stops reading the run's answers.
+      clearTimeout(late);
+      polling.abort();
+      await poller;
+      relayed = (await deps.relay(build, token)) === "served";
+      if (!relayed) {
+        polling = new AbortController();
+        poll();
+      }
+    }
+    if (!relayed && madeByOtherBuild(outcome)) {
       const rebuilt = await rebuildByReplay(link, scope, codeModeRunId, generation, log).catch(
         (err: unknown): Rebuilt => ({ ok: false, reason: `its record could not be read (${(err as Error).message})` }),
       );
@@ -415,6 +439,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     polling.abort();
     await poller;
   }
+  if (relayed) return;
   if (deps.awaiting) deps.awaiting.budget.usedMs += outcome.cpuMs ?? 0;
   await endSegment(seg, outcome, ctx);
 }

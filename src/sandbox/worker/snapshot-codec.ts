@@ -239,6 +239,13 @@ export type OpenedSnapshot = {
   writeMemory(target: Uint8Array): void;
 };
 
+/** The engine fingerprint (the build) an envelope was made by; undefined when it is no snapshot envelope. */
+export function envelopeBuild(envelope: Uint8Array): Uint8Array | undefined {
+  const buf = Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
+  if (buf.byteLength < HEADER_BYTES || buf.readUInt32LE(0) !== MAGIC) return undefined;
+  return Uint8Array.from(buf.subarray(8, 40));
+}
+
 export function openSnapshot(envelope: Uint8Array, base: BaseImage): OpenedSnapshot {
   const buf = Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
   if (buf.byteLength < HEADER_BYTES || buf.readUInt32LE(0) !== MAGIC) throw new SnapshotFormatError("not a code mode snapshot");

@@ -12,13 +12,15 @@ import type { ApprovalPending, CodeModeConfig, ErrorCode, McpRunConfig, McpServe
 import { file_codemode_common_v1_common } from "../../common/v1/common_pb.js";
 import type { TrajectoryStep } from "./control_pb.js";
 import { file_codemode_orchestrator_v1_control } from "./control_pb.js";
+import type { ExecEvent } from "../../sandbox/v1/sandbox_pb.js";
+import { file_codemode_sandbox_v1_sandbox } from "../../sandbox/v1/sandbox_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file codemode/orchestrator/v1/link.proto.
  */
 export const file_codemode_orchestrator_v1_link: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIlwKE1JlcGxheVJlY29yZFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCSIoChRSZXBsYXlSZWNvcmRSZXNwb25zZRIQCghzZWdtZW50cxgBIAMoCSK1AwoNQXR0YWNoUmVxdWVzdBI3CgVoZWxsbxgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TaWRlY2FySGVsbG9IABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASMwoDYWNrGAMgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkRlbGl2ZXJBY2tIABI+CgtpbnZhbGlkYXRlZBgEIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbnZhbGlkYXRlQWNrSAASOwoLcG9vbF9oZWFsdGgYBSABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUG9vbEhlYWx0aEgAEkAKBnJlY29yZBgGIAEoCzIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdEgAEjIKBGNhbGwYByABKAsyIi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua0NhbGxIAEIJCgdtZXNzYWdlItYECghMaW5rQ2FsbBIKCgJpZBgBIAEoBBJCCgtyZXNvbHZlX3J1bhgCIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVxdWVzdEgAEkIKC3N1c3BlbmRfcnVuGAMgASgLMisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXF1ZXN0SAASPgoJY2xhaW1fcnVuGAQgASgLMikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdEgAEkIKC3JlbGVhc2VfcnVuGAUgASgLMisuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXF1ZXN0SAASTQoRcm91dGVfdG9vbF9yZXN1bHQYBiABKAsyMC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVxdWVzdEgAEkQKDGxvYWRfc2Vzc2lvbhgHIAEoCzIsLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Mb2FkU2Vzc2lvblJlcXVlc3RIABJICg5jb21taXRfc2Vzc2lvbhgIIAEoCzIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Db21taXRTZXNzaW9uUmVxdWVzdEgAEkgKDmludmFsaWRhdGVfcnVuGAkgASgLMi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVSdW5SZXF1ZXN0SABCCQoHcmVxdWVzdCKaBQoJTGlua1JlcGx5EgoKAmlkGAEgASgEEkMKC3Jlc29sdmVfcnVuGAIgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVSdW5SZXNwb25zZUgAEkMKC3N1c3BlbmRfcnVuGAMgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRSdW5SZXNwb25zZUgAEj8KCWNsYWltX3J1bhgEIAEoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlSAASQwoLcmVsZWFzZV9ydW4YBSABKAsyLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlSAASTgoRcm91dGVfdG9vbF9yZXN1bHQYBiABKAsyMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUm91dGVUb29sUmVzdWx0UmVzcG9uc2VIABI4CgVlcnJvchgHIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rQ2FsbEVycm9ySAASRQoMbG9hZF9zZXNzaW9uGAggASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVzcG9uc2VIABJJCg5jb21taXRfc2Vzc2lvbhgJIAEoCzIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Db21taXRTZXNzaW9uUmVzcG9uc2VIABJJCg5pbnZhbGlkYXRlX3J1bhgKIAEoCzIvLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbnZhbGlkYXRlUnVuUmVzcG9uc2VIAEIKCghyZXNwb25zZSIuCg1MaW5rQ2FsbEVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSIyCgpQb29sSGVhbHRoEhQKDGNhbl9ydW5fY29kZRgBIAEoCBIOCgZyZWFzb24YAiABKAkiIwoNSW52YWxpZGF0ZUFjaxISCgpyZXF1ZXN0X2lkGAEgASgJIjMKCkRlbGl2ZXJBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglkZWxpdmVyZWQYAiABKAgieAoMU2lkZWNhckhlbGxvEhIKCnNpZGVjYXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEjIKBHBvb2wYBCABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUG9vbEhlYWx0aCIzCglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxISCgpsaXZlX2V4ZWNzGAIgASgNIs0CCg5BdHRhY2hSZXNwb25zZRJACgd3ZWxjb21lGAEgASgLMi0uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvcldlbGNvbWVIABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASPgoHZGVsaXZlchgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5EZWxpdmVyVG9vbFJlc3VsdEgAEj4KCmludmFsaWRhdGUYBCABKAsyKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1bnNIABI0CgVyZXBseRgFIAEoCzIjLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5MaW5rUmVwbHlIAEIJCgdtZXNzYWdlIngKDkludmFsaWRhdGVSdW5zEhIKCnJlcXVlc3RfaWQYASABKAkSLAoGc2NvcGVzGAIgAygLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEgsKA2FsbBgDIAEoCBIXCg9rZWVwX2Zvcl9vdXRhZ2UYBCABKAgiXgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkSEwoLdGFrZXNfY2FsbHMYAiABKAgSGQoRdGFrZXNfY2hlY2twb2ludHMYAyABKAgiigEKEURlbGl2ZXJUb29sUmVzdWx0EjQKBmFuc3dlchgBIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhIKCnJlcXVlc3RfaWQYAyABKAkikwIKClRvb2xBbnN3ZXISDwoHY2FsbF9pZBgBIAEoCRIVCgtyZXN1bHRfanNvbhgCIAEoCUgAEi4KBWVycm9yGAMgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xFcnJvckgAEj8KEGFwcHJvdmFsX3BlbmRpbmcYBCABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuQXBwcm92YWxQZW5kaW5nSAASIAoYYXBwcm92YWxfcmVxdWVzdGVkX2F0X21zGAUgASgDEhYKDmFuc3dlcmVkX2F0X21zGAYgASgDEhcKD2FwcHJvdmFsX3JlYXNvbhgHIAEoCRIOCgZzZWNyZXQYCCABKAhCCQoHb3V0Y29tZSJzChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkSEgoKc2lkZWNhcl9pZBgDIAEoCSLvBAoSUmVzb2x2ZVJ1blJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEjIKBmNvbmZpZxgCIAEoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5Db2RlTW9kZUNvbmZpZxIXCg9jYXRhbG9nX3ZlcnNpb24YAyABKAkSNwoHZW50cmllcxgEIAMoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DYXRhbG9nRW50cnkSGAoQZW50cmllc19pbmNsdWRlZBgFIAEoCBIUCgxzZWFyY2hfY291bnQYBiABKA0SFgoOZGVzY3JpYmVfY291bnQYByABKA0SEgoKY2FsbF9jb3VudBgIIAEoDRIYChBjb2RlX21vZGVfYWN0aXZlGAkgASgIEhcKD2luYWN0aXZlX3JlYXNvbhgKIAEoCRIyCgttY3Bfc2VydmVycxgLIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXISPgoKbmFtZXNwYWNlcxgMIAMoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5WaXNpYmxlTmFtZXNwYWNlEjAKB3N1cmZhY2UYDSABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuU3VyZmFjZUtpbmQSOQoLdG9vbF9zZWFyY2gYDiABKAsyJC5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNlYXJjaENvbmZpZxIxCgdtY3BfcnVuGA8gASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLk1jcFJ1bkNvbmZpZxIRCgljYWNoZWFibGUYECABKAgSDgoGdGVuYW50GBEgASgJIloKEFZpc2libGVOYW1lc3BhY2USCgoCaWQYASABKAkSEQoJcGx1Z2luX2lkGAIgASgJEhMKC2dsb2JhbF9uYW1lGAMgASgJEhIKCnNjb3BlX2pzb24YBCABKAki4wIKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCRIaChJvdXRwdXRfc2NoZW1hX2pzb24YCCABKAkSOAoLYW5ub3RhdGlvbnMYCSABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuVG9vbEFubm90YXRpb25zEhUKDWV4YW1wbGVzX2pzb24YCiADKAkSEAoIa2V5d29yZHMYCyADKAkSOAoPYWxsb3dlZF9jYWxsZXJzGAwgASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xDYWxsZXJzIqACChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNEjgKCHJlc29sdmVkGAYgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVkQ2FsbBISCgpzaWRlY2FyX2lkGAcgASgJEhMKC3JlcGxheV9qc29uGAggASgJIpIBCgxSZXNvbHZlZENhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhUKDWVycm9yX21lc3NhZ2UYAyABKAkSFwoPZGVsaXZlcmVkX2F0X21zGAQgASgDEhAKCGFwcHJvdmFsGAUgASgJEh4KFmFwcHJvdmFsX2RlY2lkZWRfYXRfbXMYBiABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIksKEkxvYWRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRITCgtzZXNzaW9uX2tleRgCIAEoCRIOCgZ0ZW5hbnQYAyABKAkiSAoTTG9hZFNlc3Npb25SZXNwb25zZRIxCgdlbnRyaWVzGAEgAygLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNlc3Npb25FbnRyeSK5AQoUQ29tbWl0U2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSMAoGd3JpdGVzGAMgAygLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNlc3Npb25FbnRyeRIQCghtYXhfa2V5cxgEIAEoDRIRCgltYXhfYnl0ZXMYBSABKAQSEwoLdHRsX3NlY29uZHMYBiABKA0SDgoGdGVuYW50GAcgASgJIkUKFUNvbW1pdFNlc3Npb25SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEgwKBGtleXMYAiABKA0SDQoFYnl0ZXMYAyABKAQiiwMKDFN1c3BlbmRlZFJ1bhIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhAKCHNuYXBzaG90GAMgASgMEjYKB3BlbmRpbmcYBCADKAsyJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0NhbGwSNQoHYW5zd2VycxgFIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEi4KBnJlYXNvbhgGIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEhMKC2NvbmZpZ19qc29uGAcgASgJEhQKDG91dHB1dF9ieXRlcxgIIAEoBBIVCg1leHBpcmVzX2F0X21zGAkgASgDEhcKD2NhdGFsb2dfdmVyc2lvbhgKIAEoCRIUCgxleGVjX2NhbGxfaWQYCyABKAkSEgoKZ2VuZXJhdGlvbhgMIAEoBCKKAQoLUGVuZGluZ0NhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIzCgRraW5kGAQgASgOMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdLaW5kEhEKCWR1ZV9hdF9tcxgFIAEoAyKoAQoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJEhIKCmNoZWNrcG9pbnQYBCABKAgSEAoIbGVhc2VfbXMYBSABKA0SEgoKc2lkZWNhcl9pZBgGIAEoCSJ1ChJTdXNwZW5kUnVuUmVzcG9uc2USDwoHcmVmdXNlZBgBIAEoCRIzCgxyZWZ1c2VkX2NvZGUYAiABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEhkKEWFuc3dlcmVkX2NhbGxfaWRzGAMgAygJIpMBCg9DbGFpbVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCRIQCghsZWFzZV9tcxgDIAEoDRITCgtjbGFpbV90b2tlbhgEIAEoCRISCgpzaWRlY2FyX2lkGAUgASgJIm0KEENsYWltUnVuUmVzcG9uc2USMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWZ1c2VkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJImAKEVJlbGVhc2VSdW5SZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSDAoEa2VlcBgDIAEoCBIOCgZ0ZW5hbnQYBCABKAkiJgoSUmVsZWFzZVJ1blJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIIoYBChRJbnZhbGlkYXRlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIYChBjb2RlX21vZGVfcnVuX2lkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAQiLAoVSW52YWxpZGF0ZVJ1blJlc3BvbnNlEhMKC2ludmFsaWRhdGVkGAEgASgIIo8BChZSb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjQKBmFuc3dlchgCIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEhIKCnNpZGVjYXJfaWQYAyABKAkiSwoXUm91dGVUb29sUmVzdWx0UmVzcG9uc2USGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIWCg5kZWxpdmVyZWRfbGl2ZRgCIAEoCCKDAQoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkSDgoGdGVuYW50GAUgASgJImgKGEF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZRI1CgdhbnN3ZXJzGAEgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISFQoNY2xhaW1fY3VycmVudBgCIAEoCCqZAQoLUGVuZGluZ0tpbmQSHAoYUEVORElOR19LSU5EX1VOU1BFQ0lGSUVEEAASGgoWUEVORElOR19LSU5EX1RPT0xfQ0FMTBABEiAKHFBFTkRJTkdfS0lORF9DQVRBTE9HX1JFUVVFU1QQAhIWChJQRU5ESU5HX0tJTkRfWUlFTEQQAxIWChJQRU5ESU5HX0tJTkRfVElNRVIQBDKwCgoLU2lkZWNhckxpbmsSXwoGQXR0YWNoEicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlcXVlc3QaKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVzcG9uc2UoATABEmcKClJlc29sdmVSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlc3BvbnNlEnAKDVJlY29yZFNlZ21lbnQSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlc3BvbnNlEmcKClN1c3BlbmRSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlc3BvbnNlEmEKCENsYWltUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlEmcKClJlbGVhc2VSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlEnAKDUludmFsaWRhdGVSdW4SLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1blJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1blJlc3BvbnNlEnYKD1JvdXRlVG9vbFJlc3VsdBIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEnkKEEF3YWl0VG9vbFJlc3VsdHMSMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QaMi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEmoKC0xvYWRTZXNzaW9uEiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVxdWVzdBotLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Mb2FkU2Vzc2lvblJlc3BvbnNlEnAKDUNvbW1pdFNlc3Npb24SLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlc3BvbnNlEm0KDFJlcGxheVJlY29yZBItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXBsYXlSZWNvcmRSZXF1ZXN0Gi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlcGxheVJlY29yZFJlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control]);
+  fileDesc("CiNjb2RlbW9kZS9vcmNoZXN0cmF0b3IvdjEvbGluay5wcm90bxIYY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxIlwKE1JlcGxheVJlY29yZFJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCSIoChRSZXBsYXlSZWNvcmRSZXNwb25zZRIQCghzZWdtZW50cxgBIAMoCSKiBAoNQXR0YWNoUmVxdWVzdBI3CgVoZWxsbxgBIAEoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TaWRlY2FySGVsbG9IABI4CgloZWFydGJlYXQYAiABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSGVhcnRiZWF0SAASMwoDYWNrGAMgASgLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkRlbGl2ZXJBY2tIABI+CgtpbnZhbGlkYXRlZBgEIAEoCzInLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbnZhbGlkYXRlQWNrSAASOwoLcG9vbF9oZWFsdGgYBSABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUG9vbEhlYWx0aEgAEkAKBnJlY29yZBgGIAEoCzIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWNvcmRTZWdtZW50UmVxdWVzdEgAEjIKBGNhbGwYByABKAsyIi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua0NhbGxIABI1CgVidWlsZBgIIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5CdWlsZFJlcGx5SAASNAoFcmVsYXkYCSABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuV2FpdFJlbGF5SABCCQoHbWVzc2FnZSLWBAoITGlua0NhbGwSCgoCaWQYASABKAQSQgoLcmVzb2x2ZV9ydW4YAiABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlcXVlc3RIABJCCgtzdXNwZW5kX3J1bhgDIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVxdWVzdEgAEj4KCWNsYWltX3J1bhgEIAEoCzIpLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlcXVlc3RIABJCCgtyZWxlYXNlX3J1bhgFIAEoCzIrLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZWxlYXNlUnVuUmVxdWVzdEgAEk0KEXJvdXRlX3Rvb2xfcmVzdWx0GAYgASgLMjAuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlcXVlc3RIABJECgxsb2FkX3Nlc3Npb24YByABKAsyLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTG9hZFNlc3Npb25SZXF1ZXN0SAASSAoOY29tbWl0X3Nlc3Npb24YCCABKAsyLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlcXVlc3RIABJICg5pbnZhbGlkYXRlX3J1bhgJIAEoCzIuLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5JbnZhbGlkYXRlUnVuUmVxdWVzdEgAQgkKB3JlcXVlc3QimgUKCUxpbmtSZXBseRIKCgJpZBgBIAEoBBJDCgtyZXNvbHZlX3J1bhgCIAEoCzIsLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXNvbHZlUnVuUmVzcG9uc2VIABJDCgtzdXNwZW5kX3J1bhgDIAEoCzIsLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5TdXNwZW5kUnVuUmVzcG9uc2VIABI/CgljbGFpbV9ydW4YBCABKAsyKi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ2xhaW1SdW5SZXNwb25zZUgAEkMKC3JlbGVhc2VfcnVuGAUgASgLMiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlbGVhc2VSdW5SZXNwb25zZUgAEk4KEXJvdXRlX3Rvb2xfcmVzdWx0GAYgASgLMjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlSAASOAoFZXJyb3IYByABKAsyJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua0NhbGxFcnJvckgAEkUKDGxvYWRfc2Vzc2lvbhgIIAEoCzItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Mb2FkU2Vzc2lvblJlc3BvbnNlSAASSQoOY29tbWl0X3Nlc3Npb24YCSABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlc3BvbnNlSAASSQoOaW52YWxpZGF0ZV9ydW4YCiABKAsyLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1blJlc3BvbnNlSABCCgoIcmVzcG9uc2UiLgoNTGlua0NhbGxFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiMgoKUG9vbEhlYWx0aBIUCgxjYW5fcnVuX2NvZGUYASABKAgSDgoGcmVhc29uGAIgASgJIiMKDUludmFsaWRhdGVBY2sSEgoKcmVxdWVzdF9pZBgBIAEoCSIzCgpEZWxpdmVyQWNrEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJZGVsaXZlcmVkGAIgASgIIo8BCgxTaWRlY2FySGVsbG8SEgoKc2lkZWNhcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSMgoEcG9vbBgEIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Qb29sSGVhbHRoEhUKDXNlcnZlc19yZWxheXMYBSABKAgiMwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSEgoKbGl2ZV9leGVjcxgCIAEoDSLAAwoOQXR0YWNoUmVzcG9uc2USQAoHd2VsY29tZRgBIAEoCzItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JXZWxjb21lSAASOAoJaGVhcnRiZWF0GAIgASgLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkhlYXJ0YmVhdEgAEj4KB2RlbGl2ZXIYAyABKAsyKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuRGVsaXZlclRvb2xSZXN1bHRIABI+CgppbnZhbGlkYXRlGAQgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkludmFsaWRhdGVSdW5zSAASNAoFcmVwbHkYBSABKAsyIy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuTGlua1JlcGx5SAASOwoLYnVpbGRfcXVlcnkYBiABKAsyJC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQnVpbGRRdWVyeUgAEjQKBXJlbGF5GAcgASgLMiMuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLldhaXRSZWxheUgAQgkKB21lc3NhZ2UiIAoKQnVpbGRRdWVyeRISCgpyZXF1ZXN0X2lkGAEgASgJIkcKCkJ1aWxkUmVwbHkSEgoKcmVxdWVzdF9pZBgBIAEoCRIWCg5zbmFwc2hvdF9idWlsZBgCIAEoDBINCgVlcnJvchgDIAEoCSLbAQoJV2FpdFJlbGF5EhAKCHJlbGF5X2lkGAEgASgJEjcKBG9wZW4YAiABKAsyJy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuV2FpdFJlbGF5T3BlbkgAEi8KBWV2ZW50GAMgASgLMh4uY29kZW1vZGUuc2FuZGJveC52MS5FeGVjRXZlbnRIABI1CgNlbmQYBCABKAsyJi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuV2FpdFJlbGF5RW5kSAASEAoGY2FuY2VsGAUgASgJSABCCQoHbWVzc2FnZSKZAQoNV2FpdFJlbGF5T3BlbhIWCg5zbmFwc2hvdF9idWlsZBgBIAEoDBIrCgVzY29wZRgCIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIUCgx3YWl0X2NhbGxfaWQYAyABKAkSGAoQY29kZV9tb2RlX3J1bl9pZBgEIAEoCRITCgtjbGFpbV90b2tlbhgFIAEoCSI/CgxXYWl0UmVsYXlFbmQSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhAKCHVuc2VydmVkGAMgASgIIngKDkludmFsaWRhdGVSdW5zEhIKCnJlcXVlc3RfaWQYASABKAkSLAoGc2NvcGVzGAIgAygLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEgsKA2FsbBgDIAEoCBIXCg9rZWVwX2Zvcl9vdXRhZ2UYBCABKAgiXgoTT3JjaGVzdHJhdG9yV2VsY29tZRIXCg9vcmNoZXN0cmF0b3JfaWQYASABKAkSEwoLdGFrZXNfY2FsbHMYAiABKAgSGQoRdGFrZXNfY2hlY2twb2ludHMYAyABKAgiigEKEURlbGl2ZXJUb29sUmVzdWx0EjQKBmFuc3dlchgBIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhIKCnJlcXVlc3RfaWQYAyABKAkikwIKClRvb2xBbnN3ZXISDwoHY2FsbF9pZBgBIAEoCRIVCgtyZXN1bHRfanNvbhgCIAEoCUgAEi4KBWVycm9yGAMgASgLMh0uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xFcnJvckgAEj8KEGFwcHJvdmFsX3BlbmRpbmcYBCABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuQXBwcm92YWxQZW5kaW5nSAASIAoYYXBwcm92YWxfcmVxdWVzdGVkX2F0X21zGAUgASgDEhYKDmFuc3dlcmVkX2F0X21zGAYgASgDEhcKD2FwcHJvdmFsX3JlYXNvbhgHIAEoCRIOCgZzZWNyZXQYCCABKAhCCQoHb3V0Y29tZSJzChFSZXNvbHZlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIdChVrbm93bl9jYXRhbG9nX3ZlcnNpb24YAiABKAkSEgoKc2lkZWNhcl9pZBgDIAEoCSLvBAoSUmVzb2x2ZVJ1blJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEjIKBmNvbmZpZxgCIAEoCzIiLmNvZGVtb2RlLmNvbW1vbi52MS5Db2RlTW9kZUNvbmZpZxIXCg9jYXRhbG9nX3ZlcnNpb24YAyABKAkSNwoHZW50cmllcxgEIAMoCzImLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DYXRhbG9nRW50cnkSGAoQZW50cmllc19pbmNsdWRlZBgFIAEoCBIUCgxzZWFyY2hfY291bnQYBiABKA0SFgoOZGVzY3JpYmVfY291bnQYByABKA0SEgoKY2FsbF9jb3VudBgIIAEoDRIYChBjb2RlX21vZGVfYWN0aXZlGAkgASgIEhcKD2luYWN0aXZlX3JlYXNvbhgKIAEoCRIyCgttY3Bfc2VydmVycxgLIAMoCzIdLmNvZGVtb2RlLmNvbW1vbi52MS5NY3BTZXJ2ZXISPgoKbmFtZXNwYWNlcxgMIAMoCzIqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5WaXNpYmxlTmFtZXNwYWNlEjAKB3N1cmZhY2UYDSABKA4yHy5jb2RlbW9kZS5jb21tb24udjEuU3VyZmFjZUtpbmQSOQoLdG9vbF9zZWFyY2gYDiABKAsyJC5jb2RlbW9kZS5jb21tb24udjEuVG9vbFNlYXJjaENvbmZpZxIxCgdtY3BfcnVuGA8gASgLMiAuY29kZW1vZGUuY29tbW9uLnYxLk1jcFJ1bkNvbmZpZxIRCgljYWNoZWFibGUYECABKAgSDgoGdGVuYW50GBEgASgJIloKEFZpc2libGVOYW1lc3BhY2USCgoCaWQYASABKAkSEQoJcGx1Z2luX2lkGAIgASgJEhMKC2dsb2JhbF9uYW1lGAMgASgJEhIKCnNjb3BlX2pzb24YBCABKAki4wIKDENhdGFsb2dFbnRyeRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWxhYmVsGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KBnNvdXJjZRgFIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5Ub29sU291cmNlEhMKC3NvdXJjZV9uYW1lGAYgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgHIAEoCRIaChJvdXRwdXRfc2NoZW1hX2pzb24YCCABKAkSOAoLYW5ub3RhdGlvbnMYCSABKAsyIy5jb2RlbW9kZS5jb21tb24udjEuVG9vbEFubm90YXRpb25zEhUKDWV4YW1wbGVzX2pzb24YCiADKAkSEAoIa2V5d29yZHMYCyADKAkSOAoPYWxsb3dlZF9jYWxsZXJzGAwgASgOMh8uY29kZW1vZGUuY29tbW9uLnYxLlRvb2xDYWxsZXJzIqACChRSZWNvcmRTZWdtZW50UmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRI2CgRzdGVwGAIgASgLMiguY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRyYWplY3RvcnlTdGVwEhQKDHNlYXJjaF9kZWx0YRgDIAEoDRIWCg5kZXNjcmliZV9kZWx0YRgEIAEoDRISCgpjYWxsX2RlbHRhGAUgASgNEjgKCHJlc29sdmVkGAYgAygLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVkQ2FsbBISCgpzaWRlY2FyX2lkGAcgASgJEhMKC3JlcGxheV9qc29uGAggASgJIpIBCgxSZXNvbHZlZENhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhUKDWVycm9yX21lc3NhZ2UYAyABKAkSFwoPZGVsaXZlcmVkX2F0X21zGAQgASgDEhAKCGFwcHJvdmFsGAUgASgJEh4KFmFwcHJvdmFsX2RlY2lkZWRfYXRfbXMYBiABKAMiFwoVUmVjb3JkU2VnbWVudFJlc3BvbnNlIksKEkxvYWRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRITCgtzZXNzaW9uX2tleRgCIAEoCRIOCgZ0ZW5hbnQYAyABKAkiSAoTTG9hZFNlc3Npb25SZXNwb25zZRIxCgdlbnRyaWVzGAEgAygLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNlc3Npb25FbnRyeSK5AQoUQ29tbWl0U2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSMAoGd3JpdGVzGAMgAygLMiAuY29kZW1vZGUuY29tbW9uLnYxLlNlc3Npb25FbnRyeRIQCghtYXhfa2V5cxgEIAEoDRIRCgltYXhfYnl0ZXMYBSABKAQSEwoLdHRsX3NlY29uZHMYBiABKA0SDgoGdGVuYW50GAcgASgJIkUKFUNvbW1pdFNlc3Npb25SZXNwb25zZRIPCgdyZWZ1c2VkGAEgASgJEgwKBGtleXMYAiABKA0SDQoFYnl0ZXMYAyABKAQiiwMKDFN1c3BlbmRlZFJ1bhIYChBjb2RlX21vZGVfcnVuX2lkGAEgASgJEisKBXNjb3BlGAIgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEhAKCHNuYXBzaG90GAMgASgMEjYKB3BlbmRpbmcYBCADKAsyJS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUGVuZGluZ0NhbGwSNQoHYW5zd2VycxgFIAMoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEi4KBnJlYXNvbhgGIAEoDjIeLmNvZGVtb2RlLmNvbW1vbi52MS5XYWl0UmVhc29uEhMKC2NvbmZpZ19qc29uGAcgASgJEhQKDG91dHB1dF9ieXRlcxgIIAEoBBIVCg1leHBpcmVzX2F0X21zGAkgASgDEhcKD2NhdGFsb2dfdmVyc2lvbhgKIAEoCRIUCgxleGVjX2NhbGxfaWQYCyABKAkSEgoKZ2VuZXJhdGlvbhgMIAEoBCKKAQoLUGVuZGluZ0NhbGwSDwoHY2FsbF9pZBgBIAEoCRIPCgd0b29sX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIzCgRraW5kGAQgASgOMiUuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdLaW5kEhEKCWR1ZV9hdF9tcxgFIAEoAyKoAQoRU3VzcGVuZFJ1blJlcXVlc3QSMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWNsYWltGAIgASgIEhMKC2NsYWltX3Rva2VuGAMgASgJEhIKCmNoZWNrcG9pbnQYBCABKAgSEAoIbGVhc2VfbXMYBSABKA0SEgoKc2lkZWNhcl9pZBgGIAEoCSJ1ChJTdXNwZW5kUnVuUmVzcG9uc2USDwoHcmVmdXNlZBgBIAEoCRIzCgxyZWZ1c2VkX2NvZGUYAiABKA4yHS5jb2RlbW9kZS5jb21tb24udjEuRXJyb3JDb2RlEhkKEWFuc3dlcmVkX2NhbGxfaWRzGAMgAygJIpMBCg9DbGFpbVJ1blJlcXVlc3QSKwoFc2NvcGUYASABKAsyHC5jb2RlbW9kZS5jb21tb24udjEuUnVuU2NvcGUSGAoQY29kZV9tb2RlX3J1bl9pZBgCIAEoCRIQCghsZWFzZV9tcxgDIAEoDRITCgtjbGFpbV90b2tlbhgEIAEoCRISCgpzaWRlY2FyX2lkGAUgASgJIm0KEENsYWltUnVuUmVzcG9uc2USMwoDcnVuGAEgASgLMiYuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlN1c3BlbmRlZFJ1bhIPCgdyZWZ1c2VkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJImAKEVJlbGVhc2VSdW5SZXF1ZXN0EhgKEGNvZGVfbW9kZV9ydW5faWQYASABKAkSEwoLY2xhaW1fdG9rZW4YAiABKAkSDAoEa2VlcBgDIAEoCBIOCgZ0ZW5hbnQYBCABKAkiJgoSUmVsZWFzZVJ1blJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIIoYBChRJbnZhbGlkYXRlUnVuUmVxdWVzdBIrCgVzY29wZRgBIAEoCzIcLmNvZGVtb2RlLmNvbW1vbi52MS5SdW5TY29wZRIYChBjb2RlX21vZGVfcnVuX2lkGAIgASgJEhMKC2NsYWltX3Rva2VuGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAQiLAoVSW52YWxpZGF0ZVJ1blJlc3BvbnNlEhMKC2ludmFsaWRhdGVkGAEgASgIIo8BChZSb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0EisKBXNjb3BlGAEgASgLMhwuY29kZW1vZGUuY29tbW9uLnYxLlJ1blNjb3BlEjQKBmFuc3dlchgCIAEoCzIkLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Ub29sQW5zd2VyEhIKCnNpZGVjYXJfaWQYAyABKAkiSwoXUm91dGVUb29sUmVzdWx0UmVzcG9uc2USGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRIWCg5kZWxpdmVyZWRfbGl2ZRgCIAEoCCKDAQoXQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QSGAoQY29kZV9tb2RlX3J1bl9pZBgBIAEoCRITCgtjbGFpbV90b2tlbhgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhUKDXNlZW5fY2FsbF9pZHMYBCADKAkSDgoGdGVuYW50GAUgASgJImgKGEF3YWl0VG9vbFJlc3VsdHNSZXNwb25zZRI1CgdhbnN3ZXJzGAEgAygLMiQuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlRvb2xBbnN3ZXISFQoNY2xhaW1fY3VycmVudBgCIAEoCCqZAQoLUGVuZGluZ0tpbmQSHAoYUEVORElOR19LSU5EX1VOU1BFQ0lGSUVEEAASGgoWUEVORElOR19LSU5EX1RPT0xfQ0FMTBABEiAKHFBFTkRJTkdfS0lORF9DQVRBTE9HX1JFUVVFU1QQAhIWChJQRU5ESU5HX0tJTkRfWUlFTEQQAxIWChJQRU5ESU5HX0tJTkRfVElNRVIQBDKwCgoLU2lkZWNhckxpbmsSXwoGQXR0YWNoEicuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkF0dGFjaFJlcXVlc3QaKC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXR0YWNoUmVzcG9uc2UoATABEmcKClJlc29sdmVSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZVJ1blJlc3BvbnNlEnAKDVJlY29yZFNlZ21lbnQSLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVjb3JkU2VnbWVudFJlc3BvbnNlEmcKClN1c3BlbmRSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuU3VzcGVuZFJ1blJlc3BvbnNlEmEKCENsYWltUnVuEikuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkNsYWltUnVuUmVxdWVzdBoqLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5DbGFpbVJ1blJlc3BvbnNlEmcKClJlbGVhc2VSdW4SKy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlcXVlc3QaLC5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuUmVsZWFzZVJ1blJlc3BvbnNlEnAKDUludmFsaWRhdGVSdW4SLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1blJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuSW52YWxpZGF0ZVJ1blJlc3BvbnNlEnYKD1JvdXRlVG9vbFJlc3VsdBIwLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Sb3V0ZVRvb2xSZXN1bHRSZXF1ZXN0GjEuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJvdXRlVG9vbFJlc3VsdFJlc3BvbnNlEnkKEEF3YWl0VG9vbFJlc3VsdHMSMS5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1JlcXVlc3QaMi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQXdhaXRUb29sUmVzdWx0c1Jlc3BvbnNlEmoKC0xvYWRTZXNzaW9uEiwuY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLkxvYWRTZXNzaW9uUmVxdWVzdBotLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5Mb2FkU2Vzc2lvblJlc3BvbnNlEnAKDUNvbW1pdFNlc3Npb24SLi5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlcXVlc3QaLy5jb2RlbW9kZS5vcmNoZXN0cmF0b3IudjEuQ29tbWl0U2Vzc2lvblJlc3BvbnNlEm0KDFJlcGxheVJlY29yZBItLmNvZGVtb2RlLm9yY2hlc3RyYXRvci52MS5SZXBsYXlSZWNvcmRSZXF1ZXN0Gi4uY29kZW1vZGUub3JjaGVzdHJhdG9yLnYxLlJlcGxheVJlY29yZFJlc3BvbnNlYgZwcm90bzM", [file_codemode_common_v1_common, file_codemode_orchestrator_v1_control, file_codemode_sandbox_v1_sandbox]);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReplayRecordRequest
@@ -125,6 +127,24 @@ export type AttachRequest = Message<"codemode.orchestrator.v1.AttachRequest"> & 
      */
     value: LinkCall;
     case: "call";
+  } | {
+    /**
+     * The reply to a BuildQuery: this sidecar's snapshot build.
+     *
+     * @generated from field: codemode.orchestrator.v1.BuildReply build = 8;
+     */
+    value: BuildReply;
+    case: "build";
+  } | {
+    /**
+     * A wait relayed to a sidecar of another build: `open` from the sidecar the gateway
+     * called (the origin), events and the end from the sidecar serving it (the target),
+     * `cancel` from the origin (docs/replay.md#upgrades).
+     *
+     * @generated from field: codemode.orchestrator.v1.WaitRelay relay = 9;
+     */
+    value: WaitRelay;
+    case: "relay";
   } | { case: undefined; value?: undefined };
 };
 
@@ -412,6 +432,14 @@ export type SidecarHello = Message<"codemode.orchestrator.v1.SidecarHello"> & {
    * @generated from field: codemode.orchestrator.v1.PoolHealth pool = 4;
    */
   pool?: PoolHealth | undefined;
+
+  /**
+   * True when the sidecar answers BuildQuery and serves waits relayed to it (WaitRelay).
+   * False from older sidecars: no wait is relayed to them.
+   *
+   * @generated from field: bool serves_relays = 5;
+   */
+  servesRelays: boolean;
 };
 
 /**
@@ -484,6 +512,24 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
      */
     value: LinkReply;
     case: "reply";
+  } | {
+    /**
+     * Which snapshot build this sidecar runs (asked once per link, when a wait needs a
+     * sidecar of a given build).
+     *
+     * @generated from field: codemode.orchestrator.v1.BuildQuery build_query = 6;
+     */
+    value: BuildQuery;
+    case: "buildQuery";
+  } | {
+    /**
+     * A wait relayed between two sidecars: `open` and `cancel` to the target, events and the
+     * end to the origin.
+     *
+     * @generated from field: codemode.orchestrator.v1.WaitRelay relay = 7;
+     */
+    value: WaitRelay;
+    case: "relay";
   } | { case: undefined; value?: undefined };
 };
 
@@ -493,6 +539,185 @@ export type AttachResponse = Message<"codemode.orchestrator.v1.AttachResponse"> 
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
   messageDesc(file_codemode_orchestrator_v1_link, 11);
+
+/**
+ * @generated from message codemode.orchestrator.v1.BuildQuery
+ */
+export type BuildQuery = Message<"codemode.orchestrator.v1.BuildQuery"> & {
+  /**
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.BuildQuery.
+ * Use `create(BuildQuerySchema)` to create a new message.
+ */
+export const BuildQuerySchema: GenMessage<BuildQuery> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 12);
+
+/**
+ * @generated from message codemode.orchestrator.v1.BuildReply
+ */
+export type BuildReply = Message<"codemode.orchestrator.v1.BuildReply"> & {
+  /**
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * The engine fingerprint this sidecar's snapshots carry (sha256 of its base image); empty
+   * when it could not be computed (`error` says why).
+   *
+   * @generated from field: bytes snapshot_build = 2;
+   */
+  snapshotBuild: Uint8Array;
+
+  /**
+   * @generated from field: string error = 3;
+   */
+  error: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.BuildReply.
+ * Use `create(BuildReplySchema)` to create a new message.
+ */
+export const BuildReplySchema: GenMessage<BuildReply> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 13);
+
+/**
+ * One message of a wait relayed from the sidecar a gateway called (the origin) to one whose
+ * build can restore the run's snapshot (the target): a rolling upgrade's new sidecars send
+ * the old build's runs to its sidecars while one is attached, instead of rebuilding them.
+ *
+ * @generated from message codemode.orchestrator.v1.WaitRelay
+ */
+export type WaitRelay = Message<"codemode.orchestrator.v1.WaitRelay"> & {
+  /**
+   * Chosen by the origin, unique among its relays.
+   *
+   * @generated from field: string relay_id = 1;
+   */
+  relayId: string;
+
+  /**
+   * @generated from oneof codemode.orchestrator.v1.WaitRelay.message
+   */
+  message: {
+    /**
+     * @generated from field: codemode.orchestrator.v1.WaitRelayOpen open = 2;
+     */
+    value: WaitRelayOpen;
+    case: "open";
+  } | {
+    /**
+     * An event of the wait, as the target's Wait stream would send it.
+     *
+     * @generated from field: codemode.sandbox.v1.ExecEvent event = 3;
+     */
+    value: ExecEvent;
+    case: "event";
+  } | {
+    /**
+     * @generated from field: codemode.orchestrator.v1.WaitRelayEnd end = 4;
+     */
+    value: WaitRelayEnd;
+    case: "end";
+  } | {
+    /**
+     * The gateway cancelled the wait (the reason).
+     *
+     * @generated from field: string cancel = 5;
+     */
+    value: string;
+    case: "cancel";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.WaitRelay.
+ * Use `create(WaitRelaySchema)` to create a new message.
+ */
+export const WaitRelaySchema: GenMessage<WaitRelay> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 14);
+
+/**
+ * @generated from message codemode.orchestrator.v1.WaitRelayOpen
+ */
+export type WaitRelayOpen = Message<"codemode.orchestrator.v1.WaitRelayOpen"> & {
+  /**
+   * The snapshot build the run needs (the orchestrator picks a target of that build).
+   *
+   * @generated from field: bytes snapshot_build = 1;
+   */
+  snapshotBuild: Uint8Array;
+
+  /**
+   * The run's scope, with its tenant (the target trusts it: it comes over the link).
+   *
+   * @generated from field: codemode.common.v1.RunScope scope = 2;
+   */
+  scope?: RunScope | undefined;
+
+  /**
+   * @generated from field: string wait_call_id = 3;
+   */
+  waitCallId: string;
+
+  /**
+   * @generated from field: string code_mode_run_id = 4;
+   */
+  codeModeRunId: string;
+
+  /**
+   * The origin's current claim on the run: the target claims with the same token, so it
+   * takes the claim over (docs/architecture.md#life-of-a-relayed-wait).
+   *
+   * @generated from field: string claim_token = 5;
+   */
+  claimToken: string;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.WaitRelayOpen.
+ * Use `create(WaitRelayOpenSchema)` to create a new message.
+ */
+export const WaitRelayOpenSchema: GenMessage<WaitRelayOpen> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 15);
+
+/**
+ * @generated from message codemode.orchestrator.v1.WaitRelayEnd
+ */
+export type WaitRelayEnd = Message<"codemode.orchestrator.v1.WaitRelayEnd"> & {
+  /**
+   * Empty: the wait ended as a wait does (its Result was the last event). Otherwise the
+   * gRPC status name the target's wait failed with, and its message.
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * No attached sidecar of that build took the wait: the origin serves it itself.
+   *
+   * @generated from field: bool unserved = 3;
+   */
+  unserved: boolean;
+};
+
+/**
+ * Describes the message codemode.orchestrator.v1.WaitRelayEnd.
+ * Use `create(WaitRelayEndSchema)` to create a new message.
+ */
+export const WaitRelayEndSchema: GenMessage<WaitRelayEnd> = /*@__PURE__*/
+  messageDesc(file_codemode_orchestrator_v1_link, 16);
 
 /**
  * Sent to the sidecars that may hold a cached ResolveRun answer of a run that changed
@@ -536,7 +761,7 @@ export type InvalidateRuns = Message<"codemode.orchestrator.v1.InvalidateRuns"> 
  * Use `create(InvalidateRunsSchema)` to create a new message.
  */
 export const InvalidateRunsSchema: GenMessage<InvalidateRuns> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 12);
+  messageDesc(file_codemode_orchestrator_v1_link, 17);
 
 /**
  * @generated from message codemode.orchestrator.v1.OrchestratorWelcome
@@ -569,7 +794,7 @@ export type OrchestratorWelcome = Message<"codemode.orchestrator.v1.Orchestrator
  * Use `create(OrchestratorWelcomeSchema)` to create a new message.
  */
 export const OrchestratorWelcomeSchema: GenMessage<OrchestratorWelcome> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 13);
+  messageDesc(file_codemode_orchestrator_v1_link, 18);
 
 /**
  * An answer to a nested call that may be hosted by this sidecar: a gateway sent it to
@@ -600,7 +825,7 @@ export type DeliverToolResult = Message<"codemode.orchestrator.v1.DeliverToolRes
  * Use `create(DeliverToolResultSchema)` to create a new message.
  */
 export const DeliverToolResultSchema: GenMessage<DeliverToolResult> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 14);
+  messageDesc(file_codemode_orchestrator_v1_link, 19);
 
 /**
  * @generated from message codemode.orchestrator.v1.ToolAnswer
@@ -671,7 +896,7 @@ export type ToolAnswer = Message<"codemode.orchestrator.v1.ToolAnswer"> & {
  * Use `create(ToolAnswerSchema)` to create a new message.
  */
 export const ToolAnswerSchema: GenMessage<ToolAnswer> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 15);
+  messageDesc(file_codemode_orchestrator_v1_link, 20);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunRequest
@@ -702,7 +927,7 @@ export type ResolveRunRequest = Message<"codemode.orchestrator.v1.ResolveRunRequ
  * Use `create(ResolveRunRequestSchema)` to create a new message.
  */
 export const ResolveRunRequestSchema: GenMessage<ResolveRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 16);
+  messageDesc(file_codemode_orchestrator_v1_link, 21);
 
 /**
  * @generated from message codemode.orchestrator.v1.ResolveRunResponse
@@ -830,7 +1055,7 @@ export type ResolveRunResponse = Message<"codemode.orchestrator.v1.ResolveRunRes
  * Use `create(ResolveRunResponseSchema)` to create a new message.
  */
 export const ResolveRunResponseSchema: GenMessage<ResolveRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 17);
+  messageDesc(file_codemode_orchestrator_v1_link, 22);
 
 /**
  * A namespace visible to a run, with its scope checked at registration.
@@ -864,7 +1089,7 @@ export type VisibleNamespace = Message<"codemode.orchestrator.v1.VisibleNamespac
  * Use `create(VisibleNamespaceSchema)` to create a new message.
  */
 export const VisibleNamespaceSchema: GenMessage<VisibleNamespace> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 18);
+  messageDesc(file_codemode_orchestrator_v1_link, 23);
 
 /**
  * A policy-visible catalog entry with its id, in catalog order.
@@ -940,7 +1165,7 @@ export type CatalogEntry = Message<"codemode.orchestrator.v1.CatalogEntry"> & {
  * Use `create(CatalogEntrySchema)` to create a new message.
  */
 export const CatalogEntrySchema: GenMessage<CatalogEntry> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 19);
+  messageDesc(file_codemode_orchestrator_v1_link, 24);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentRequest
@@ -1000,7 +1225,7 @@ export type RecordSegmentRequest = Message<"codemode.orchestrator.v1.RecordSegme
  * Use `create(RecordSegmentRequestSchema)` to create a new message.
  */
 export const RecordSegmentRequestSchema: GenMessage<RecordSegmentRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 20);
+  messageDesc(file_codemode_orchestrator_v1_link, 25);
 
 /**
  * How a call an earlier segment left pending was settled.
@@ -1051,7 +1276,7 @@ export type ResolvedCall = Message<"codemode.orchestrator.v1.ResolvedCall"> & {
  * Use `create(ResolvedCallSchema)` to create a new message.
  */
 export const ResolvedCallSchema: GenMessage<ResolvedCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 21);
+  messageDesc(file_codemode_orchestrator_v1_link, 26);
 
 /**
  * @generated from message codemode.orchestrator.v1.RecordSegmentResponse
@@ -1064,7 +1289,7 @@ export type RecordSegmentResponse = Message<"codemode.orchestrator.v1.RecordSegm
  * Use `create(RecordSegmentResponseSchema)` to create a new message.
  */
 export const RecordSegmentResponseSchema: GenMessage<RecordSegmentResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 22);
+  messageDesc(file_codemode_orchestrator_v1_link, 27);
 
 /**
  * @generated from message codemode.orchestrator.v1.LoadSessionRequest
@@ -1093,7 +1318,7 @@ export type LoadSessionRequest = Message<"codemode.orchestrator.v1.LoadSessionRe
  * Use `create(LoadSessionRequestSchema)` to create a new message.
  */
 export const LoadSessionRequestSchema: GenMessage<LoadSessionRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 23);
+  messageDesc(file_codemode_orchestrator_v1_link, 28);
 
 /**
  * @generated from message codemode.orchestrator.v1.LoadSessionResponse
@@ -1110,7 +1335,7 @@ export type LoadSessionResponse = Message<"codemode.orchestrator.v1.LoadSessionR
  * Use `create(LoadSessionResponseSchema)` to create a new message.
  */
 export const LoadSessionResponseSchema: GenMessage<LoadSessionResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 24);
+  messageDesc(file_codemode_orchestrator_v1_link, 29);
 
 /**
  * @generated from message codemode.orchestrator.v1.CommitSessionRequest
@@ -1161,7 +1386,7 @@ export type CommitSessionRequest = Message<"codemode.orchestrator.v1.CommitSessi
  * Use `create(CommitSessionRequestSchema)` to create a new message.
  */
 export const CommitSessionRequestSchema: GenMessage<CommitSessionRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 25);
+  messageDesc(file_codemode_orchestrator_v1_link, 30);
 
 /**
  * @generated from message codemode.orchestrator.v1.CommitSessionResponse
@@ -1190,7 +1415,7 @@ export type CommitSessionResponse = Message<"codemode.orchestrator.v1.CommitSess
  * Use `create(CommitSessionResponseSchema)` to create a new message.
  */
 export const CommitSessionResponseSchema: GenMessage<CommitSessionResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 26);
+  messageDesc(file_codemode_orchestrator_v1_link, 31);
 
 /**
  * What a suspended run needs to resume anywhere.
@@ -1284,7 +1509,7 @@ export type SuspendedRun = Message<"codemode.orchestrator.v1.SuspendedRun"> & {
  * Use `create(SuspendedRunSchema)` to create a new message.
  */
 export const SuspendedRunSchema: GenMessage<SuspendedRun> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 27);
+  messageDesc(file_codemode_orchestrator_v1_link, 32);
 
 /**
  * Something a suspended VM awaits. Only tool calls are listed to the model; catalog
@@ -1330,7 +1555,7 @@ export type PendingCall = Message<"codemode.orchestrator.v1.PendingCall"> & {
  * Use `create(PendingCallSchema)` to create a new message.
  */
 export const PendingCallSchema: GenMessage<PendingCall> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 28);
+  messageDesc(file_codemode_orchestrator_v1_link, 33);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunRequest
@@ -1381,7 +1606,7 @@ export type SuspendRunRequest = Message<"codemode.orchestrator.v1.SuspendRunRequ
  * Use `create(SuspendRunRequestSchema)` to create a new message.
  */
 export const SuspendRunRequestSchema: GenMessage<SuspendRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 29);
+  messageDesc(file_codemode_orchestrator_v1_link, 34);
 
 /**
  * @generated from message codemode.orchestrator.v1.SuspendRunResponse
@@ -1413,7 +1638,7 @@ export type SuspendRunResponse = Message<"codemode.orchestrator.v1.SuspendRunRes
  * Use `create(SuspendRunResponseSchema)` to create a new message.
  */
 export const SuspendRunResponseSchema: GenMessage<SuspendRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 30);
+  messageDesc(file_codemode_orchestrator_v1_link, 35);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunRequest
@@ -1457,7 +1682,7 @@ export type ClaimRunRequest = Message<"codemode.orchestrator.v1.ClaimRunRequest"
  * Use `create(ClaimRunRequestSchema)` to create a new message.
  */
 export const ClaimRunRequestSchema: GenMessage<ClaimRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 31);
+  messageDesc(file_codemode_orchestrator_v1_link, 36);
 
 /**
  * @generated from message codemode.orchestrator.v1.ClaimRunResponse
@@ -1486,7 +1711,7 @@ export type ClaimRunResponse = Message<"codemode.orchestrator.v1.ClaimRunRespons
  * Use `create(ClaimRunResponseSchema)` to create a new message.
  */
 export const ClaimRunResponseSchema: GenMessage<ClaimRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 32);
+  messageDesc(file_codemode_orchestrator_v1_link, 37);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunRequest
@@ -1523,7 +1748,7 @@ export type ReleaseRunRequest = Message<"codemode.orchestrator.v1.ReleaseRunRequ
  * Use `create(ReleaseRunRequestSchema)` to create a new message.
  */
 export const ReleaseRunRequestSchema: GenMessage<ReleaseRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 33);
+  messageDesc(file_codemode_orchestrator_v1_link, 38);
 
 /**
  * @generated from message codemode.orchestrator.v1.ReleaseRunResponse
@@ -1542,7 +1767,7 @@ export type ReleaseRunResponse = Message<"codemode.orchestrator.v1.ReleaseRunRes
  * Use `create(ReleaseRunResponseSchema)` to create a new message.
  */
 export const ReleaseRunResponseSchema: GenMessage<ReleaseRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 34);
+  messageDesc(file_codemode_orchestrator_v1_link, 39);
 
 /**
  * @generated from message codemode.orchestrator.v1.InvalidateRunRequest
@@ -1578,7 +1803,7 @@ export type InvalidateRunRequest = Message<"codemode.orchestrator.v1.InvalidateR
  * Use `create(InvalidateRunRequestSchema)` to create a new message.
  */
 export const InvalidateRunRequestSchema: GenMessage<InvalidateRunRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 35);
+  messageDesc(file_codemode_orchestrator_v1_link, 40);
 
 /**
  * @generated from message codemode.orchestrator.v1.InvalidateRunResponse
@@ -1597,7 +1822,7 @@ export type InvalidateRunResponse = Message<"codemode.orchestrator.v1.Invalidate
  * Use `create(InvalidateRunResponseSchema)` to create a new message.
  */
 export const InvalidateRunResponseSchema: GenMessage<InvalidateRunResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 36);
+  messageDesc(file_codemode_orchestrator_v1_link, 41);
 
 /**
  * @generated from message codemode.orchestrator.v1.RouteToolResultRequest
@@ -1627,7 +1852,7 @@ export type RouteToolResultRequest = Message<"codemode.orchestrator.v1.RouteTool
  * Use `create(RouteToolResultRequestSchema)` to create a new message.
  */
 export const RouteToolResultRequestSchema: GenMessage<RouteToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 37);
+  messageDesc(file_codemode_orchestrator_v1_link, 42);
 
 /**
  * Errors: NOT_FOUND (no suspended run awaits the call), PERMISSION_DENIED (another
@@ -1656,7 +1881,7 @@ export type RouteToolResultResponse = Message<"codemode.orchestrator.v1.RouteToo
  * Use `create(RouteToolResultResponseSchema)` to create a new message.
  */
 export const RouteToolResultResponseSchema: GenMessage<RouteToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 38);
+  messageDesc(file_codemode_orchestrator_v1_link, 43);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsRequest
@@ -1697,7 +1922,7 @@ export type AwaitToolResultsRequest = Message<"codemode.orchestrator.v1.AwaitToo
  * Use `create(AwaitToolResultsRequestSchema)` to create a new message.
  */
 export const AwaitToolResultsRequestSchema: GenMessage<AwaitToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 39);
+  messageDesc(file_codemode_orchestrator_v1_link, 44);
 
 /**
  * @generated from message codemode.orchestrator.v1.AwaitToolResultsResponse
@@ -1721,7 +1946,7 @@ export type AwaitToolResultsResponse = Message<"codemode.orchestrator.v1.AwaitTo
  * Use `create(AwaitToolResultsResponseSchema)` to create a new message.
  */
 export const AwaitToolResultsResponseSchema: GenMessage<AwaitToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_codemode_orchestrator_v1_link, 40);
+  messageDesc(file_codemode_orchestrator_v1_link, 45);
 
 /**
  * @generated from enum codemode.orchestrator.v1.PendingKind

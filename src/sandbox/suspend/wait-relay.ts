@@ -1,0 +1,113 @@
+/**
+ * Waits relayed between sidecars of different builds, the sidecar's half (the
+ * orchestrator's is ../../orchestrator/link/wait-relays.ts). As the origin, a wait whose
+ * run's snapshot this build cannot restore asks, before rebuilding the run by replay, for a
+ * sidecar of the snapshot's build; when one takes it, that sidecar serves the wait under the
+ * origin's claim and its events reach the gateway through here. As the target, a relayed
+ * wait is served as a gateway's wait is, its events sent back on the link. Answers to the
+ * relayed run's calls need nothing of this: a gateway's answer on the origin goes to the
+ * orchestrator like any answer for a VM not here (docs/replay.md#upgrades).
+ */
+import { randomUUID } from "node:crypto";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { WaitRelay, WaitRelayEnd, WaitRelayOpen, WaitRelayOpenSchema } from "../../gen/codemode/orchestrator/v1/link_pb.js";
+import type { ExecEvent } from "../../gen/codemode/sandbox/v1/sandbox_pb.js";
+import type { ExecEventInit } from "../exec/segment.js";
+import { SERVICE_ERROR_CODES, ServiceError, type ServiceErrorCode } from "../../protocol/service-error.js";
+import type { Logger } from "../../shared/logger.js";
+import type { OrchestratorLink } from "../link/orchestrator-link.js";
+import { ownSnapshotBuild } from "./own-build.js";
+
+/** Serves a relayed wait here: as a gateway's Wait would, sending each event. */
+export type ServeRelayed = (open: WaitRelayOpen, send: (event: ExecEventInit) => void, signal: AbortSignal) => Promise<void>;
+
+type Origin = { event(e: ExecEvent): void; end(end: WaitRelayEnd | ServiceError): void };
+
+export class WaitRelayHub {
+  /** Relays this sidecar started, by relay id. */
+  private readonly origins = new Map<string, Origin>();
+  /** Relayed waits this sidecar serves, by relay id. */
+  private readonly served = new Map<string, AbortController>();
+
+  constructor(
+    private readonly link: OrchestratorLink,
+    private readonly serve: ServeRelayed,
+    private readonly log: Logger,
+  ) {
+    link.onRelay = (m) => this.onMessage(m);
+    link.onBuildQuery = ownSnapshotBuild;
+    link.onLinkEnded = () => this.linkEnded();
+  }
+
+  /**
+   * Relays a wait to a sidecar whose build is `open.snapshotBuild`: "served" once it ended
+   * there (its events went to `send`), "unserved" when no such sidecar took it. Throws the
+   * status the wait failed with there.
+   */
+  relay(open: MessageInitShape<typeof WaitRelayOpenSchema>, send: (e: ExecEvent) => void, signal: AbortSignal): Promise<"served" | "unserved"> {
+    const relayId = randomUUID();
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        this.origins.delete(relayId);
+        signal.removeEventListener("abort", onAbort);
+      };
+      const onAbort = () => {
+        done();
+        this.link.sendRelay({ relayId, message: { case: "cancel", value: String(signal.reason ?? "the gateway cancelled the wait") } });
+        resolve("served");
+      };
+      this.origins.set(relayId, {
+        event: send,
+        end: (end) => {
+          done();
+          if (end instanceof ServiceError) reject(end);
+          else if (end.unserved) resolve("unserved");
+          else if (end.code) reject(new ServiceError(end.code in SERVICE_ERROR_CODES ? (end.code as ServiceErrorCode) : "internal", end.message));
+          else resolve("served");
+        },
+      });
+      signal.addEventListener("abort", onAbort, { once: true });
+      if (signal.aborted) return onAbort();
+      if (!this.link.sendRelay({ relayId, message: { case: "open", value: open } })) {
+        done();
+        resolve("unserved");
+      }
+    });
+  }
+
+  private onMessage(msg: WaitRelay): void {
+    const id = msg.relayId;
+    const m = msg.message;
+    if (m.case === "event") this.origins.get(id)?.event(m.value);
+    else if (m.case === "end") this.origins.get(id)?.end(m.value);
+    else if (m.case === "cancel") this.served.get(id)?.abort(m.value || "the wait was cancelled");
+    else if (m.case === "open") this.serveOne(id, m.value);
+  }
+
+  private serveOne(relayId: string, open: WaitRelayOpen): void {
+    if (this.served.has(relayId)) return;
+    const ac = new AbortController();
+    this.served.set(relayId, ac);
+    const log = this.log.child({ relayId, codeModeRunId: open.codeModeRunId });
+    log.info("serving a wait relayed from a sidecar of another build");
+    const send = (event: ExecEventInit) => void this.link.sendRelay({ relayId, message: { case: "event", value: { event } } });
+    const end = (value: { code?: string; message?: string }) => void this.link.sendRelay({ relayId, message: { case: "end", value } });
+    this.serve(open, send, ac.signal)
+      .then(
+        () => end({}),
+        (err: unknown) => {
+          const e = err instanceof ServiceError ? err : new ServiceError("internal", `the relayed wait failed: ${(err as Error).message}`);
+          if (!(err instanceof ServiceError)) log.error({ err }, "a relayed wait failed");
+          end({ code: e.code, message: e.message });
+        },
+      )
+      .finally(() => this.served.delete(relayId));
+  }
+
+  /** The link ended: relays on it are over (the orchestrator ends them on the other side too). */
+  private linkEnded(): void {
+    for (const origin of [...this.origins.values()])
+      origin.end(new ServiceError("unavailable", "the link to the orchestrator dropped while a sidecar of the run's build served this wait; call wait again"));
+    for (const ac of this.served.values()) ac.abort("the link to the orchestrator dropped: the sidecar that relayed this wait is no longer told of it");
+  }
+}
