@@ -229,14 +229,15 @@ export function controlHandlers(deps: {
     },
     async registerNamespace(req) {
       const ns = checkRegistration(req.namespace);
-      const { replaced } = await namespaces.registry.register(ns).catch(cache.failedWrite("all"));
-      await cache.invalidate("all");
+      // The registry is this tenant's: only its runs can see the change, so only they are dropped.
+      const { replaced } = await namespaces.registry.register(ns).catch(cache.failedWrite({ tenant }));
+      await cache.invalidate({ tenant });
       log.info({ namespace: ns.id, pluginId: ns.pluginId, globalName: ns.globalName, callables: ns.callableCount, replaced }, "namespace registered");
       return { callableCount: ns.callableCount, replaced };
     },
     async clearNamespaces(req) {
-      const cleared = await namespaces.registry.clear(req.pluginId).catch(cache.failedWrite("all"));
-      if (cleared > 0) await cache.invalidate("all");
+      const cleared = await namespaces.registry.clear(req.pluginId).catch(cache.failedWrite({ tenant }));
+      if (cleared > 0) await cache.invalidate({ tenant });
       if (cleared > 0) log.info({ pluginId: req.pluginId, cleared }, "plugin namespaces cleared");
       return { cleared };
     },

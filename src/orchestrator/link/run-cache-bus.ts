@@ -9,7 +9,8 @@
  * sidecars stop trusting their cached runs (kept only for a store outage) and it offers no
  * caching; sure again, its sidecars drop every run they hold, as it may have missed a change.
  * Channels, under the store's base prefix: `runcache` (invalidations) and `runcache:<id>`
- * (one replica's beats, and the acks its changes await).
+ * (one replica's beats, and the acks its changes await). A tenant's runs go as `all` naming
+ * the tenant: a replica of a build that reads no tenant drops every run, as it did.
  */
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
@@ -18,10 +19,14 @@ import type { Scope } from "../../shared/scope.js";
 import { storeCall } from "../state/store-failure.js";
 import { quitRedis, REDIS_PREFIX } from "../suspended/redis-store.js";
 
-/** One invalidation as every replica applies it to its own sidecars: runs by name, or `all` (see RunCachePush for `keepForOutage`). */
-export type BusInvalidation = { scopes: Scope[]; all: boolean; keepForOutage?: boolean; exceptSidecar?: string; awaitAcks: boolean };
+/**
+ * One invalidation as every replica applies it to its own sidecars: runs by name, or `all`,
+ * of `tenant` when named, else of every tenant (see RunCachePush for `keepForOutage`).
+ */
+export type BusInvalidation = { scopes: Scope[]; all: boolean; tenant?: string; keepForOutage?: boolean; exceptSidecar?: string; awaitAcks: boolean };
 
-type Wire = { from: string; id: string; scopes: Scope[]; all: boolean; keep?: boolean; except?: string; acks: boolean };
+/** A message on the channel. `tenant` narrows `all` to that tenant's runs; without it (or unread), `all` is every run. */
+export type Wire = { from: string; id: string; scopes: Scope[]; all: boolean; tenant?: string; keep?: boolean; except?: string; acks: boolean };
 
 /** How often a replica checks its subscription with a beat (and once as soon as it subscribed). */
 const BEAT_MS = 500;
@@ -89,16 +94,7 @@ export class RunCacheBus {
   async publish(inv: BusInvalidation): Promise<void> {
     if (this.closed) return;
     const id = randomUUID();
-    const wire: Wire = {
-      from: this.id,
-      id,
-      scopes: inv.scopes,
-      all: inv.all,
-      acks: inv.awaitAcks,
-      ...(inv.keepForOutage ? { keep: true } : {}),
-      ...(inv.exceptSidecar !== undefined ? { except: inv.exceptSidecar } : {}),
-    };
-    const text = JSON.stringify(wire);
+    const text = JSON.stringify(toWire(inv, this.id, id));
     if (!inv.awaitAcks) {
       this.publisher.publish(this.channel, text).catch((err: unknown) => this.log.debug({ err }, "could not publish a run cache invalidation"));
       return;
@@ -212,12 +208,7 @@ export class RunCacheBus {
 
   private invalidation(m: Partial<Wire>): void {
     if (typeof m.from !== "string" || typeof m.id !== "string") return;
-    const scopes = Array.isArray(m.scopes) ? m.scopes.flatMap(scopeOf) : [];
-    // A scope this build cannot read could name any run, which may have changed: all go, none kept.
-    const unread = !Array.isArray(m.scopes) || scopes.length !== m.scopes.length || (m.all !== true && scopes.length === 0);
-    const inv: BusInvalidation = { scopes, all: m.all === true || unread, awaitAcks: m.acks === true && m.from !== this.id };
-    if (typeof m.except === "string") inv.exceptSidecar = m.except;
-    if (m.keep === true && !unread) inv.keepForOutage = true;
+    const inv = fromWire(m, this.id);
     const applied = this.apply(inv).catch((err: unknown) => this.log.warn({ err }, "could not apply a run cache invalidation"));
     if (m.acks !== true) return;
     // Its own change: this replica's sidecars were told directly, and waited for.
@@ -229,6 +220,33 @@ export class RunCacheBus {
         .catch((err: unknown) => this.log.debug({ err }, "could not ack a run cache invalidation")),
     );
   }
+}
+
+/** The message `inv` goes as, from replica `from`. */
+export function toWire(inv: BusInvalidation, from: string, id: string): Wire {
+  return {
+    from,
+    id,
+    scopes: inv.scopes,
+    all: inv.all,
+    ...(inv.all && inv.tenant !== undefined ? { tenant: inv.tenant } : {}),
+    acks: inv.awaitAcks,
+    ...(inv.keepForOutage ? { keep: true } : {}),
+    ...(inv.exceptSidecar !== undefined ? { except: inv.exceptSidecar } : {}),
+  };
+}
+
+/** What replica `self` applies for a message (one with `from` and `id`), of this build or another. */
+export function fromWire(m: Partial<Wire>, self: string): BusInvalidation {
+  const scopes = Array.isArray(m.scopes) ? m.scopes.flatMap(scopeOf) : [];
+  // A scope this build cannot read could name any run, which may have changed: all go, none kept.
+  const unread = !Array.isArray(m.scopes) || scopes.length !== m.scopes.length || (m.all !== true && scopes.length === 0);
+  const inv: BusInvalidation = { scopes, all: m.all === true || unread, awaitAcks: m.acks === true && m.from !== self };
+  // Only a tenant it can read narrows `all`; anything else there could be any tenant.
+  if (m.all === true && !unread && typeof m.tenant === "string" && m.tenant !== "") inv.tenant = m.tenant;
+  if (typeof m.except === "string") inv.exceptSidecar = m.except;
+  if (m.keep === true && !unread) inv.keepForOutage = true;
+  return inv;
 }
 
 /** A scope from another replica's message; none when it is not one. */

@@ -1,8 +1,8 @@
 /**
- * Keeps sidecars' cached ResolveRun answers true. A sidecar caches a resolved run (config,
- * catalog view, counters) so an exec does not pay a round trip here; this orchestrator
- * remembers which attached sidecar resolved which run, and when a run changes it tells
- * exactly those sidecars to drop it, over their standing Attach streams. With a shared
+ * Keeps sidecars' cached ResolveRun answers true. A sidecar caches a resolved run so an exec
+ * pays no round trip here; this orchestrator remembers which attached sidecar resolved which
+ * run, and when a run changes (or a tenant's runs: its namespaces) it tells exactly their
+ * holders, naming to each the runs it holds, over their standing Attach streams. With a shared
  * (Redis) store every change also goes to the other replicas, which tell their own sidecars
  * (./run-cache-bus.ts); caching is offered only while this replica is sure to hear them.
  *
@@ -15,10 +15,21 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Scope } from "../../shared/scope.js";
-import { scopeKeyOf } from "../../shared/scope.js";
+import { scopeKeyOf, tenantOfScope } from "../../shared/scope.js";
 import type { RunCacheBus } from "./run-cache-bus.js";
 
 export type InvalidateMessage = { requestId: string; scopes: Scope[]; all: boolean; keepForOutage: boolean };
+
+/** Every run of one tenant (its namespaces changed); the default tenant's are every run of a deployment without tenants. */
+export type TenantRuns = { tenant: string };
+
+/** What an invalidation drops: one run, every run of a tenant, or every run. */
+export type Runs = Scope | TenantRuns | "all";
+
+/** True for a tenant's runs, as opposed to one run (a scope names its gateway run). */
+export function isTenantRuns(runs: Scope | TenantRuns): runs is TenantRuns {
+  return !("agentRunId" in runs);
+}
 
 /**
  * `keepForOutage`: the runs did not change (their counters moved, or this replica may miss
@@ -30,6 +41,11 @@ type Holder = { send(m: InvalidateMessage): void; disconnect(reason: string): vo
 
 /** How long a change waits for the sidecars' acks before disconnecting the silent ones. */
 const ACK_DEADLINE_MS = 2_000;
+/** At most this many scopes in one message to a sidecar (a tenant's runs go in several). */
+export const MAX_SCOPES_PER_MESSAGE = 1_000;
+
+/** One message of a push: the same scopes (or every run) to each of `sidecars`. */
+type Batch = { sidecars: string[]; scopes: Scope[]; all: boolean };
 
 export class RunCachePush {
   private readonly sidecars = new Map<string, Holder>();
@@ -46,7 +62,7 @@ export class RunCachePush {
         keepForOutage: inv.keepForOutage === true,
         ...(inv.exceptSidecar !== undefined ? { exceptSidecar: inv.exceptSidecar } : {}),
       };
-      if (inv.all) return this.push("all", options);
+      if (inv.all) return this.push(inv.tenant !== undefined ? { tenant: inv.tenant } : "all", options);
       await Promise.all(inv.scopes.map((scope) => this.push(scope, options)));
     };
     // A change may be missed from now on: what the sidecars cached is kept only for a store outage (in which nothing changes).
@@ -93,21 +109,23 @@ export class RunCachePush {
   }
 
   /**
-   * Tells the sidecars holding `scope` (or, for "all", every attached sidecar) to drop it,
-   * except `exceptSidecar`, here and on every other replica; resolves when all acked (unless
-   * `awaitAcks` is false), disconnecting those that did not in time.
+   * Tells the sidecars holding `runs` (a run, a tenant's runs; for "all", every attached
+   * sidecar) to drop them, except `exceptSidecar`, here and on every other replica; resolves
+   * when all acked (unless `awaitAcks` is false), disconnecting those that did not in time.
    */
-  async invalidate(scope: Scope | "all", options: PushOptions = {}): Promise<void> {
-    const local = this.push(scope, options);
+  async invalidate(runs: Runs, options: PushOptions = {}): Promise<void> {
+    const local = this.push(runs, options);
     if (!this.bus) return local;
-    await Promise.all([local, this.publish(scope, options)]);
+    await Promise.all([local, this.publish(runs, options)]);
   }
 
-  private publish(scope: Scope | "all", options: PushOptions): Promise<void> {
+  private publish(runs: Runs, options: PushOptions): Promise<void> {
+    // A tenant's runs go as every run, of that tenant: a replica of a build that reads no tenant drops every run.
+    const what =
+      runs === "all" ? { scopes: [], all: true } : isTenantRuns(runs) ? { scopes: [], all: true, tenant: tenantOfScope(runs) } : { scopes: [runs], all: false };
     return (
       this.bus?.publish({
-        scopes: scope === "all" ? [] : [scope],
-        all: scope === "all",
+        ...what,
         awaitAcks: options.awaitAcks !== false,
         ...(options.keepForOutage ? { keepForOutage: true } : {}),
         ...(options.exceptSidecar !== undefined ? { exceptSidecar: options.exceptSidecar } : {}),
@@ -121,57 +139,95 @@ export class RunCachePush {
    * (this one too) tells its sidecars if it lands. Nothing is pushed now: the run is as it
    * was, and what the sidecars keep for the outage stays true. Rethrows the write's error.
    */
-  failedWrite(scope: Scope | "all", options: Omit<PushOptions, "awaitAcks"> = {}): (err: unknown) => never {
+  failedWrite(runs: Runs, options: Omit<PushOptions, "awaitAcks"> = {}): (err: unknown) => never {
     return (err) => {
-      void this.publish(scope, { ...options, awaitAcks: false }).catch(() => undefined);
+      void this.publish(runs, { ...options, awaitAcks: false }).catch(() => undefined);
       throw err;
     };
   }
 
-  /** Tells this replica's sidecars (those holding `scope`, or all) to drop it. */
-  private async push(scope: Scope | "all", options: PushOptions): Promise<void> {
-    let targets: string[];
-    let scopes: Scope[] = [];
-    if (scope === "all") {
-      targets = [...this.sidecars.keys()];
+  /** Tells this replica's sidecars (those holding `runs`, or all) to drop them. */
+  private push(runs: Runs, options: PushOptions): Promise<void> {
+    if (runs === "all") {
       // Kept for an outage, what they cached is still theirs; otherwise they hold nothing now.
       if (!options.keepForOutage) this.holders.clear();
-    } else {
-      const key = scopeKeyOf(scope);
-      const h = this.holders.get(key);
-      if (!h) return;
-      targets = [...h.sidecars];
-      scopes = [h.scope];
-      if (options.keepForOutage) {
-        // They keep it for a store outage: still its holders.
-      } else if (options.exceptSidecar !== undefined && h.sidecars.has(options.exceptSidecar)) h.sidecars = new Set([options.exceptSidecar]);
-      else this.holders.delete(key);
+      return this.deliver([{ sidecars: [...this.sidecars.keys()], scopes: [], all: true }], options);
     }
-    targets = targets.filter((id) => id !== options.exceptSidecar && this.sidecars.has(id));
-    if (targets.length === 0) return;
-    const requestId = randomUUID();
-    const message = { requestId, scopes, all: scope === "all", keepForOutage: options.keepForOutage === true };
+    if (isTenantRuns(runs)) return this.deliver(this.release(tenantOfScope(runs), options), options);
+    const key = scopeKeyOf(runs);
+    const h = this.holders.get(key);
+    if (!h) return Promise.resolve();
+    const batch = { sidecars: [...h.sidecars], scopes: [h.scope], all: false };
+    this.forget(key, h, options);
+    return this.deliver([batch], options);
+  }
+
+  /**
+   * The messages naming to each sidecar the runs of `tenant` it holds (no other tenant's
+   * run is named, so none is dropped), which it no longer holds after them (see forget).
+   */
+  private release(tenant: string, options: PushOptions): Batch[] {
+    const bySidecar = new Map<string, Scope[]>();
+    for (const [key, h] of this.holders) {
+      if (tenantOfScope(h.scope) !== tenant) continue;
+      for (const id of h.sidecars) {
+        const scopes = bySidecar.get(id);
+        if (scopes) scopes.push(h.scope);
+        else bySidecar.set(id, [h.scope]);
+      }
+      this.forget(key, h, options);
+    }
+    const batches: Batch[] = [];
+    for (const [id, scopes] of bySidecar)
+      for (let i = 0; i < scopes.length; i += MAX_SCOPES_PER_MESSAGE)
+        batches.push({ sidecars: [id], scopes: scopes.slice(i, i + MAX_SCOPES_PER_MESSAGE), all: false });
+    return batches;
+  }
+
+  /** The holders of a run once they were told it changed: kept for an outage, they still hold it; else only `exceptSidecar` may. */
+  private forget(key: string, h: { sidecars: Set<string> }, options: PushOptions): void {
+    if (options.keepForOutage) return;
+    if (options.exceptSidecar !== undefined && h.sidecars.has(options.exceptSidecar)) h.sidecars = new Set([options.exceptSidecar]);
+    else this.holders.delete(key);
+  }
+
+  /** Sends each batch to its attached sidecars (but `exceptSidecar`); unless `awaitAcks` is false, resolves once all acked or were disconnected. */
+  private async deliver(batches: Batch[], options: PushOptions): Promise<void> {
+    const keepForOutage = options.keepForOutage === true;
+    const sends = batches.flatMap((b) => {
+      const targets = b.sidecars.filter((id) => id !== options.exceptSidecar && this.sidecars.has(id));
+      return targets.length === 0 ? [] : [{ targets, message: { requestId: randomUUID(), scopes: b.scopes, all: b.all, keepForOutage } }];
+    });
+    if (sends.length === 0) return;
     if (options.awaitAcks === false) {
-      for (const id of targets) this.sidecars.get(id)?.send(message);
+      for (const { targets, message } of sends) for (const id of targets) this.sidecars.get(id)?.send(message);
       return;
     }
     await new Promise<void>((resolve) => {
-      const pending = new Set(targets);
+      let left = sends.length;
       const timer = setTimeout(() => {
-        this.waiting.delete(requestId);
-        for (const id of pending) this.sidecars.get(id)?.disconnect(`it did not ack a run cache invalidation within ${ACK_DEADLINE_MS} ms`);
+        const silent = new Set<string>();
+        for (const { message } of sends) {
+          for (const id of this.waiting.get(message.requestId)?.pending ?? []) silent.add(id);
+          this.waiting.delete(message.requestId);
+        }
+        for (const id of silent) this.sidecars.get(id)?.disconnect(`it did not ack a run cache invalidation within ${ACK_DEADLINE_MS} ms`);
         resolve();
       }, ACK_DEADLINE_MS);
       timer.unref();
-      this.waiting.set(requestId, {
-        pending,
-        done: () => {
-          clearTimeout(timer);
-          this.waiting.delete(requestId);
-          resolve();
-        },
-      });
-      for (const id of targets) this.sidecars.get(id)?.send(message);
+      for (const { targets, message } of sends) {
+        const { requestId } = message;
+        this.waiting.set(requestId, {
+          pending: new Set(targets),
+          done: () => {
+            this.waiting.delete(requestId);
+            if (--left > 0) return;
+            clearTimeout(timer);
+            resolve();
+          },
+        });
+      }
+      for (const { targets, message } of sends) for (const id of targets) this.sidecars.get(id)?.send(message);
     });
   }
 }
