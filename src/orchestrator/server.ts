@@ -38,6 +38,7 @@ import { Tenants } from "../shared/tenants.js";
 import { RunCachePush } from "./link/run-cache-push.js";
 import { SidecarPools } from "./link/sidecar-pools.js";
 import { WaitRelays } from "./link/wait-relays.js";
+import { LiveRuns, markVanished } from "./link/live-runs.js";
 import { ClaimRelease } from "./link/claim-release.js";
 import { suspendedRunHandlers } from "./suspended/suspended-runs.js";
 import { sessionLinkHandlers } from "./sessions/session-handlers.js";
@@ -154,7 +155,10 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   };
   const live = new LiveForwarder();
   // A sidecar that is gone holds no run: its waits' and checkpoints' claims end in every tenant's store.
+  // Runs a gone sidecar ran that were never stored: a wait for one is told it was lost.
+  const liveRuns = new LiveRuns();
   const claims = new ClaimRelease(async (sidecarId) => {
+    await markVanished(liveRuns.take(sidecarId), (tenant) => states.get(tenant).store, log);
     const counts = await Promise.all(states.all.map((t) => storeCall(log, "release a gone sidecar's claims", () => t.store.releaseHolder(sidecarId))));
     return counts.reduce((a, b) => a + b, 0);
   }, log);
@@ -200,6 +204,7 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       ...(replayCheck ? { replayCheck } : {}),
       claims,
       relays: new WaitRelays(log),
+      liveRuns,
     }),
     ...tenantLink,
   };

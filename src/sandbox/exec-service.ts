@@ -274,7 +274,17 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           (req.awaitResults ?? config.awaitResults)
             ? new AwaitResults(config.maxAwaitMs, (event) => stream.send({ event }), [stream.signal, drainSignal])
             : undefined;
-        const send = awaiting ? awaiting.send : (event: ExecEventInit) => stream.send({ event });
+        const toGateway = awaiting ? awaiting.send : (event: ExecEventInit) => stream.send({ event });
+        // The gateway learns the run's id with its first nested call: from then on the
+        // orchestrator knows the run lives here, and a wait after this sidecar died says it was lost.
+        let announced = false;
+        const send = (event: ExecEventInit) => {
+          if (!announced && event.case === "toolCall") {
+            announced = true;
+            tlink.announceRun(scope, codeModeRunId);
+          }
+          toGateway(event);
+        };
         const seg = new Segment({ ...segmentInit("exec", scope, execCallId, codeModeRunId, run, send, rlog), config });
         seg.recordInput({
           ...(req.code !== undefined ? { code: req.code } : {}),

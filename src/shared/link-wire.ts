@@ -13,6 +13,8 @@ export const RUN_MESSAGES = {
   run: "code mode run belongs to a different agent run.",
   busy: "a wait is already in flight for this code mode run.",
   lost: "code mode run was lost: the sandbox running it stopped after its program had made a tool call since its last checkpoint, so it cannot continue without repeating that call; start the work again with exec.",
+  vanished:
+    "code mode run was lost: the sandbox running it stopped before any of its state was stored (its program was computing, or had waited on tools for less than checkpointAfterMs); start the work again with exec.",
   cap: "too many suspended code mode runs.",
   missingRunId: "wait requires the runId of a waiting result.",
   disabled: "code mode is disabled for this run.",

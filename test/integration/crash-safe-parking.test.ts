@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, type ServiceClient } from "../../src/protocol/grpc-client.js";
 import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+import { Refusal } from "../../src/gen/codemode/common/v1/common_pb.js";
 import type { ServiceError } from "../../src/protocol/service-error.js";
 import { openRun, type TestTool } from "../helpers/gateway.js";
 import {
@@ -156,6 +157,30 @@ describe.each([
     expect(again).toEqual([]);
     // Every later wait says the same.
     expect((await waitFor(survivor, { scope, runId: calls[0]!.codeModeRunId })).model.error).toMatch(/was lost/);
+  }, 90_000);
+
+  it("reports a run lost when its sidecar died before the run was ever stored; another run's wait for its id is told it is unavailable", async () => {
+    const victim = await startVictim(cluster);
+    const survivor = cluster.sidecars[0]!.sandbox;
+    // No checkpoint comes within the test: the run never reaches the store.
+    const { scope } = await openRun(cluster, tools, {}, { config: { ...CONFIG, checkpointAfterMs: 25_000 } });
+    const calls: ToolCallEvent[] = [];
+    const exec = collectStream(victim.sandbox.exec({ scope, code: "return await tools.slow_a({})" }), (c) => calls.push(c)).catch(
+      (err: unknown) => err as ServiceError,
+    );
+    await until(() => calls.length === 1, "the nested call");
+    const runId = calls[0]!.codeModeRunId;
+    const from = cluster.orchestrator.stderr.length;
+    await kill(victim);
+    expect(((await exec) as ServiceError).code).toBe("unavailable");
+    await logged(cluster.orchestrator, /"msg":"a gone sidecar was running code mode runs that were never stored/, { ms: 30_000, from });
+    const out = await waitFor(survivor, { scope, runId });
+    expect(out.model.status).toBe("failed");
+    expect(out.model.error).toMatch(/^code mode run was lost: the sandbox running it stopped before any of its state was stored/);
+    expect(out.result.refusal).toBe(Refusal.RUN_LOST);
+    // Another agent run's wait for the same id learns nothing of it.
+    const other = await openRun(cluster, tools, {}, { config: CONFIG });
+    expect((await waitFor(survivor, { scope: other.scope, runId })).model.error).toBe("code mode run is unavailable or expired.");
   }, 90_000);
 
   it("changes nothing for a run whose sidecar lives: checkpoints, an invalidation, a suspension on top, a wait elsewhere, and a replay that is the same", async () => {

@@ -488,6 +488,32 @@ describe.each([
     expect(await store.answers("h2", "w2", new Set())).toBeUndefined();
     expect((await store.claim("h3", SCOPE, LEASE)).ok).toBe(true);
   });
+
+  it("tells a claim in its own scope that a vanished run was lost, any other scope that it is unavailable, until its memory ends", async () => {
+    const store = open();
+    await store.markVanished([{ codeModeRunId: "v1", scope: SCOPE }], 300);
+    expect(await store.claim("v1", SCOPE, LEASE)).toEqual({ ok: false, why: "vanished" });
+    expect(await store.claim("v1", { ...SCOPE, sessionKey: "other" }, LEASE)).toEqual({ ok: false, why: "unavailable" });
+    expect(await store.claim("v1", { ...SCOPE, agentRunId: "other" }, LEASE)).toEqual({ ok: false, why: "unavailable" });
+    // A run stored under the id is unaffected, and a stored run is not marked.
+    await store.markVanished([{ codeModeRunId: "v2", scope: SCOPE }], 60_000);
+    await store.suspend(record("v2"), { maxSuspendedRuns: MAX });
+    expect((await store.claim("v2", SCOPE, LEASE)).ok).toBe(true);
+    await store.suspend(record("v3"), { maxSuspendedRuns: MAX });
+    await store.markVanished([{ codeModeRunId: "v3", scope: SCOPE }], 60_000);
+    const claimed = await store.claim("v3", SCOPE, LEASE);
+    expect(claimed.ok).toBe(true);
+    if (claimed.ok) expect(await store.release("v3", claimed.token, false)).toBe(true);
+    expect(await store.claim("v3", SCOPE, LEASE)).toEqual({ ok: false, why: "unavailable" });
+    await until(
+      async () => {
+        const r = await store.claim("v1", SCOPE, LEASE);
+        return !r.ok && r.why === "unavailable";
+      },
+      "the vanished run to be forgotten",
+      { ms: 5_000, everyMs: 100 },
+    );
+  });
 });
 
 describe("redis run store across orchestrators", () => {

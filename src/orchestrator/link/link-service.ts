@@ -28,6 +28,7 @@ import type { RunCachePush } from "./run-cache-push.js";
 import type { SidecarPools } from "./sidecar-pools.js";
 import type { ClaimRelease } from "./claim-release.js";
 import type { WaitRelays } from "./wait-relays.js";
+import type { LiveRuns } from "./live-runs.js";
 import { answerLinkCall, type LinkCallHandlers } from "./link-calls.js";
 import type { DrainTracker } from "../../protocol/drain.js";
 import { callerRuleToWire } from "../../shared/tool-wire.js";
@@ -69,6 +70,8 @@ export function linkHandlers(deps: {
   claims?: ClaimRelease;
   /** Waits relayed to a sidecar of the run's build (./wait-relays.ts). */
   relays?: WaitRelays;
+  /** Code-mode runs each sidecar runs whose gateway knows their id (./live-runs.ts). */
+  liveRuns?: LiveRuns;
 }): Partial<ServiceHandlers<typeof SidecarLink.method>> {
   const derivedCache = new Map<
     string,
@@ -103,6 +106,7 @@ export function linkHandlers(deps: {
     const scope = scopeFromLink(req.scope);
     const s = req.step;
     if (!s) return;
+    if (req.sidecarId && s.codeModeRunId) deps.liveRuns?.ended(req.sidecarId, s.codeModeRunId);
     const recorded = runsOf(scope).record(
       scope,
       {
@@ -220,6 +224,9 @@ export function linkHandlers(deps: {
               })
               .catch((err: unknown) => log.warn({ err, sidecarId: id }, "could not send a link call's reply"))
               .finally(leave);
+          } else if (msg.message.case === "runLive") {
+            const r = msg.message.value;
+            if (id && r.codeModeRunId) deps.liveRuns?.started(id, r.codeModeRunId, scopeFromLink(r.scope));
           } else if (msg.message.case === "relay") {
             if (id) deps.relays?.onMessage(id, msg.message.value);
           } else if (msg.message.case === "build") {

@@ -60,6 +60,8 @@ export class MemoryRunStore implements RunStore {
   /** Run id → its generation, kept past the run until `forgetAtMs` (GENERATION_MEMORY_MS after its last expiry). */
   private readonly generations = new Map<string, { generation: number; forgetAtMs: number }>();
   private readonly listeners = new Set<(codeModeRunId: string) => void>();
+  /** Runs a gone sidecar ran that were never stored (`markVanished`), oldest first. */
+  private readonly vanished = new Map<string, { scope: StoreScope; forgetAtMs: number }>();
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly log?: Logger) {
@@ -120,7 +122,11 @@ export class MemoryRunStore implements RunStore {
   async claim(codeModeRunId: string, scope: StoreScope, leaseMs: number, token: string = randomUUID(), holder?: string): Promise<ClaimResult> {
     const now = Date.now();
     const run = this.live(codeModeRunId, now);
-    if (!run) return { ok: false, why: "unavailable" };
+    if (!run) {
+      const gone = this.vanished.get(codeModeRunId);
+      const mine = gone && gone.forgetAtMs > now && sameSession(gone.scope, scope) && gone.scope.agentRunId === scope.agentRunId;
+      return { ok: false, why: mine ? "vanished" : "unavailable" };
+    }
     if (!sameSession(run.record.scope, scope)) return { ok: false, why: "session" };
     if (run.record.scope.agentRunId !== scope.agentRunId) return { ok: false, why: "run" };
     if (run.claim && run.claim.leaseEndMs > now && run.claim.token !== token) return { ok: false, why: "busy" };
@@ -154,6 +160,17 @@ export class MemoryRunStore implements RunStore {
     run.record.generation = generation + 1;
     this.rememberGeneration(codeModeRunId, run.record.generation, run.record.expiresAtMs);
     return true;
+  }
+
+  async markVanished(runs: ReadonlyArray<{ codeModeRunId: string; scope: StoreScope }>, ttlMs: number): Promise<void> {
+    const now = Date.now();
+    const forgetAtMs = now + ttlMs;
+    for (const r of runs) {
+      if (this.live(r.codeModeRunId, now)) continue;
+      this.vanished.delete(r.codeModeRunId);
+      this.vanished.set(r.codeModeRunId, { scope: { ...r.scope }, forgetAtMs });
+    }
+    while (this.vanished.size > MAX_SETTLED_CALLS) this.vanished.delete(this.vanished.keys().next().value!);
   }
 
   async releaseHolder(holder: string): Promise<number> {
@@ -314,6 +331,7 @@ export class MemoryRunStore implements RunStore {
     this.countLive(now);
     for (const [callId, settled] of this.settled) if (settled.forgetAtMs <= now) this.settled.delete(callId);
     for (const [id, known] of this.generations) if (known.forgetAtMs <= now) this.generations.delete(id);
+    for (const [id, gone] of this.vanished) if (gone.forgetAtMs <= now) this.vanished.delete(id);
   }
 
   private emit(codeModeRunId: string): void {

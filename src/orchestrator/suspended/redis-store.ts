@@ -11,7 +11,8 @@
  *                   asked; outlives its run by SETTLED_CALL_MEMORY_MS
  *   scope:<scope>   set: run ids of one scope (deleteScope)
  *   gen:<id>        string: the run's generation, kept GENERATION_MEMORY_MS past its last expiry
- *   holder:<id>     set: run ids a sidecar claimed (releaseHolder); channel `<prefix>answers`: stored answers' run ids
+ *   holder:<id>     set: run ids a sidecar claimed (releaseHolder); vanished:<id>: markVanished
+ * and the channel `<prefix>answers` (stored answers' run ids).
  */
 import { randomUUID } from "node:crypto";
 import { Redis, type RedisOptions } from "ioredis";
@@ -177,7 +178,11 @@ export class RedisRunStore implements RunStore {
     );
     const [status, exp, generation, meta, pending, snapshot, ...answers] = reply;
     const why = text(status);
-    if (why === "unavailable" || why === "session" || why === "run" || why === "busy" || why === "lost") return { ok: false, why };
+    if (why === "unavailable") {
+      const gone = await this.redis.get(`${this.prefix}vanished:${codeModeRunId}`);
+      return { ok: false, why: gone !== null && gone === vanishedValue(scope) ? "vanished" : "unavailable" };
+    }
+    if (why === "session" || why === "run" || why === "busy" || why === "lost") return { ok: false, why };
     const entries = JSON.parse(text(pending)) as PendingEntry[];
     const run: SuspendedRecord = {
       ...(JSON.parse(text(meta)) as Meta),
@@ -197,6 +202,16 @@ export class RedisRunStore implements RunStore {
 
   async invalidate(codeModeRunId: string, token: string, generation: number): Promise<boolean> {
     return (await scripts.invalidate.run(this.redis, [this.prefix, Date.now(), codeModeRunId, token, generation])) === 1;
+  }
+
+  async markVanished(runs: ReadonlyArray<{ codeModeRunId: string; scope: StoreScope }>, ttlMs: number): Promise<void> {
+    if (runs.length === 0) return;
+    // A run with a stored snapshot (a checkpoint) is resumable, not lost.
+    const stored = await Promise.all(runs.map((r) => this.redis.exists(`${this.prefix}run:${r.codeModeRunId}`)));
+    const batch = this.redis.multi();
+    for (const r of runs.filter((_, i) => stored[i] === 0))
+      batch.set(`${this.prefix}vanished:${r.codeModeRunId}`, vanishedValue(r.scope), "PX", Math.ceil(ttlMs));
+    await batch.exec();
   }
 
   async releaseHolder(holder: string): Promise<number> {
@@ -308,4 +323,9 @@ function bytes(reply: unknown): Buffer {
 
 function text(reply: unknown): string {
   return bytes(reply).toString("utf8");
+}
+
+/** What a vanished run's key holds: the scope a claim must come from to be told it was lost. */
+function vanishedValue(scope: StoreScope): string {
+  return `${sessionKeyOf(scope)}\n${scope.agentRunId}`;
 }

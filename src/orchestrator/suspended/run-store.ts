@@ -104,9 +104,15 @@ export function recordBytes(record: SuspendedRecord): number {
 
 /**
  * lost: the run's snapshot was invalidated (its VM sent a call since) and its VM is gone:
- * it can never be resumed.
+ * it can never be resumed. vanished: no snapshot of the run was ever stored, and the sidecar
+ * that ran it is gone (`markVanished`).
  */
-export type ClaimResult = { ok: true; run: SuspendedRecord; token: string } | { ok: false; why: "unavailable" | "session" | "run" | "busy" | "lost" };
+export type ClaimResult =
+  | { ok: true; run: SuspendedRecord; token: string }
+  | { ok: false; why: "unavailable" | "session" | "run" | "busy" | "lost" | "vanished" };
+
+/** How long the runs of a gone sidecar that never reached the store are remembered as lost. */
+export const VANISHED_MEMORY_MS = 60 * 60_000;
 
 /**
  * A checkpoint's claim, kept after the write: `token` holds the run for `leaseMs` (as a
@@ -164,6 +170,13 @@ export interface RunStore {
    * current or the run is at another generation.
    */
   invalidate(codeModeRunId: string, token: string, generation: number): Promise<boolean>;
+  /**
+   * Remembers, for `ttlMs`, runs whose sidecar is gone before any snapshot of them was stored:
+   * a claim of one in its own scope that finds no stored run is refused `vanished` (in another
+   * scope, `unavailable`, as for any unknown id). A run stored under the id (a checkpoint) is
+   * not marked, and one stored later is unaffected.
+   */
+  markVanished(runs: ReadonlyArray<{ codeModeRunId: string; scope: StoreScope }>, ttlMs: number): Promise<void>;
   /** Ends every current claim `holder` holds (its sidecar is gone); the runs stay as stored. Returns how many. */
   releaseHolder(holder: string): Promise<number>;
   /**

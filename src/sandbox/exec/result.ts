@@ -54,6 +54,7 @@ const REFUSALS: ReadonlyMap<string, Refusal> = new Map([
   [RUN_MESSAGES.run, Refusal.OTHER_AGENT_RUN],
   [RUN_MESSAGES.busy, Refusal.WAIT_IN_FLIGHT],
   [RUN_MESSAGES.lost, Refusal.RUN_LOST],
+  [RUN_MESSAGES.vanished, Refusal.RUN_LOST],
   [RUN_MESSAGES.cap, Refusal.TOO_MANY_SUSPENDED],
   [RUN_MESSAGES.missingRunId, Refusal.MISSING_RUN_ID],
   [RUN_MESSAGES.disabled, Refusal.CODE_MODE_DISABLED],

@@ -14,7 +14,13 @@
  * segment records are handed to it directly instead (../../shared/colocated.ts).
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { RecordSegmentRequestSchema, SidecarLink, type WaitRelay, type WaitRelaySchema } from "../../gen/codemode/orchestrator/v1/link_pb.js";
+import {
+  RecordSegmentRequestSchema,
+  SidecarLink,
+  type RunLiveSchema,
+  type WaitRelay,
+  type WaitRelaySchema,
+} from "../../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ColocatedOrchestrator } from "../../shared/colocated.js";
 import type { ClientSecurity } from "../../protocol/credentials.js";
 import { createClient, type ServiceClient } from "../../protocol/grpc-client.js";
@@ -98,6 +104,8 @@ export class OrchestratorLink {
   private sendRecord: ((req: MessageInitShape<typeof RecordSegmentRequestSchema>) => void) | undefined;
   /** Sends a relayed wait's message on the open link; set while the link is up. */
   private sendRelayMsg: ((msg: MessageInitShape<typeof WaitRelaySchema>) => void) | undefined;
+  /** Sends a RunLive on the open link; set while the link is up. */
+  private sendRunLive: ((msg: MessageInitShape<typeof RunLiveSchema>) => void) | undefined;
 
   constructor(
     readonly address: string,
@@ -155,6 +163,15 @@ export class OrchestratorLink {
     return true;
   }
 
+  /**
+   * Tells the orchestrator a code-mode run's gateway now knows its id (its first nested call
+   * went out): if this sidecar dies before the run ends or is stored, a wait for it is told
+   * it was lost. Nothing when the link is down.
+   */
+  announceRun(scope: Scope, codeModeRunId: string): void {
+    if (this.state === "up") this.sendRunLive?.({ scope, codeModeRunId });
+  }
+
   /** Calls `listener` with every state change from now on. */
   onStateChange(listener: (state: LinkState) => void): void {
     this.listeners.add(listener);
@@ -199,6 +216,7 @@ export class OrchestratorLink {
     const stream = this.client.attach({ signal: ac.signal });
     stream.send({ message: { case: "hello", value: { ...this.identity, pool: this.pool, servesRelays: this.onRelay !== undefined } } });
     const sendRelay = (msg: MessageInitShape<typeof WaitRelaySchema>) => stream.send({ message: { case: "relay", value: msg } });
+    const sendRunLive = (msg: MessageInitShape<typeof RunLiveSchema>) => stream.send({ message: { case: "runLive", value: msg } });
     const sendPool = (pool: PoolHealth) => stream.send({ message: { case: "poolHealth", value: pool } });
     this.sendPool = sendPool;
     const onWire = (req: MessageInitShape<typeof RecordSegmentRequestSchema>) => stream.send({ message: { case: "record", value: req } });
@@ -216,6 +234,7 @@ export class OrchestratorLink {
           if (local) sendRecord = (req) => void (local.record(this.identity.sidecarId, create(RecordSegmentRequestSchema, req)) || onWire(req));
           this.sendRecord = sendRecord;
           this.sendRelayMsg = sendRelay;
+          this.sendRunLive = sendRunLive;
           this.takesCheckpoints = msg.message.value.takesCheckpoints;
           if (msg.message.value.takesCalls) {
             calls = new StreamCalls((call) => stream.send({ message: { case: "call", value: call } }));
@@ -269,6 +288,7 @@ export class OrchestratorLink {
       calls?.close();
       if (this.sendPool === sendPool) this.sendPool = undefined;
       if (this.sendRecord === sendRecord) this.sendRecord = undefined;
+      if (this.sendRunLive === sendRunLive) this.sendRunLive = undefined;
       if (this.sendRelayMsg === sendRelay) {
         this.sendRelayMsg = undefined;
         this.onLinkEnded?.();
