@@ -2,7 +2,8 @@
  * The Redis RunStore: shared by orchestrator replicas and surviving an orchestrator restart,
  * with MemoryRunStore's semantics exactly. Every multi-key change is one Lua script
  * (./redis-scripts.ts); times come from the orchestrator's clock (Date.now()), and PEXPIRE
- * lets Redis drop what expired. Keys, under a prefix (default REDIS_PREFIX):
+ * lets Redis drop what expired. Keys, under a prefix (default REDIS_PREFIX), and the channel
+ * `<prefix>answers` (stored answers' run ids):
  *   runs            sorted set: run id → expiresAtMs (the cap and count())
  *   run:<id>        hash: meta, pending, snap, exp, scope, session, runid, token, lease, holder, apto, bytes, lost
  *   answers:<id>    hash: call id → stored answer JSON (or approval mark JSON)
@@ -12,7 +13,6 @@
  *   scope:<scope>   set: run ids of one scope (deleteScope)
  *   gen:<id>        string: the run's generation, kept GENERATION_MEMORY_MS past its last expiry
  *   holder:<id>     set: run ids a sidecar claimed (releaseHolder); vanished:<id>: markVanished
- * and the channel `<prefix>answers` (stored answers' run ids).
  */
 import { randomUUID } from "node:crypto";
 import { Redis, type RedisOptions } from "ioredis";

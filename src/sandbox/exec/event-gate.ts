@@ -3,7 +3,8 @@
  * store before it goes out: the run's stored snapshot is invalidated first, so no resume
  * can repeat the call (../suspend/checkpoints.ts). The events the VM sent after that call
  * wait with it, so the stream keeps the VM's order; a call the store did not clear is
- * dropped (its segment is cancelled). With nothing held, an event goes out at once.
+ * dropped (its segment is cancelled, unless the VM had already ended while a store outage
+ * held the call). With nothing held, an event goes out at once.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ExecEventSchema } from "../../gen/codemode/sandbox/v1/sandbox_pb.js";

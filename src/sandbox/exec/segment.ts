@@ -43,9 +43,9 @@ export const ORCHESTRATOR_UNREACHABLE = "code mode runtime is unavailable: the o
 /** The same when the orchestrator answered that its store cannot be reached. */
 export const STORE_UNREACHABLE = "code mode runtime is unavailable: the orchestrator's store cannot be reached; try again shortly.";
 
-/** Why a segment was cancelled when a nested call could not be cleared with the store. */
+/** Why a segment was cancelled when the store refused to clear a nested call (an outage holds the call instead). */
 const NOT_CLEARED =
-  "a nested call could not be sent: the run's stored checkpoint could not be invalidated first (the orchestrator or its store cannot be reached, or the run's claim was lost)";
+  "a nested call could not be sent: the run's stored checkpoint could not be invalidated first (the run's claim was lost, or the orchestrator failed the call)";
 
 /** Which of the two a failed link call means. */
 export function unreachable(err: unknown): string {
@@ -65,11 +65,15 @@ export type SegmentCheckpoints = {
   /** The idle VM's snapshot: stored in the background. */
   take(checkpoint: CheckpointMessage): void;
   /** Before a nested call goes out: resolves true once no stored snapshot could repeat it (false: it must not go out); undefined when none could. */
-  beforeCall(): Promise<boolean> | undefined;
+  beforeCall(call: { callId: string; toolName: string }): Promise<boolean> | undefined;
   /** An answer the store kept for a call a checkpoint listed (a wait's own poll read it). */
   answerFromStore(callId: string, answer: GatewayAnswer, times: AnswerMeta): void;
   /** The VM ended: waits for what is in flight; the claim the run is held by in the store, if any. */
   end(): Promise<{ token: string; generation: number } | undefined>;
+  /** The VM ended while a nested call was held for a store that could not be reached: that call was never sent. */
+  readonly heldBack: boolean;
+  /** After `heldBack`: `park` keeps the run at its stored snapshot if that is still valid (`kept`); `err`: why the call was held. */
+  keepStored(park: boolean): { kept: boolean; err: unknown };
 };
 
 export type SegmentInit = {
@@ -269,12 +273,13 @@ export class Segment {
           this.callSources.set(callId, { source: SOURCE_ENUM[e.source], sourceName: e.sourceName });
           calls.add(call);
           // A stored snapshot of the run that this call would make stale is invalidated first.
-          const cleared = this.checkpoints?.beforeCall();
+          const cleared = this.checkpoints?.beforeCall({ callId, toolName: e.name });
           if (cleared)
             this.gate.hold(
               callId,
               cleared.then((ok) => {
-                if (!ok) this.cancel(NOT_CLEARED);
+                // A call held back until the VM ended (a store outage) cancels nothing: the VM is over.
+                if (!ok && !this.checkpoints?.heldBack) this.cancel(NOT_CLEARED);
                 return ok;
               }),
             );

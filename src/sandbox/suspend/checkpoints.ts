@@ -6,21 +6,48 @@
  * lists take their answers through the store, which keeps them before the VM sees them.
  * A stored snapshot (a checkpoint, or the one a wait resumed) holds only while the VM sends
  * no nested call: before the next one goes out, the run is marked lost in the store, so no
- * resume can repeat the call. Only VMs idle past checkpointAfterMs, and waits, pay these
- * store calls (docs/architecture.md#life-of-a-checkpoint).
+ * resume can repeat the call. While the store cannot be reached that call is held, and the
+ * invalidation tried again until the VM ends; a VM that parks first never sent it, and its
+ * run is kept at the stored snapshot. Only VMs idle past checkpointAfterMs, and waits, pay
+ * these store calls (docs/architecture.md#life-of-a-checkpoint).
  */
 import { randomUUID } from "node:crypto";
 import { ServiceError } from "../../protocol/service-error.js";
-import { isApprovalMark, type AnswerMeta, type GatewayAnswer } from "../../shared/link-wire.js";
+import { isApprovalMark, type AnswerMeta, type GatewayAnswer, type SuspendReason } from "../../shared/link-wire.js";
+import { isStoreUnavailable } from "../../shared/store-errors.js";
 import { withRetries } from "../link/retry.js";
 import { approvalRequired } from "../exec/approvals.js";
 import type { Segment, SegmentCheckpoints } from "../exec/segment.js";
 import type { CheckpointMessage } from "../pool/pool-contract.js";
+import type { PendingRef } from "../pool/task-protocol.js";
 import { CLAIM_LEASE_MS, collect } from "./resume.js";
 import { handOverLate, sealRun, type SuspendContext } from "./suspension.js";
 
 const LINK_DEADLINE_MS = 10_000;
+/** The orchestrator, or its store, cannot be reached (or did not answer in time): an outage, not an answer. */
 const unavailable = (err: unknown) => err instanceof ServiceError && err.code === "unavailable";
+/** The pause before try `n + 1` of a store call in an outage: doubling from 200 ms, at most 1 s. */
+const pauseAfter = (n: number) => Math.min(1_000, 200 * 2 ** Math.max(0, n - 1));
+
+/** Resolves after `ms`, or at once when `signal` aborts; never keeps the process alive. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms).unref();
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** The stored snapshot's own data, unsealed: what `keepStored` stores again. */
+type ResumePoint = { envelope: Uint8Array; pending: PendingRef[]; reason: SuspendReason; outputBytes: number };
+
+/** A nested call held for the store: which, since when, the tries that failed, and the last failure. */
+type Hold = { callId: string; toolName: string; since: number; tries: number; err: unknown };
 
 export class Checkpoints implements SegmentCheckpoints {
   private readonly token: string;
@@ -30,6 +57,8 @@ export class Checkpoints implements SegmentCheckpoints {
   private stored: boolean;
   /** The stored snapshot still matches the VM: a nested call must invalidate it first. */
   private valid: boolean;
+  /** The valid stored snapshot's data, kept while it is valid (a few KB to a few hundred). */
+  private resumePoint: ResumePoint | undefined;
   /** Checkpoints on their way to the store. */
   private taking = 0;
   /** One store call at a time, in the order the VM asked for them. */
@@ -43,6 +72,10 @@ export class Checkpoints implements SegmentCheckpoints {
    */
   private maybe: number | undefined;
   private ended = false;
+  /** Aborted when the VM ends: the tries of a held call's invalidation stop. */
+  private readonly vmEnded = new AbortController();
+  /** The VM ended while a nested call was held for the store: that call (and any after it) was never sent. */
+  private dropped: Hold | undefined;
   /** Calls whose answers come through the store. */
   private readonly handedOver = new Set<string>();
   /** An exec's own poll for those answers (a wait's poll hands them here). */
@@ -58,18 +91,29 @@ export class Checkpoints implements SegmentCheckpoints {
     this.token = ctx.claim?.token ?? randomUUID();
     this.generation = ctx.claim?.generation ?? 0;
     this.stored = this.valid = ctx.claim !== undefined;
+    const from = ctx.claim?.from;
+    if (from && ctx.claim) {
+      const pending = [...ctx.claim.pending.values()].map((p) =>
+        p.dueAtMs !== undefined ? { callId: p.callId, kind: p.kind, dueAtMs: p.dueAtMs } : { callId: p.callId, kind: p.kind },
+      );
+      this.resumePoint = { ...from, pending };
+    }
+  }
+
+  get heldBack(): boolean {
+    return this.dropped !== undefined;
   }
 
   take(m: CheckpointMessage): void {
-    if (this.ended || this.broken) return;
+    if (this.ended || this.broken || this.dropped) return;
     this.taking++;
     void this.next(() => this.store(m)).finally(() => this.taking--);
   }
 
-  beforeCall(): Promise<boolean> | undefined {
-    if (this.broken) return Promise.resolve(false);
+  beforeCall(call: { callId: string; toolName: string }): Promise<boolean> | undefined {
+    if (this.broken || this.dropped) return Promise.resolve(false);
     if (!this.valid && this.maybe === undefined && this.taking === 0) return undefined;
-    return this.next(() => this.invalidate());
+    return this.next(() => this.invalidate(call));
   }
 
   answerFromStore(callId: string, a: GatewayAnswer, _times: AnswerMeta): void {
@@ -86,12 +130,33 @@ export class Checkpoints implements SegmentCheckpoints {
 
   async end(): Promise<{ token: string; generation: number } | undefined> {
     this.ended = true;
+    this.vmEnded.abort();
     await this.chain;
-    // A checkpoint that may have been stored is settled first, so the run ends from a known state.
-    if (this.maybe !== undefined) await this.next(() => this.settleMaybe());
+    // A checkpoint that may have been stored is settled first, so the run ends from a known
+    // state; after a call held back for the store, `keepStored` settles it once the store answers.
+    if (this.maybe !== undefined && !this.dropped) await this.next(() => this.settleMaybe());
     this.poll?.stop.abort();
     await this.poll?.done;
     return this.stored ? { token: this.token, generation: this.generation } : undefined;
+  }
+
+  /**
+   * After `end`, when a call was held back (`heldBack`): logs the held call's outcome, and
+   * settles the store in the background once it answers. `park`: the VM parked (its deadline,
+   * a drain, a yield), so the run is kept at its stored snapshot when that is still valid;
+   * true when it is. The VM's own state is never stored then: it awaits a call the gateway
+   * never got. Why the stored snapshot is still a correct resume point: no call went out
+   * after it (the held one was dropped, and any after it queued behind it), and the answers
+   * the VM consumed since are the ones it lists, each kept by the store before the VM got it
+   * (a checkpoint's calls are handed over; a wait's calls were the stored run's). A resumed
+   * VM consumes the same answers and makes the held call again, for the first time.
+   */
+  keepStored(park: boolean): { kept: boolean; err: unknown } {
+    const hold = this.dropped!;
+    const kept = park && this.stored && this.valid;
+    this.logHold(hold, kept ? "kept" : park ? "unkept" : "dropped");
+    void this.settleLater(kept);
+    return { kept, err: hold.err };
   }
 
   private next<T>(op: () => Promise<T>): Promise<T> {
@@ -132,6 +197,7 @@ export class Checkpoints implements SegmentCheckpoints {
     if (res.refused) return void seg.log.info({ refused: res.refused }, "the store refused a checkpoint; the VM goes on without it");
     this.stored = this.valid = true;
     this.generation = generation;
+    this.resumePoint = { envelope: m.envelope, pending: m.pending, reason: "pending_tools", outputBytes: m.outputBytes };
     // From here on the calls it lists are answered through the store, which keeps each answer first.
     const calls = new Set(sealed.pending.filter((p) => p.kind === "call").map((p) => p.callId));
     for (const id of calls) this.handedOver.add(id);
@@ -142,53 +208,175 @@ export class Checkpoints implements SegmentCheckpoints {
     if (this.polls && !this.ended) this.startPoll();
   }
 
+  /** One InvalidateRun of the run at `generation` with this claim: whether the store invalidated it. */
+  private async invalidateAt(generation: number, signal?: AbortSignal): Promise<boolean> {
+    const { ctx } = this;
+    const request = { scope: ctx.scope, codeModeRunId: ctx.codeModeRunId, claimToken: this.token, generation: BigInt(generation) };
+    const res = await ctx.link.rpc.invalidateRun(request, { deadlineMs: LINK_DEADLINE_MS, ...(signal ? { signal } : {}) });
+    return res.invalidated;
+  }
+
   /**
    * Settles a checkpoint that may have been stored: an invalidation at its generation either
    * finds it (it landed: now it is lost, never resumed) or not (it never landed: the run is as
-   * it was). False when the store cannot say: nothing may go out then.
+   * it was). Throws when the store cannot say.
    */
-  private async settleMaybe(): Promise<boolean> {
+  private async settleOnce(signal?: AbortSignal): Promise<void> {
     const g = this.maybe;
-    if (g === undefined) return true;
-    const { ctx, seg } = this;
-    const request = { scope: ctx.scope, codeModeRunId: ctx.codeModeRunId, claimToken: this.token, generation: BigInt(g) };
+    if (g === undefined) return;
+    const landed = await this.invalidateAt(g, signal);
+    this.maybe = undefined;
+    if (!landed) return;
+    this.seg.log.info({ generation: g }, "a checkpoint whose store call had failed had landed; it is invalidated");
+    this.stored = true;
+    this.valid = false;
+    this.generation = g + 1;
+    this.resumePoint = undefined;
+  }
+
+  /** `settleOnce` with a few quick tries, as the VM ends; nothing may go out once it failed. */
+  private async settleMaybe(): Promise<void> {
     try {
-      const res = await withRetries(() => ctx.link.rpc.invalidateRun(request, { deadlineMs: LINK_DEADLINE_MS }), unavailable, 5);
-      this.maybe = undefined;
-      if (res.invalidated) {
-        seg.log.info({ generation: g }, "a checkpoint whose store call had failed had landed; it is invalidated");
-        this.stored = true;
-        this.valid = false;
-        this.generation = g + 1;
-      }
-      return true;
+      await withRetries(() => this.settleOnce(), unavailable, 5);
     } catch (err) {
-      seg.log.warn({ err }, "could not settle a checkpoint whose store call had failed: its next nested call is not sent");
+      this.seg.log.warn({ err }, "could not settle a checkpoint whose store call had failed");
       this.broken = true;
-      return false;
     }
   }
 
-  /** Marks the stored snapshot lost before the VM's next call goes out; false: the call must not go out. */
-  private async invalidate(): Promise<boolean> {
-    if (this.broken) return false;
-    if (!(await this.settleMaybe())) return false;
-    if (!this.valid) return true;
-    const { ctx, seg } = this;
-    const request = { scope: ctx.scope, codeModeRunId: ctx.codeModeRunId, claimToken: this.token, generation: BigInt(this.generation) };
-    try {
-      const res = await withRetries(() => ctx.link.rpc.invalidateRun(request, { deadlineMs: LINK_DEADLINE_MS }), unavailable, 5);
-      if (res.invalidated) {
-        this.valid = false;
-        this.generation++;
-        return true;
+  /**
+   * Before the VM's next call goes out: settles a checkpoint that may have been stored, then
+   * marks the valid stored snapshot lost; false: the call must not go out. When the orchestrator
+   * or its store cannot be reached, the call is held (and what the VM sends after it: the
+   * segment's EventGate) and the invalidation tried again, with pauses, until it lands or the
+   * VM ends, whichever comes first: the segment's own deadline bounds it, and the VM's clock
+   * runs meanwhile, as it does while it awaits any answer. A clear answer of the store (the
+   * claim is no longer current) or any other error ends it as before: the call is not sent,
+   * and the segment is cancelled.
+   */
+  private async invalidate(call: { callId: string; toolName: string }): Promise<boolean> {
+    let hold: Hold | undefined;
+    for (;;) {
+      if (this.broken || this.dropped) return false;
+      // Once held, a try is cut short when the VM ends; the first is not (it is the usual path).
+      const signal = hold ? this.vmEnded.signal : undefined;
+      try {
+        await this.settleOnce(signal);
+        if (!this.valid) {
+          if (hold) this.logHold(hold, "sent");
+          return true;
+        }
+        if (await this.invalidateAt(this.generation, signal)) {
+          this.valid = false;
+          this.generation++;
+          this.resumePoint = undefined;
+          if (hold) this.logHold(hold, "sent");
+          return true;
+        }
+        this.broken = true;
+        if (hold) this.logHold(hold, "refused");
+        else this.seg.log.warn({ generation: this.generation }, "the run's claim was lost: its next nested call is not sent");
+        return false;
+      } catch (err) {
+        // (A try cut short by the VM's end fails `unavailable` too.)
+        if (!unavailable(err)) {
+          this.broken = true;
+          const held = hold ? { heldMs: Date.now() - hold.since, tries: hold.tries } : {};
+          this.seg.log.warn({ err, callId: call.callId, ...held }, "could not invalidate the run's checkpoint: its next nested call is not sent");
+          return false;
+        }
+        if (!hold) hold = { ...call, since: Date.now(), tries: 0, err };
+        else if (!this.ended) hold.err = err;
+        hold.tries++;
+        if (!this.ended) await sleep(pauseAfter(hold.tries), this.vmEnded.signal);
+        // The VM ended first: the call is never sent. A try that timed out may still land: `keepStored` settles that.
+        if (this.ended) {
+          this.dropped = hold;
+          return false;
+        }
       }
-      seg.log.warn({ generation: this.generation }, "the run's claim was lost: its next nested call is not sent");
-    } catch (err) {
-      seg.log.warn({ err }, "could not invalidate the run's checkpoint: its next nested call is not sent");
     }
-    this.broken = true;
-    return false;
+  }
+
+  /** The one log line of a call held for the store, with its outcome. */
+  private logHold(hold: Hold, outcome: "sent" | "refused" | "kept" | "unkept" | "dropped"): void {
+    const which = isStoreUnavailable(hold.err) ? "the orchestrator's store" : "the orchestrator";
+    const fields = { callId: hold.callId, toolName: hold.toolName, heldMs: Date.now() - hold.since, tries: hold.tries, err: hold.err };
+    const held = `held a nested call while ${which} could not be reached (the run's stored checkpoint must be invalidated before a call goes out)`;
+    if (outcome === "sent") return void this.seg.log.warn(fields, `${held}: the invalidation landed and the call went out`);
+    if (outcome === "refused") return void this.seg.log.warn(fields, `${held}: the store then refused it (the run's claim was lost): the call is not sent`);
+    if (outcome === "kept")
+      return void this.seg.log.warn(
+        { ...fields, generation: this.generation },
+        `${held}: the VM parked first, so the call was not sent; the run is kept at its stored checkpoint, stored again once the store answers`,
+      );
+    if (outcome === "unkept")
+      return void this.seg.log.warn(
+        fields,
+        `${held}: the VM parked first, so the call was not sent; no valid stored snapshot is left to keep, so the run ends`,
+      );
+    this.seg.log.warn(fields, `${held}: the VM ended first (it failed or was cancelled), so the call was not sent; the run ends as the VM did`);
+  }
+
+  /**
+   * After a call held back for the store: once the store answers (tried with pauses, for up to a
+   * claim's lease), a checkpoint that may have been stored is settled, and a kept run's snapshot
+   * is stored again, unclaimed, at the next generation, so any wait resumes it. Why again: a try
+   * of the invalidation that timed out may still land (a stalled store runs what it received),
+   * which would drop a snapshot that is still a correct resume point. So it is invalidated here
+   * for certain, then stored again; a late try after that finds the claim gone and changes
+   * nothing. A store that answers has run what it received before on the same connection.
+   */
+  private async settleLater(kept: boolean): Promise<void> {
+    const { ctx, seg } = this;
+    const log = seg.log;
+    const since = Date.now();
+    const untilMs = since + CLAIM_LEASE_MS;
+    let tries = 0;
+    const retry = async <T>(op: () => Promise<T>): Promise<T> => {
+      for (;;) {
+        try {
+          return await op();
+        } catch (err) {
+          if (!unavailable(err) || Date.now() >= untilMs) throw err;
+          await sleep(pauseAfter(++tries));
+        }
+      }
+    };
+    const point = kept ? this.resumePoint : undefined;
+    let generation = this.generation;
+    let lost = false;
+    try {
+      const maybe = this.maybe;
+      if (maybe !== undefined && (await retry(() => this.invalidateAt(maybe)))) {
+        // It landed over the valid snapshot: now lost, one generation on. The snapshot before it still holds.
+        log.info({ generation: maybe }, "a checkpoint whose store call had failed had landed; it is invalidated");
+        generation = maybe + 1;
+        lost = true;
+      }
+      if (!kept) return;
+      if (!point) {
+        // No data to store it again (a caller that gave none): released as it is, which a late try may have invalidated.
+        const req = { codeModeRunId: ctx.codeModeRunId, claimToken: this.token, keep: true };
+        const { released } = await retry(() => ctx.link.rpc.releaseRun(req, { deadlineMs: LINK_DEADLINE_MS }));
+        return void log.warn({ released, generation }, "released the run's claim, keeping its stored snapshot as the store has it");
+      }
+      if (!lost && !(await retry(() => this.invalidateAt(generation)))) {
+        return void log.warn({ generation }, "could not keep the run at its stored checkpoint: the run's claim is no longer current");
+      }
+      if (!lost) generation++;
+      const sealed = sealRun(seg, point, ctx, generation + 1);
+      if (typeof sealed === "string") return void log.warn({ why: sealed }, "could not keep the run at its stored checkpoint");
+      const request = { run: sealed.run, reclaim: true, claimToken: this.token };
+      const res = await retry(() => ctx.link.rpc.suspendRun(request, { deadlineMs: LINK_DEADLINE_MS }));
+      if (res.refused) return void log.warn({ refused: res.refused }, "the store refused the run's stored checkpoint again; the run is lost");
+      log.info(
+        { generation: generation + 1, pending: sealed.pending.length, afterMs: Date.now() - since, tries },
+        "the store answered again: the run is kept at its stored checkpoint, unclaimed, and a wait resumes it",
+      );
+    } catch (err) {
+      log.warn({ err, tries }, "could not settle the run's stored checkpoint after a held call: the store keeps what it has");
+    }
   }
 
   /** An exec's poll for stored answers to its handed-over calls, until the segment ends. */

@@ -378,7 +378,8 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     link,
     sealer,
     signal,
-    claim: { token, generation, pending, answers },
+    // `from`: kept at its stored snapshot if a store outage holds the resumed VM's next call back (./checkpoints.ts).
+    claim: { token, generation, pending, answers, from: { envelope, reason: reasonFromWire(rec.reason), outputBytes: outputBytesUsed } },
   };
   // An older orchestrator takes no checkpoint and no invalidation: the resumed VM runs as before them.
   if (link.takesCheckpoints) seg.checkpoints = deps.checkpoints?.(seg, ctx);

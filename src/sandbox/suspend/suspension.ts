@@ -35,8 +35,18 @@ export type SuspendContext = {
   sealer: SnapshotSealer;
   /** The gateway's call: a suspension it cancelled is dropped, not stored. */
   signal: AbortSignal;
-  /** For a resumed run: its claim (with the store's generation of the run), and what the stored run already knew. */
-  claim?: { token: string; generation: number; pending: Map<string, PendingInfo>; answers: Map<string, Answer> };
+  /**
+   * For a resumed run: its claim (with the store's generation of the run), what the stored run
+   * already knew, and `from`: its stored snapshot, unsealed (./checkpoints.ts stores it
+   * again when a store outage held back the resumed VM's next call).
+   */
+  claim?: {
+    token: string;
+    generation: number;
+    pending: Map<string, PendingInfo>;
+    answers: Map<string, Answer>;
+    from?: { envelope: Uint8Array; reason: SuspendReason; outputBytes: number };
+  };
 };
 
 export type SuspendResult = { result: ResultInput; snapshotBytes?: number };
@@ -246,7 +256,8 @@ export function limitsOf(config: CodeModeConfig, checkpoints = false): TaskLimit
 /**
  * Ends a segment from its worker outcome: a suspension is stored (and the model gets
  * `waiting`); anything else is the final result, and a resumed run's claim is released
- * with the run deleted.
+ * with the run deleted. A VM that parked while a store outage held its next call back ends
+ * `failed` (`runtime_unavailable`), its run kept at its stored snapshot.
  */
 export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: SuspendContext): Promise<void> {
   // A run its checkpoints put in the store is held by their claim, at the store's generation.
@@ -254,6 +265,22 @@ export async function endSegment(seg: Segment, outcome: TaskOutcome, ctx: Suspen
   if (held) ctx = { ...ctx, claim: { pending: new Map(), answers: new Map(), ...ctx.claim, ...held } };
   if (outcome.status === "suspended" && ctx.signal.aborted) {
     outcome = { status: "failed", error: "code mode run was cancelled by the gateway.", code: "internal_error", outputBytes: outcome.outputBytes };
+  }
+  // The VM ended while its next call was held for a store that could not be reached: that call
+  // was never sent, so the VM's state (which awaits it) is not stored. A VM that parked leaves the
+  // run at its stored snapshot, still a correct resume point (./checkpoints.ts `keepStored`).
+  if (seg.checkpoints?.heldBack) {
+    const { kept, err } = seg.checkpoints.keepStored(outcome.status === "suspended");
+    const which = isStoreUnavailable(err) ? "the orchestrator's store" : "the orchestrator";
+    const error = `code mode could not send this run's next tool call: ${which} cannot be reached, and the run's stored checkpoint must be invalidated before a call goes out.`;
+    if (kept) {
+      // Its session-store writes since that snapshot are dropped: a resume makes them again.
+      seg.discardSession();
+      const keptError = `${error} The run is kept at that checkpoint: wait with runId "${ctx.codeModeRunId}" to resume it from there once ${which} is back.`;
+      seg.finish({ status: "failed", error: keptError, code: "runtime_unavailable" }, outcome.outputBytes);
+      return;
+    }
+    if (outcome.status === "suspended") outcome = { status: "failed", error, code: "runtime_unavailable", outputBytes: outcome.outputBytes };
   }
   // The session store: a cell that completes or parks (a checkpoint) commits its writes
   // before anything of its end is stored or sent; one that fails drops them.
