@@ -152,6 +152,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
     pool,
     calls,
     resolver,
+    sealer,
     sessions: links.of(tenantOfScope(scope)).rpc,
   });
 

@@ -5,12 +5,14 @@
  * suspended or was stopped), how the VM ended, and the Result the gateway got with the
  * host's part of it (telemetry, pending calls), so a replay rebuilds `model_json` with this
  * build and compares it byte for byte. The orchestrator keeps the records of a code-mode run
- * in order; `Control.ReplayRun` re-runs them (../replay/).
+ * in order; `Control.ReplayRun` re-runs them (../replay/). Each record carries a seal under
+ * the sidecars' snapshot keys (../suspend/snapshot-seal.ts), which a rebuild by replay checks.
  */
 import type { ExecTask, PendingRef, ResumeTask, TaskLimits, TaskOutcome, TaskSurface } from "../pool/task-protocol.js";
 import type { Submission } from "../pool/pool-contract.js";
 import { createHash } from "node:crypto";
 import type { Tape } from "../worker/replay-tape.js";
+import type { RecordSealContext, SnapshotSealer } from "../suspend/snapshot-seal.js";
 import type { OutputItem, ResultInput, TelemetryInput } from "./result.js";
 
 export const RECORD_VERSION = 1;
@@ -61,6 +63,12 @@ export type SegmentRecord = {
   outcome: RecordedOutcome;
   /** The Result the gateway got: what buildResult was given, and the model_json it made. */
   result: { input: ResultInput; telemetry: TelemetryInput; priorOutputs: OutputItem[]; modelJson: string };
+  /**
+   * The seal (`cmrs1:<key id>:<HMAC>`, ../suspend/snapshot-seal.ts `sealRecord`): always the
+   * text's last member, over the text without it, bound to the run's id and scope. Absent from
+   * records of builds that did not seal them; a replay of a record given whole ignores it.
+   */
+  seal?: string;
 };
 
 export function recordedOutcome(o: TaskOutcome): RecordedOutcome {
@@ -126,12 +134,16 @@ export function withoutSecrets(record: SegmentRecord): SegmentRecord {
   return { ...record, outcome, result: { input, telemetry: record.result.telemetry, priorOutputs: [], modelJson: hash(record.result.modelJson) } };
 }
 
-/** A finished segment's record as JSON: its start, the VM's outcome and tape, and the Result (nothing a secret gave). */
+/**
+ * A finished segment's record as JSON: its start, the VM's outcome and tape, and the Result
+ * (nothing a secret gave), sealed for its run by `seal.sealer` as it is stored.
+ */
 export function segmentRecordJson(
   start: ReturnType<typeof recordStart>,
   ended: TaskOutcome,
   tape: Tape,
   extra: Pick<SegmentRecord, "from" | "to" | "config" | "result">,
+  seal: (RecordSealContext & { sealer: SnapshotSealer }) | undefined,
 ): string {
   const read = new Set(tape.read ?? []);
   const record: SegmentRecord = {
@@ -143,5 +155,8 @@ export function segmentRecordJson(
     tape,
     outcome: recordedOutcome(ended),
   };
-  return JSON.stringify(withoutSecrets(record));
+  const text = JSON.stringify(withoutSecrets(record));
+  if (!seal) return text;
+  const { sealer, codeModeRunId, scopeKey } = seal;
+  return sealer.sealRecord(text, { codeModeRunId, scopeKey });
 }

@@ -22,6 +22,7 @@ import type { SandboxPool } from "../pool/pool.js";
 import type { ExecEvents, ExecHandle, Submission } from "../pool/pool-contract.js";
 import { buildResult, type OutputItem, type ResultInput, type TelemetryInput } from "./result.js";
 import { recordStart, segmentRecordJson } from "./replay-record.js";
+import type { SnapshotSealer } from "../suspend/snapshot-seal.js";
 import { BUILD } from "../../shared/build-info.js";
 import { tenantOf } from "../pool/cpu-budget.js";
 import type { ResolvedRun, RunResolver } from "../link/run-resolver.js";
@@ -94,6 +95,8 @@ export type SegmentInit = {
   pool: SandboxPool;
   calls: CallRegistry;
   resolver: RunResolver;
+  /** Seals a code-mode segment's replay record (a rebuild by replay checks it: ../suspend/rebuild.ts); none: kept unsealed. */
+  sealer?: SnapshotSealer;
   /** A surface's own check of a resolved nested call (`codemode.run`: input validation); a failure answers the guest instead. */
   checkCall?: (entry: CatalogEntryData, inputJson: string) => { name: string; message: string } | undefined;
   /** A surface's own answer to a guest catalog request (`codemode.run`: discovery); undefined leaves it to the default. */
@@ -369,12 +372,19 @@ export class Segment {
   private replayJson(r: ResultInput, telemetry: TelemetryInput, modelJson: string): string {
     const ended = this.replay?.ended;
     if (!this.replay || !ended?.tape) return "";
-    return segmentRecordJson(this.replay.start, ended, ended.tape, {
-      from: this.resumesGeneration,
-      ...(this.suspendedAs > this.resumesGeneration + 1 ? { to: this.suspendedAs } : {}),
-      config: this.init.config,
-      result: { input: r, telemetry, priorOutputs: [...(this.init.priorOutputs ?? [])], modelJson },
-    });
+    return segmentRecordJson(
+      this.replay.start,
+      ended,
+      ended.tape,
+      {
+        from: this.resumesGeneration,
+        ...(this.suspendedAs > this.resumesGeneration + 1 ? { to: this.suspendedAs } : {}),
+        config: this.init.config,
+        result: { input: r, telemetry, priorOutputs: [...(this.init.priorOutputs ?? [])], modelJson },
+      },
+      // Sealed under the keys this sidecar seals snapshots with (a rebuild by replay checks it).
+      this.init.sealer ? { sealer: this.init.sealer, codeModeRunId: this.init.codeModeRunId, scopeKey: this.init.scopeKey } : undefined,
+    );
   }
 
   /** How the pool placed the segment's VM (for the log): time waiting for a thread, moves between threads. */

@@ -368,6 +368,8 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   let outcome;
   /** A sidecar of the run's build served this wait: its events went to the gateway from there. */
   let relayed = false;
+  /** Why the run is left as it is for another sidecar (its replay record's key is not held here). */
+  let keptFor: string | undefined;
   const ctx: SuspendContext = {
     scope,
     scopeKey: deps.init.scopeKey,
@@ -416,7 +418,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
       }
     }
     if (!relayed && madeByOtherBuild(outcome)) {
-      const rebuilt = await rebuildByReplay(link, scope, codeModeRunId, generation, log).catch(
+      const rebuilt = await rebuildByReplay(link, scope, codeModeRunId, generation, log, sealer).catch(
         (err: unknown): Rebuilt => ({ ok: false, reason: `its record could not be read (${(err as Error).message})` }),
       );
       if (rebuilt.ok) {
@@ -425,12 +427,10 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
         const late = [...seg.answers].filter(([id]) => !given.has(id) && pending.has(id)).map(([id, a]) => answerMessage(id, a));
         outcome = await seg.run({ ...task, envelope: rebuilt.envelope, answers: [...task.answers, ...late] }, [running.signal], deps.suspendSignal);
       } else {
-        outcome = {
-          status: "failed" as const,
-          error: `this code mode run was suspended by another sandbox build and cannot be rebuilt on this one: ${rebuilt.reason}`,
-          code: "internal_error" as const,
-          outputBytes: outputBytesUsed,
-        };
+        const error = `this code mode run was suspended by another sandbox build and cannot be rebuilt on this one: ${rebuilt.reason}`;
+        // A record sealed under a key this sidecar lacks says nothing against the run: it is left for a sidecar that has the key.
+        if (rebuilt.keep) keptFor = `${error}; the run is kept for a sidecar that has that key.`;
+        outcome = { status: "failed" as const, error, code: "internal_error" as const, outputBytes: outputBytesUsed };
       }
     }
   } finally {
@@ -441,6 +441,10 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     await poller;
   }
   if (relayed) return;
+  if (keptFor) {
+    await release(true);
+    return seg.finish({ status: "failed", error: keptFor, code: "runtime_unavailable" }, outputBytesUsed);
+  }
   if (deps.awaiting) deps.awaiting.budget.usedMs += outcome.cpuMs ?? 0;
   await endSegment(seg, outcome, ctx);
 }

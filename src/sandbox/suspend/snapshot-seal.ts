@@ -1,19 +1,19 @@
 /**
  * Seals snapshot envelopes with authenticated encryption (AES-256-GCM) under a key only
- * sidecars hold. A snapshot is VM memory, tool results included: the orchestrator and its
- * store keep sealed bytes they can neither read nor forge. The associated data binds the
- * ciphertext to the code-mode run id, the scope, the run's stored metadata, its generation
- * in the store and a not-after time, so a snapshot moved to another run, a record whose
- * limits or pending calls were edited, an older snapshot put back after a newer one was
- * stored, or one replayed after its TTL is refused. The check runs on the main thread,
- * before any worker sees the bytes; the key must never enter a thread that runs guest code.
+ * sidecars hold, and replay records with an HMAC under the same keys. A snapshot is VM
+ * memory, tool results included: the orchestrator and its store keep sealed bytes they can
+ * neither read nor forge. The associated data binds the ciphertext to the code-mode run id,
+ * the scope, the run's stored metadata, its generation in the store and a not-after time, so
+ * a moved, edited, older or expired snapshot is refused. A record's seal binds its text to
+ * the run id and scope, so a rebuild by replay (./rebuild.ts) runs only what a sidecar wrote.
+ * Checks run on the main thread; a key must never enter a thread that runs guest code.
  *
  * Keys come from CODEMODE_SNAPSHOT_KEYS (`id:secret` entries: the first seals, every one
  * opens) and CODEMODE_SNAPSHOT_KEY (one bare secret; beside the list, for reading only);
  * without any, a per-process random key, so only that process can resume its runs. Sealed
  * layout, key rules and rotation: docs/module-notes.md#srcsandboxsuspendsnapshot-sealts.
  */
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto";
 
 const MAGIC = Buffer.from("CMSS", "ascii");
 const VERSION = 2;
@@ -24,6 +24,11 @@ const FIXED_HEADER_BYTES = MAGIC.length + 2 + NONCE_BYTES + 8 + 8;
 /** Tolerated clock difference between the sidecar that sealed and the one that opens. */
 const CLOCK_SLACK_MS = 60_000;
 const CONTEXT = "codemode-snapshot-v2";
+/** A replay record's seal: `"seal":"cmrs1:<key id>:<HMAC-SHA256, base64url>"`, its last member. */
+const RECORD_SEAL_VERSION = "cmrs1";
+const RECORD_CONTEXT = "codemode-replay-record-v1";
+const RECORD_SEAL_TAIL = /,"seal":"([^"\\]*)"\}$/;
+const MAC_BYTES = 32;
 const HKDF_SALT = Buffer.from("codemode snapshot seal", "utf8");
 export const SNAPSHOT_KEY_ENV = "CODEMODE_SNAPSHOT_KEY";
 export const SNAPSHOT_KEYS_ENV = "CODEMODE_SNAPSHOT_KEYS";
@@ -55,13 +60,46 @@ export class SnapshotKeyUnavailableError extends SnapshotAuthError {
  */
 export type SealContext = { codeModeRunId: string; scopeKey: string; meta: string; generation: number };
 
-type SealKey = { id: string; key: Buffer };
+/** What a replay record's seal binds its text to: the run it was recorded for. */
+export type RecordSealContext = { codeModeRunId: string; scopeKey: string };
+
+/** A replay record whose seal is missing, malformed, or does not match its text and run. */
+export class RecordAuthError extends Error {
+  override name = "RecordAuthError";
+  constructor(
+    message: string,
+    /** True when nothing says the record was changed (it carries no seal: an older build may have written it). */
+    readonly unsealed = false,
+  ) {
+    super(message);
+  }
+}
+
+/** The record's seal names a key id this sidecar does not hold. */
+export class RecordKeyUnavailableError extends RecordAuthError {
+  override name = "RecordKeyUnavailableError";
+  constructor(readonly keyId: string) {
+    super(`the replay record was sealed under key id "${keyId}", which this sidecar does not have`);
+  }
+}
+
+/** `key` encrypts snapshots; `mac` signs replay records (both derived from the same secret). */
+type SealKey = { id: string; key: Buffer; mac: Buffer };
 
 const hkdf = (secret: string, info: string, bytes: number) => Buffer.from(hkdfSync("sha256", Buffer.from(secret, "utf8"), HKDF_SALT, info, bytes));
 
 /** The id of a secret listed without one. One-way: it does not reveal the secret. */
 export function derivedKeyId(secret: string): string {
   return `key-${hkdf(secret, "codemode snapshot key id", 6).toString("hex")}`;
+}
+
+function recordMac(mac: Buffer, keyId: string, text: string, ctx: RecordSealContext): Buffer {
+  const context = JSON.stringify([RECORD_CONTEXT, ctx.codeModeRunId, ctx.scopeKey, keyId]);
+  return createHmac("sha256", mac)
+    .update(context, "utf8")
+    .update(Buffer.from([0]))
+    .update(text, "utf8")
+    .digest();
 }
 
 function associatedData(header: Buffer, ctx: SealContext): Buffer {
@@ -88,7 +126,7 @@ export class SnapshotSealer {
       const key = hkdf(secret, "codemode snapshot aes-256-gcm key", 32);
       const same = keys.find((k) => k.id === id);
       if (same && !same.key.equals(key)) throw new Error(`${SNAPSHOT_KEYS_ENV} and ${SNAPSHOT_KEY_ENV} name key id "${id}" with two different secrets`);
-      if (!same) keys.push({ id, key });
+      if (!same) keys.push({ id, key, mac: hkdf(secret, "codemode replay record hmac-sha256 key", MAC_BYTES) });
     };
     const list = env[SNAPSHOT_KEYS_ENV];
     if (list !== undefined && list.trim() !== "") {
@@ -112,7 +150,8 @@ export class SnapshotSealer {
     }
     const single = env[SNAPSHOT_KEY_ENV];
     if (single !== undefined && single !== "") add(derivedKeyId(single), single, SNAPSHOT_KEY_ENV);
-    if (keys.length === 0) return new SnapshotSealer([{ id: `process-${randomBytes(6).toString("hex")}`, key: randomBytes(32) }], false);
+    if (keys.length === 0)
+      return new SnapshotSealer([{ id: `process-${randomBytes(6).toString("hex")}`, key: randomBytes(32), mac: randomBytes(MAC_BYTES) }], false);
     return new SnapshotSealer(keys, true);
   }
 
@@ -187,5 +226,49 @@ export class SnapshotSealer {
     }
     if (BigInt(nowMs - CLOCK_SLACK_MS) > notAfter) throw new SnapshotAuthError("the snapshot's seal has expired (an old snapshot was replayed)");
     return envelope;
+  }
+
+  /**
+   * A replay record's JSON text (an object) with its seal added as its last member, `seal`:
+   * an HMAC of the text as given under the sealing key, bound to the run's id and scope.
+   */
+  sealRecord(json: string, ctx: RecordSealContext): string {
+    if (!json.startsWith("{") || !json.endsWith("}") || json === "{}") throw new RangeError("a replay record to seal must be a JSON object with members");
+    const { id, mac } = this.keys[0]!;
+    const seal = `${RECORD_SEAL_VERSION}:${id}:${recordMac(mac, id, json, ctx).toString("base64url")}`;
+    return `${json.slice(0, -1)},"seal":"${seal}"}`;
+  }
+
+  /**
+   * The record's text as it was sealed (its seal taken off), once its seal verifies for this
+   * run. RecordKeyUnavailableError when it names a key id this sidecar does not hold;
+   * RecordAuthError (`unsealed` set) when it carries no seal; RecordAuthError when anything
+   * else does not hold.
+   */
+  openRecord(sealed: string, ctx: RecordSealContext): string {
+    const m = RECORD_SEAL_TAIL.exec(sealed);
+    if (!m) {
+      if (sealed.includes('"seal":'))
+        throw new RecordAuthError(
+          "the replay record's seal is not where this build puts it (the record was altered, or sealed in a format this build does not read)",
+        );
+      throw new RecordAuthError("the replay record carries no seal (it was altered, or recorded by a build that did not seal records)", true);
+    }
+    const parts = m[1]!.split(":");
+    if (parts.length !== 3 || parts[0] !== RECORD_SEAL_VERSION)
+      throw new RecordAuthError("the replay record's seal is malformed or of a version this build does not read");
+    const [, id, tag] = parts as [string, string, string];
+    if (!KEY_ID.test(id)) throw new RecordAuthError("the replay record's key id is malformed");
+    const entry = this.keys.find((k) => k.id === id);
+    if (!entry) throw new RecordKeyUnavailableError(id);
+    const text = `${sealed.slice(0, m.index)}}`;
+    const given = Buffer.from(tag, "base64url");
+    const expected = recordMac(entry.mac, id, text, ctx);
+    if (given.byteLength !== expected.byteLength || !timingSafeEqual(given, expected)) {
+      throw new RecordAuthError(
+        "the replay record's seal does not match (the record was altered, moved to another run, or sealed under another secret with the same key id)",
+      );
+    }
+    return text;
   }
 }
