@@ -119,8 +119,8 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
   const storeTimeout = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   setStoreTimeout(storeTimeout);
   const states = await createTenantStates(options.store, tenants, log, storeTimeout);
-  // Replay records (docs/replay.md), keyed by scope and so by tenant.
-  const replays = await createReplayRecords(options.store, log, storeTimeout).catch(async (err: unknown) => {
+  // Replay records (docs/replay.md), keyed by scope and so by tenant, each tenant's bounded (maxReplayBytes).
+  const replays = await createReplayRecords(options.store, log, storeTimeout, tenants).catch(async (err: unknown) => {
     await states.close();
     throw err;
   });

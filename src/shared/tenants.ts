@@ -11,7 +11,7 @@
 import { readFile } from "node:fs/promises";
 import { DEFAULT_TENANT } from "./scope.js";
 
-/** What one tenant may use; absent: not limited (the process's own limits still apply). */
+/** What one tenant may use; absent: not limited (the process's own limits still apply), but for maxReplayBytes' default. */
 export type TenantQuotas = {
   /** Execs and waits in flight at once, per sidecar. */
   maxConcurrentExecs?: number;
@@ -23,6 +23,8 @@ export type TenantQuotas = {
   execsPerSecond?: number;
   /** Bytes of every session store of the tenant together (code mode's `store`). */
   maxStoreBytes?: number;
+  /** Bytes of the tenant's replay records (256 MiB when absent); past it its oldest runs' records are dropped (docs/replay.md#the-record). */
+  maxReplayBytes?: number;
   /** The tenant's weight in a sidecar's CPU fair share (1 by default); its sessions share it. */
   weight?: number;
 };
@@ -31,7 +33,7 @@ export type Tenant = { name: string; tokenSha256: string; quotas: TenantQuotas }
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 const SHA256_RE = /^[0-9a-fA-F]{64}$/;
-const COUNTS = ["maxConcurrentExecs", "maxSuspendedRuns", "maxSuspendedBytes", "maxStoreBytes"] as const;
+const COUNTS = ["maxConcurrentExecs", "maxSuspendedRuns", "maxSuspendedBytes", "maxStoreBytes", "maxReplayBytes"] as const;
 const RATES = ["execsPerSecond", "weight"] as const;
 const MAX_WEIGHT = 1_000;
 

@@ -8,8 +8,7 @@
  *   run:<id>        hash: meta, pending, snap, exp, scope, session, runid, token, lease, holder, apto, bytes, lost
  *   answers:<id>    hash: call id → stored answer JSON (or approval mark JSON)
  *   calls:<id>      set: every call id the run has awaited
- *   call:<callId>   hash: run, scope, state (pending | answered | ended | approval), until,
- *                   asked; outlives its run by SETTLED_CALL_MEMORY_MS
+ *   call:<callId>   hash: run, scope, state, until, asked; outlives its run by SETTLED_CALL_MEMORY_MS
  *   scope:<scope>   set: run ids of one scope (deleteScope)
  *   gen:<id>        string: the run's generation, kept GENERATION_MEMORY_MS past its last expiry
  *   holder:<id>     set: run ids a sidecar claimed (releaseHolder); vanished:<id>: markVanished
