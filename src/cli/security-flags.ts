@@ -17,7 +17,7 @@ import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import type { ClientSecurity, ClientTls, ServerSecurity, ServerTls } from "../protocol/credentials.js";
 import { checkToken } from "../protocol/token.js";
-import { loadTenantsFile, Tenants } from "../shared/tenants.js";
+import type { Tenants } from "../shared/tenants.js";
 import { UsageError } from "./usage-error.js";
 
 type Values = Record<string, string | boolean | string[] | boolean[] | undefined>;
@@ -156,6 +156,8 @@ export function linkClientSecurity(values: Values): ClientSecurity {
  * together with a gateway bearer token (`server`'s): with tenants, each one's token is it.
  */
 export async function tenantsOf(values: Values, server: ServerSecurity): Promise<Tenants> {
+  // Loaded here, not with the flags: a server parses its flags before anything heavy loads.
+  const { loadTenantsFile, Tenants } = await import("../shared/tenants.js");
   const file = setting(values, "tenants-file");
   if (!file) return Tenants.NONE;
   if (server.token !== undefined)

@@ -145,6 +145,12 @@ export async function runStart(argv: string[]): Promise<void> {
     },
     strict: true,
   });
+  const log = createLogger("codemode");
+  const threads = intFlag(values.threads, "--threads");
+  const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
+  const sandboxLog = log.child({ process: "sandbox" });
+  // The pool first: its threads load and warm up while this one reads the rest of the configuration and loads the servers.
+  const pool = (await launchPoolFirst(sandboxLog, threads, perWorker)).ready;
   const budget = drainBudget(values);
   const sandboxAt = parseHostPort(values["sandbox-address"], "--sandbox-address");
   const orchestratorAt = parseHostPort(values["orchestrator-address"], "--orchestrator-address");
@@ -158,11 +164,6 @@ export async function runStart(argv: string[]): Promise<void> {
     // No link token configured: a per-process one, so nothing but this process's sidecar can attach.
     linkServer.token = linkClient.token = randomBytes(32).toString("base64url");
   }
-  const log = createLogger("codemode");
-  const threads = intFlag(values.threads, "--threads");
-  const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
-  const sandboxLog = log.child({ process: "sandbox" });
-  const pool = (await launchPoolFirst(sandboxLog, threads, perWorker)).ready;
   const servers = Promise.all([import("../orchestrator/server.js"), import("../sandbox/server.js")]);
   const metrics = await metricsFor(values, log, security.tls);
   const [{ startOrchestrator }, { startSandbox, VERSION }] = await servers;
@@ -177,6 +178,9 @@ export async function runStart(argv: string[]): Promise<void> {
     ...(metrics.registry ? { metrics: metrics.registry } : {}),
     tenants,
   });
+  // The check needs only the orchestrator: it runs while the sidecar waits for its pool
+  // (./start-check.ts; loaded here, with gRPC already loaded, not on the way to starting the pool).
+  const checked = import("./start-check.js").then((m) => m.startCheck(orchestrator.address, security, log, tenants.configured));
   const sandbox = await startSandbox({
     listen: sandboxAt,
     orchestrator: orchestrator.linkAddress,
@@ -195,9 +199,7 @@ export async function runStart(argv: string[]): Promise<void> {
     colocated: orchestrator.colocated,
     tenants,
   });
-  // A run opened and closed through the Control port before the ready line (./start-check.ts;
-  // loaded here, with gRPC already loaded, not on the way to starting the pool).
-  await (await import("./start-check.js")).startCheck(orchestrator.address, security, log, tenants.configured);
+  await checked;
   process.stdout.write(`ready sandbox=${sandbox.address} orchestrator=${orchestrator.address} link=${orchestrator.linkAddress}${metrics.ready}\n`);
   logStarted(log);
   onShutdown(log, async () => {
@@ -226,16 +228,17 @@ export async function runSandbox(argv: string[]): Promise<void> {
     },
     strict: true,
   });
+  const log = createLogger("codemode-sandbox");
+  const threads = intFlag(values.threads, "--threads");
+  const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
+  // The pool first, as for `start`.
+  const pool = (await launchPoolFirst(log, threads, perWorker)).ready;
   const budget = drainBudget(values);
   const listen = parseHostPort(values["sandbox-address"], "--sandbox-address");
   parseHostPort(values["orchestrator-address"], "--orchestrator-address");
   const security = serverSecurity(values, "");
   const tenants = await tenantsOf(values, security);
   const linkSecurity = linkClientSecurity(values);
-  const log = createLogger("codemode-sandbox");
-  const threads = intFlag(values.threads, "--threads");
-  const perWorker = intFlag(values["execs-per-worker"], "--execs-per-worker");
-  const pool = (await launchPoolFirst(log, threads, perWorker)).ready;
   const server = import("../sandbox/server.js");
   const metrics = await metricsFor(values, log, security.tls);
   const { startSandbox, VERSION } = await server;

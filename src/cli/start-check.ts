@@ -3,12 +3,12 @@
  * through the process's own Control port, and closed again. That proves the orchestrator
  * takes runs on its gateway port (and its store stores them), and it runs once what a
  * gateway's first run would otherwise run cold: a new gRPC connection and unary calls on a
- * server, OpenRun's config checks, catalog and model surface, the sidecar resolving the
- * run as it is opened (../sandbox/link/run-prefetch.ts), and CloseRun.
+ * server, OpenRun's config checks, catalog and model surface, and CloseRun. It runs while
+ * the sidecar waits for its pool, so it costs the ready line nothing.
  *
  * Its traces are those of any run: "run opened" and "run closed" in the log (agent
- * START_CHECK_AGENT), two calls in the Control metrics, and the check's one-tool catalog
- * in the catalog store (content-addressed: the same entry every start). With TLS on the
+ * START_CHECK_AGENT), two Control calls in the metrics, and its one-tool catalog in the
+ * catalog store (content-addressed: the same entry every start). With TLS on the
  * gateway ports, or a tenants file, it is skipped (this process holds no certificate its
  * own client would trust, nor any tenant's token). It never fails the start: a failure or a check slower than CHECK_DEADLINE_MS is
  * logged and the start goes on.

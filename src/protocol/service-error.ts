@@ -3,7 +3,24 @@
  * it maps to a gRPC status. A guest program failing is never a ServiceError: it is a
  * `failed` Result.
  */
-import { status as GrpcStatus } from "@grpc/grpc-js";
+
+/**
+ * The gRPC status codes answered here, by their numbers in the gRPC protocol (grpc-js's
+ * `status` has the same): kept here so the modules that name a ServiceError, the pool's
+ * among them, load without gRPC (test/unit/service-errors.test.ts compares the two).
+ */
+export const GrpcStatus = {
+  INVALID_ARGUMENT: 3,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
 
 /** Codes a handler may answer with, and what each means in this product. */
 export const SERVICE_ERROR_CODES = {
@@ -36,7 +53,7 @@ export class ServiceError extends Error {
     super(message);
   }
 
-  get grpcStatus(): GrpcStatus {
+  get grpcStatus(): number {
     return SERVICE_ERROR_CODES[this.code].status;
   }
 }

@@ -5,12 +5,16 @@
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { SERVICE_ERROR_CODES, ServiceError, fromGrpcStatus } from "../../src/protocol/service-error.js";
+import { status } from "@grpc/grpc-js";
+import { GrpcStatus, SERVICE_ERROR_CODES, ServiceError, fromGrpcStatus } from "../../src/protocol/service-error.js";
 import { ErrorCode } from "../../src/gen/codemode/common/v1/common_pb.js";
 
 const readme = readFileSync(new URL("../../docs/contract.md", import.meta.url), "utf8");
 
 describe("error catalogs", () => {
+  it("numbers each gRPC status as grpc-js does", () => {
+    for (const [name, code] of Object.entries(GrpcStatus)) expect(code, name).toBe(status[name as keyof typeof status]);
+  });
   it("each contract-violation status is documented and round-trips", () => {
     const statuses = new Set<number>();
     for (const [code, info] of Object.entries(SERVICE_ERROR_CODES)) {
