@@ -7,26 +7,13 @@
  * that would replay the same up to the suspension, and then return what the editor chose), or
  * whose seal was taken off, is refused with that reason, and nothing of it runs.
  */
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openRun, type TestTool } from "../helpers/gateway.js";
-import {
-  collectStream,
-  copyPackage,
-  logged,
-  SHARED_SNAPSHOT_KEY,
-  spawnCodemode,
-  startCluster,
-  type Cluster,
-  type Proc,
-  type ToolCallEvent,
-} from "../helpers/harness.js";
+import { collectStream, logged, startCluster, type Cluster, type Proc, type ToolCallEvent } from "../helpers/harness.js";
+import { startOldBuildSidecar, type OldBuild } from "../helpers/old-build.js";
 import { startRedis, type RedisServer } from "../helpers/redis.js";
 import { until } from "../helpers/until.js";
-import { createClient } from "../../src/protocol/grpc-client.js";
-import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { replayKey } from "../../src/orchestrator/replay/replay-records.js";
 import { REDIS_PREFIX } from "../../src/orchestrator/suspended/redis-store.js";
 
@@ -37,23 +24,13 @@ let redis: RedisServer;
 let inspect: Redis;
 let cluster: Cluster;
 let old: Proc;
-let oldSandbox: ReturnType<typeof createClient<typeof Sandbox.method>>;
+let oldSandbox: OldBuild["sandbox"];
 
 beforeAll(async () => {
   redis = await startRedis();
   inspect = new Redis(redis.url);
   cluster = await startCluster({ sidecars: 1, orchestratorArgs: ["--store", redis.url], sidecarEnv: [{ CODEMODE_SNAPSHOT_KEYS: `k2:${NEW_KEY}` }] });
-  const dir = copyPackage("codemode-old-build-sealed-");
-  const prelude = join(dir, "dist", "sandbox", "surfaces", "code-mode", "prelude.js");
-  const text = readFileSync(prelude, "utf8");
-  expect(text).toContain("const G = globalThis;");
-  writeFileSync(prelude, text.replace("const G = globalThis;", 'const G = globalThis; G.__oldBuild = "yes";'));
-  old = await spawnCodemode(
-    ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.linkAddress, "--threads", "1"],
-    { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY, CODEMODE_BUNDLE: "0" },
-    join(dir, "bin", "codemode.js"),
-  );
-  oldSandbox = createClient(Sandbox, old.ready.sandbox!);
+  ({ proc: old, sandbox: oldSandbox } = await startOldBuildSidecar(cluster.linkAddress, "codemode-old-build-sealed-"));
 });
 afterAll(async () => {
   oldSandbox?.close();

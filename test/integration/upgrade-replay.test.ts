@@ -8,42 +8,19 @@
  * once; a run whose replay diverges on the new build (its program saw what the old prelude
  * defined) is refused with that reason.
  */
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openRun, type TestTool } from "../helpers/gateway.js";
-import {
-  collectStream,
-  copyPackage,
-  logged,
-  SHARED_SNAPSHOT_KEY,
-  spawnCodemode,
-  startCluster,
-  type Cluster,
-  type Proc,
-  type ToolCallEvent,
-} from "../helpers/harness.js";
-import { createClient } from "../../src/protocol/grpc-client.js";
-import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+import { collectStream, logged, startCluster, type Cluster, type Proc, type ToolCallEvent } from "../helpers/harness.js";
+import { startOldBuildSidecar, type OldBuild } from "../helpers/old-build.js";
 
 let cluster: Cluster;
 let old: Proc;
-let oldSandbox: ReturnType<typeof createClient<typeof Sandbox.method>>;
+let oldSandbox: OldBuild["sandbox"];
 
 beforeAll(async () => {
   cluster = await startCluster({ sidecars: 1 });
   // The old build: the same package with one more line in code mode's prelude.
-  const dir = copyPackage("codemode-old-build-");
-  const prelude = join(dir, "dist", "sandbox", "surfaces", "code-mode", "prelude.js");
-  const text = readFileSync(prelude, "utf8");
-  expect(text).toContain("const G = globalThis;");
-  writeFileSync(prelude, text.replace("const G = globalThis;", 'const G = globalThis; G.__oldBuild = "yes";'));
-  old = await spawnCodemode(
-    ["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.linkAddress, "--threads", "1"],
-    { CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY, CODEMODE_BUNDLE: "0" },
-    join(dir, "bin", "codemode.js"),
-  );
-  oldSandbox = createClient(Sandbox, old.ready.sandbox!);
+  ({ proc: old, sandbox: oldSandbox } = await startOldBuildSidecar(cluster.linkAddress, "codemode-old-build-"));
 });
 afterAll(async () => {
   oldSandbox?.close();
