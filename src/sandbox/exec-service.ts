@@ -1,9 +1,9 @@
 /**
  * The Sandbox service: Exec runs a cell on the pool and streams what happens (nested tool
  * calls, output, then exactly one Result); Wait continues a suspended run (see
- * ./suspend/resume.ts); BridgeCallback takes a gateway's answer to a nested call and
- * delivers it into the live VM, or hands it to the orchestrator when no VM here awaits it
- * (the call belongs to a suspended run, or to a run resumed elsewhere). Guest failures are
+ * ./suspend/resume.ts; or, for a run of another build, a sidecar of that build does:
+ * ./suspend/wait-relay.ts); BridgeCallback takes a gateway's answer to a nested call
+ * (./exec/bridge-callback.ts). Guest failures are
  * results; only contract violations (missing scope, oversize ids, a scope with no open run,
  * unknown call, malformed JSON) are gRPC errors.
  *
@@ -19,8 +19,7 @@ import { ServiceError } from "../protocol/service-error.js";
 import { ConfigError, parseCodeModeConfig, runConfig, type CodeModeConfig } from "../shared/config.js";
 import { configLayerFromWire } from "../shared/config-wire.js";
 import { newId } from "../shared/ids.js";
-import { answerToWire, APPROVAL_ERRORS, isApprovalMark, INACTIVE_PREFIX, RUN_MESSAGES, type GatewayAnswer } from "../shared/link-wire.js";
-import { approvalMarkOf } from "./exec/approvals.js";
+import { INACTIVE_PREFIX, RUN_MESSAGES } from "../shared/link-wire.js";
 import type { Logger } from "../shared/logger.js";
 import { checkIdLength } from "../shared/request-limits.js";
 import { DEFAULT_TENANT, NO_OPEN_RUN, requireScope, scopeFromLink, scopeKeyOf, tenantOfScope, withTenant } from "../shared/scope.js";
@@ -42,12 +41,10 @@ import { endSegment, limitsOf, type SuspendContext } from "./suspend/suspension.
 import { Checkpoints } from "./suspend/checkpoints.js";
 import { tenantOf } from "./pool/cpu-budget.js";
 import { execToolSearchCode, toolSearchHandlers } from "./tool-search-service.js";
-import { MAX_BRIDGE_BYTES, parseBridgeJson } from "./worker/json-bridge.js";
-import { answerBytes, STAGE_MIN } from "./exec/answer-wire.js";
 import { withRetries } from "./link/retry.js";
-import { isStoreUnavailable } from "../shared/store-errors.js";
 import { DrainSignals } from "./exec/drain-signals.js";
 import { WaitRelayHub } from "./suspend/wait-relay.js";
+import { bridgeCallbackHandler } from "./exec/bridge-callback.js";
 import { Metadata } from "@grpc/grpc-js";
 
 const NOT_COUNTED = () => undefined;
@@ -198,7 +195,15 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
       await serveWait(
         codeModeRunId,
         {
-          ...{ link: links.of(tenantOfScope(scope)), sealer, log: rlog, segment, init, run, drainSignal, suspendSignal, checkpoints },
+          link: links.of(tenantOfScope(scope)),
+          sealer,
+          log: rlog,
+          segment,
+          init,
+          run,
+          drainSignal,
+          suspendSignal,
+          checkpoints,
           ...(relayed
             ? { claimToken: relayed.claimToken }
             : {
@@ -378,57 +383,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
     ...toolSearchHandlers({ resolver, calls, log, tracked, scopeOf }),
 
     // Served while draining too: answers let the runs in flight finish.
-    async bridgeCallback(req, ctx) {
-      const scope = scopeOf(req.scope, ctx);
-      if (!req.callId) throw new ServiceError("invalid_argument", "call_id is required");
-      checkIdLength("call_id", req.callId);
-      const scopeKey = scopeKeyOf(scope);
-      let answer: GatewayAnswer;
-      let withdraw: (() => void) | undefined;
-      if (req.outcome.case === "resultJson") {
-        // A large text goes to its VM first, which parses it while it is checked here
-        // (./worker/staged-answers.ts); one that arrived as bytes (./exec/answer-wire.ts) goes
-        // before it is even decoded, which reading `value` does.
-        // A secret answer is never staged: the replay record must not see its text (./worker/replay-tape.ts).
-        const raw = req.secret ? undefined : answerBytes(req);
-        if (raw && raw.byteLength <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, raw);
-        const json = req.outcome.value;
-        if (!raw && !req.secret && json.length >= STAGE_MIN && json.length <= MAX_BRIDGE_BYTES) withdraw = calls.stage(req.callId, scopeKey, json);
-        try {
-          parseBridgeJson(json, "result_json");
-        } catch (err) {
-          withdraw?.();
-          throw new ServiceError("invalid_argument", (err as Error).message);
-        }
-        answer = { ok: true, json };
-      } else if (req.outcome.case === "error") {
-        const e = req.outcome.value;
-        answer = { ok: false, error: { name: e.name || "Error", message: e.message } };
-      } else if (req.outcome.case === "approvalPending") {
-        answer = approvalMarkOf(req.outcome.value);
-      } else if (req.outcome.case === "approvalDenied") {
-        answer = { ok: false, error: { name: APPROVAL_ERRORS.denied, message: req.outcome.value.message } };
-      } else {
-        throw new ServiceError("invalid_argument", "set result_json, error, approval_pending or approval_denied");
-      }
-      if (req.secret && !isApprovalMark(answer)) answer.secret = true;
-      try {
-        if (calls.answerLive(req.callId, scopeKey, answer)) return { deliveredLive: true };
-      } finally {
-        withdraw?.(); // nothing once the answer went to the VM
-      }
-      try {
-        const routed = await link.rpc.routeToolResult({ scope, answer: answerToWire(req.callId, answer), sidecarId: link.sidecarId }, { deadlineMs: 10_000 });
-        return { deliveredLive: routed.deliveredLive };
-      } catch (err) {
-        if (err instanceof ServiceError && err.code === "not_found") throw calls.explainUndeliverable(req.callId, scopeKey);
-        if (err instanceof ServiceError && ["permission_denied", "already_exists", "failed_precondition", "invalid_argument"].includes(err.code)) throw err;
-        log.warn({ err, callId: req.callId }, "could not route a tool answer to the orchestrator");
-        // The store's own message says so; anything else is the orchestrator not answering.
-        if (isStoreUnavailable(err)) throw err;
-        throw new ServiceError("unavailable", "the answer could not be handed to the orchestrator; retry");
-      }
-    },
+    bridgeCallback: bridgeCallbackHandler({ calls, link, log, scopeOf }),
   };
 
   return {

@@ -92,7 +92,9 @@ export class WaitRelayHub {
     log.info("serving a wait relayed from a sidecar of another build");
     const send = (event: ExecEventInit) => void this.link.sendRelay({ relayId, message: { case: "event", value: { event } } });
     const end = (value: { code?: string; message?: string }) => void this.link.sendRelay({ relayId, message: { case: "end", value } });
-    this.serve(open, send, ac.signal)
+    // A relay that cannot even start (a scope that does not read) ends as a failed one does.
+    Promise.resolve()
+      .then(() => this.serve(open, send, ac.signal))
       .then(
         () => end({}),
         (err: unknown) => {
