@@ -203,7 +203,7 @@ export async function startOrchestrator(options: OrchestratorOptions): Promise<R
       replays: replays.records,
       ...(replayCheck ? { replayCheck } : {}),
       claims,
-      relays: new WaitRelays(log),
+      relays: new WaitRelays(log, (sidecarId) => pools.canRunCode(sidecarId)),
       liveRuns,
     }),
     ...tenantLink,

@@ -162,7 +162,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
     req: { scope?: RunScope | undefined; waitCallId: string; codeModeRunId: string },
     stream: { send(m: { event: ExecEventInit }): void; signal: AbortSignal },
     ctx: CallContext,
-    relayed?: { claimToken: string },
+    relayed?: { claimToken: string; handBack: AbortSignal },
   ): Promise<void> => {
     const scope = scopeOf(req.scope, ctx);
     checkIdLength("wait_call_id", req.waitCallId);
@@ -205,7 +205,7 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
           suspendSignal,
           checkpoints,
           ...(relayed
-            ? { claimToken: relayed.claimToken }
+            ? { claimToken: relayed.claimToken, handBack: relayed.handBack }
             : {
                 relay: (build: Uint8Array, claimToken: string) =>
                   relays.relay(
@@ -223,12 +223,12 @@ export function createSandboxService(deps: ExecServiceDeps): SandboxService {
   // Waits relayed here by a sidecar of another build: the scope's tenant came over the link.
   const relays = new WaitRelayHub(
     link,
-    (open, send, signal) =>
+    (open, send, { cancel, handBack }) =>
       serveWaitCall(
         open,
-        { send: (m) => send(m.event), signal },
-        { signal, peer: "relay", metadata: new Metadata(), tenant: tenantOfScope(scopeFromLink(open.scope)) },
-        { claimToken: open.claimToken },
+        { send: (m) => send(m.event), signal: cancel },
+        { signal: cancel, peer: "relay", metadata: new Metadata(), tenant: tenantOfScope(scopeFromLink(open.scope)) },
+        { claimToken: open.claimToken, handBack },
       ),
     log,
   );

@@ -180,7 +180,8 @@ describe("a failed suspension stays within the memory limit", () => {
     await until(() => mib("VmRSS") <= plain.before + plain.growth + 64, "RSS back to where the run without a suspension left it", {
       detail: () => `RSS ${mib("VmRSS").toFixed(0)} MiB; before ${plain.before.toFixed(0)} MiB, growth without suspending ${plain.growth.toFixed(0)} MiB`,
     });
-  });
+    // Two fills of 200 MiB in QuickJS take about half a minute on a quiet machine: a busy one gets room.
+  }, 180_000);
 });
 
 describe("the module check reads code as QuickJS does", () => {

@@ -10,7 +10,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openRun, type TestTool } from "../helpers/gateway.js";
-import { collectStream, logged, startCluster, type Cluster, type Proc, type ToolCallEvent } from "../helpers/harness.js";
+import { collectStream, logged, SHARED_SNAPSHOT_KEY, spawnCodemode, startCluster, type Cluster, type Proc, type ToolCallEvent } from "../helpers/harness.js";
+import { until } from "../helpers/until.js";
+import { createClient } from "../../src/protocol/grpc-client.js";
+import { Sandbox } from "../../src/gen/codemode/sandbox/v1/sandbox_pb.js";
+import type { ServiceError } from "../../src/protocol/service-error.js";
 import { startOldBuildSidecar, type OldBuild } from "../helpers/old-build.js";
 
 let cluster: Cluster;
@@ -74,6 +78,41 @@ describe("a rolling upgrade", () => {
     }
     expect(model).toMatchObject({ status: "completed", value: [1, 2, true] });
     expect(asked).toEqual([{ n: 2 }]);
+  });
+
+  it("a relayed wait whose origin dies is handed back: the run is kept, and a later wait completes it, the tool asked once", async () => {
+    const origin = await spawnCodemode(["sandbox", "--sandbox-address", "127.0.0.1:0", "--orchestrator-address", cluster.linkAddress, "--threads", "1"], {
+      CODEMODE_SNAPSHOT_KEY: SHARED_SNAPSHOT_KEY,
+    });
+    const originSandbox = createClient(Sandbox, origin.ready.sandbox!);
+    // Long enough that the VM is handed back before its deadline would suspend it anyway.
+    const { scope } = await openRun(cluster, TOOLS, {}, { config: { timeoutMs: 4_000 } });
+    const calls: ToolCallEvent[] = [];
+    // The call goes out before the park: the resumed VM only awaits it, so its stored snapshot stays valid.
+    const program = 'const p = tools.lookup({ n: 1 }); await yield_control("pause"); const a = await p; return a.n;';
+    const parked = await collectStream(oldSandbox.exec({ scope, code: program }), (c) => calls.push(c));
+    expect(parked.model).toMatchObject({ status: "waiting", reason: "yield" });
+    const runId = parked.model.runId!;
+    const oldFrom = old.stderr.length;
+    const relayed = collectStream(originSandbox.wait({ scope, codeModeRunId: runId })).catch((err: unknown) => err as ServiceError);
+    await logged(old, /"msg":"serving a wait relayed from a sidecar of another build"/, { from: oldFrom });
+    originSandbox.close();
+    origin.child.kill("SIGKILL");
+    expect(((await relayed) as ServiceError).code).toBe("unavailable");
+    // The old sidecar's VM suspends again into the store; until it did, a wait is told one is in flight.
+    const again = await until(
+      async () => {
+        const out = await collectStream(fresh().sandbox.wait({ scope, codeModeRunId: runId }), (c) => calls.push(c));
+        return out.model.error?.includes("already in flight") ? undefined : out;
+      },
+      "the handed-back run to be stored",
+      { ms: 30_000, everyMs: 300 },
+    );
+    expect(again.model).toMatchObject({ status: "waiting", reason: "pending_tools" });
+    await fresh().sandbox.bridgeCallback({ scope, callId: calls[0]!.callId, outcome: { case: "resultJson", value: '{"n":5}' } });
+    const done = await collectStream(fresh().sandbox.wait({ scope, codeModeRunId: runId }), (c) => calls.push(c));
+    expect(done.model).toMatchObject({ status: "completed", value: 5 });
+    expect(calls).toHaveLength(1);
   });
 
   it("once no sidecar of the run's build is left, a run it suspended is rebuilt by replay and completes; one whose replay diverges is refused", async () => {

@@ -70,7 +70,7 @@ describe("WaitRelays", () => {
     expect(origin.relays).toEqual([{ relayId: "r1", message: { case: "end", value: { unserved: true } } }]);
   });
 
-  it("ends the relay as unavailable when its target detaches, and cancels it at the target when its origin does", async () => {
+  it("ends the relay as unavailable when its target detaches, and hands it back at the target when its origin does", async () => {
     const { relays, attach, msg } = hub();
     const origin = attach("new-1");
     const target = attach("old-1");
@@ -84,8 +84,9 @@ describe("WaitRelays", () => {
     relays.onMessage("new-1", msg("r2", { case: "open", value: { snapshotBuild: OLD } as never }));
     relays.buildReply(target2.asked[0]!, OLD);
     await tick();
+    // The origin is gone: the target keeps the run for a later wait.
     relays.detach("new-1");
-    expect(target2.relays.at(-1)).toMatchObject({ relayId: "r2", message: { case: "cancel" } });
+    expect(target2.relays.at(-1)).toMatchObject({ relayId: "r2", message: { case: "handBack" } });
   });
 
   it("passes the origin's cancel to the target, and takes no event from a sidecar that is not the target", async () => {

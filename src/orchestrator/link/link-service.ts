@@ -195,7 +195,12 @@ export function linkHandlers(deps: {
                 (relay) => stream.send({ message: { case: "relay", value: relay } }),
                 (requestId) => stream.send({ message: { case: "buildQuery", value: { requestId } } }),
               );
-            stream.send({ message: { case: "welcome", value: { orchestratorId: deps.orchestratorId, takesCalls: true, takesCheckpoints: true } } });
+            stream.send({
+              message: {
+                case: "welcome",
+                value: { orchestratorId: deps.orchestratorId, takesCalls: true, takesCheckpoints: true, takesRelays: deps.relays !== undefined },
+              },
+            });
             deps.live.attach(id, (requestId, scope, callId, answer) =>
               stream.send({ message: { case: "deliver", value: { requestId, scope, answer: answerToWire(callId, answer) } } }),
             );

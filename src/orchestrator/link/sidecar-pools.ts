@@ -42,6 +42,11 @@ export class SidecarPools {
     this.changed();
   }
 
+  /** Whether an attached sidecar's pool can run code now (one that never reported cannot). */
+  canRunCode(sidecarId: string): boolean {
+    return this.pools.get(sidecarId)?.canRunCode === true;
+  }
+
   /** A sidecar's link closed (not if the sidecar attached again over another one meanwhile). */
   detach(sidecarId: string, link: object): void {
     if (this.pools.get(sidecarId)?.link !== link) return;

@@ -5,7 +5,8 @@
  * target (asking each sidecar's snapshot build once per link, with a BuildQuery), and then
  * carries the target's events and end back to the origin and the origin's cancel to the
  * target, in order. A relay whose target's link ends is ended to its origin as unavailable;
- * one whose origin's link ends is cancelled at its target. With no target the origin is told
+ * one whose origin's link ends is handed back at its target (the run is kept, as a drain
+ * keeps it). With no target (none of that build whose pool runs code) the origin is told
  * `unserved` and rebuilds the run by replay itself (docs/replay.md#upgrades).
  */
 import { randomUUID } from "node:crypto";
@@ -33,7 +34,11 @@ export class WaitRelays {
   private readonly relays = new Map<string, Relay>();
   private readonly asked = new Map<string, (build: string) => void>();
 
-  constructor(private readonly log: Logger) {}
+  /** `canRunCode`: whether a sidecar's pool can run code now (./sidecar-pools.ts): no other is picked. */
+  constructor(
+    private readonly log: Logger,
+    private readonly canRunCode: (sidecarId: string) => boolean = () => true,
+  ) {}
 
   /** A sidecar whose hello says it serves relays. */
   attach(sidecarId: string, sendRelay: Peer["sendRelay"], askBuild: Peer["askBuild"]): void {
@@ -51,7 +56,8 @@ export class WaitRelays {
         });
       } else if (r.origin === sidecarId) {
         this.relays.delete(id);
-        if (r.target) this.peers.get(r.target)?.sendRelay({ relayId: id, message: { case: "cancel", value: "the sidecar the gateway called stopped" } });
+        // The gateway may call wait again elsewhere: the run is kept, not cancelled.
+        if (r.target) this.peers.get(r.target)?.sendRelay({ relayId: id, message: { case: "handBack", value: "the sidecar the gateway called is gone" } });
       }
     }
   }
@@ -106,7 +112,7 @@ export class WaitRelays {
 
   /** An attached sidecar (not `except`) whose snapshot build is `build`, asking those not asked yet. */
   private find(build: string, except: string): Promise<string | undefined> {
-    const candidates = [...this.peers].filter(([id]) => id !== except);
+    const candidates = [...this.peers].filter(([id]) => id !== except && this.canRunCode(id));
     if (candidates.length === 0 || !build) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       let left = candidates.length;

@@ -101,6 +101,8 @@ export class OrchestratorLink {
   /** Sends a segment record on the open link; set while the link is up. */
   /** The orchestrator stores checkpoints (its welcome says so); an older one does not: no VM is checkpointed. */
   takesCheckpoints = false;
+  /** The orchestrator relays waits between sidecars (its welcome says so); an older one does not: a run of another build is rebuilt here. */
+  takesRelays = false;
   private sendRecord: ((req: MessageInitShape<typeof RecordSegmentRequestSchema>) => void) | undefined;
   /** Sends a relayed wait's message on the open link; set while the link is up. */
   private sendRelayMsg: ((msg: MessageInitShape<typeof WaitRelaySchema>) => void) | undefined;
@@ -236,6 +238,7 @@ export class OrchestratorLink {
           this.sendRelayMsg = sendRelay;
           this.sendRunLive = sendRunLive;
           this.takesCheckpoints = msg.message.value.takesCheckpoints;
+          this.takesRelays = msg.message.value.takesRelays;
           if (msg.message.value.takesCalls) {
             calls = new StreamCalls((call) => stream.send({ message: { case: "call", value: call } }));
             this.streamCalls = calls;

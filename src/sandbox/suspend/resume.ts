@@ -89,6 +89,11 @@ export type WaitDeps = {
   relay?: (snapshotBuild: Uint8Array, claimToken: string) => Promise<"served" | "unserved">;
   /** The claim token to claim with: a relayed wait takes its origin's claim over. */
   claimToken?: string;
+  /**
+   * A relayed wait whose origin is gone: the run is kept as a drain keeps it (released as it
+   * was before its VM runs; a VM that runs suspends into the store when idle), for a later wait.
+   */
+  handBack?: AbortSignal;
 };
 
 /** The running time an awaitResults exec's segments used so far: the time their VMs held a thread. */
@@ -292,7 +297,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     const until = Math.min(deps.awaiting ? deps.awaiting.untilMs : Date.now() + config.timeoutMs, timerDue, firstExpiry);
     // Not AbortSignal.any: the drain's signal is shared and would keep every one (../exec/drain-signals.ts).
     // An awaitResults exec also stops awaiting when the sidecar asks runs to suspend (its drain): the run is handed off as waiting.
-    const handOff = deps.awaiting && deps.suspendSignal ? [deps.suspendSignal] : [];
+    const handOff = [...(deps.awaiting && deps.suspendSignal ? [deps.suspendSignal] : []), ...(deps.handBack ? [deps.handBack] : [])];
     const either = linkedSignal([signal, drainSignal, ...handOff]);
     const current = await collect(link, codeModeRunId, token, seen, onAnswer, either.signal, until, true, log).finally(either.done);
     if (!current) return seg.finish({ status: "failed", error: UNAVAILABLE, code: "invalid_input" }, outputBytesUsed);
@@ -365,6 +370,9 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
   for (const p of pending.values()) if (p.kind === "call" && !answers.has(p.callId)) unanswered = true;
   const late = unanswered ? undefined : setTimeout(poll, LATE_POLL_MS);
   if (unanswered) poll();
+  // A relayed wait handed back suspends its VM as a drain does.
+  const suspending = deps.handBack ? linkedSignal([deps.suspendSignal, deps.handBack].filter((s) => s !== undefined)) : undefined;
+  const suspendSignal = suspending?.signal ?? deps.suspendSignal;
   let outcome;
   /** A sidecar of the run's build served this wait: its events went to the gateway from there. */
   let relayed = false;
@@ -402,7 +410,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
       outputBytesUsed,
       ...(run.catalog ? { allToolsJson: run.catalog.guest.allToolsJson, convenienceJson: run.catalog.guest.convenienceJson } : {}),
     };
-    outcome = await seg.run(task, [running.signal], deps.suspendSignal);
+    outcome = await seg.run(task, [running.signal], suspendSignal);
     // A snapshot of another build: served by a sidecar of that build while one is attached
     // (./wait-relay.ts), else rebuilt here by replaying the run's record (./rebuild.ts).
     const build = madeByOtherBuild(outcome) ? envelopeBuild(envelope) : undefined;
@@ -425,7 +433,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
         // Answers that reached the segment while it was rebuilt are given to the rebuilt VM too.
         const given = new Set(task.answers.map((a) => a.callId));
         const late = [...seg.answers].filter(([id]) => !given.has(id) && pending.has(id)).map(([id, a]) => answerMessage(id, a));
-        outcome = await seg.run({ ...task, envelope: rebuilt.envelope, answers: [...task.answers, ...late] }, [running.signal], deps.suspendSignal);
+        outcome = await seg.run({ ...task, envelope: rebuilt.envelope, answers: [...task.answers, ...late] }, [running.signal], suspendSignal);
       } else {
         const error = `this code mode run was suspended by another sandbox build and cannot be rebuilt on this one: ${rebuilt.reason}`;
         // A record sealed under a key this sidecar lacks says nothing against the run: it is left for a sidecar that has the key.
@@ -439,6 +447,7 @@ export async function serveWait(codeModeRunId: string, deps: WaitDeps, signal: A
     clearTimeout(late);
     polling.abort();
     await poller;
+    suspending?.done();
   }
   if (relayed) return;
   if (keptFor) {

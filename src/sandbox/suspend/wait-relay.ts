@@ -17,9 +17,21 @@ import { SERVICE_ERROR_CODES, ServiceError, type ServiceErrorCode } from "../../
 import type { Logger } from "../../shared/logger.js";
 import type { OrchestratorLink } from "../link/orchestrator-link.js";
 import { ownSnapshotBuild } from "./own-build.js";
+import { CLAIM_LEASE_MS } from "./resume.js";
 
-/** Serves a relayed wait here: as a gateway's Wait would, sending each event. */
-export type ServeRelayed = (open: WaitRelayOpen, send: (event: ExecEventInit) => void, signal: AbortSignal) => Promise<void>;
+/**
+ * Serves a relayed wait here: as a gateway's Wait would, sending each event. `cancel`: the
+ * gateway cancelled it; `handBack`: nobody is told of it any more (its origin or the link is
+ * gone): it ends keeping the run, as a drain does.
+ */
+export type ServeRelayed = (
+  open: WaitRelayOpen,
+  send: (event: ExecEventInit) => void,
+  signals: { cancel: AbortSignal; handBack: AbortSignal },
+) => Promise<void>;
+
+/** The longest a relay may go without its end: as long as any wait can take, then the gateway is told to call wait again. */
+const RELAY_DEADLINE_MS = CLAIM_LEASE_MS;
 
 type Origin = { event(e: ExecEvent): void; end(end: WaitRelayEnd | ServiceError): void };
 
@@ -27,7 +39,7 @@ export class WaitRelayHub {
   /** Relays this sidecar started, by relay id. */
   private readonly origins = new Map<string, Origin>();
   /** Relayed waits this sidecar serves, by relay id. */
-  private readonly served = new Map<string, AbortController>();
+  private readonly served = new Map<string, { cancel: AbortController; handBack: AbortController }>();
 
   constructor(
     private readonly link: OrchestratorLink,
@@ -45,9 +57,20 @@ export class WaitRelayHub {
    * status the wait failed with there.
    */
   relay(open: MessageInitShape<typeof WaitRelayOpenSchema>, send: (e: ExecEvent) => void, signal: AbortSignal): Promise<"served" | "unserved"> {
+    // An orchestrator from before relays would never answer: the run is rebuilt here instead.
+    if (!this.link.takesRelays) return Promise.resolve("unserved");
     const relayId = randomUUID();
     return new Promise((resolve, reject) => {
+      const deadline = setTimeout(() => {
+        // The target keeps the run for a later wait.
+        this.link.sendRelay({ relayId, message: { case: "handBack", value: "the relay passed its deadline" } });
+        this.origins
+          .get(relayId)
+          ?.end(new ServiceError("unavailable", "the sidecar of the run's build serving this wait did not finish in time; call wait again"));
+      }, RELAY_DEADLINE_MS);
+      deadline.unref();
       const done = () => {
+        clearTimeout(deadline);
         this.origins.delete(relayId);
         signal.removeEventListener("abort", onAbort);
       };
@@ -80,21 +103,25 @@ export class WaitRelayHub {
     const m = msg.message;
     if (m.case === "event") this.origins.get(id)?.event(m.value);
     else if (m.case === "end") this.origins.get(id)?.end(m.value);
-    else if (m.case === "cancel") this.served.get(id)?.abort(m.value || "the wait was cancelled");
+    else if (m.case === "cancel") this.served.get(id)?.cancel.abort(m.value || "the gateway cancelled the wait");
+    else if (m.case === "handBack") this.served.get(id)?.handBack.abort(m.value || "the relay ended");
     else if (m.case === "open") this.serveOne(id, m.value);
   }
 
   private serveOne(relayId: string, open: WaitRelayOpen): void {
     if (this.served.has(relayId)) return;
-    const ac = new AbortController();
-    this.served.set(relayId, ac);
+    const signals = { cancel: new AbortController(), handBack: new AbortController() };
+    this.served.set(relayId, signals);
     const log = this.log.child({ relayId, codeModeRunId: open.codeModeRunId });
     log.info("serving a wait relayed from a sidecar of another build");
-    const send = (event: ExecEventInit) => void this.link.sendRelay({ relayId, message: { case: "event", value: { event } } });
+    const send = (event: ExecEventInit) => {
+      // An event that cannot reach its gateway: nobody is told of this wait any more, so it keeps the run.
+      if (!this.link.sendRelay({ relayId, message: { case: "event", value: { event } } })) signals.handBack.abort("the link to the orchestrator is down");
+    };
     const end = (value: { code?: string; message?: string }) => void this.link.sendRelay({ relayId, message: { case: "end", value } });
     // A relay that cannot even start (a scope that does not read) ends as a failed one does.
     Promise.resolve()
-      .then(() => this.serve(open, send, ac.signal))
+      .then(() => this.serve(open, send, { cancel: signals.cancel.signal, handBack: signals.handBack.signal }))
       .then(
         () => end({}),
         (err: unknown) => {
@@ -110,6 +137,6 @@ export class WaitRelayHub {
   private linkEnded(): void {
     for (const origin of [...this.origins.values()])
       origin.end(new ServiceError("unavailable", "the link to the orchestrator dropped while a sidecar of the run's build served this wait; call wait again"));
-    for (const ac of this.served.values()) ac.abort("the link to the orchestrator dropped: the sidecar that relayed this wait is no longer told of it");
+    for (const s of this.served.values()) s.handBack.abort("the link to the orchestrator dropped: the sidecar that relayed this wait is no longer told of it");
   }
 }
