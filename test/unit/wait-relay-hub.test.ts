@@ -23,7 +23,11 @@ function fakeLink(takesRelays = true) {
       sent.push(m);
       return true;
     },
-  } as unknown as OrchestratorLink & { up: boolean; onRelay: (m: WaitRelay) => void; onLinkEnded: () => void };
+    stateListeners: [] as Array<(state: string) => void>,
+    onStateChange(fn: (state: string) => void) {
+      link.stateListeners.push(fn);
+    },
+  } as unknown as OrchestratorLink & { up: boolean; onRelay: (m: WaitRelay) => void; onLinkEnded: () => void; stateListeners: Array<(state: string) => void> };
   return { link, sent };
 }
 
@@ -47,9 +51,15 @@ describe("WaitRelayHub", () => {
     const id = sent[0]!.relayId;
     expect(sent[0]!.message.case).toBe("open");
     link.onRelay(msg(id, { case: "event", value: { event: { case: "output" } } }));
+    link.onRelay(msg(id, { case: "event", value: { event: { case: "result" } } }));
     link.onRelay(msg(id, { case: "end", value: {} }));
     expect(await served).toBe("served");
-    expect(events).toHaveLength(1);
+    expect(events).toHaveLength(2);
+
+    // An end with no Result before it (the Result was lost with a link): the gateway is told to wait again.
+    const resultless = hub.relay(OPEN, () => undefined, new AbortController().signal);
+    link.onRelay(msg(sent.at(-1)!.relayId, { case: "end", value: {} }));
+    await expect(resultless).rejects.toMatchObject({ code: "unavailable" });
 
     const failing = hub.relay(OPEN, () => undefined, new AbortController().signal);
     link.onRelay(msg(sent.at(-1)!.relayId, { case: "end", value: { code: "failed_precondition", message: "no run is open" } }));
@@ -95,13 +105,17 @@ describe("WaitRelayHub", () => {
     link.onRelay(msg("b", { case: "handBack", value: "the sidecar the gateway called is gone" }));
     expect([seen[0]!.cancel.aborted, seen[0]!.handBack.aborted]).toEqual([true, false]);
     expect([seen[1]!.cancel.aborted, seen[1]!.handBack.aborted]).toEqual([false, true]);
+    await new Promise((r) => setImmediate(r));
     // An event that cannot be sent: nobody hears of the wait, so it keeps the run.
     link.up = false;
     seen[2]!.send({ case: "output" } as never);
     expect([seen[2]!.cancel.aborted, seen[2]!.handBack.aborted]).toEqual([false, true]);
-    link.up = true;
     await new Promise((r) => setImmediate(r));
-    // Each ends; the one handed back for a down link sends its end once the link is up again.
-    expect(sent.filter((m) => m.message.case === "end").map((m) => m.relayId)).toEqual(["a", "b", "c"]);
+    const ends = () => sent.filter((m) => m.message.case === "end").map((m) => m.relayId);
+    expect(ends()).toEqual(["a", "b"]);
+    // Its end goes out once the link is up again (an orchestrator that missed the blip still waits for it).
+    link.up = true;
+    for (const fn of link.stateListeners) fn("up");
+    expect(ends()).toEqual(["a", "b", "c"]);
   });
 });

@@ -10,7 +10,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { WaitRelay, WaitRelayEnd, WaitRelayOpen, WaitRelayOpenSchema } from "../../gen/codemode/orchestrator/v1/link_pb.js";
+import type { WaitRelay, WaitRelayEnd, WaitRelayOpen, WaitRelayOpenSchema, WaitRelaySchema } from "../../gen/codemode/orchestrator/v1/link_pb.js";
 import type { ExecEvent } from "../../gen/codemode/sandbox/v1/sandbox_pb.js";
 import type { ExecEventInit } from "../exec/segment.js";
 import { SERVICE_ERROR_CODES, ServiceError, type ServiceErrorCode } from "../../protocol/service-error.js";
@@ -38,6 +38,8 @@ type Origin = { event(e: ExecEvent): void; end(end: WaitRelayEnd | ServiceError)
 export class WaitRelayHub {
   /** Relays this sidecar started, by relay id. */
   private readonly origins = new Map<string, Origin>();
+  /** Ends of relayed waits that could not be sent (the link was down), sent when it is up again. */
+  private unsentEnds: Array<MessageInitShape<typeof WaitRelaySchema>> = [];
   /** Relayed waits this sidecar serves, by relay id. */
   private readonly served = new Map<string, { cancel: AbortController; handBack: AbortController }>();
 
@@ -49,6 +51,9 @@ export class WaitRelayHub {
     link.onRelay = (m) => this.onMessage(m);
     link.onBuildQuery = ownSnapshotBuild;
     link.onLinkEnded = () => this.linkEnded();
+    link.onStateChange((state) => {
+      if (state === "up") this.sendUnsentEnds();
+    });
   }
 
   /**
@@ -60,6 +65,7 @@ export class WaitRelayHub {
     // An orchestrator from before relays would never answer: the run is rebuilt here instead.
     if (!this.link.takesRelays) return Promise.resolve("unserved");
     const relayId = randomUUID();
+    let sawResult = false;
     return new Promise((resolve, reject) => {
       const deadline = setTimeout(() => {
         // The target keeps the run for a later wait.
@@ -80,12 +86,18 @@ export class WaitRelayHub {
         resolve("served");
       };
       this.origins.set(relayId, {
-        event: send,
+        event: (e) => {
+          if (e.event.case === "result") sawResult = true;
+          send(e);
+        },
         end: (end) => {
           done();
           if (end instanceof ServiceError) reject(end);
           else if (end.unserved) resolve("unserved");
           else if (end.code) reject(new ServiceError(end.code in SERVICE_ERROR_CODES ? (end.code as ServiceErrorCode) : "internal", end.message));
+          // A wait ends with its Result: one that did not reach here (lost with a link) is not a wait's end.
+          else if (!sawResult)
+            reject(new ServiceError("unavailable", "the wait's result was lost on its way from the sidecar of the run's build; call wait again"));
           else resolve("served");
         },
       });
@@ -118,7 +130,11 @@ export class WaitRelayHub {
       // An event that cannot reach its gateway: nobody is told of this wait any more, so it keeps the run.
       if (!this.link.sendRelay({ relayId, message: { case: "event", value: { event } } })) signals.handBack.abort("the link to the orchestrator is down");
     };
-    const end = (value: { code?: string; message?: string }) => void this.link.sendRelay({ relayId, message: { case: "end", value } });
+    const end = (value: { code?: string; message?: string }) => {
+      const m = { relayId, message: { case: "end" as const, value } };
+      // Kept for the next link: an orchestrator that did not see the last one end still waits for it.
+      if (!this.link.sendRelay(m)) this.unsentEnds.push(m);
+    };
     // A relay that cannot even start (a scope that does not read) ends as a failed one does.
     Promise.resolve()
       .then(() => this.serve(open, send, { cancel: signals.cancel.signal, handBack: signals.handBack.signal }))
@@ -131,6 +147,13 @@ export class WaitRelayHub {
         },
       )
       .finally(() => this.served.delete(relayId));
+  }
+
+  /** Ends an orchestrator that outlived a link blip may still wait for (it ignores those of relays it ended). */
+  private sendUnsentEnds(): void {
+    const ends = this.unsentEnds;
+    this.unsentEnds = [];
+    for (const m of ends) if (!this.link.sendRelay(m)) this.unsentEnds.push(m);
   }
 
   /** The link ended: relays on it are over (the orchestrator ends them on the other side too). */
