@@ -15,7 +15,7 @@ import { randomUUID } from "node:crypto";
 import { ServiceError } from "../../protocol/service-error.js";
 import { isApprovalMark, type AnswerMeta, type GatewayAnswer, type SuspendReason } from "../../shared/link-wire.js";
 import { isStoreUnavailable } from "../../shared/store-errors.js";
-import { withRetries } from "../link/retry.js";
+import { pauseAfter, sleep, untilDeadline, withRetries } from "../link/retry.js";
 import { approvalRequired } from "../exec/approvals.js";
 import type { Segment, SegmentCheckpoints } from "../exec/segment.js";
 import type { CheckpointMessage } from "../pool/pool-contract.js";
@@ -26,22 +26,6 @@ import { handOverLate, sealRun, type SuspendContext } from "./suspension.js";
 const LINK_DEADLINE_MS = 10_000;
 /** The orchestrator, or its store, cannot be reached (or did not answer in time): an outage, not an answer. */
 const unavailable = (err: unknown) => err instanceof ServiceError && err.code === "unavailable";
-/** The pause before try `n + 1` of a store call in an outage: doubling from 200 ms, at most 1 s. */
-const pauseAfter = (n: number) => Math.min(1_000, 200 * 2 ** Math.max(0, n - 1));
-
-/** Resolves after `ms`, or at once when `signal` aborts; never keeps the process alive. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms).unref();
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
 
 /** The stored snapshot's own data, unsealed: what `keepStored` stores again. */
 type ResumePoint = { envelope: Uint8Array; pending: PendingRef[]; reason: SuspendReason; outputBytes: number };
@@ -332,17 +316,8 @@ export class Checkpoints implements SegmentCheckpoints {
     const log = seg.log;
     const since = Date.now();
     const untilMs = since + CLAIM_LEASE_MS;
-    let tries = 0;
-    const retry = async <T>(op: () => Promise<T>): Promise<T> => {
-      for (;;) {
-        try {
-          return await op();
-        } catch (err) {
-          if (!unavailable(err) || Date.now() >= untilMs) throw err;
-          await sleep(pauseAfter(++tries));
-        }
-      }
-    };
+    const counted = { n: 0 };
+    const retry = <T>(op: () => Promise<T>): Promise<T> => untilDeadline(op, unavailable, untilMs, counted);
     const point = kept ? this.resumePoint : undefined;
     let generation = this.generation;
     let lost = false;
@@ -371,11 +346,11 @@ export class Checkpoints implements SegmentCheckpoints {
       const res = await retry(() => ctx.link.rpc.suspendRun(request, { deadlineMs: LINK_DEADLINE_MS }));
       if (res.refused) return void log.warn({ refused: res.refused }, "the store refused the run's stored checkpoint again; the run is lost");
       log.info(
-        { generation: generation + 1, pending: sealed.pending.length, afterMs: Date.now() - since, tries },
+        { generation: generation + 1, pending: sealed.pending.length, afterMs: Date.now() - since, tries: counted.n },
         "the store answered again: the run is kept at its stored checkpoint, unclaimed, and a wait resumes it",
       );
     } catch (err) {
-      log.warn({ err, tries }, "could not settle the run's stored checkpoint after a held call: the store keeps what it has");
+      log.warn({ err, tries: counted.n }, "could not settle the run's stored checkpoint after a held call: the store keeps what it has");
     }
   }
 
