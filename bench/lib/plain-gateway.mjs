@@ -13,6 +13,11 @@
 //   run W2 ExecSession 200     -> {"samples":[ms, ...]}    (or {"error":"..."})
 //   run W3 BridgeCallback 1
 //   run W2 ExecSession 1 big   (the run with 2,000 tools)
+//   run W2 ExecSession 1 spread (each exec on the next of 8 runs with the two tools)
+//
+// `spread` is for a sidecar's view of many conversations: execs back to back on one run make
+// its session use more than its light share of the pool's threads, so the sidecar's fair
+// queue runs them on a background lane (src/sandbox/pool/scheduler.ts, `heavy`).
 //
 // A sample is one exec, timed from its send to its Result event, after which its value is
 // checked. Nested calls are answered at once (echo), on the ExecSession stream or with one
@@ -65,6 +70,11 @@ const openRun = (scope, catalog) =>
 const SCOPES = { small: scopeOf("small"), big: scopeOf("big") };
 await openRun(SCOPES.small, { tools: TWO_TOOLS });
 await openRun(SCOPES.big, largeCatalog(2000));
+const SPREAD = Array.from({ length: 8 }, (_, i) => scopeOf(`spread${i}`));
+for (const scope of SPREAD) await openRun(scope, { tools: TWO_TOOLS });
+let spreadNext = 0;
+/** The scope of the next exec on `catalog`: `spread` takes its runs in turn. */
+const scopeFor = (catalog) => (catalog === "spread" ? SPREAD[spreadNext++ % SPREAD.length] : SCOPES[catalog]);
 
 const PROGRAMS = { W1, W2, W3 };
 const deadline = () => new Date(Date.now() + 60_000);
@@ -157,9 +167,10 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (verb === "quit") break;
   let reply;
   try {
-    if (verb !== "run" || !(workload in PROGRAMS) || !(way in WAYS) || !(catalog in SCOPES)) throw new Error(`unknown command: ${line}`);
+    if (verb !== "run" || !(workload in PROGRAMS) || !(way in WAYS) || !(catalog in SCOPES || catalog === "spread"))
+      throw new Error(`unknown command: ${line}`);
     const samples = [];
-    for (let i = 0; i < Number(count ?? 1); i++) samples.push(await WAYS[way](PROGRAMS[workload], EXPECT[workload], SCOPES[catalog]));
+    for (let i = 0; i < Number(count ?? 1); i++) samples.push(await WAYS[way](PROGRAMS[workload], EXPECT[workload], scopeFor(catalog)));
     reply = { samples };
   } catch (err) {
     reply = { error: err instanceof Error ? err.message : String(err) };

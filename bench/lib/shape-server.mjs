@@ -1,0 +1,147 @@
+// The floor of this service's shape, for bench/shape-floor.bench.mjs: a process with a
+// grpc-js server on its main thread and QuickJS in worker threads, and nothing else. It
+// serves the calls the plain gateway makes (Control.OpenRun, Sandbox.Exec, BridgeCallback,
+// ExecSession) the plain way (protobuf-es toBinary/fromBinary serializers, grpc-js defaults)
+// with no run state, catalog, policy, limits, records or checks: each exec goes to a free
+// worker thread, each nested call goes out as a ToolCallRequested and its answer back to the
+// thread. What the service adds to a nested call is measured against this.
+//
+//   node bench/lib/shape-server.mjs [--threads 2]    -> prints "ready sandbox=H:P orchestrator=H:P"
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { Worker } from "node:worker_threads";
+import { Sandbox, ExecEventSchema, BridgeCallbackResponseSchema } from "../../dist/gen/codemode/sandbox/v1/sandbox_pb.js";
+import { Control, OpenRunResponseSchema } from "../../dist/gen/codemode/orchestrator/v1/control_pb.js";
+import { ResultStatus } from "../../dist/gen/codemode/common/v1/common_pb.js";
+
+const { values } = parseArgs({ options: { threads: { type: "string", default: "2" } } });
+
+/** A grpc-js service definition for a protobuf-es descriptor, serialized the plain way. */
+function definitionOf(service) {
+  const definition = {};
+  for (const method of service.methods) {
+    definition[method.localName] = {
+      path: `/${service.typeName}/${method.name}`,
+      requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
+      responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
+      requestSerialize: (message) => Buffer.from(toBinary(method.input, message)),
+      requestDeserialize: (bytes) => fromBinary(method.input, bytes),
+      responseSerialize: (message) => Buffer.from(toBinary(method.output, message)),
+      responseDeserialize: (bytes) => fromBinary(method.output, bytes),
+    };
+  }
+  return definition;
+}
+
+const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
+const workers = [];
+const queue = [];
+/** Live execs by id: where their nested calls go, and who hears the end. */
+const execs = new Map();
+/** Nested calls awaiting an answer: call id -> the worker holding the VM. */
+const calls = new Map();
+let nextExec = 0;
+
+for (let i = 0; i < Number(values.threads); i++) {
+  const worker = new Worker(new URL("./shape-worker.mjs", import.meta.url), { workerData: { wasm } });
+  const slot = { worker, busy: false };
+  worker.on("message", (m) => {
+    if (m.t === "ready") return;
+    const exec = execs.get(m.exec);
+    if (!exec) return;
+    if (m.t === "call") {
+      calls.set(m.callId, worker);
+      exec.onCall(m);
+    } else if (m.t === "done") {
+      execs.delete(m.exec);
+      slot.busy = false;
+      exec.onDone(m);
+      const next = queue.shift();
+      if (next) next();
+    }
+  });
+  worker.on("error", (err) => {
+    process.stderr.write(`shape worker failed: ${err.stack}\n`);
+    process.exit(1);
+  });
+  workers.push(slot);
+  await new Promise((resolve) => worker.once("message", resolve));
+}
+
+/** Runs `code` on a free thread; `onCall` for each nested call, `onDone` at the end. */
+function startExec(code, onCall, onDone) {
+  const go = () => {
+    const slot = workers.find((w) => !w.busy);
+    if (!slot) return queue.push(go);
+    slot.busy = true;
+    const exec = ++nextExec;
+    execs.set(exec, { onCall, onDone });
+    slot.worker.postMessage({ t: "exec", exec, code });
+  };
+  go();
+}
+
+function answer(callId, json) {
+  const worker = calls.get(callId);
+  if (!worker) return false;
+  calls.delete(callId);
+  worker.postMessage({ t: "answer", callId, json });
+  return true;
+}
+
+const toolCallEvent = (m) => create(ExecEventSchema, { event: { case: "toolCall", value: { callId: m.callId, toolName: m.name, inputJson: m.inputJson } } });
+const resultEvent = (m) =>
+  create(ExecEventSchema, {
+    event: {
+      case: "result",
+      value: m.error === undefined ? { status: ResultStatus.COMPLETED, valueJson: m.valueJson } : { status: ResultStatus.FAILED, error: m.error },
+    },
+  });
+
+const sandbox = {
+  exec(call) {
+    startExec(
+      call.request.code ?? "",
+      (m) => call.write(toolCallEvent(m)),
+      (m) => {
+        call.write(resultEvent(m));
+        call.end();
+      },
+    );
+  },
+  bridgeCallback(call, callback) {
+    const r = call.request;
+    const delivered = r.outcome.case === "resultJson" && answer(r.callId, r.outcome.value);
+    callback(null, create(BridgeCallbackResponseSchema, { deliveredLive: delivered }));
+  },
+  execSession(call) {
+    call.on("data", (req) => {
+      if (req.message.case === "exec") {
+        startExec(
+          req.message.value.code ?? "",
+          (m) => call.write(toolCallEvent(m)),
+          (m) => call.write(resultEvent(m)),
+        );
+      } else if (req.message.case === "answer" && req.message.value.outcome.case === "resultJson") {
+        answer(req.message.value.callId, req.message.value.outcome.value);
+      }
+    });
+    call.on("end", () => call.end());
+  },
+};
+const control = {
+  openRun(_call, callback) {
+    callback(null, create(OpenRunResponseSchema, {}));
+  },
+};
+
+const server = new grpc.Server();
+server.addService(definitionOf(Sandbox), sandbox);
+server.addService(definitionOf(Control), control);
+const port = await new Promise((resolve, reject) =>
+  server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+);
+process.stdout.write(`ready sandbox=127.0.0.1:${port} orchestrator=127.0.0.1:${port}\n`);
+process.on("SIGTERM", () => server.tryShutdown(() => process.exit(0)));
