@@ -24,6 +24,8 @@ import { CLAIM_LEASE_MS, collect } from "./resume.js";
 import { handOverLate, sealRun, type SuspendContext } from "./suspension.js";
 
 const LINK_DEADLINE_MS = 10_000;
+/** The abort reason of a segment's end: one value, so an abort makes no error (and captures no stack) per segment. */
+const VM_ENDED = Object.freeze(new Error("the segment's VM ended"));
 /** The orchestrator, or its store, cannot be reached (or did not answer in time): an outage, not an answer. */
 const unavailable = (err: unknown) => err instanceof ServiceError && err.code === "unavailable";
 
@@ -114,12 +116,12 @@ export class Checkpoints implements SegmentCheckpoints {
 
   async end(): Promise<{ token: string; generation: number } | undefined> {
     this.ended = true;
-    this.vmEnded.abort();
+    this.vmEnded.abort(VM_ENDED);
     await this.chain;
     // A checkpoint that may have been stored is settled first, so the run ends from a known
     // state; after a call held back for the store, `keepStored` settles it once the store answers.
     if (this.maybe !== undefined && !this.dropped) await this.next(() => this.settleMaybe());
-    this.poll?.stop.abort();
+    this.poll?.stop.abort(VM_ENDED);
     await this.poll?.done;
     return this.stored ? { token: this.token, generation: this.generation } : undefined;
   }
