@@ -3,8 +3,10 @@
  * lane-warmup.ts): with real worker threads, a replaced thread's lane is warming; the fair
  * queue holds a heavy session's task back until the warm-up reports done, and sends a light
  * one there only when no warm lane can take it; the warm-up probes the catalogs of the latest execs; a session whose guest held a lane
- * stays heavy for HOG_MEMORY_MS. Through the service: after a thread
- * is killed for a loop, the log says the new thread warmed, and work goes on.
+ * stays heavy for HOG_MEMORY_MS; a deferred base lane starts no thread until it is started,
+ * and then warms like a new one. Through the service: after a thread is killed for a loop,
+ * the log says the new thread warmed, and work goes on; a sidecar's second thread starts
+ * after its ready line and warms before it takes work.
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -113,6 +115,63 @@ describe("a warming lane (real worker threads)", () => {
     recent.note(cat("v1"));
     recent.note(cat("v4"));
     expect(recent.list().map((t) => `${t.surface}:${t.catalog.version}`)).toEqual(["code:v3", "code:v1", "code:v4"]);
+  });
+});
+
+describe("a deferred base lane (real worker threads)", () => {
+  const lanes = new Lanes(2, { filename: WORKER, execsPerWorker: 2, wasmModule, stackSizeMb: 16 }, 1);
+  afterAll(() => lanes.destroy());
+
+  it("starts no thread until started, takes work only when no other lane can, then warms before it takes work", async () => {
+    const scheduler = new FairScheduler(lanes, 2, () => 0, 10_000);
+    const warmups: Array<{ lane: Lane; done: () => void }> = [];
+    lanes.onWarm = (lane, done) => warmups.push({ lane, done });
+    lanes.onWarmed = () => scheduler.pump();
+    const [first, deferred] = lanes.all as [Lane, Lane];
+    await until(() => first.piscina.threads.length > 0, "the first lane's thread", { everyMs: 20 });
+    expect(lanes.started).toBe(1);
+    expect(deferred).toMatchObject({ deferred: true, warming: true, kind: "base" });
+    expect(deferred.piscina.threads).toHaveLength(0);
+    expect(warmups).toEqual([]);
+
+    // Light work goes to the started lane while it has room, never to the deferred one.
+    const ran: Lane[] = [];
+    const submit = (tenant: string) => scheduler.submit({ tenant, run: (l) => (l.enter(tenant, ran.length + 1), ran.push(l)), gone: () => false });
+    submit("a");
+    submit("b");
+    expect(ran).toEqual([first, first]);
+    // The started lane is full: the deferred one takes the next task rather than keep it waiting.
+    submit("c");
+    expect(ran).toEqual([first, first, deferred]);
+
+    lanes.startDeferred();
+    expect(deferred.deferred).toBe(false);
+    expect(warmups.map((w) => w.lane)).toEqual([deferred]);
+    expect(deferred.warming).toBe(true);
+    expect(lanes.started).toBe(2);
+    // Started once: a second call starts nothing.
+    lanes.startDeferred();
+    expect(warmups).toHaveLength(1);
+    warmups[0]!.done();
+    expect(deferred.warming).toBe(false);
+    // A thread starts when the lane runs something.
+    await deferred.piscina.run({ kind: "nothing" }).catch(() => undefined);
+    expect(deferred.piscina.threads.length).toBe(1);
+  });
+});
+
+describe("a sidecar's deferred thread (real service)", () => {
+  it("starts after the ready line, warms before it takes work, and execs complete meanwhile", { timeout: 60_000 }, async () => {
+    const stack = await startStack(["--threads", "2"]);
+    try {
+      const scope = await openEmptyRun(stack.control, "deferred");
+      const line = await logged(stack.proc, /new worker thread warmed/);
+      expect(JSON.parse(line)).toMatchObject({ lane: 1 });
+      const results = await Promise.all(Array.from({ length: 6 }, (_, i) => execute(stack, { scope, code: `return ${i}` })));
+      expect(results.map((r) => r.model)).toEqual(Array.from({ length: 6 }, (_, i) => expect.objectContaining({ status: "completed", value: i })));
+    } finally {
+      expect(await stack.stop()).toBe(0);
+    }
   });
 });
 

@@ -98,7 +98,8 @@ describe("where the fair queue puts a light task (real worker threads)", () => {
 describe("a task that joined a lane whose guest then computes (a real two-thread pool)", () => {
   const lines: string[] = [];
   const log = pino({ level: "debug" }, new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }));
-  const poolReady = startPool({ threads: 2, execsPerWorker: 4, log });
+  // Both threads from the start (a started pool defers all but its first: src/sandbox/pool/pool-start.ts).
+  const poolReady = startPool({ threads: 2, execsPerWorker: 4, startThreads: 2, log });
   afterAll(async () => (await poolReady).close());
   const ignore: ExecEvents = { onOutput() {}, onToolCall() {}, onRequest() {}, onYield() {} };
   const task = (source: string) =>

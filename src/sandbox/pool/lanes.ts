@@ -10,8 +10,8 @@
  * only on background lanes, whose threads run at BACKGROUND_NICE (../worker/priority.ts);
  * surge lanes are added while light lanes are held or full; idle surge and background lanes
  * are retired. A lane whose thread is new stays *warming* until the warm-up probes ran
- * there (./lane-warmup.ts), or while ./pool-health.ts retries it
- * (docs/module-notes.md#srcsandboxpoollanests).
+ * there (./lane-warmup.ts), or while ./pool-health.ts retries it; so does a *deferred*
+ * base lane until `startDeferred` (docs/module-notes.md#srcsandboxpoollanests).
  */
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -22,6 +22,8 @@ import { Piscina } from "piscina";
 import { codeCacheRefreshMs, launchState } from "../../shared/launch-state.js";
 import type { WorkerMemory } from "./task-protocol.js";
 
+/** The longest timer Node takes (about 24.8 days): a lane's thread is never retired for idleness. */
+const NEVER_IDLE_MS = 2 ** 31 - 1;
 /** How long a VM may hold its thread before the lane counts as hogged. */
 export const HOG_MS = 50;
 /**
@@ -66,19 +68,27 @@ const WORKER_STACK_MB = 16;
  * threads sharing one compiled quickjs-wasi module, each taking `execsPerWorker` (default 8)
  * tasks at once.
  */
-export async function poolLanes(options: { threads?: number; execsPerWorker?: number }): Promise<{ lanes: Lanes; threads: number; execsPerWorker: number }> {
+export async function poolLanes(options: {
+  threads?: number;
+  execsPerWorker?: number;
+  startThreads?: number;
+}): Promise<{ lanes: Lanes; threads: number; execsPerWorker: number }> {
   const bytes = await readFile(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm")));
   const wasmModule = await WebAssembly.compile(bytes);
   const threads = Math.max(1, options.threads ?? availableParallelism());
   const execsPerWorker = Math.max(1, options.execsPerWorker ?? 8);
   // The digest keys the build's prelude bytecode (../worker/precompiled-preludes.ts).
-  const lanes = new Lanes(threads, {
-    ...workerLoading(),
-    execsPerWorker,
-    wasmModule,
-    wasmDigest: createHash("sha256").update(bytes).digest("hex"),
-    stackSizeMb: WORKER_STACK_MB,
-  });
+  const lanes = new Lanes(
+    threads,
+    {
+      ...workerLoading(),
+      execsPerWorker,
+      wasmModule,
+      wasmDigest: createHash("sha256").update(bytes).digest("hex"),
+      stackSizeMb: WORKER_STACK_MB,
+    },
+    Math.max(1, Math.min(threads, options.startThreads ?? threads)),
+  );
   return { lanes, threads, execsPerWorker };
 }
 
@@ -110,6 +120,8 @@ export class Lane {
   warming = false;
   /** Its thread cannot run code (./pool-health.ts retries it): the fair queue sends it nothing. */
   down = false;
+  /** A base lane whose thread waits for `Lanes.startDeferred` (warming meanwhile). */
+  deferred: boolean;
   /** Settles when the thread this lane last terminated has exited: a warm-up posts its probes then (before, piscina gave them to the dying thread). */
   replaced: Promise<unknown> = Promise.resolve();
   /** Those tasks by session (tenant, ./cpu-budget.ts). */
@@ -137,14 +149,20 @@ export class Lane {
     readonly index: number,
     o: LaneOptions,
     readonly kind: LaneKind = "base",
+    deferred = false,
   ) {
     const shared = new SharedArrayBuffer(8);
     this.busy = new Int32Array(shared);
+    this.deferred = deferred;
+    // Out of the fair queue until its warm-up ran (a task placed there anyway starts the thread).
+    this.warming = deferred;
     this.piscina = new Piscina({
       filename: o.filename,
-      minThreads: 1,
+      minThreads: deferred ? 0 : 1,
       maxThreads: 1,
-      idleTimeout: Number.MAX_SAFE_INTEGER,
+      // A deferred lane (minThreads 0) would retire its idle thread after this: never, in
+      // effect (a larger value overflows Node's timers and retires it at once).
+      idleTimeout: NEVER_IDLE_MS,
       concurrentTasksPerWorker: o.execsPerWorker,
       workerData: {
         wasmModule: o.wasmModule,
@@ -210,11 +228,13 @@ export class Lanes {
   private readonly idleSince = new Map<Lane, number>();
   private readonly retireTimer: NodeJS.Timeout;
 
+  /** `startNow`: base lanes whose threads start at once; the others are deferred (`startDeferred`). */
   constructor(
     threads: number,
     private readonly options: LaneOptions,
+    startNow = threads,
   ) {
-    this.all = Array.from({ length: threads }, (_, i) => new Lane(i, options));
+    this.all = Array.from({ length: threads }, (_, i) => new Lane(i, options, "base", i >= startNow));
     this.base = threads;
     this.maxBackground = Math.max(1, Math.floor(threads / 2));
     this.nextIndex = threads;
@@ -255,6 +275,23 @@ export class Lanes {
   onWarm: ((lane: Lane, done: () => void) => void) | undefined;
   /** Told when a warming lane may take work again. */
   onWarmed: (() => void) | undefined;
+
+  /** Base lanes started now (not deferred). */
+  get started(): number {
+    let n = 0;
+    for (const l of this.all) if (!l.deferred) n++;
+    return n;
+  }
+
+  /** Starts the deferred base lanes: each warms up (its thread starting) and then takes work. */
+  startDeferred(): void {
+    for (const lane of this.all) {
+      if (!lane.deferred) continue;
+      lane.deferred = false;
+      lane.warming = false;
+      this.warm(lane);
+    }
+  }
 
   /** Starts a lane's warm-up unless one runs (also ./pool-health.ts, for a lane that lost its thread). */
   warm(lane: Lane): void {

@@ -1,8 +1,11 @@
 /**
  * Starting the sandbox pool, proven able to run code, or the reason it cannot. Apart
  * from ../server.ts (which loads gRPC, the generated services and the exec service) so
- * `codemode start`/`sandbox` can start the pool first: its worker threads load and warm
- * up while the main thread loads the servers.
+ * `codemode start`/`sandbox` can start the pool first: its first worker thread loads and
+ * warms up while the main thread loads the servers. The other threads start a moment after
+ * the pool is proven (DEFERRED_START_MS), each warming up before it takes work: on a small
+ * machine, starting them with the first slowed the first and the main thread they share
+ * the cores with.
  */
 import { SandboxPool, type PoolOptions } from "./pool.js";
 import type { ExecEvents } from "./pool-contract.js";
@@ -33,14 +36,17 @@ function startError(err: unknown): PoolStartError {
 export async function launchPool(options: PoolOptions): Promise<{ ready: Promise<SandboxPool> }> {
   let pool: SandboxPool;
   try {
-    pool = await SandboxPool.create(options);
+    pool = await SandboxPool.create({ ...options, startThreads: options.startThreads ?? 1 });
   } catch (err) {
     const ready = Promise.reject(startError(err));
     ready.catch(() => undefined);
     return { ready };
   }
   const ready = probe(pool).then(
-    () => pool,
+    () => {
+      setTimeout(() => pool.startDeferred(), DEFERRED_START_MS).unref();
+      return pool;
+    },
     async (err: unknown) => {
       await pool.close().catch(() => undefined);
       throw startError(err);
@@ -81,17 +87,24 @@ function probeOn(pool: SandboxPool, { surface, task: own }: SurfaceProbe): Promi
 }
 
 /**
- * Runs the probe program on code mode's prelude once per thread (submitted together, so each lands
- * on a different one) and rejects with the reason when the pool cannot: workers that never
- * start, a prelude that does not compile, QuickJS that cannot create a VM. Bounded by the
- * task timeout. It also warms every worker for the first execs: each has compiled a cell
- * and prepared its VM image before the sidecar says it is ready, and the first exec on any
- * thread skips that (~100 ms cold). The other surfaces' preludes are warmed after the
+ * Runs the probe program on code mode's prelude once per started thread (submitted together, so
+ * each lands on a different one) and rejects with the reason when the pool cannot: workers that
+ * never start, a prelude that does not compile, QuickJS that cannot create a VM. Bounded by the
+ * task timeout. It also warms those workers for the first execs: each has compiled a cell and
+ * prepared its VM image before the sidecar says it is ready, and the first exec there skips
+ * that (~100 ms cold); a deferred thread runs the same probes as its warm-up
+ * (./lane-warmup.ts) before it takes work. The other surfaces' preludes are warmed after the
  * start (`warmOtherSurfaces`): proving them here cost the ready line 40-70 ms.
  */
 async function probe(pool: SandboxPool): Promise<void> {
-  await Promise.all(Array.from({ length: pool.threads }, () => probeOn(pool, { surface: "code" })));
+  await Promise.all(Array.from({ length: pool.startedThreads }, () => probeOn(pool, { surface: "code" })));
 }
+
+/**
+ * How long after the pool is proven its other threads start: past the ready line and a first
+ * exec sent at once (docs/performance.md, "Start-up (stop 32)").
+ */
+export const DEFERRED_START_MS = 250;
 
 /** How often `warmOtherSurfaces` looks again for an idle pool before it leaves the surfaces to warm at their first execs. */
 const WARM_ATTEMPTS = 10;

@@ -23,6 +23,8 @@ export type PoolOptions = {
   threads?: number;
   /** Execs one worker hosts at once (VMs awaiting tools do not use the thread). */
   execsPerWorker?: number;
+  /** Threads started at once (default: all); the others wait for `startDeferred` (./lanes.ts). */
+  startThreads?: number;
   log: Logger;
 };
 
@@ -132,6 +134,16 @@ export class SandboxPool {
     this.budget.started(tenant);
     if (submission.kind === "exec") this.recent.note(submission.catalog, submission.surface);
     return new PoolTask(this.taskPool, submission, events, tenant, submission.kind === "exec" && this.room.take(tenant)).start();
+  }
+
+  /** Threads started now: the start probe runs on each (./pool-start.ts). */
+  get startedThreads(): number {
+    return this.lanes.started;
+  }
+
+  /** Starts the threads deferred at creation (`startThreads`); each warms up before it takes work. */
+  startDeferred(): void {
+    if (!this.closed) this.lanes.startDeferred();
   }
 
   async close(): Promise<void> {
