@@ -1,8 +1,8 @@
 // A plain gateway for bench/exec-latency.bench.mjs (issue 34): what a gateway team writes,
 // in a process of its own. It imports only `@grpc/grpc-js`, `@bufbuild/protobuf` and the
 // protoc-gen-es descriptors of proto/ (dist/gen/, the stubs a team generates), and builds its
-// clients with `grpc.makeGenericClientConstructor`, `toBinary`/`fromBinary` serializers and
-// the library's default channel options. Nothing else of src/ or dist/.
+// clients with `grpc.makeGenericClientConstructor`, `toBinary`/`fromBinary` serializers
+// (./plain-definition.mjs) and the library's default channel options. Nothing else of src/ or dist/.
 //
 //   node bench/lib/plain-gateway.mjs SANDBOX_ADDRESS ORCHESTRATOR_ADDRESS
 //
@@ -23,30 +23,17 @@
 // checked. Nested calls are answered at once (echo), on the ExecSession stream or with one
 // BridgeCallback each, never blocking the stream's reader.
 import * as grpc from "@grpc/grpc-js";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { createInterface } from "node:readline";
 import { Sandbox, ExecRequestSchema, ExecSessionRequestSchema, BridgeCallbackRequestSchema } from "../../dist/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { Control, OpenRunRequestSchema } from "../../dist/gen/codemode/orchestrator/v1/control_pb.js";
 import { ResultStatus } from "../../dist/gen/codemode/common/v1/common_pb.js";
 import { W1, W2, W3, EXPECT, TWO_TOOLS } from "./workloads.mjs"; // plain strings and objects only
 import { largeCatalog } from "./catalog.mjs"; // plain objects read from bench/fixtures
+import { plainDefinition } from "./plain-definition.mjs"; // grpc-js and protobuf-es only
 
 /** A grpc-js client class for a protobuf-es service descriptor: the usual hand-rolled adapter. */
-function clientFor(service) {
-  const definition = {};
-  for (const method of service.methods) {
-    definition[method.localName] = {
-      path: `/${service.typeName}/${method.name}`,
-      requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
-      responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
-      requestSerialize: (message) => Buffer.from(toBinary(method.input, message)),
-      requestDeserialize: (bytes) => fromBinary(method.input, bytes),
-      responseSerialize: (message) => Buffer.from(toBinary(method.output, message)),
-      responseDeserialize: (bytes) => fromBinary(method.output, bytes),
-    };
-  }
-  return grpc.makeGenericClientConstructor(definition, service.name);
-}
+const clientFor = (service) => grpc.makeGenericClientConstructor(plainDefinition(service), service.name);
 
 const [sandboxAddress, orchestratorAddress] = process.argv.slice(2);
 const SandboxClient = clientFor(Sandbox);

@@ -8,32 +8,16 @@
 //
 //   node bench/lib/shape-server.mjs [--threads 2]    -> prints "ready sandbox=H:P orchestrator=H:P"
 import * as grpc from "@grpc/grpc-js";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
 import { Sandbox, ExecEventSchema, BridgeCallbackResponseSchema } from "../../dist/gen/codemode/sandbox/v1/sandbox_pb.js";
 import { Control, OpenRunResponseSchema } from "../../dist/gen/codemode/orchestrator/v1/control_pb.js";
 import { ResultStatus } from "../../dist/gen/codemode/common/v1/common_pb.js";
+import { plainDefinition } from "./plain-definition.mjs";
 
 const { values } = parseArgs({ options: { threads: { type: "string", default: "2" } } });
-
-/** A grpc-js service definition for a protobuf-es descriptor, serialized the plain way. */
-function definitionOf(service) {
-  const definition = {};
-  for (const method of service.methods) {
-    definition[method.localName] = {
-      path: `/${service.typeName}/${method.name}`,
-      requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
-      responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
-      requestSerialize: (message) => Buffer.from(toBinary(method.input, message)),
-      requestDeserialize: (bytes) => fromBinary(method.input, bytes),
-      responseSerialize: (message) => Buffer.from(toBinary(method.output, message)),
-      responseDeserialize: (bytes) => fromBinary(method.output, bytes),
-    };
-  }
-  return definition;
-}
 
 const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const workers = [];
@@ -138,8 +122,8 @@ const control = {
 };
 
 const server = new grpc.Server();
-server.addService(definitionOf(Sandbox), sandbox);
-server.addService(definitionOf(Control), control);
+server.addService(plainDefinition(Sandbox), sandbox);
+server.addService(plainDefinition(Control), control);
 const port = await new Promise((resolve, reject) =>
   server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
 );
