@@ -10,8 +10,8 @@
  * only on background lanes, whose threads run at BACKGROUND_NICE (../worker/priority.ts);
  * surge lanes are added while light lanes are held or full; idle surge and background lanes
  * are retired. A lane whose thread is new stays *warming* until the warm-up probes ran
- * there (./lane-warmup.ts), or while ./pool-health.ts retries it; so does a *deferred*
- * base lane until `startDeferred` (docs/module-notes.md#srcsandboxpoollanests).
+ * there (./lane-warmup.ts), or while ./pool-health.ts retries it. A *deferred* base lane
+ * starts its thread for its first task or at `startDeferred` (docs/module-notes.md#srcsandboxpoollanests).
  */
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -120,7 +120,7 @@ export class Lane {
   warming = false;
   /** Its thread cannot run code (./pool-health.ts retries it): the fair queue sends it nothing. */
   down = false;
-  /** A base lane whose thread waits for `Lanes.startDeferred` (warming meanwhile). */
+  /** A base lane whose thread starts for its first task, or warms up at `Lanes.startDeferred`. */
   deferred: boolean;
   /** Settles when the thread this lane last terminated has exited: a warm-up posts its probes then (before, piscina gave them to the dying thread). */
   replaced: Promise<unknown> = Promise.resolve();
@@ -153,9 +153,8 @@ export class Lane {
   ) {
     const shared = new SharedArrayBuffer(8);
     this.busy = new Int32Array(shared);
+    // The fair queue sees an idle lane: the first task placed there starts its thread.
     this.deferred = deferred;
-    // Out of the fair queue until its warm-up ran (a task placed there anyway starts the thread).
-    this.warming = deferred;
     this.piscina = new Piscina({
       filename: o.filename,
       minThreads: deferred ? 0 : 1,
@@ -283,12 +282,11 @@ export class Lanes {
     return n;
   }
 
-  /** Starts the deferred base lanes: each warms up (its thread starting) and then takes work. */
+  /** Warms up the deferred base lanes (starting each one's thread unless a task did). */
   startDeferred(): void {
     for (const lane of this.all) {
       if (!lane.deferred) continue;
       lane.deferred = false;
-      lane.warming = false;
       this.warm(lane);
     }
   }

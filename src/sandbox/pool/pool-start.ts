@@ -2,10 +2,9 @@
  * Starting the sandbox pool, proven able to run code, or the reason it cannot. Apart
  * from ../server.ts (which loads gRPC, the generated services and the exec service) so
  * `codemode start`/`sandbox` can start the pool first: its first worker thread loads and
- * warms up while the main thread loads the servers. The other threads start a moment after
- * the pool is proven (DEFERRED_START_MS), each warming up before it takes work: on a small
- * machine, starting them with the first slowed the first and the main thread they share
- * the cores with.
+ * warms up while the main thread loads the servers. The other threads start for their first
+ * task, or warm up a moment after the pool is proven (DEFERRED_START_MS): on a small machine,
+ * starting them with the first slowed the first and the main thread they share the cores with.
  */
 import { SandboxPool, type PoolOptions } from "./pool.js";
 import type { ExecEvents } from "./pool-contract.js";
@@ -93,7 +92,7 @@ function probeOn(pool: SandboxPool, { surface, task: own }: SurfaceProbe): Promi
  * task timeout. It also warms those workers for the first execs: each has compiled a cell and
  * prepared its VM image before the sidecar says it is ready, and the first exec there skips
  * that (~100 ms cold); a deferred thread runs the same probes as its warm-up
- * (./lane-warmup.ts) before it takes work. The other surfaces' preludes are warmed after the
+ * (./lane-warmup.ts). The other surfaces' preludes are warmed after the
  * start (`warmOtherSurfaces`): proving them here cost the ready line 40-70 ms.
  */
 async function probe(pool: SandboxPool): Promise<void> {
