@@ -22,8 +22,6 @@ import { Piscina } from "piscina";
 import { codeCacheRefreshMs, launchState } from "../../shared/launch-state.js";
 import type { WorkerMemory } from "./task-protocol.js";
 
-/** The longest timer Node takes (about 24.8 days): a lane's thread is never retired for idleness. */
-const NEVER_IDLE_MS = 2 ** 31 - 1;
 /** How long a VM may hold its thread before the lane counts as hogged. */
 export const HOG_MS = 50;
 /**
@@ -159,9 +157,9 @@ export class Lane {
       filename: o.filename,
       minThreads: deferred ? 0 : 1,
       maxThreads: 1,
-      // A deferred lane (minThreads 0) would retire its idle thread after this: never, in
-      // effect (a larger value overflows Node's timers and retires it at once).
-      idleTimeout: NEVER_IDLE_MS,
+      // Never retired for idleness: piscina sets no idle timer for Infinity (a deferred lane
+      // has minThreads 0; Number.MAX_SAFE_INTEGER overflowed Node's timers to 1 ms).
+      idleTimeout: Number.POSITIVE_INFINITY,
       concurrentTasksPerWorker: o.execsPerWorker,
       workerData: {
         wasmModule: o.wasmModule,
@@ -282,12 +280,16 @@ export class Lanes {
     return n;
   }
 
-  /** Warms up the deferred base lanes (starting each one's thread unless a task did). */
+  /**
+   * Warms up the deferred base lanes no task has started (each starts its thread). One a task
+   * started needs none: that task compiled the prelude, and probes queued behind a run that
+   * awaits its tools would not start in time (the lane would count as down).
+   */
   startDeferred(): void {
     for (const lane of this.all) {
       if (!lane.deferred) continue;
       lane.deferred = false;
-      this.warm(lane);
+      if (lane.piscina.threads.length === 0 && lane.active === 0) this.warm(lane);
     }
   }
 

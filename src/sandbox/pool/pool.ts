@@ -141,7 +141,7 @@ export class SandboxPool {
     return this.lanes.started;
   }
 
-  /** Starts the threads deferred at creation (`startThreads`); each warms up before it takes work. */
+  /** Warms up the threads deferred at creation (`startThreads`) that no task has started (./lanes.ts). */
   startDeferred(): void {
     if (!this.closed) this.lanes.startDeferred();
   }
