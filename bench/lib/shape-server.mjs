@@ -4,9 +4,11 @@
 // ExecSession) the plain way (protobuf-es toBinary/fromBinary serializers, grpc-js defaults)
 // with no run state, catalog, policy, limits, records or checks: each exec goes to a free
 // worker thread, each nested call goes out as a ToolCallRequested and its answer back to the
-// thread. What the service adds to a nested call is measured against this.
+// thread. What the service adds to a nested call is measured against this. With --inline, one
+// VM runs on the main thread itself, beside the connection (no thread hop, and nothing between
+// a program and the server's other calls): what the shape costs without its worker threads.
 //
-//   node bench/lib/shape-server.mjs [--threads 2]    -> prints "ready sandbox=H:P orchestrator=H:P"
+//   node bench/lib/shape-server.mjs [--threads 2] [--inline]  -> prints "ready sandbox=H:P orchestrator=H:P"
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
@@ -16,8 +18,9 @@ import { Sandbox, ExecEventSchema, BridgeCallbackResponseSchema } from "../../di
 import { Control, OpenRunResponseSchema } from "../../dist/gen/codemode/orchestrator/v1/control_pb.js";
 import { ResultStatus } from "../../dist/gen/codemode/common/v1/common_pb.js";
 import { plainDefinition } from "./plain-definition.mjs";
+import { shapeVm } from "./shape-worker.mjs";
 
-const { values } = parseArgs({ options: { threads: { type: "string", default: "2" } } });
+const { values } = parseArgs({ options: { threads: { type: "string", default: "2" }, inline: { type: "boolean", default: false } } });
 
 const wasm = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const workers = [];
@@ -28,8 +31,18 @@ const execs = new Map();
 const calls = new Map();
 let nextExec = 0;
 
-for (let i = 0; i < Number(values.threads); i++) {
-  const worker = new Worker(new URL("./shape-worker.mjs", import.meta.url), { workerData: { wasm } });
+/** A VM on this thread, reached as a worker is: each message in a microtask of its own. */
+async function inlineVm() {
+  const listeners = [];
+  const onMessage = await shapeVm(wasm, (m) => queueMicrotask(() => listeners.forEach((l) => l(m))));
+  return {
+    postMessage: (m) => queueMicrotask(() => onMessage(m)),
+    on: (event, l) => event === "message" && listeners.push(l),
+  };
+}
+
+for (let i = 0; i < (values.inline ? 1 : Number(values.threads)); i++) {
+  const worker = values.inline ? await inlineVm() : new Worker(new URL("./shape-worker.mjs", import.meta.url), { workerData: { wasm } });
   const slot = { worker, busy: false };
   worker.on("message", (m) => {
     if (m.t === "ready") return;
@@ -51,7 +64,7 @@ for (let i = 0; i < Number(values.threads); i++) {
     process.exit(1);
   });
   workers.push(slot);
-  await new Promise((resolve) => worker.once("message", resolve));
+  if (!values.inline) await new Promise((resolve) => worker.once("message", resolve));
 }
 
 /** Runs `code` on a free thread; `onCall` for each nested call, `onDone` at the end. */
