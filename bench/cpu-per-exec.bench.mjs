@@ -4,13 +4,14 @@
 // sidecar's main thread (gRPC, protobuf, the link, the pool), its worker threads (the VM),
 // V8's helper threads (compilers, garbage collection), and the gateway process itself.
 //
-// For each workload: a warm-up, then --n execs back to back at --concurrency over one
+// For each workload: --warmup execs untimed (a fresh sidecar's V8 optimizes its hot paths on
+// its helper threads over its first few thousand execs: 10000 measures it settled), then --n execs back to back at --concurrency over one
 // stream each (Exec for W1, ExecSession for the tool-calling W2, W3 and W5), timing CPU
 // from /proc/<pid>/task/*/stat (the sidecar) and process.cpuUsage() (this process, the
 // gateway); the floor runs the same program in fresh in-process VMs (bench/lib/floor.mjs)
 // and its CPU is this process's over those runs. Prints figures; asserts nothing.
 //
-// Usage: node bench/cpu-per-exec.bench.mjs [--n 1000] [--concurrency 1] [--only W1,W2,W3,W5]
+// Usage: node bench/cpu-per-exec.bench.mjs [--n 1000] [--concurrency 1] [--warmup 300] [--only W1,W2,W3,W5]
 import { readdirSync, readFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
@@ -19,10 +20,16 @@ import { loadWasm, runFloor } from "./lib/floor.mjs";
 import { W1, W2, W3, W5, EXPECT, TWO_TOOLS } from "./lib/workloads.mjs";
 
 const { values } = parseArgs({
-  options: { n: { type: "string", default: "1000" }, concurrency: { type: "string", default: "1" }, only: { type: "string", default: "W1,W2,W3,W5" } },
+  options: {
+    n: { type: "string", default: "1000" },
+    concurrency: { type: "string", default: "1" },
+    warmup: { type: "string", default: "300" },
+    only: { type: "string", default: "W1,W2,W3,W5" },
+  },
 });
 const N = Number(values.n);
 const C = Number(values.concurrency);
+const WARMUP = Number(values.warmup);
 const WORKLOADS = { W1, W2, W3, W5 };
 const chosen = values.only.split(",").filter((w) => w in WORKLOADS);
 // Tool-calling workloads go over ExecSession (answers on the stream), as a gateway that can would.
@@ -60,7 +67,8 @@ function groups(pid, before, after) {
 
 const svc = await startService();
 const gw = new Gateway(svc.ready);
-const scope = await gw.openRun({ tools: TWO_TOOLS });
+// A run for each warm-up and each timed stretch, so that each stays within a run's tool-call limit.
+let scope;
 const run = (name) => (SESSION.has(name) ? gw.execSession(scope, WORKLOADS[name], EXPECT[name]) : gw.exec(scope, WORKLOADS[name], EXPECT[name]));
 const wasm = await loadWasm();
 const load0 = loadavg()[0];
@@ -68,7 +76,13 @@ const load0 = loadavg()[0];
 const rows = [];
 for (const name of chosen) {
   const n = name === "W5" ? Math.max(20, Math.floor(N / 10)) : N;
-  for (let i = 0; i < Math.min(300, n); i++) await run(name);
+  scope = await gw.openRun({ tools: TWO_TOOLS });
+  for (let i = 0; i < (name === "W5" ? Math.min(WARMUP, n) : WARMUP); i++) {
+    // a new run every 2,000 execs (W3 makes 16 calls an exec)
+    if (i > 0 && i % 2000 === 0) scope = await gw.openRun({ tools: TWO_TOOLS });
+    await run(name);
+  }
+  scope = await gw.openRun({ tools: TWO_TOOLS });
   const t0 = threadCpu(svc.child.pid);
   const self0 = process.cpuUsage();
   const w0 = performance.now();
@@ -105,7 +119,7 @@ await svc.stop();
 
 const ms = (x) => `${x.toFixed(3)} ms`;
 console.log(
-  `node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --concurrency ${C}; service ${mallocSettings()}\n`,
+  `node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --concurrency ${C} --warmup ${WARMUP}; service ${mallocSettings()}\n`,
 );
 console.log(
   "| workload | execs | runs/s | sidecar main thread | sidecar workers | sidecar V8/libuv helpers | sidecar total | gateway (this process) | service total | floor (one fresh VM) | service / floor |",

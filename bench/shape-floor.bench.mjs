@@ -165,7 +165,17 @@ const perCall = (way, side) => ((cells[`W2 ${way}`][side].p50 - cells[`W1 ${way}
 console.log(
   `\n## A nested call: the service against its shape's floor (issue 34)\nnode ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --warmup ${WARM}${values["one-run"] ? " --one-run" : ""}; service ${mallocSettings()}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all; sidecar exited ${exit} on SIGTERM\n`,
 );
-printTable(["workload, answered by", "in-process floor p50 / p99", ...(inline ? ["shape, VM on its main thread p50 / p99 (ratio)"] : []), "shape's floor p50 / p99 (ratio)", "service p50 / p99 (ratio)", "service / shape"], rows);
+printTable(
+  [
+    "workload, answered by",
+    "in-process floor p50 / p99",
+    ...(inline ? ["shape, VM on its main thread p50 / p99 (ratio)"] : []),
+    "shape's floor p50 / p99 (ratio)",
+    "service p50 / p99 (ratio)",
+    "service / shape",
+  ],
+  rows,
+);
 console.log(`\nCPU per exec (${CPU_N} execs each, one side after the other):\n`);
 printTable(["workload", "shape's floor: main thread", "shape's floor: all threads", "service: main thread", "service: all threads"], cpuRows);
 console.log(`

@@ -3,11 +3,16 @@
 // creating, running and disposing W1 VMs back to back), alternating, in the same run. With
 // --variant, the service is also started with other flags (e.g. `--threads 1`) in the same
 // rotation, so a scheduling change can be told from the machine's drift. Each round starts a
-// fresh sidecar, warms it with --warmup execs, then times --n execs. Prints figures; asserts
-// nothing.
+// fresh sidecar, warms it with --warmup execs and times --n execs ("fresh"), then runs
+// untimed execs until it has served --settle in all and times --n execs again ("settled").
+// A fresh sidecar's V8 is still optimizing its hot paths on its helper threads for its first
+// few thousand execs, which costs CPU the floor's threads (warm from the start, and kept
+// across rounds) no longer pay; the settled rows compare like with like. Prints figures;
+// asserts nothing.
 //
 // Usage: node bench/throughput.bench.mjs [--n 3000] [--concurrency 2] [--rounds 3]
-//          [--warmup 600] [--variant="--threads 1"]...  (the = is needed: the value starts with a dash)
+//          [--warmup 600] [--settle 12000] [--variant="--threads 1"]...
+//          (the = is needed: the value starts with a dash)
 import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { Gateway, mallocSettings, startService } from "./lib/service.mjs";
@@ -21,6 +26,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "2" },
     rounds: { type: "string", default: "3" },
     warmup: { type: "string", default: "600" },
+    settle: { type: "string", default: "12000" },
     variant: { type: "string", multiple: true, default: [] },
   },
 });
@@ -28,27 +34,39 @@ const N = Number(values.n);
 const C = Number(values.concurrency);
 const ROUNDS = Number(values.rounds);
 const WARMUP = Number(values.warmup);
+/** Execs a sidecar has served in all before its settled timing (0: no settled timing). */
+const SETTLE = Number(values.settle);
 const configs = [{ name: "service", args: [] }, ...values.variant.map((v) => ({ name: `service ${v}`, args: v.split(" ").filter(Boolean) }))];
 const load0 = loadavg()[0];
 
-/** Runs `n` execs of W1 over `c` loops on a fresh sidecar started with `args`; runs/s and latencies. */
+/** `n` execs of W1 over `c` loops of `gw` on `scope`; runs/s and latencies. */
+async function timed(gw, scope) {
+  let next = 0;
+  const lat = [];
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: C }, async () => {
+      while (next++ < N) lat.push(await gw.exec(scope, W1, EXPECT.W1));
+    }),
+  );
+  return { rate: N / ((performance.now() - t0) / 1000), lat };
+}
+
+/** A fresh sidecar started with `args`: timed after --warmup execs (fresh), then after --settle in all (settled). */
 async function serviceRound(args) {
   const svc = await startService(args);
   try {
     const gw = new Gateway(svc.ready);
     const scope = await gw.openRun({ tools: TWO_TOOLS }, "throughput");
     for (let i = 0; i < WARMUP; i++) await gw.exec(scope, W1, EXPECT.W1);
-    let next = 0;
-    const lat = [];
-    const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: C }, async () => {
-        while (next++ < N) lat.push(await gw.exec(scope, W1, EXPECT.W1));
-      }),
-    );
-    const wall = performance.now() - t0;
+    const fresh = await timed(gw, scope);
+    let settled;
+    if (SETTLE > 0) {
+      for (let served = WARMUP + N; served < SETTLE; served++) await gw.exec(scope, W1, EXPECT.W1);
+      settled = await timed(gw, scope);
+    }
     gw.close();
-    return { rate: N / (wall / 1000), lat };
+    return { fresh, settled };
   } finally {
     await svc.stop();
   }
@@ -61,11 +79,13 @@ async function floorRound() {
   return { rate: samples.length / (wallMs / 1000), lat: samples };
 }
 
-const rows = new Map([...configs.map((c) => [c.name, []]), ["floor", []]]);
+const rows = new Map([...configs.flatMap((c) => [[`${c.name}, fresh`, []], ...(SETTLE > 0 ? [[`${c.name}, settled`, []]] : [])]), ["floor", []]]);
 for (let round = 0; round < ROUNDS; round++) {
   for (const c of configs) {
     process.stderr.write(`[round ${round + 1}] ${c.name}\n`);
-    rows.get(c.name).push(await serviceRound(c.args));
+    const { fresh, settled } = await serviceRound(c.args);
+    rows.get(`${c.name}, fresh`).push(fresh);
+    if (settled) rows.get(`${c.name}, settled`).push(settled);
   }
   process.stderr.write(`[round ${round + 1}] floor\n`);
   rows.get("floor").push(await floorRound());
@@ -86,9 +106,9 @@ const table = [...rows].map(([name, rs]) => {
   ];
 });
 console.log(
-  `\n## W1 throughput at ${C} concurrent: node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --rounds ${ROUNDS} --warmup ${WARMUP}; service ${mallocSettings()}\n`,
+  `\n## W1 throughput at ${C} concurrent: node ${process.version}, ${cpus().length} cores, load average ${load0.toFixed(2)} at start, ${loadavg()[0].toFixed(2)} at end; --n ${N} --rounds ${ROUNDS} --warmup ${WARMUP} --settle ${SETTLE}; service ${mallocSettings()}\n`,
 );
 printTable(["", "runs/s per round", "mean runs/s", "p50", "p99", "mean / floor"], table);
 console.log(
-  `\n- Service: a fresh \`codemode start\` per round, ${WARMUP} execs of warm-up, then ${N} W1 execs over ${C} gateway loops in one session (this process is the gateway and shares the cores). Floor: ${C} worker threads in this process, each creating, running and disposing W1 VMs back to back (bench/lib/floor-worker.mjs). Rounds alternate in the order of the table.`,
+  `\n- Service: a fresh \`codemode start\` per round, ${WARMUP} execs of warm-up, then ${N} W1 execs over ${C} gateway loops in one session (fresh)${SETTLE > 0 ? `; then untimed execs until it served ${SETTLE} in all, and ${N} more timed (settled)` : ""}. This process is the gateway and shares the cores. Floor: ${C} worker threads in this process, each creating, running and disposing W1 VMs back to back (bench/lib/floor-worker.mjs). Rounds alternate in the order of the table.`,
 );

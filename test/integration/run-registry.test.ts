@@ -1,12 +1,13 @@
 /**
  * What the open-run registries (in memory, and in a real redis-server) promise about a
  * change the orchestrator derives from a run's spec: it is set only over the spec it was
- * derived from, so a gateway's OpenRun or CloseRun that came in between wins.
+ * derived from, so a gateway's OpenRun or CloseRun that came in between wins. And that a
+ * run's trajectory is its last MAX_STEPS steps, oldest first, however many it recorded.
  */
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MemoryRunRegistry, type RunRegistry, type RunSpec } from "../../src/orchestrator/runs/runs.js";
+import { MAX_STEPS, MemoryRunRegistry, type RunRegistry, type RunSpec } from "../../src/orchestrator/runs/runs.js";
 import { RedisRunRegistry } from "../../src/orchestrator/runs/redis-runs.js";
 import { createLogger } from "../../src/shared/logger.js";
 import { startRedis, type RedisServer } from "../helpers/redis.js";
@@ -72,5 +73,32 @@ describe.each([
     await runs.close(scope);
     expect(await runs.replaceSpec(reopened, { ...reopened, fallbackReason: "no runtime" })).toBe(false);
     expect(await runs.get(scope)).toBeUndefined();
+  });
+
+  it("keeps a run's last MAX_STEPS steps, oldest first, past every trim", async () => {
+    const runs = open();
+    await runs.open(spec());
+    const step = (i: number) => ({
+      kind: "exec",
+      callId: `e${i}`,
+      codeModeRunId: `cm_${i}`,
+      status: "completed",
+      errorCode: "",
+      startedAtMs: i,
+      durationMs: 1,
+      nestedCalls: [],
+    });
+    // Past the memory registry's slack twice over, and stopping between two of its cuts.
+    const total = 2 * MAX_STEPS + 317;
+    for (let i = 1; i <= total; i++) {
+      await runs.record(scope, step(i), { search: 0, describe: 0, call: 1 });
+      if (i === MAX_STEPS + 1 || i === total) {
+        const ids = (await runs.trajectory(scope))!.map((s) => s.callId);
+        expect(ids).toHaveLength(MAX_STEPS);
+        expect(ids[0]).toBe(`e${i - MAX_STEPS + 1}`);
+        expect(ids.at(-1)).toBe(`e${i}`);
+      }
+    }
+    expect((await runs.get(scope))?.counters.call).toBe(total);
   });
 });

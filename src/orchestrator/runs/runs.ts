@@ -114,6 +114,12 @@ export type OpenRun = RunSpec & { counters: Counters };
 
 /** Trajectory steps kept per run; the oldest are dropped past this. */
 export const MAX_STEPS = 1000;
+/**
+ * The memory registry lets a run's steps grow this far past MAX_STEPS before it drops the
+ * oldest, in one cut: a cut per step moved the whole kept array on every exec of a run past
+ * MAX_STEPS. Readers see the last MAX_STEPS only.
+ */
+const STEPS_SLACK = 250;
 
 export interface RunRegistry {
   /** Opens a run, or re-opens it with a new spec keeping its counters and trajectory. */
@@ -173,7 +179,7 @@ export class MemoryRunRegistry implements RunRegistry {
   }
 
   async trajectory(scope: Scope): Promise<TrajectoryStepRecord[] | undefined> {
-    return this.runs.get(scopeKeyOf(scope))?.trajectory.slice();
+    return this.runs.get(scopeKeyOf(scope))?.trajectory.slice(-MAX_STEPS);
   }
 
   async record(scope: Scope, step: TrajectoryStepRecord, deltas: Counters, resolved: readonly ResolvedCall[] = []): Promise<void> {
@@ -196,7 +202,7 @@ export class MemoryRunRegistry implements RunRegistry {
 
   private push(run: MemoryRun, step: TrajectoryStepRecord): void {
     run.trajectory.push(step);
-    if (run.trajectory.length > MAX_STEPS) run.trajectory.splice(0, run.trajectory.length - MAX_STEPS);
+    if (run.trajectory.length > MAX_STEPS + STEPS_SLACK) run.trajectory.splice(0, run.trajectory.length - MAX_STEPS);
   }
 
   async close(scope: Scope): Promise<boolean> {
