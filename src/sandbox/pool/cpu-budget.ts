@@ -30,6 +30,12 @@ export function cpuShareWindowMs(env: NodeJS.ProcessEnv = process.env): number {
 export const SHARE = 0.4;
 
 type Charge = { at: number; ms: number };
+/**
+ * A key's charges within the window, oldest first from `head` (the ones before it expired),
+ * and their running sum. Expired charges are cut off only once they are half the list, so
+ * a session charged on every exec pays O(1) a query, not a move of the whole window's list.
+ */
+type Charges = { list: Charge[]; head: number; sum: number };
 
 /**
  * What starts the session key of a tenant other than the default one, and ends its name: a
@@ -49,9 +55,8 @@ export function tenantGroupOf(session: string): string {
 const groupKey = (tenant: string) => TENANT_MARK + tenant;
 
 export class CpuBudget {
-  /** Each session's charges within the window, oldest first, and their running sum. */
-  private readonly charges = new Map<string, Charge[]>();
-  private readonly sums = new Map<string, number>();
+  /** Each session's (and, with weights, each tenant's) charges within the window. */
+  private readonly charges = new Map<string, Charges>();
   private readonly active = new Map<string, number>();
   private activeTotal = 0;
   /** Each tenant's segments under way (only with weights: a tenants file). */
@@ -104,10 +109,41 @@ export class CpuBudget {
   }
 
   private charge(key: string, ms: number): void {
-    const list = this.charges.get(key) ?? [];
-    list.push({ at: Date.now(), ms });
-    this.charges.set(key, list);
-    this.sums.set(key, (this.sums.get(key) ?? 0) + ms);
+    const c = this.charges.get(key);
+    if (c) {
+      c.list.push({ at: Date.now(), ms });
+      c.sum += ms;
+    } else this.charges.set(key, { list: [{ at: Date.now(), ms }], head: 0, sum: ms });
+  }
+
+  /** `key`'s charges still within the window at `now`, the expired ones dropped; undefined when none is. */
+  private live(key: string, now = Date.now()): Charges | undefined {
+    const c = this.charges.get(key);
+    if (!c) return undefined;
+    const { list } = c;
+    while (c.head < list.length && list[c.head]!.at <= now - this.windowMs) c.sum -= list[c.head++]!.ms;
+    if (c.head === list.length) {
+      this.charges.delete(key);
+      return undefined;
+    }
+    if (c.head >= 32 && c.head * 2 >= list.length) {
+      list.splice(0, c.head);
+      c.head = 0;
+    }
+    return c;
+  }
+
+  /** When enough of `key`'s charges will have expired to take `over` ms off its use (now, when none is left). */
+  private underAt(key: string, over: number): number {
+    const c = this.live(key);
+    let retryAt = Date.now();
+    if (!c) return retryAt;
+    for (let i = c.head; i < c.list.length; i++) {
+      retryAt = c.list[i]!.at + this.windowMs;
+      over -= c.list[i]!.ms;
+      if (over < 0) break;
+    }
+    return retryAt;
   }
 
   /** Thread time a tenant's sessions held within the window (0 without weights). */
@@ -127,21 +163,7 @@ export class CpuBudget {
 
   /** Thread time `tenant` held within the window (amortized O(1): the scheduler asks often). */
   usedMs(tenant: string, now = Date.now()): number {
-    const list = this.charges.get(tenant);
-    if (!list) return 0;
-    let sum = this.sums.get(tenant) ?? 0;
-    let expired = 0;
-    while (expired < list.length && list[expired]!.at <= now - this.windowMs) sum -= list[expired++]!.ms;
-    if (expired === list.length) {
-      this.charges.delete(tenant);
-      this.sums.delete(tenant);
-      return 0;
-    }
-    if (expired > 0) {
-      list.splice(0, expired);
-      this.sums.set(tenant, sum);
-    }
-    return sum;
+    return this.live(tenant, now)?.sum ?? 0;
   }
 
   /** Why `tenant` may not start a segment now (over its share while others have work), or undefined. */
@@ -150,15 +172,8 @@ export class CpuBudget {
     if (used <= this.budgetMs) return undefined;
     const others = this.activeTotal - (this.active.get(tenant) ?? 0);
     if (others <= 0) return undefined;
-    const list = this.charges.get(tenant)!;
     // When enough of the window's charges expire to bring the session back under its share.
-    let over = used - this.budgetMs;
-    let retryAt = Date.now();
-    for (const c of list) {
-      retryAt = c.at + this.windowMs;
-      over -= c.ms;
-      if (over < 0) break;
-    }
+    const retryAt = this.underAt(tenant, used - this.budgetMs);
     const seconds = Math.max(1, Math.ceil((retryAt - Date.now()) / 1000));
     return `this session's programs held the sandbox's threads for ${Math.round(used)} ms in the last ${this.windowMs / 1000} s, more than its share (${this.budgetMs} ms) while other sessions wait; retry in ${seconds} s`;
   }
@@ -185,13 +200,7 @@ export class CpuBudget {
     const share = this.windowMs * this.threads * (weightOf(tenant) / weights);
     const used = this.usedMs(own);
     if (used <= share) return undefined;
-    let over = used - share;
-    let retryAt = Date.now();
-    for (const c of this.charges.get(own) ?? []) {
-      retryAt = c.at + this.windowMs;
-      over -= c.ms;
-      if (over < 0) break;
-    }
+    const retryAt = this.underAt(own, used - share);
     const seconds = Math.max(1, Math.ceil((retryAt - Date.now()) / 1000));
     return `tenant ${JSON.stringify(tenant)}'s programs held the sandbox's threads for ${Math.round(used)} ms in the last ${this.windowMs / 1000} s, more than its share by its quota weight (${Math.round(share)} ms: weight ${weightOf(tenant)} of ${weights} among the tenants with work here) while other tenants wait; retry in ${seconds} s`;
   }
