@@ -34,7 +34,11 @@ let nextExec = 0;
 /** A VM on this thread, reached as a worker is: each message in a microtask of its own. */
 async function inlineVm() {
   const listeners = [];
-  const onMessage = await shapeVm(wasm, (m) => queueMicrotask(() => listeners.forEach((l) => l(m))));
+  const onMessage = await shapeVm(wasm, (m) =>
+    queueMicrotask(() => {
+      for (const l of listeners) l(m);
+    }),
+  );
   return {
     postMessage: (m) => queueMicrotask(() => onMessage(m)),
     on: (event, l) => event === "message" && listeners.push(l),
