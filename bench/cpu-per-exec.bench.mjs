@@ -4,7 +4,7 @@
 // sidecar's main thread (gRPC, protobuf, the link, the pool), its worker threads (the VM),
 // V8's helper threads (compilers, garbage collection), and the gateway process itself.
 //
-// For each workload: --warmup execs untimed (a fresh sidecar's V8 optimizes its hot paths on
+// For each workload: --warmup execs untimed (W5: at most as many as it times) (a fresh sidecar's V8 optimizes its hot paths on
 // its helper threads over its first few thousand execs: 10000 measures it settled), then --n execs back to back at --concurrency over one
 // stream each (Exec for W1, ExecSession for the tool-calling W2, W3 and W5), timing CPU
 // from /proc/<pid>/task/*/stat (the sidecar) and process.cpuUsage() (this process, the
@@ -67,7 +67,8 @@ function groups(pid, before, after) {
 
 const svc = await startService();
 const gw = new Gateway(svc.ready);
-// A run for each warm-up and each timed stretch, so that each stays within a run's tool-call limit.
+// The warm-up moves to a new run every 2,000 execs and the timed stretch has a run of its own, so
+// that each stays within a run's tool-call limit (100,000: W3 makes 16 calls an exec, so --n 6250 at most).
 let scope;
 const run = (name) => (SESSION.has(name) ? gw.execSession(scope, WORKLOADS[name], EXPECT[name]) : gw.exec(scope, WORKLOADS[name], EXPECT[name]));
 const wasm = await loadWasm();

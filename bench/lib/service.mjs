@@ -91,7 +91,7 @@ export async function startService(extraArgs = []) {
 }
 
 let seq = 0;
-const CONFIG = { maxToolCallsPerRun: 100_000, maxSearchesPerRun: 100_000, ...(process.env.BENCH_NO_REPLAY ? { recordForReplay: false } : {}) };
+const CONFIG = { maxToolCallsPerRun: 100_000, maxSearchesPerRun: 100_000 };
 
 /** A gateway's view of one sidecar: its clients, and exec/wait helpers that time to the Result event. */
 export class Gateway {

@@ -81,4 +81,26 @@ describe("the CPU share per session", () => {
     budget.started(other);
     expect(budget.refusal(busy)).toMatch(/held the sandbox's threads for 5000 ms .* retry in 4 s$/);
   });
+
+  it("sums the use and times the retry at one instant, even when a charge expires between clock reads", () => {
+    vi.useFakeTimers({ now: 1_000 });
+    const budget = new CpuBudget(1, 10_000);
+    budget.started(busy);
+    budget.ended(busy, 4_500); // leaves the window at 11,000
+    vi.setSystemTime(10_000);
+    budget.started(busy);
+    budget.ended(busy, 100); // leaves it at 20,000
+    budget.started(other);
+    // The first clock read says 10,999; every later one 11,000, when the first charge has left.
+    vi.setSystemTime(10_999);
+    let reads = 0;
+    const realNow = Date.now;
+    Date.now = () => (reads++ === 0 ? 10_999 : 11_000);
+    try {
+      // 4,600 ms used, 600 over: the first charge leaving (in 1 ms) takes it under.
+      expect(budget.refusal(busy)).toMatch(/for 4600 ms .* retry in 1 s$/);
+    } finally {
+      Date.now = realNow;
+    }
+  });
 });

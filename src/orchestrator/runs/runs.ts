@@ -112,7 +112,7 @@ export type RunSpec = {
 
 export type OpenRun = RunSpec & { counters: Counters };
 
-/** Trajectory steps kept per run; the oldest are dropped past this. */
+/** Trajectory steps a run shows; older ones are dropped (the memory registry keeps up to STEPS_SLACK more, unseen). */
 export const MAX_STEPS = 1000;
 /**
  * The memory registry lets a run's steps grow this far past MAX_STEPS before it drops the

@@ -133,10 +133,13 @@ export class CpuBudget {
     return c;
   }
 
-  /** When enough of `key`'s charges will have expired to take `over` ms off its use (now, when none is left). */
-  private underAt(key: string, over: number): number {
-    const c = this.live(key);
-    let retryAt = Date.now();
+  /**
+   * When enough of `key`'s charges will have expired to take `over` ms off its use (`now`,
+   * when none is left). `now` is the instant `over` was computed at, so both see the same charges.
+   */
+  private underAt(key: string, over: number, now: number): number {
+    const c = this.live(key, now);
+    let retryAt = now;
     if (!c) return retryAt;
     for (let i = c.head; i < c.list.length; i++) {
       retryAt = c.list[i]!.at + this.windowMs;
@@ -168,13 +171,14 @@ export class CpuBudget {
 
   /** Why `tenant` may not start a segment now (over its share while others have work), or undefined. */
   refusal(tenant: string): string | undefined {
-    const used = this.usedMs(tenant);
+    const now = Date.now();
+    const used = this.usedMs(tenant, now);
     if (used <= this.budgetMs) return undefined;
     const others = this.activeTotal - (this.active.get(tenant) ?? 0);
     if (others <= 0) return undefined;
     // When enough of the window's charges expire to bring the session back under its share.
-    const retryAt = this.underAt(tenant, used - this.budgetMs);
-    const seconds = Math.max(1, Math.ceil((retryAt - Date.now()) / 1000));
+    const retryAt = this.underAt(tenant, used - this.budgetMs, now);
+    const seconds = Math.max(1, Math.ceil((retryAt - now) / 1000));
     return `this session's programs held the sandbox's threads for ${Math.round(used)} ms in the last ${this.windowMs / 1000} s, more than its share (${this.budgetMs} ms) while other sessions wait; retry in ${seconds} s`;
   }
 
@@ -198,10 +202,11 @@ export class CpuBudget {
     }
     if (others === 0) return undefined;
     const share = this.windowMs * this.threads * (weightOf(tenant) / weights);
-    const used = this.usedMs(own);
+    const now = Date.now();
+    const used = this.usedMs(own, now);
     if (used <= share) return undefined;
-    const retryAt = this.underAt(own, used - share);
-    const seconds = Math.max(1, Math.ceil((retryAt - Date.now()) / 1000));
+    const retryAt = this.underAt(own, used - share, now);
+    const seconds = Math.max(1, Math.ceil((retryAt - now) / 1000));
     return `tenant ${JSON.stringify(tenant)}'s programs held the sandbox's threads for ${Math.round(used)} ms in the last ${this.windowMs / 1000} s, more than its share by its quota weight (${Math.round(share)} ms: weight ${weightOf(tenant)} of ${weights} among the tenants with work here) while other tenants wait; retry in ${seconds} s`;
   }
 }
