@@ -21,15 +21,21 @@ import { until } from "../helpers/until.js";
 const wasmModule = await WebAssembly.compile(readFileSync(new URL(import.meta.resolve("quickjs-wasi/quickjs.wasm"))));
 const WORKER = fileURLToPath(new URL("../../dist/sandbox/worker/worker.js", import.meta.url));
 
+/** A fair queue over `lanes` that records each warm-up (the test ends it with `done`) and pumps when a lane has warmed. */
+function queueWithWarmups(lanes: Lanes): { scheduler: FairScheduler; warmups: Array<{ lane: Lane; done: () => void }> } {
+  const scheduler = new FairScheduler(lanes, 2, () => 0, 10_000);
+  const warmups: Array<{ lane: Lane; done: () => void }> = [];
+  lanes.onWarm = (lane, done) => warmups.push({ lane, done });
+  lanes.onWarmed = () => scheduler.pump();
+  return { scheduler, warmups };
+}
+
 describe("a warming lane (real worker threads)", () => {
   const lanes = new Lanes(1, { filename: WORKER, execsPerWorker: 2, wasmModule, stackSizeMb: 16 });
   afterAll(() => lanes.destroy());
 
   it("gives a light task to its thread's replacement only when no warm lane can, and a heavy one only to a background lane once warmed", async () => {
-    const scheduler = new FairScheduler(lanes, 2, () => 0, 10_000);
-    const warmups: Array<{ lane: Lane; done: () => void }> = [];
-    lanes.onWarm = (lane, done) => warmups.push({ lane, done });
-    lanes.onWarmed = () => scheduler.pump();
+    const { scheduler, warmups } = queueWithWarmups(lanes);
     const lane = lanes.all[0]!;
     await until(() => lane.piscina.threads.length > 0, "the lane's thread", { everyMs: 20 });
     const threadId = lane.piscina.threads[0]!.threadId;
@@ -123,10 +129,7 @@ describe("a deferred base lane (real worker threads)", () => {
   afterAll(() => lanes.destroy());
 
   it("starts its thread for its first task (it takes work as an idle lane), keeps it, and warms up when started only if no task did", async () => {
-    const scheduler = new FairScheduler(lanes, 2, () => 0, 10_000);
-    const warmups: Array<{ lane: Lane; done: () => void }> = [];
-    lanes.onWarm = (lane, done) => warmups.push({ lane, done });
-    lanes.onWarmed = () => scheduler.pump();
+    const { scheduler, warmups } = queueWithWarmups(lanes);
     const [first, taken, idle] = lanes.all as [Lane, Lane, Lane];
     await until(() => first.piscina.threads.length > 0, "the first lane's thread", { everyMs: 20 });
     expect(lanes.started).toBe(1);
